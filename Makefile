@@ -1,0 +1,36 @@
+# Two entry points on a fresh Debian machine (as root):
+#   make demo   -- the main job
+#   make test   -- the test suite (installs the Debian packages the tests use)
+PYTHON ?= /usr/bin/python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+DEBS   := clang llvm gcc make systemtap-sdt-dev bpftrace python3-venv
+
+.PHONY: demo test bench debs venv clean
+
+$(VENV)/.stamp: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.stamp
+
+debs:
+	@missing=$$(for p in $(DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:" $$missing; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+demo: debs venv
+	$(PY) -m pyebpf demo
+
+test: debs venv
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+bench: debs venv
+	$(PY) -m benchmarks
+
+clean:
+	rm -rf $(VENV) tests/build

@@ -1,0 +1,169 @@
+"""The one exception hierarchy of pyebpf.
+
+Every error pyebpf raises derives from :class:`PyebpfError`; each also derives
+from the built-in exception a Python user would expect (``ValueError`` for bad
+input, ``OSError`` for a failed system call), so ``except ValueError`` keeps
+working.  Messages say what was wrong, where, and what to try.
+"""
+from __future__ import annotations
+
+import errno as _errno
+import os
+
+
+class PyebpfError(Exception):
+    """Base class of every pyebpf error."""
+
+
+# --------------------------------------------------------------------------
+# Pure (no kernel) errors
+
+class EncodingError(PyebpfError, ValueError):
+    """An instruction cannot be encoded, or bytes do not decode to one.
+
+    ``index`` is the slot index in the program when known.
+    """
+
+    def __init__(self, message: str, index: int | None = None, origin: str | None = None):
+        self.index = index
+        self.origin = origin
+        where = []
+        if origin:
+            where.append(origin)
+        if index is not None:
+            where.append(f"insn {index}")
+        super().__init__(f"{': '.join(where)}: {message}" if where else message)
+        self.reason = message
+
+
+class AssemblyError(PyebpfError, ValueError):
+    """A line of text assembly could not be parsed.
+
+    The message names ``file:line:column``, repeats the line and puts a caret
+    under the column, like a compiler does.
+    """
+
+    def __init__(self, message: str, filename: str = "<string>", line: int = 0,
+                 column: int = 1, text: str | None = None):
+        self.reason = message
+        self.filename = filename
+        self.line = line
+        self.column = column
+        self.text = text
+        loc = f"{filename}:{line}:{column}"
+        body = f"{loc}: error: {message}"
+        if text is not None:
+            shown = text.rstrip("\n").expandtabs(1)
+            body += f"\n    {shown}\n    {' ' * max(column - 1, 0)}^"
+        super().__init__(body)
+
+
+class ProgramError(PyebpfError, ValueError):
+    """A DSL program is inconsistent: an undefined label, a jump that does not
+    fit in 16 bits, a stack frame over 512 bytes, a helper given the wrong
+    kind of argument.  ``origin`` is the ``file:line`` that emitted the
+    offending instruction.
+    """
+
+    def __init__(self, message: str, origin: str | None = None):
+        self.reason = message
+        self.origin = origin
+        super().__init__(f"{origin}: {message}" if origin else message)
+
+
+# --------------------------------------------------------------------------
+# Kernel errors
+
+class KernelError(PyebpfError, OSError):
+    """A system call failed.  ``errno`` is set; ``hint`` says what to try."""
+
+    def __init__(self, err: int, operation: str, detail: str = "", hint: str = ""):
+        self.operation = operation
+        self.detail = detail
+        self.hint = hint
+        text = f"{operation}: {os.strerror(err)} ({_errno.errorcode.get(err, err)})"
+        if detail:
+            text += f": {detail}"
+        if hint:
+            text += f"\n  hint: {hint}"
+        OSError.__init__(self, err, text)
+
+    def __str__(self) -> str:  # OSError's default prints "[Errno N] ..."
+        return self.strerror or ""
+
+
+class PermissionDeniedError(KernelError):
+    """EPERM/EACCES outside the verifier: missing CAP_BPF/CAP_PERFMON or a
+    sysctl that forbids the operation."""
+
+
+class NotSupportedError(KernelError):
+    """The running kernel lacks the map type, program type, helper or attach
+    type asked for (EINVAL/EOPNOTSUPP/ENOTSUPP where it means that)."""
+
+
+class ResourceLimitError(KernelError):
+    """Out of memory, memlock limit or file descriptors (ENOMEM/EMFILE/E2BIG)."""
+
+
+class MapError(PyebpfError):
+    """Base for map-level errors that are not plain syscall failures."""
+
+
+class MapKeyError(MapError, KeyError):
+    """A key is absent (the dict-like API raises this like ``dict`` does)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "key not found"
+
+
+class MapFullError(MapError, KernelError):
+    """The map has no room for a new element (E2BIG on update)."""
+
+
+class SizeError(MapError, ValueError):
+    """A key or value does not have the size the map expects (checked before
+    any system call)."""
+
+
+class VerifierError(KernelError):
+    """The kernel's verifier rejected a program.
+
+    Attributes:
+        log: the whole verifier log.
+        index: the instruction index the verifier complained about (or None).
+        origin: the source (``file.py:line`` or ``file.s:line``) that emitted
+            that instruction (or None).
+        message: the verifier's own words for the failure.
+        instruction: the failing instruction as text, when known.
+    """
+
+    def __init__(self, err: int, log: str, message: str, index: int | None = None,
+                 origin: str | None = None, instruction: str | None = None,
+                 hint: str = ""):
+        self.log = log
+        self.message = message
+        self.index = index
+        self.origin = origin
+        self.instruction = instruction
+        parts = []
+        if origin:
+            parts.append(f"{origin}: ")
+        parts.append("verifier rejected the program")
+        if index is not None:
+            parts.append(f" at instruction {index}")
+        if instruction:
+            parts.append(f" ({instruction})")
+        parts.append(f": {message}")
+        KernelError.__init__(self, err, "BPF_PROG_LOAD", "".join(parts), hint)
+        # the KernelError text starts with the operation name; keep ours first
+        tail = "\n  hint: " + hint if hint else ""
+        self.strerror = "".join(parts) + tail + "\n  (the full log is in .log)"
+
+
+class AttachError(KernelError):
+    """A probe or link could not be attached."""
+
+
+class LostEventsWarning(UserWarning):
+    """Events were lost (ring full); the counts are on the reader."""

@@ -1,0 +1,240 @@
+"""The :class:`Program`: an ordered list of instructions with labels,
+subprograms and symbolic map references, resolved into bytes on demand.
+
+Instructions may carry a symbolic ``target`` (a label name) instead of a
+numeric offset; :meth:`Program.finalize` lays the main body and every
+subprogram out, resolves each target to a slot-relative offset and checks that
+it fits.  Instructions keep the ``file:line`` that emitted them (``origin``),
+so any later error -- including the kernel verifier's -- can point at it.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Iterable, Iterator
+
+from ..errors import EncodingError, ProgramError
+from ..isa import Insn, encode as _encode, is_jump, opcodes as op, set_jump_offset
+from .dsl import InstructionBuilder
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def caller_origin(depth: int = 2) -> str:
+    """``file:line`` of the nearest frame outside the pyebpf package."""
+    frame = sys._getframe(depth)
+    while frame is not None and frame.f_code.co_filename.startswith(_PKG_DIR):
+        frame = frame.f_back
+    if frame is None:  # pragma: no cover - called from inside pyebpf only
+        return "<pyebpf>"
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+
+class StackFrame:
+    """Allocates space on the 512-byte BPF stack (addressed as ``r10 - N``).
+
+    ``alloc(size)`` returns the (negative) offset from r10 of a new slot; the
+    frame refuses to grow past 512 bytes, naming the line that asked.
+    """
+
+    LIMIT = op.STACK_SIZE
+
+    def __init__(self) -> None:
+        self.used = 0
+        self.slots: list[tuple[int, int, str]] = []  # (offset, size, origin)
+
+    def alloc(self, size: int, align: int = 8) -> int:
+        """Reserve ``size`` bytes aligned to ``align``; return the offset from r10."""
+        if size <= 0:
+            raise ProgramError(f"stack slot size must be positive, not {size}", caller_origin())
+        if align not in (1, 2, 4, 8):
+            raise ProgramError(f"stack alignment must be 1, 2, 4 or 8, not {align}", caller_origin())
+        end = self.used + size
+        end = (end + align - 1) // align * align
+        if end > self.LIMIT:
+            raise ProgramError(
+                f"stack frame would need {end} bytes, over the kernel's limit of {self.LIMIT} "
+                f"(already used: {self.used}); use a per-CPU array map as scratch space for large buffers",
+                caller_origin())
+        self.used = end
+        self.slots.append((-end, size, caller_origin()))
+        return -end
+
+    @property
+    def free(self) -> int:
+        return self.LIMIT - self.used
+
+
+class Program(InstructionBuilder):
+    """A sequence of eBPF instructions under construction.
+
+    Args:
+        name: the program name given to the kernel (up to 15 characters).
+        license: the licence string (``"GPL"`` lets the program call GPL-only helpers).
+
+    Labels are defined with :meth:`label`; jumps refer to them by name and
+    may point forwards or backwards.  Subprograms (bpf-to-bpf functions) are
+    bodies of their own, laid out after the main body; call them by name.
+    Map references (``ld_imm64`` with ``map_ref``) are bound to real map file
+    descriptors when the program is loaded.
+    """
+
+    def __init__(self, name: str = "", license: str = "GPL"):
+        self.name = name
+        self.license = license
+        self.insns: list[Insn] = []
+        self._labels: dict[str, int] = {}
+        self._label_origin: dict[str, str] = {}
+        self.subprograms: dict[str, "Program"] = {}
+        self.maps: dict[str, Any] = {}
+        self._cache: list[Insn] | None = None
+        self.stack = StackFrame()
+
+    # ------------------------------------------------------------ building
+    def append(self, insn: Insn) -> Insn:
+        """Append one instruction; record the caller's ``file:line`` if it has no origin."""
+        if insn.origin is None:
+            insn.origin = caller_origin()
+        self.insns.append(insn)
+        self._cache = None
+        return insn
+
+    def extend(self, insns: Iterable[Insn]) -> None:
+        for insn in insns:
+            self.append(insn)
+
+    def label(self, name: str, *, origin: str | None = None) -> str:
+        """Define label ``name`` at the current end of the program."""
+        if name in self._labels:
+            raise ProgramError(f"label {name!r} is already defined (at {self._label_origin[name]})",
+                               origin or caller_origin())
+        self._labels[name] = len(self.insns)
+        self._label_origin[name] = origin or caller_origin()
+        self._cache = None
+        return name
+
+    @property
+    def labels(self) -> dict[str, int]:
+        """Label name -> index into :attr:`insns` (instruction index, not slot)."""
+        return dict(self._labels)
+
+    def subprogram(self, name: str) -> "Program":
+        """Create (or return) the subprogram ``name``; build its body on the result.
+
+        The first subprogram instruction is reachable by ``call`` with the
+        subprogram's name; subprograms may call each other.
+        """
+        if name in self._labels:
+            raise ProgramError(f"subprogram {name!r} clashes with a label of the main body",
+                               caller_origin())
+        sub = self.subprograms.get(name)
+        if sub is None:
+            sub = Program(name)
+            self.subprograms[name] = sub
+            self._cache = None
+        return sub
+
+    # ------------------------------------------------------------ layout
+    def layout(self) -> tuple[list[Insn], dict[str, int]]:
+        """The flat instruction list (main body then subprograms) and every
+        label's instruction index in it, with subprogram labels qualified as
+        ``sub.label`` (and the subprogram's own name at its start)."""
+        flat: list[Insn] = list(self.insns)
+        labels: dict[str, int] = dict(self._labels)
+        for sname, sub in self.subprograms.items():
+            if sub.subprograms:
+                raise ProgramError(f"subprogram {sname!r} has nested subprograms; declare them on the main program")
+            base = len(flat)
+            labels[sname] = base
+            for lname, idx in sub._labels.items():
+                labels[f"{sname}.{lname}"] = base + idx
+            flat.extend(sub.insns)
+        return flat, labels
+
+    def finalize(self) -> list[Insn]:
+        """Resolve every symbolic target and return the final instructions.
+
+        The result is a list of copies; the program itself keeps its symbols,
+        so it can be extended and finalized again.
+        """
+        if self._cache is not None:
+            return self._cache
+        flat, labels = self.layout()
+        # slot index of every instruction (ld_imm64 takes two slots)
+        slots = [0] * (len(flat) + 1)
+        pos = 0
+        for i, insn in enumerate(flat):
+            slots[i] = pos
+            pos += 2 if insn.code == op.OP_LD_IMM64 else 1
+        slots[len(flat)] = pos
+        # which body each instruction belongs to, for local label lookup
+        owners: list[str | None] = [None] * len(self.insns)
+        for sname, sub in self.subprograms.items():
+            owners.extend([sname] * len(sub.insns))
+        out: list[Insn] = []
+        for i, insn in enumerate(flat):
+            target = insn.target
+            if target is None:
+                out.append(insn)
+                continue
+            new = insn.copy()
+            owner = owners[i]
+            idx = None
+            if owner is not None:
+                idx = labels.get(f"{owner}.{target}")
+            if idx is None:
+                idx = labels.get(target)
+            if idx is None:
+                known = ", ".join(sorted(labels)) or "none"
+                raise ProgramError(f"undefined label or function {target!r} (defined: {known})",
+                                   insn.origin)
+            if not (is_jump(insn) or (insn.code == op.OP_LD_IMM64 and insn.src == op.PSEUDO_FUNC)):
+                raise ProgramError(f"instruction {insn!r} cannot take a target", insn.origin)
+            delta = slots[idx] - slots[i] - 1
+            try:
+                if insn.code == op.OP_LD_IMM64:
+                    new.imm = delta
+                else:
+                    set_jump_offset(new, delta)
+            except EncodingError as exc:
+                raise ProgramError(f"jump to {target!r}: {exc.reason}", insn.origin) from None
+            out.append(new)
+        self._cache = out
+        return out
+
+    # ------------------------------------------------------------ output
+    def encode(self) -> bytes:
+        """The program as raw instruction bytes (8-byte little-endian slots)."""
+        return _encode(self.finalize())
+
+    def __iter__(self) -> Iterator[Insn]:
+        return iter(self.finalize())
+
+    def __len__(self) -> int:
+        """Number of instructions (not slots) after layout."""
+        return len(self.finalize())
+
+    @property
+    def slot_count(self) -> int:
+        return sum(i.slots for i in self.finalize())
+
+    def origins(self) -> list[str | None]:
+        """``origin`` per *slot* (the second slot of ld_imm64 repeats the first),
+        as the kernel's verifier counts instructions."""
+        out: list[str | None] = []
+        for insn in self.finalize():
+            out.append(insn.origin)
+            if insn.code == op.OP_LD_IMM64:
+                out.append(insn.origin)
+        return out
+
+    def map_refs(self) -> list[str]:
+        """Names of the maps the program refers to, in order of first use."""
+        seen: dict[str, None] = {}
+        for insn in self.finalize():
+            if insn.map_ref is not None:
+                seen.setdefault(insn.map_ref, None)
+        return list(seen)
+
+    def __repr__(self) -> str:
+        return f"<Program {self.name!r}: {len(self.insns)} insns, {len(self.subprograms)} subprograms>"

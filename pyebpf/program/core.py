@@ -16,6 +16,7 @@ from typing import Any, Iterable, Iterator
 from ..errors import EncodingError, ProgramError
 from ..isa import Insn, encode as _encode, is_jump, opcodes as op, set_jump_offset
 from .dsl import InstructionBuilder
+from .idioms import Idioms
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
@@ -65,7 +66,7 @@ class StackFrame:
         return self.LIMIT - self.used
 
 
-class Program(InstructionBuilder):
+class Program(InstructionBuilder, Idioms):
     """A sequence of eBPF instructions under construction.
 
     Args:

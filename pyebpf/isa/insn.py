@@ -57,9 +57,7 @@ class Insn:
         self.src = src
         self.off = off
         self.imm = imm
-        if next_imm is None and code == op.OP_LD_IMM64:
-            next_imm = 0
-        self.next_imm = next_imm
+        self.next_imm = 0 if next_imm is None and code == 0x18 else next_imm  # 0x18: ld_imm64
         self.target = target
         self.map_ref = map_ref
         self.origin = origin

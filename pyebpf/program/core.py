@@ -15,20 +15,39 @@ from typing import Any, Iterable, Iterator
 
 from ..errors import EncodingError, ProgramError
 from ..isa import Insn, encode as _encode, is_jump, opcodes as op, set_jump_offset
+from . import dsl as _dsl
 from .dsl import InstructionBuilder
 from .idioms import Idioms
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
+_INSIDE: dict = {}   # code object -> True when it belongs to the pyebpf package
+_ORIGINS: dict = {}  # (filename, line) -> the shared "file:line" string
+
+
 def caller_origin(depth: int = 2) -> str:
     """``file:line`` of the nearest frame outside the pyebpf package."""
     frame = sys._getframe(depth)
-    while frame is not None and frame.f_code.co_filename.startswith(_PKG_DIR):
+    inside = _INSIDE
+    while frame is not None:
+        code = frame.f_code
+        flag = inside.get(code)
+        if flag is None:
+            flag = inside[code] = code.co_filename.startswith(_PKG_DIR)
+        if not flag:
+            key = (code.co_filename, frame.f_lineno)
+            origin = _ORIGINS.get(key)
+            if origin is None:
+                if len(_ORIGINS) > 100_000:
+                    _ORIGINS.clear()
+                origin = _ORIGINS[key] = f"{key[0]}:{key[1]}"
+            return origin
         frame = frame.f_back
-    if frame is None:  # pragma: no cover - called from inside pyebpf only
-        return "<pyebpf>"
-    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+    return "<pyebpf>"  # pragma: no cover - called from inside pyebpf only
+
+
+_dsl._origin = caller_origin
 
 
 class StackFrame:

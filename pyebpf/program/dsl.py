@@ -94,6 +94,10 @@ def _off(value: int) -> int:
     return value
 
 
+def _origin(depth: int) -> str:  # bound below to core.caller_origin (no import cycle)
+    raise NotImplementedError
+
+
 class InstructionBuilder:
     """Mixin that gives :class:`Program` one method per instruction."""
 
@@ -102,18 +106,24 @@ class InstructionBuilder:
         raise NotImplementedError
 
     def _emit(self, insn: Insn) -> "InstructionBuilder":
-        self.append(insn)
+        # the hot path of every builder method: Program.append, inlined
+        insn.origin = _origin(3)
+        self.insns.append(insn)
+        self._cache = None
         return self
 
     # ------------------------------------------------------------------ ALU
     def _alu(self, aop: int, dst: Reg, src: Operand, off: int = 0) -> "InstructionBuilder":
-        dst = _reg(dst, "destination")
+        if type(dst) is not Reg:
+            _reg(dst, "destination")
         cls = op.ALU if dst.is32 else op.ALU64
-        if isinstance(src, Reg):
+        if type(src) is Reg:
             if src.is32 != dst.is32:
                 raise ProgramError(f"mixed widths: {dst!r} and {src!r}; use both r or both w registers")
             return self._emit(Insn(cls | aop | op.X, dst.index, src.index, off, 0))
-        return self._emit(Insn(cls | aop | op.K, dst.index, 0, off, _imm(src)))
+        if type(src) is not int or not -0x80000000 <= src <= 0x7FFFFFFF:
+            src = _imm(src)
+        return self._emit(Insn(cls | aop, dst.index, 0, off, src))
 
     def mov(self, dst: Reg, src: Operand) -> "InstructionBuilder":
         """``dst = src``."""
@@ -247,18 +257,29 @@ class InstructionBuilder:
     # ---------------------------------------------------------- memory
     def load(self, dst: Reg, src: Reg, off: int = 0, size: int | str = 8, signed: bool = False):
         """``dst = *(u<size> *)(src + off)`` (``signed``: sign-extending, cpu v4)."""
-        code = op.LDX | (op.MEMSX if signed else op.MEM) | _size_code(size)
-        if signed and code & 0x18 == op.DW:
+        sz = _SIZE_OF_BYTES.get(size) if type(size) is int else None
+        if sz is None:
+            sz = _size_code(size)
+        if signed and sz == op.DW:
             raise ProgramError("a sign-extending load of 8 bytes does not exist; use signed=False")
-        return self._emit(Insn(code, _reg(dst, "destination").index, _reg(src, "base").index, _off(off)))
+        if type(dst) is not Reg or type(src) is not Reg:
+            _reg(dst, "destination"), _reg(src, "base")
+        if type(off) is not int or not -0x8000 <= off <= 0x7FFF:
+            off = _off(off)
+        return self._emit(Insn(op.LDX | (op.MEMSX if signed else op.MEM) | sz, dst.index, src.index, off))
 
     def store(self, dst: Reg, off: int, src: Operand, size: int | str = 8):
         """``*(u<size> *)(dst + off) = src`` (a register or an immediate)."""
-        sz = _size_code(size)
-        base = _reg(dst, "base").index
-        if isinstance(src, Reg):
-            return self._emit(Insn(op.STX | op.MEM | sz, base, src.index, _off(off)))
-        return self._emit(Insn(op.ST | op.MEM | sz, base, 0, _off(off), _imm(src)))
+        sz = _SIZE_OF_BYTES.get(size) if type(size) is int else None
+        if sz is None:
+            sz = _size_code(size)
+        if type(dst) is not Reg:
+            _reg(dst, "base")
+        if type(off) is not int or not -0x8000 <= off <= 0x7FFF:
+            off = _off(off)
+        if type(src) is Reg:
+            return self._emit(Insn(op.STX | op.MEM | sz, dst.index, src.index, off))
+        return self._emit(Insn(op.ST | op.MEM | sz, dst.index, 0, off, _imm(src)))
 
     def ldxb(self, dst: Reg, src: Reg, off: int = 0):
         """``dst = *(u8 *)(src + off)``."""

@@ -19,11 +19,11 @@ from . import dsl as _dsl
 from .dsl import InstructionBuilder
 from .idioms import Idioms
 
-_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
-_INSIDE: dict = {}   # code object -> True when it belongs to the pyebpf package
-_ORIGINS: dict = {}  # (filename, line) -> the shared "file:line" string
+_INSIDE = _dsl._INSIDE    # code object -> True when it belongs to the pyebpf package
+_ORIGINS = _dsl._ORIGINS  # (filename, line) -> the shared "file:line" string
+_PKG_DIR = _dsl._PKG_DIR
 
 
 def caller_origin(depth: int = 2) -> str:

@@ -14,6 +14,8 @@ integer slot offsets.
 """
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any, Union
 
 from ..errors import ProgramError
@@ -94,8 +96,14 @@ def _off(value: int) -> int:
     return value
 
 
-def _origin(depth: int) -> str:  # bound below to core.caller_origin (no import cycle)
+def _origin(depth: int) -> str:  # bound to core.caller_origin by core (no import cycle)
     raise NotImplementedError
+
+
+_INSIDE: dict = {}   # shared with core: code object -> belongs to the pyebpf package
+_ORIGINS: dict = {}  # shared with core: (filename, line) -> "file:line"
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_getframe = sys._getframe
 
 
 class InstructionBuilder:
@@ -106,8 +114,21 @@ class InstructionBuilder:
         raise NotImplementedError
 
     def _emit(self, insn: Insn) -> "InstructionBuilder":
-        # the hot path of every builder method: Program.append, inlined
-        insn.origin = _origin(3)
+        # The hot path of every builder method: Program.append with the
+        # origin lookup of core.caller_origin inlined (it dominates the cost).
+        frame = _getframe(2)
+        inside = _INSIDE
+        while frame is not None:
+            code = frame.f_code
+            flag = inside.get(code)
+            if flag is None:
+                flag = inside[code] = code.co_filename.startswith(_PKG_DIR)
+            if not flag:
+                key = (code.co_filename, frame.f_lineno)
+                origin = _ORIGINS.get(key)
+                insn.origin = origin if origin is not None else _origin(2)
+                break
+            frame = frame.f_back
         self.insns.append(insn)
         self._cache = None
         return self

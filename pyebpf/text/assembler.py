@@ -1,0 +1,181 @@
+"""Text -> :class:`~pyebpf.program.core.Program`, for either dialect.
+
+The dialect modules know statements; this module knows files: lines,
+labels, the ``.8byte`` directive, the origin of each instruction, and turning
+every problem into an :class:`~pyebpf.errors.AssemblyError` that names
+``file:line:column``.
+"""
+from __future__ import annotations
+
+import re
+from types import ModuleType
+
+from ..errors import AssemblyError, ProgramError
+from ..isa import Insn
+from ..program.core import Program
+from . import common, llvm, mnemonic
+from .lexer import TextError, Tok, split_line, tokenize
+
+__all__ = ["DIALECTS", "assemble", "parse_insn", "format_insn"]
+
+#: dialect name -> module with ``parse_tokens(toks, opcode)`` and ``format_insn(insn, style, label)``
+DIALECTS: dict[str, ModuleType] = {"llvm": llvm, "mnemonic": mnemonic}
+_SEMICOLONS = {"llvm": True, "mnemonic": False}
+
+# statement text -> fields of the parsed Insn; most programs repeat many lines
+_CACHE: dict[tuple[str, str, int | None], tuple] = {}
+_CACHE_MAX = 1 << 16
+
+
+def _dialect(name: str) -> ModuleType:
+    try:
+        return DIALECTS[name]
+    except KeyError:
+        raise ValueError(f"unknown dialect {name!r} (use 'llvm' or 'mnemonic')") from None
+
+
+def _directive(toks: list[Tok]) -> list[Insn]:
+    name = toks[0].value
+    if name in (".8byte", ".quad", ".dword"):
+        return common.raw_insns(common.parse_raw_values(toks))
+    raise TextError(f"unknown directive {name!r} (only .8byte is supported)", toks[0].col)
+
+
+def _label_col(text: str, name: str) -> int:
+    """Column of the name ``name`` in ``text`` (for errors found after parsing)."""
+    m = re.search(r"(?<![\w.$])" + re.escape(name) + r"(?![\w.$])", text)
+    return m.start() + 1 if m else 1
+
+
+def assemble(text: str, dialect: str = "llvm", filename: str = "<string>") -> Program:
+    """Assemble ``text`` into a :class:`Program` (labels resolved, checked).
+
+    Every instruction gets ``origin="FILENAME:LINE"``.  Raises
+    :class:`AssemblyError` (file:line:column, the line and a caret) for an
+    unknown mnemonic, a bad register, an immediate, offset or jump out of
+    range, a wrong operand count, a duplicate or unknown label.
+    """
+    mod = _dialect(dialect)
+    parse = mod.parse_tokens
+    semicolons = _SEMICOLONS[dialect]
+    implicit_exit = dialect == "mnemonic"
+    prog = Program()
+    append = prog.append
+    label_at: dict[str, tuple[int, int]] = {}       # label -> (line, col); col 0: implicit
+    cache = _CACHE
+    lines = text.splitlines()
+    lineno = 0
+    for line in lines:
+        lineno += 1
+        if not line or line.isspace():
+            continue
+        origin = f"{filename}:{lineno}"
+        try:
+            for piece in split_line(line, semicolons):
+                key = (dialect, piece.text.strip(), piece.opcode)
+                hit = cache.get(key)
+                if hit is not None:
+                    code, dst, src, off, imm, nxt, target, map_ref = hit
+                    if implicit_exit and code == 0x95 and "exit" not in label_at:
+                        prog.label("exit", origin=origin)
+                        label_at["exit"] = (lineno, 0)
+                    append(Insn(code, dst, src, off, imm, nxt, target=target, map_ref=map_ref,
+                                origin=origin))
+                    continue
+                toks = tokenize(piece.text, piece.col)
+                pure = True
+                # labels: "name:" (possibly followed by a statement)
+                while len(toks) >= 2 and toks[1].key == ":" and toks[0].key == "id":
+                    name = toks[0].value
+                    if name in label_at:
+                        line0, col0 = label_at[name]
+                        why = (f"at line {line0}" if col0 else
+                               f"implicitly by the first exit, at line {line0}")
+                        raise TextError(f"duplicate label {name!r} (already defined {why})",
+                                        toks[0].col)
+                    prog.label(name, origin=origin)
+                    label_at[name] = (lineno, toks[0].col)
+                    toks = toks[2:]
+                    pure = False
+                if not toks:
+                    continue
+                if toks[0].key == "id" and toks[0].value[0] == "." and len(toks[0].value) > 1:
+                    new = _directive(toks)
+                else:
+                    insn = parse(toks, piece.opcode)
+                    if pure:
+                        if len(cache) >= _CACHE_MAX:
+                            cache.clear()
+                        cache[key] = (insn.code, insn.dst, insn.src, insn.off, insn.imm,
+                                      insn.next_imm, insn.target, insn.map_ref)
+                    new = (insn,)
+                for insn in new:
+                    if implicit_exit and insn.code == 0x95 and "exit" not in label_at:
+                        prog.label("exit", origin=origin)
+                        label_at["exit"] = (lineno, 0)
+                    insn.origin = origin
+                    append(insn)
+        except TextError as exc:
+            raise AssemblyError(exc.message, filename, lineno, exc.col, line) from None
+    _check_targets(prog, lines, filename)
+    return prog
+
+
+def _lineno(origin: str | None) -> int:
+    if origin:
+        tail = origin.rpartition(":")[2]
+        if tail.isdigit():
+            return int(tail)
+    return 0
+
+
+def _check_targets(prog: Program, lines: list[str], filename: str) -> None:
+    """Unknown labels and jumps that do not fit, reported at their line and column."""
+    labels = prog.labels
+    for insn in prog.insns:
+        target = insn.target
+        if target is not None and target not in labels:
+            n = _lineno(insn.origin)
+            text = lines[n - 1] if n else ""
+            known = ", ".join(sorted(labels)) or "none"
+            raise AssemblyError(f"unknown label {target!r} (defined: {known})", filename, n,
+                                _label_col(text, target), text)
+    try:
+        prog.finalize()
+    except ProgramError as exc:
+        n = _lineno(exc.origin)
+        text = lines[n - 1] if n else None
+        bad = next((i for i in prog.insns if i.origin == exc.origin and i.target), None)
+        col = _label_col(text, bad.target) if (text and bad is not None) else 1
+        raise AssemblyError(exc.reason, filename, n, col, text) from None
+
+
+def parse_insn(line: str, dialect: str = "llvm") -> Insn:
+    """Parse one instruction (comments and tool decorations allowed, no label).
+
+    A jump to a label comes back with ``insn.target`` set and a zero offset.
+    """
+    mod = _dialect(dialect)
+    try:
+        pieces = split_line(line, _SEMICOLONS[dialect])
+        if len(pieces) != 1:
+            raise TextError("expected exactly one instruction" if pieces else "no instruction",
+                            pieces[1].col if len(pieces) > 1 else 1)
+        piece = pieces[0]
+        toks = tokenize(piece.text, piece.col)
+        if not toks:
+            raise TextError("no instruction", 1)
+        if toks[0].key == "id" and toks[0].value[0] == "." and len(toks[0].value) > 1:
+            new = _directive(toks)
+            if len(new) != 1:
+                raise TextError("expected exactly one instruction", toks[0].col)
+            return new[0]
+        return mod.parse_tokens(toks, piece.opcode)
+    except TextError as exc:
+        raise AssemblyError(exc.message, "<string>", 1, exc.col, line) from None
+
+
+def format_insn(insn: Insn, dialect: str = "llvm", style: str = "objdump") -> str:
+    """``insn`` as text: ``dialect`` ``"llvm"`` (``style`` ``"objdump"`` or
+    ``"verifier"``) or ``"mnemonic"``.  Invalid instructions print as ``.8byte``."""
+    return _dialect(dialect).format_insn(insn, style)

@@ -1,0 +1,193 @@
+"""A ``dis``-like disassembler: :func:`get_instructions` gives one
+:class:`Instruction` record per instruction, :func:`disassemble` text for people.
+
+Jump and call targets become synthetic labels in label mode (``L12`` for a
+jump target, ``F12`` for a bpf-to-bpf function, the number being the slot
+index), so the text assembles back to the same bytes.  Slots that are not a
+valid instruction print as ``.8byte`` (see :mod:`pyebpf.text.common`); the
+disassembler never fails on input bytes.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Iterable, NamedTuple
+
+from ..errors import EncodingError
+from ..isa import Form, HELPERS, Insn, classify, is_jump, jump_offset, opcodes as op
+from ..program.core import Program
+from . import common
+from .assembler import _dialect
+
+__all__ = ["Instruction", "get_instructions", "disassemble", "decode_lenient"]
+
+_SLOT = struct.Struct("<BBhi")
+
+
+class Instruction(NamedTuple):
+    """One disassembled instruction (compare :class:`dis.Instruction`)."""
+
+    index: int                  #: slot index (an ld_imm64 takes two slots)
+    insn: Insn                  #: the instruction
+    form: Form | None           #: what it is, or None if it is not a valid instruction
+    text: str                   #: its text in the requested dialect/style (labels substituted)
+    target: int | None          #: slot index a jump/local call/func reference goes to
+    target_label: str | None    #: the synthetic label of ``target`` (label mode), else None
+    helper: str | None          #: ``bpf_...`` name of a called helper
+    is_jump_target: bool        #: True if some instruction jumps or calls here
+    label: str | None           #: this instruction's synthetic label (label mode)
+    error: str | None = None    #: why ``form`` is None
+
+    @property
+    def slots(self) -> int:
+        """1, or 2 for ld_imm64."""
+        return self.insn.slots
+
+    @property
+    def opcode(self) -> int:
+        return self.insn.code
+
+
+def decode_lenient(data: bytes | bytearray | memoryview) -> list[tuple[Insn, str | None]]:
+    """Decode every slot of ``data``, never raising: ``(insn, problem)`` pairs.
+
+    An ld_imm64 whose second slot is missing or not all-zero besides its
+    immediate comes back as a one-slot problem (its bytes cannot round-trip
+    through :class:`Insn`); trailing bytes that are not a whole slot are
+    reported as a problem and dropped.
+    """
+    mv = memoryview(data).cast("B")
+    n = len(mv) // 8
+    out: list[tuple[Insn, str | None]] = []
+    slots = list(_SLOT.iter_unpack(mv[:n * 8]))
+    i = 0
+    while i < n:
+        code, regs, off, imm = slots[i]
+        if code == op.OP_LD_IMM64:
+            if i + 1 < n and slots[i + 1][0] == 0 and slots[i + 1][1] == 0 and slots[i + 1][2] == 0:
+                out.append((Insn(code, regs & 15, regs >> 4, off, imm, slots[i + 1][3]), None))
+                i += 2
+                continue
+            out.append((Insn(code, regs & 15, regs >> 4, off, imm),
+                        "ld_imm64 without a valid second slot"))
+            i += 1
+            continue
+        out.append((Insn(code, regs & 15, regs >> 4, off, imm), None))
+        i += 1
+    if len(mv) % 8:
+        out.append((Insn(0), f"{len(mv) % 8} trailing bytes (not a whole 8-byte slot) ignored"))
+    return out
+
+
+def _as_insns(data) -> list[tuple[Insn, str | None]]:
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return decode_lenient(data)
+    if isinstance(data, Program):
+        data = data.finalize()
+    return [(insn, None) for insn in data]
+
+
+def get_instructions(data: bytes | bytearray | memoryview | Iterable[Insn] | Program,
+                     dialect: str = "llvm", style: str = "objdump",
+                     labels: bool = True) -> list[Instruction]:
+    """One :class:`Instruction` per instruction of ``data`` (bytes, Insns or a Program)."""
+    mod = _dialect(dialect)
+    fmt = mod.format_insn
+    items = _as_insns(data)
+    # pass 1: slots, forms, targets
+    n = len(items)
+    index = [0] * n
+    forms: list[Form | None] = [None] * n
+    errors: list[str | None] = [None] * n
+    targets: list[int | None] = [None] * n
+    pos = 0
+    for k, (insn, problem) in enumerate(items):
+        index[k] = pos
+        if problem is None:
+            try:
+                form = classify(insn)
+            except EncodingError as exc:
+                errors[k] = exc.reason
+            else:
+                forms[k] = form
+                if insn.target is None:
+                    if is_jump(insn):
+                        targets[k] = pos + 1 + jump_offset(insn)
+                    elif form.kind == "lddw" and form.pseudo == op.PSEUDO_FUNC:
+                        targets[k] = pos + 1 + insn.imm
+        else:
+            errors[k] = problem
+        pos += 2 if (insn.code == op.OP_LD_IMM64 and problem is None) else 1
+    starts = {index[k]: k for k in range(n)}
+    # pass 2: label names (a function entry wins over a plain jump target)
+    names: dict[int, str] = {}
+    for k in range(n):
+        t = targets[k]
+        if t is None or t not in starts:
+            continue
+        f = forms[k]
+        is_func = f.kind == "call" or f.kind == "lddw"
+        if is_func:
+            names[t] = f"F{t}"
+        elif t not in names:
+            names[t] = f"L{t}"
+    out: list[Instruction] = []
+    for k, (insn, problem) in enumerate(items):
+        f = forms[k]
+        t = targets[k]
+        tl = names.get(t) if (labels and t is not None) else None
+        if f is None:
+            text = _raw_text(insn, problem)
+        else:
+            text = fmt(insn, style, tl, f)
+        helper = None
+        if f is not None and f.kind == "call" and f.pseudo == op.CALL_HELPER:
+            imm = insn.imm
+            if 0 < imm < len(HELPERS):
+                helper = HELPERS[imm].c_name
+        pos = index[k]
+        out.append(Instruction(pos, insn, f, text, t, tl, helper, pos in names,
+                               names.get(pos) if labels else None, errors[k]))
+    return out
+
+
+def _raw_text(insn: Insn, problem: str | None) -> str:
+    if problem is not None and insn.code == op.OP_LD_IMM64:
+        value = common.slot_value(insn.code, insn.dst, insn.src, insn.off, insn.imm)
+        return f".8byte 0x{value:016x}"
+    if problem is not None and "trailing" in problem:
+        return ""
+    return common.raw_directive(insn)
+
+
+def disassemble(data: bytes | bytearray | memoryview | Iterable[Insn] | Program,
+                dialect: str = "llvm", style: str = "objdump", labels: bool = True,
+                show_index: bool = False) -> str:
+    """Disassemble ``data`` into text for people (one instruction per line).
+
+    In label mode (the default) jump/call targets get synthetic labels and
+    the text assembles back to the same bytes.  Helper calls carry their
+    name as a comment (the ``verifier`` style prints it inline).  Invalid
+    slots print as ``.8byte`` with the reason as a comment.  ``show_index``
+    prefixes each instruction with its slot index (``  12: ``), which the
+    assembler also accepts.
+    """
+    lines: list[str] = []
+    append = lines.append
+    comment_helpers = not (dialect == "llvm" and style == "verifier")
+    for ins in get_instructions(data, dialect, style, labels):
+        if ins.label is not None:
+            append(f"{ins.label}:")
+        text = ins.text
+        if ins.error is not None:
+            if not text:
+                append(f"# {ins.error}")
+                continue
+            text += f"  # {ins.error}"
+        elif ins.helper is not None and comment_helpers:
+            text += f"  # {ins.helper}"
+        if show_index:
+            append(f"{ins.index:6d}: {text}")
+        else:
+            append(f"    {text}")
+    return "\n".join(lines) + ("\n" if lines else "")
+

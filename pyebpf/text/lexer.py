@@ -1,0 +1,288 @@
+"""The one lexer of both text dialects, and the value checks they share.
+
+A source line goes through three steps, all here:
+
+1. :func:`split_line` removes what is not assembly -- comments (``#`` at the
+   start or after white space, ``//``, a ``;`` that starts a line), the
+   decorations that ``llvm-objdump`` and the kernel's verifier log print
+   around an instruction (``12:`` index, raw byte columns, ``(79)`` opcode,
+   ``<LBB0_2>`` jump annotations, the ``; R1=ctx() ...`` register state) --
+   and splits the rest into ``;``-separated statements, keeping the column of
+   each piece.
+2. :func:`tokenize` turns one statement into :class:`Tok` tuples.
+3. The dialect parser checks and converts operands with :func:`reg`,
+   :func:`imm32`, :func:`off16`, :func:`imm64` and :func:`rel32`, which raise
+   :class:`TextError` naming the offending column.
+
+Columns are 1-based, as in compiler messages.
+"""
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+__all__ = ["Tok", "TextError", "tokenize", "split_line", "reg", "imm32", "off16",
+           "imm64", "rel32", "describe"]
+
+
+class TextError(Exception):
+    """A parse error inside one line; the assembler adds file, line and text.
+
+    ``col`` is the 1-based column of the offending token.
+    """
+
+    def __init__(self, message: str, col: int):
+        super().__init__(message)
+        self.message = message
+        self.col = col
+
+
+class Tok(NamedTuple):
+    """One token.
+
+    ``key`` is what grammars match on: ``"r"``/``"w"`` (64/32-bit register),
+    ``"%r"`` (mnemonic-dialect register), ``"n"`` (unsigned number), ``"id"``
+    (a name), ``"idnum"`` (``name#N``, as the verifier prints calls),
+    ``"aop"`` (``+=``, ``s>>=``...), ``"cop"`` (``==``, ``s<``, ``&``...) or the
+    punctuation character itself.  ``value`` is the register number, the
+    integer, or the text.  ``hex`` tells how a number was written.
+    """
+
+    key: str
+    text: str
+    col: int
+    value: object = None
+    hex: bool = False
+
+
+_TOKEN_RE = re.compile(r"""[ \t]*(?:
+ (?P<idnum>[A-Za-z_]\w*(?:-[A-Za-z_]\w*)*\#-?\d+(?![\w]))
+|(?P<num>0[xX][0-9a-fA-F]+(?![\w.])|[0-9]+(?![\w.]))
+|(?P<reg>%?[rRwW][0-9]+(?![\w.]))
+|(?P<op>s>>=|s/=|s%=|s>=|s<=|s>|s<|<<=|>>=|\+=|-=|\*=|/=|%=|&=|\|=|\^=|==|!=|>=|<=|[<>&])
+|(?P<id>[A-Za-z_.$][\w.$]*)
+|(?P<p>[-+*/()\[\],:=])
+|(?P<bad>\S)
+)""", re.X)
+
+_COMPARE = frozenset(("==", "!=", ">", ">=", "<", "<=", "s>", "s>=", "s<", "s<=", "&"))
+
+
+def tokenize(text: str, col: int = 1) -> list[Tok]:
+    """Tokens of one statement; ``col`` is the column where ``text`` starts."""
+    out: list[Tok] = []
+    append = out.append
+    base = col - 1
+    for m in _TOKEN_RE.finditer(text):
+        kind = m.lastgroup
+        if kind is None:  # trailing white space
+            break
+        s = m.group(kind)
+        c = m.start(kind) + 1 + base
+        if kind == "reg":
+            head = s[0]
+            if head == "%":
+                append(Tok("%r" if s[1] in "rR" else "%w", s, c, int(s[2:])))
+            else:
+                append(Tok("r" if head in "rR" else "w", s, c, int(s[1:])))
+        elif kind == "num":
+            if s[:2] in ("0x", "0X"):
+                append(Tok("n", s, c, int(s, 16), True))
+            else:
+                append(Tok("n", s, c, int(s, 10)))
+        elif kind == "id":
+            append(Tok("id", s, c, s))
+        elif kind == "p":
+            append(Tok(s, s, c, s))
+        elif kind == "op":
+            append(Tok("cop" if s in _COMPARE else "aop", s, c, s))
+        elif kind == "idnum":
+            name, _, num = s.partition("#")
+            append(Tok("idnum", s, c, (name, int(num))))
+        else:
+            raise TextError(f"unexpected character {s!r}", c)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# lines -> statements
+
+# "  12:" index and optional raw-bytes columns (8 or 16 hex pairs) of llvm-objdump,
+# or the "12: (79) " / "12: 0.....6... (79) " prefix of a verifier log / bpftool line.
+_PREFIX_RE = re.compile(
+    r"[ \t]*\d+:[ \t]+(?:"
+    r"(?:[0-9a-fA-F]{2}[ \t]+){8}(?:(?:[0-9a-fA-F]{2}[ \t]+){8})?"
+    r"|(?:[0-9.]{4,}[ \t]+)?\((?P<op>[0-9a-fA-F]{2})\)[ \t]+"
+    r")?")
+# a verifier line without its index: "(79) r2 = ..."
+_OPCODE_RE = re.compile(r"[ \t]*\((?P<op>[0-9a-fA-F]{2})\)[ \t]+")
+# objdump symbol line "0000000000000198 <endian>:"
+_SYMBOL_RE = re.compile(r"[ \t]*[0-9a-fA-F]{8,16} <(?P<name>[A-Za-z_.$][\w.$]*)>:[ \t]*$")
+# lines of llvm-objdump/bpftool output that carry no instruction
+_NOISE_RE = re.compile(
+    r"[ \t]*(?:Disassembly of section .*:|\S+:[ \t]+file format .*|[0-9a-fA-F]+:[ \t]+R_BPF_\w+.*"
+    r"|(?:[0-9a-fA-F]{2}[ \t]+){7}[0-9a-fA-F]{2}[ \t]*)$")
+# "goto +2 <LBB0_2>" annotation
+_ANNOT_RE = re.compile(r"[ \t]+<[^<>\s]*>[ \t]*$")
+_NOISY = frozenset("0123456789abcdefABCDEFD")
+
+
+class Piece(NamedTuple):
+    """A statement of a line: its text, the column where it starts, and the
+    opcode printed in front of it by the verifier (``(79)``), if any."""
+
+    text: str
+    col: int
+    opcode: int | None = None
+
+
+def _strip_comment(line: str) -> str:
+    """``line`` without its comment: ``#`` at the start or after white space,
+    ``//`` anywhere.  (``name#1`` is a verifier-style call, not a comment.)"""
+    cut = len(line)
+    i = line.find("#")
+    while i >= 0:
+        if i == 0 or line[i - 1] in " \t":
+            cut = i
+            break
+        i = line.find("#", i + 1)
+    j = line.find("//", 0, cut)
+    if j >= 0:
+        cut = j
+    return line[:cut]
+
+
+def split_line(line: str, semicolons: bool = True) -> list[Piece]:
+    """The statements of one source line, with comments and tool decorations removed.
+
+    ``semicolons``: split statements on ``;`` (the LLVM dialect).  A ``;``
+    that starts a line is a comment in both dialects (``llvm-objdump -S``
+    source lines); without ``semicolons`` a ``;`` anywhere starts a comment
+    (the mnemonic dialect).  After a verifier-log prefix ``N: (xx)`` it starts the
+    register-state annotation, which is dropped.
+    """
+    if "#" in line or "/" in line:
+        line = _strip_comment(line)
+    stripped = line.strip()
+    if not stripped or stripped[0] == ";":
+        return []
+    start = 0
+    opcode = None
+    first = stripped[0]
+    if first in _NOISY or "file format" in stripped:
+        m = _SYMBOL_RE.match(line)
+        if m:
+            return [Piece(m.group("name") + ":", m.start("name") + 1)]
+        if _NOISE_RE.match(line):
+            return []
+    if first.isdigit() or first == "(":
+        m = _PREFIX_RE.match(line) if first.isdigit() else _OPCODE_RE.match(line)
+        if m:
+            start = m.end()
+            op = m.group("op")
+            if op is not None:
+                opcode = int(op, 16)
+                semi = line.find(";", start)
+                if semi >= 0:
+                    line = line[:semi]
+            if not line[start:].strip():
+                return []
+    if "<" in line:
+        m = _ANNOT_RE.search(line, start)
+        if m:
+            line = line[:m.start()]
+    if ";" in line and not semicolons:
+        line = line[:line.index(";", start)]
+        if not line[start:].strip():
+            return []
+    elif ";" in line:
+        out = []
+        pos = start
+        for part in line[start:].split(";"):
+            if part.strip():
+                out.append(Piece(part, pos + 1, opcode))
+            pos += len(part) + 1
+        return out
+    if start:
+        return [Piece(line[start:], start + 1, opcode)]
+    return [Piece(line, 1, opcode)]
+
+
+# ---------------------------------------------------------------------------
+# operand values
+
+def describe(tok: Tok | None) -> str:
+    """How an error message names a token."""
+    if tok is None:
+        return "end of statement"
+    return repr(tok.text)
+
+
+def reg(tok: Tok, limit: int = 10) -> int:
+    """The number of register token ``tok``; registers above ``limit`` are an error."""
+    if tok.value > limit:
+        raise TextError(f"register {tok.text} does not exist (r0-r10)", tok.col)
+    return tok.value
+
+
+def imm32(tok: Tok, negative: bool = False) -> int:
+    """A 32-bit immediate as stored (signed).
+
+    Hex (``0x...``) up to ``0xffffffff`` is taken as raw bits; decimal must be
+    in ``-2**31 .. 2**31-1`` (an ALU64 immediate is sign-extended, so
+    ``4294967295`` would silently mean -1: write ``-1`` or ``0xffffffff``).
+    """
+    v = tok.value
+    if negative:
+        if v > 1 << 31:
+            raise TextError(f"immediate -{tok.text} does not fit in 32 bits (minimum -2147483648)",
+                            tok.col)
+        return -v
+    if tok.hex:
+        if v > 0xFFFFFFFF:
+            raise TextError(f"immediate {tok.text} does not fit in 32 bits (maximum 0xffffffff)",
+                            tok.col)
+        return v - (1 << 32) if v >= 1 << 31 else v
+    if v >= 1 << 31:
+        raise TextError(f"immediate {tok.text} does not fit in a signed 32-bit field "
+                        f"(maximum 2147483647; write it in hex to give the raw bits)", tok.col)
+    return v
+
+
+def off16(tok: Tok, negative: bool = False, what: str = "offset") -> int:
+    """A 16-bit signed offset: hex up to ``0xffff`` (raw bits) or decimal -32768..32767."""
+    v = tok.value
+    if negative:
+        if v > 1 << 15:
+            raise TextError(f"{what} -{tok.text} does not fit in 16 bits (minimum -32768)", tok.col)
+        return -v
+    if tok.hex:
+        if v > 0xFFFF:
+            raise TextError(f"{what} {tok.text} does not fit in 16 bits (maximum 0xffff)", tok.col)
+        return v - (1 << 16) if v >= 1 << 15 else v
+    if v >= 1 << 15:
+        raise TextError(f"{what} {tok.text} does not fit in 16 bits (maximum 32767)", tok.col)
+    return v
+
+
+def rel32(tok: Tok, negative: bool = False) -> int:
+    """A signed 32-bit relative target (``gotol``, local ``call``)."""
+    v = tok.value
+    if negative:
+        v = -v
+    if not -(1 << 31) <= v < (1 << 31):
+        raise TextError(f"jump offset {'-' if negative else ''}{tok.text} does not fit in 32 bits",
+                        tok.col)
+    return v
+
+
+def imm64(tok: Tok, negative: bool = False) -> int:
+    """A 64-bit constant (``ld_imm64``) as an unsigned value."""
+    v = tok.value
+    if negative:
+        if v > 1 << 63:
+            raise TextError(f"constant -{tok.text} does not fit in 64 bits", tok.col)
+        return (-v) & 0xFFFFFFFFFFFFFFFF
+    if v > 0xFFFFFFFFFFFFFFFF:
+        raise TextError(f"constant {tok.text} does not fit in 64 bits", tok.col)
+    return v

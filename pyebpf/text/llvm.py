@@ -1,0 +1,800 @@
+"""The ``llvm`` dialect: LLVM's BPF pseudo-C, and the kernel verifier's spelling of it.
+
+Parsing accepts both spellings in use, statement by statement:
+
+* ``llvm-objdump``/``llvm-mc``: ``goto +3``, ``(r1 + 4)``, ``(r10 - 8)``,
+  decimal immediates, ``r1 = 5 ll``, ``r2 = atomic_fetch_add((u64 *)(r1 + 0), r2)``,
+  ``r0 = cmpxchg_64(r1 + 0, r0, r2)``, ``ld_pseudo r1, 1, 3``, and what newer
+  LLVM prints for cpu v4 (``r1 s/= r2``, ``r1 = (s8)r2``, ``*(s8 *)``,
+  ``r1 = bswap16 r1``, ``gotol +5``, ``may_goto +1``, ``callx r1``, ``*(u32 *)(r10 - 4) = 5``,
+  ``if r1 & 5 goto +1``, ``load_acquire``/``store_release``);
+* the verifier log / ``bpftool prog dump xlated``: ``goto pc+3``, ``(r10 -8)``,
+  ``call bpf_map_lookup_elem#1``, ``call pc+2``, ``call kernel-function#N``,
+  ``if w5 == 0x3 goto pc+1``, ``r5 = atomic64_fetch_add((u64 *)(r10 -8), r5)``,
+  ``r1 = 0xffff888203baad38`` (ld_imm64);
+
+plus labels (``name:``), jumps to labels, ``;``-separated statements,
+comments, and the ``N:``/raw-byte/``(xx)`` columns the tools print in front.
+
+Extensions (documented in :mod:`pyebpf.text.common`): ``.8byte`` raw slots;
+``r1 = counts ll`` (a symbolic map reference, ``src=PSEUDO_MAP_FD``), and
+``r1 = map_value(counts) + 8 ll``, ``map_fd(3)``, ``btf_id(N)``,
+``func(label)``, ``map_idx(N)``, ``map_idx_value(N) + 8`` for the other
+ld_imm64 pseudo sources (``ll`` optional with these); ``call NAME`` is a
+helper if NAME names one (``bpf_`` optional), otherwise a bpf-to-bpf call to
+the label NAME; ``call pc+N`` is a bpf-to-bpf call by offset.
+
+One ambiguity is settled the kernel's way: ``rN = 0x...`` -- a *hex*
+constant assigned to a 64-bit register without ``ll`` -- is an ld_imm64,
+because that is how the verifier prints one (it prints ALU immediates in
+decimal).  Write ``r1 = 5`` or ``r1 = -1`` for a 32-bit-immediate mov.
+
+Printing has two styles:
+
+``objdump``
+    what ``llvm-objdump -d`` (LLVM 14) prints where it decodes correctly,
+    with newer LLVM's syntax for what it does not know; 32-bit atomics as
+    with ``--mattr=+alu32`` (``w`` registers), loads and stores with ``r``.
+``verifier``
+    byte for byte the kernel's ``print_bpf_insn`` (``kernel/bpf/disasm.c``,
+    Linux 6.18) without its ``(xx)`` opcode prefix -- except ld_imm64 with a
+    pseudo source, which the kernel prints as a bare pointer; that prints as
+    ``r1 = map_fd(3)`` etc. so it can be read back.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from ..isa import Insn, classify, opcodes as op
+from ..errors import EncodingError
+from . import common
+from .lexer import TextError, Tok, imm32, imm64, off16, reg, rel32, tokenize
+
+__all__ = ["parse_tokens", "format_insn", "STYLES"]
+
+STYLES = ("objdump", "verifier")
+
+# ---------------------------------------------------------------------------
+# operator tables (the spelling of each Form.op)
+
+ALU_SYMBOLS = {"add": "+=", "sub": "-=", "mul": "*=", "div": "/=", "sdiv": "s/=", "or": "|=",
+               "and": "&=", "lsh": "<<=", "rsh": ">>=", "mod": "%=", "smod": "s%=", "xor": "^=",
+               "arsh": "s>>=", "mov": "="}
+_SYMBOL_ALU = {v: k for k, v in ALU_SYMBOLS.items()}
+JMP_SYMBOLS = {"jeq": "==", "jne": "!=", "jgt": ">", "jge": ">=", "jlt": "<", "jle": "<=",
+               "jsgt": "s>", "jsge": "s>=", "jslt": "s<", "jsle": "s<=", "jset": "&"}
+_SYMBOL_JMP = {v: k for k, v in JMP_SYMBOLS.items()}
+ATOMIC_SYMBOLS = {"add": "+=", "and": "&=", "or": "|=", "xor": "^="}
+_SYMBOL_ATOMIC = {v: k for k, v in ATOMIC_SYMBOLS.items()}
+
+_TYPES = {"u8": (1, False), "u16": (2, False), "u32": (4, False), "u64": (8, False),
+          "s8": (1, True), "s16": (2, True), "s32": (4, True)}
+_UTYPE = {1: "u8", 2: "u16", 4: "u32", 8: "u64"}
+_STYPE = {1: "s8", 2: "s16", 4: "s32"}
+
+# ALU op name -> (opcode operation bits, off)
+_ALU_CODE = {name: (op.ALU_OPS[name], 0) for name in
+             ("add", "sub", "mul", "div", "or", "and", "lsh", "rsh", "mod", "xor", "mov", "arsh")}
+_ALU_CODE["sdiv"] = (op.DIV, op.OFF_SIGNED)
+_ALU_CODE["smod"] = (op.MOD, op.OFF_SIGNED)
+
+# ---------------------------------------------------------------------------
+# keywords: id text -> grammar key
+
+_KW: dict[str, str] = {w: w for w in (
+    "goto", "gotol", "gotox", "if", "call", "callx", "exit", "ll", "lock", "skb", "pc",
+    "may_goto", "ld_pseudo", "load_acquire", "store_release")}
+for _t in _TYPES:
+    _KW[_t] = "ty"
+for _e in ("be", "le", "bswap"):
+    for _w in (16, 32, 64):
+        _KW[f"{_e}{_w}"] = "end"
+for _a in ("add", "and", "or", "xor"):
+    _KW[f"atomic_fetch_{_a}"] = "afetch"
+    _KW[f"atomic64_fetch_{_a}"] = "afetch"
+for _x in ("xchg_64", "xchg32_32"):
+    _KW[_x] = "lxchg"           # LLVM: rS = xchg_64(rD + off, rS)
+for _x in ("cmpxchg_64", "cmpxchg32_32"):
+    _KW[_x] = "lcmpxchg"        # LLVM: r0 = cmpxchg_64(rD + off, r0, rS)
+for _x in ("atomic_xchg", "atomic64_xchg"):
+    _KW[_x] = "kxchg"           # kernel: r5 = atomic64_xchg((u64 *)(r10 -8), r5)
+for _x in ("atomic_cmpxchg", "atomic64_cmpxchg"):
+    _KW[_x] = "kcmpxchg"
+KEYWORDS = frozenset(_KW)
+
+# ---------------------------------------------------------------------------
+# grammar: patterns expanded into token-key shapes
+
+_Extract = Callable[[list], object]
+
+
+def _tok(i: int) -> _Extract:
+    return lambda t: t[i]
+
+
+def _signed(i: int, neg: bool) -> _Extract:
+    return lambda t: (t[i], neg)
+
+
+def _none(_: int) -> _Extract:
+    return lambda t: (None, False)
+
+
+def _rel(i: int, neg: bool) -> _Extract:
+    return lambda t: ("rel", t[i], neg)
+
+
+def _label(i: int) -> _Extract:
+    return lambda t: ("label", t[i], False)
+
+
+# slot kind -> alternatives: (keys, factory(start_index) -> extractor)
+_SLOTS: dict[str, list[tuple[tuple[str, ...], Callable[[int], _Extract]]]] = {
+    "x": [(("r",), _tok), (("w",), _tok)],
+    "r": [(("r",), _tok)],
+    "w": [(("w",), _tok)],
+    "imm": [(("n",), lambda i: _signed(i, False)), (("-", "n"), lambda i: _signed(i + 1, True)),
+            (("+", "n"), lambda i: _signed(i + 1, False))],
+    "off": [((), _none), (("+", "n"), lambda i: _signed(i + 1, False)),
+            (("-", "n"), lambda i: _signed(i + 1, True)),
+            (("+", "-", "n"), lambda i: _signed(i + 2, True))],
+    "tgt": [(("+", "n"), lambda i: _rel(i + 1, False)), (("-", "n"), lambda i: _rel(i + 1, True)),
+            (("pc", "+", "n"), lambda i: _rel(i + 2, False)),
+            (("pc", "-", "n"), lambda i: _rel(i + 2, True)),
+            (("n",), lambda i: _rel(i, False)), (("id",), _label)],
+}
+for _k in ("n", "id", "idnum", "aop", "cop", "ty", "end", "afetch", "lxchg", "lcmpxchg",
+           "kxchg", "kcmpxchg"):
+    _SLOTS[_k] = [((_k,), _tok)]
+
+_SHAPES: dict[tuple, tuple[Callable, tuple]] = {}
+_TRIE: dict = {}
+
+
+def _pattern(text: str):
+    """Register a builder for the statement pattern ``text`` (a decorator).
+
+    Items are literal tokens, ``<slot>`` (see ``_SLOTS``: each passes one
+    value to the builder) or ``[literal]`` (optional, passes nothing).
+    """
+    def register(builder):
+        variants: list[tuple[tuple, tuple]] = [((), ())]
+        for item in text.split():
+            if item[0] == "<":
+                alts = _SLOTS[item[1:-1]]
+                variants = [(keys + k, plan + (fac(len(keys)),))
+                            for keys, plan in variants for k, fac in alts]
+            elif item[0] == "[" and len(item) > 2:
+                lit = item[1:-1]
+                variants = [v for keys, plan in variants for v in ((keys, plan), (keys + (lit,), plan))]
+            else:
+                variants = [(keys + (item,), plan) for keys, plan in variants]
+        for keys, plan in variants:
+            if keys in _SHAPES:
+                raise AssertionError(f"ambiguous pattern {text!r}: {keys}")
+            _SHAPES[keys] = (builder, plan)
+            node = _TRIE
+            for k in keys:
+                node = node.setdefault(k, {})
+            node["$"] = True
+        return builder
+    return register
+
+
+_KEY_WORDS = {
+    "r": "a register (r0-r10)", "w": "a 32-bit register (w0-w10)", "n": "a number",
+    "id": "a name", "idnum": "NAME#N", "aop": "an operator (+=, -=, <<=, ...)",
+    "cop": "a comparison (==, !=, s<, &, ...)", "ty": "a type (u8/u16/u32/u64/s8/s16/s32)",
+    "end": "be16/be32/be64/le16/le32/le64/bswap16/bswap32/bswap64",
+    "afetch": "atomic_fetch_add/and/or/xor", "lxchg": "xchg_64/xchg32_32",
+    "lcmpxchg": "cmpxchg_64/cmpxchg32_32", "kxchg": "atomic_xchg/atomic64_xchg",
+    "kcmpxchg": "atomic_cmpxchg/atomic64_cmpxchg",
+}
+
+
+def _syntax_error(toks: list[Tok], keys: tuple) -> TextError:
+    """The most helpful error for a statement that matches no pattern."""
+    node = _TRIE
+    for i, k in enumerate(keys):
+        nxt = node.get(k)
+        if nxt is None:
+            t = toks[i]
+            if i == 0:
+                if k == "id":
+                    return TextError(f"unknown instruction {t.text!r}", t.col)
+                return TextError(f"no instruction starts with {t.text!r}", t.col)
+            if i == 1 and keys[0] == "id":
+                return TextError(f"unknown instruction {toks[0].text!r} "
+                                 f"(a label needs a ':' after it)", toks[0].col)
+            return TextError(f"unexpected {t.text!r}; expected {_expected(node)}", t.col)
+        node = nxt
+    last = toks[-1]
+    return TextError(f"incomplete instruction; expected {_expected(node)} "
+                     f"after {last.text!r}", last.col + len(last.text))
+
+
+def _expected(node: dict) -> str:
+    words = [_KEY_WORDS.get(k, repr(k)) for k in node if k != "$"]
+    if len(words) > 6:
+        words = words[:6] + ["..."]
+    return " or ".join(words) if len(words) <= 2 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+# ---------------------------------------------------------------------------
+# operand helpers
+
+def _same_width(a: Tok, b: Tok) -> None:
+    if a.key != b.key:
+        raise TextError(f"{b.text} and {a.text} differ in width: use both rN (64-bit) "
+                        f"or both wN (32-bit)", b.col)
+
+
+def _same_reg(a: Tok, b: Tok, what: str) -> None:
+    if a.value != b.value or a.key != b.key:
+        raise TextError(f"{what} must use the same register on both sides "
+                        f"({a.text} ... {b.text})", b.col)
+
+
+def _imm(v) -> int:
+    tok, neg = v
+    return imm32(tok, neg)
+
+
+def _off(v) -> int:
+    tok, neg = v
+    if tok is None:
+        return 0
+    return off16(tok, neg)
+
+
+def _size(ty: Tok, allowed: tuple = (1, 2, 4, 8), signed_ok: bool = False) -> tuple[int, bool]:
+    size, signed = _TYPES[ty.value]
+    if signed and not signed_ok:
+        raise TextError(f"{ty.text} is only for sign-extending loads; use u{size * 8}", ty.col)
+    if size not in allowed:
+        names = "/".join(f"u{s * 8}" for s in allowed)
+        raise TextError(f"{ty.text} is not allowed here ({names})", ty.col)
+    return size, signed
+
+
+def _jump(code: int, dst: int, src: int, imm: int, tgt, wide: bool = False) -> Insn:
+    """A jump to ``tgt`` (a ('rel', tok, neg) or ('label', tok, _) slot value)."""
+    kind, tok, neg = tgt
+    if kind == "label":
+        return Insn(code, dst, src, 0, imm, target=tok.value)
+    if wide:
+        return Insn(code, dst, src, 0, rel32(tok, neg))
+    return Insn(code, dst, src, off16(tok, neg, "jump offset"), imm)
+
+
+def _alu_class(t: Tok) -> int:
+    return op.ALU64 if t.key == "r" else op.ALU
+
+
+# ---------------------------------------------------------------------------
+# patterns and their builders
+
+@_pattern("<x> <aop> <x>")
+def _alu_reg(d, o, s):
+    name = _SYMBOL_ALU.get(o.value)
+    if name is None or name == "mov":
+        raise TextError(f"{o.text} is not an ALU operator", o.col)
+    _same_width(d, s)
+    bits, off = _ALU_CODE[name]
+    return Insn(bits | op.X | _alu_class(d), reg(d), reg(s), off)
+
+
+@_pattern("<x> <aop> <imm>")
+def _alu_imm(d, o, v):
+    name = _SYMBOL_ALU.get(o.value)
+    if name is None:
+        raise TextError(f"{o.text} is not an ALU operator", o.col)
+    bits, off = _ALU_CODE[name]
+    return Insn(bits | op.K | _alu_class(d), reg(d), 0, off, _imm(v))
+
+
+@_pattern("<x> = <x>")
+def _mov_reg(d, s):
+    _same_width(d, s)
+    return Insn(op.MOV | op.X | _alu_class(d), reg(d), reg(s))
+
+
+@_pattern("<x> = <imm>")
+def _mov_imm(d, v):
+    tok, neg = v
+    if d.key == "r" and tok.hex and not neg:
+        # the kernel's spelling of ld_imm64: "r1 = 0x5"
+        insn = Insn(op.OP_LD_IMM64, reg(d))
+        insn.imm64 = imm64(tok)
+        return insn
+    return Insn(op.MOV | op.K | _alu_class(d), reg(d), 0, 0, imm32(tok, neg))
+
+
+@_pattern("<x> = - <x>")
+def _neg(d, s):
+    _same_reg(d, s, "neg")
+    return Insn(op.NEG | _alu_class(d), reg(d))
+
+
+@_pattern("<x> = ( <ty> ) <x>")
+def _movsx(d, ty, s):
+    _same_width(d, s)
+    size, signed = _TYPES[ty.value]
+    if not signed or (size == 4 and d.key == "w") or size == 8:
+        allowed = "s8, s16 or s32" if d.key == "r" else "s8 or s16"
+        raise TextError(f"sign-extending move takes {allowed}", ty.col)
+    return Insn(op.MOV | op.X | _alu_class(d), reg(d), reg(s), size * 8)
+
+
+@_pattern("<x> = <end> <x>")
+def _end(d, e, s):
+    _same_reg(d, s, "a byte swap")
+    name = e.value
+    width = int(name[-2:])
+    if name.startswith("bswap"):
+        code = op.ALU64 | op.END | op.TO_LE
+    else:
+        code = op.ALU | op.END | (op.TO_BE if name[:2] == "be" else op.TO_LE)
+    return Insn(code, reg(d), 0, 0, width)
+
+
+@_pattern("<r> = <imm> ll")
+def _lddw(d, v):
+    tok, neg = v
+    insn = Insn(op.OP_LD_IMM64, reg(d))
+    insn.imm64 = imm64(tok, neg)
+    return insn
+
+
+@_pattern("<r> = <id> ll")
+def _lddw_map(d, name):
+    return common.map_insn(reg(d), name.value)
+
+
+@_pattern("<r> = <id> ( <id> ) [ll]")
+@_pattern("<r> = <id> ( <n> ) [ll]")
+def _lddw_pseudo(d, name, arg):
+    return common.pseudo_insn(reg(d), name, arg, None)
+
+
+@_pattern("<r> = <id> ( <id> ) <imm> [ll]")
+@_pattern("<r> = <id> ( <n> ) <imm> [ll]")
+def _lddw_pseudo_off(d, name, arg, v):
+    tok, neg = v
+    return common.pseudo_insn(reg(d), name, arg, -tok.value if neg else tok.value, tok)
+
+
+@_pattern("ld_pseudo <r> , <n> , <n>")
+def _ld_pseudo(d, src, imm):
+    if src.value not in common.PSEUDO_NAMES:
+        raise TextError(f"ld_imm64 pseudo source {src.text} is not 1..6", src.col)
+    v = imm.value
+    if v > 0xFFFFFFFF:
+        raise TextError(f"immediate {imm.text} does not fit in 32 bits", imm.col)
+    return Insn(op.OP_LD_IMM64, reg(d), src.value, 0, v - (1 << 32) if v >= 1 << 31 else v)
+
+
+@_pattern("<x> = * ( <ty> * ) ( <r> <off> )")
+def _ldx(d, ty, s, o):
+    size, signed = _size(ty, signed_ok=True)
+    if signed and size == 8:
+        raise TextError("there is no sign-extending 64-bit load; use u64", ty.col)
+    if d.key == "w" and size == 8:
+        raise TextError("a 64-bit load needs a 64-bit register (rN)", d.col)
+    mode = op.MEMSX if signed else op.MEM
+    return Insn(mode | op.BYTES_SIZE[size] | op.LDX, reg(d), reg(s), _off(o))
+
+
+@_pattern("<r> = * ( <ty> * ) skb [ <imm> ]")
+def _ldabs(d, ty, v):
+    size, _ = _size(ty, (1, 2, 4))
+    if reg(d) != 0:
+        raise TextError("packet loads always load into r0", d.col)
+    return Insn(op.ABS | op.BYTES_SIZE[size] | op.LD, 0, 0, 0, _imm(v))
+
+
+@_pattern("<r> = * ( <ty> * ) skb [ <r> ]")
+def _ldind(d, ty, s):
+    return _ldind_off(d, ty, s, (None, False))
+
+
+@_pattern("<r> = * ( <ty> * ) skb [ <r> <imm> ]")
+def _ldind_off(d, ty, s, v):
+    size, _ = _size(ty, (1, 2, 4))
+    if reg(d) != 0:
+        raise TextError("packet loads always load into r0", d.col)
+    imm = 0 if v[0] is None else _imm(v)
+    return Insn(op.IND | op.BYTES_SIZE[size] | op.LD, 0, reg(s), 0, imm)
+
+
+@_pattern("* ( <ty> * ) ( <r> <off> ) = <x>")
+def _stx(ty, d, o, s):
+    size, _ = _size(ty)
+    if s.key == "w" and size == 8:
+        raise TextError("a 64-bit store needs a 64-bit register (rN)", s.col)
+    return Insn(op.MEM | op.BYTES_SIZE[size] | op.STX, reg(d), reg(s), _off(o))
+
+
+@_pattern("* ( <ty> * ) ( <r> <off> ) = <imm>")
+def _st(ty, d, o, v):
+    size, _ = _size(ty)
+    return Insn(op.MEM | op.BYTES_SIZE[size] | op.ST, reg(d), 0, _off(o), _imm(v))
+
+
+def _atomic(size: int, d: Tok, o, s: Tok, imm: int) -> Insn:
+    return Insn(op.ATOMIC | op.BYTES_SIZE[size] | op.STX, reg(d), reg(s), _off(o), imm)
+
+
+def _atomic_size(ty: Tok, val: Tok, name: str | None = None) -> int:
+    size, _ = _size(ty, (4, 8))
+    if size == 8 and val.key == "w":
+        raise TextError("a 64-bit atomic operation needs a 64-bit register (rN)", val.col)
+    if name is not None and "64" in name and size != 8:
+        raise TextError(f"{name} does not operate on {ty.text}", ty.col)
+    return size
+
+
+@_pattern("lock * ( <ty> * ) ( <r> <off> ) <aop> <x>")
+def _lock(ty, d, o, a, s):
+    name = _SYMBOL_ATOMIC.get(a.value)
+    if name is None:
+        raise TextError(f"atomic operations are +=, &=, |= and ^= (not {a.text})", a.col)
+    return _atomic(_atomic_size(ty, s), d, o, s, op.ATOMIC_ARITH[name])
+
+
+@_pattern("<x> = <afetch> ( ( <ty> * ) ( <r> <off> ) , <x> )")
+def _fetch(v, f, ty, d, o, s):
+    _same_reg(v, s, "an atomic fetch")
+    size = _atomic_size(ty, s, f.value)
+    return _atomic(size, d, o, s, op.ATOMIC_ARITH[f.value.rpartition("_")[2]] | op.FETCH)
+
+
+@_pattern("<x> = <lxchg> ( <r> <off> , <x> )")
+def _xchg_llvm(v, f, d, o, s):
+    _same_reg(v, s, "xchg")
+    size = 8 if f.value == "xchg_64" else 4
+    if size == 8 and s.key == "w":
+        raise TextError("xchg_64 needs 64-bit registers (rN)", s.col)
+    return _atomic(size, d, o, s, op.XCHG)
+
+
+@_pattern("<x> = <kxchg> ( ( <ty> * ) ( <r> <off> ) , <x> )")
+def _xchg_kernel(v, f, ty, d, o, s):
+    _same_reg(v, s, "xchg")
+    return _atomic(_atomic_size(ty, s, f.value), d, o, s, op.XCHG)
+
+
+def _check_r0(t: Tok) -> None:
+    if t.value != 0:
+        raise TextError("cmpxchg compares with r0 and returns the old value in r0", t.col)
+
+
+@_pattern("<x> = <lcmpxchg> ( <r> <off> , <x> , <x> )")
+def _cmpxchg_llvm(v, f, d, o, r0, s):
+    _check_r0(v)
+    _check_r0(r0)
+    size = 8 if f.value == "cmpxchg_64" else 4
+    if size == 8 and s.key == "w":
+        raise TextError("cmpxchg_64 needs 64-bit registers (rN)", s.col)
+    return _atomic(size, d, o, s, op.CMPXCHG)
+
+
+@_pattern("<x> = <kcmpxchg> ( ( <ty> * ) ( <r> <off> ) , <x> , <x> )")
+def _cmpxchg_kernel(v, f, ty, d, o, r0, s):
+    _check_r0(v)
+    _check_r0(r0)
+    return _atomic(_atomic_size(ty, s, f.value), d, o, s, op.CMPXCHG)
+
+
+@_pattern("<x> = load_acquire ( ( <ty> * ) ( <r> <off> ) )")
+def _load_acquire(v, ty, s, o):
+    # like a load: dst_reg receives the value, src_reg holds the address
+    size, _ = _size(ty)
+    if size == 8 and v.key == "w":
+        raise TextError("a 64-bit load needs a 64-bit register (rN)", v.col)
+    return Insn(op.ATOMIC | op.BYTES_SIZE[size] | op.STX, reg(v), reg(s), _off(o), op.LOAD_ACQ)
+
+
+@_pattern("store_release ( ( <ty> * ) ( <r> <off> ) , <x> )")
+def _store_release(ty, d, o, s):
+    size, _ = _size(ty)
+    if size == 8 and s.key == "w":
+        raise TextError("a 64-bit store needs a 64-bit register (rN)", s.col)
+    return Insn(op.ATOMIC | op.BYTES_SIZE[size] | op.STX, reg(d), reg(s), _off(o), op.STORE_REL)
+
+
+@_pattern("goto <tgt>")
+def _goto(t):
+    return _jump(op.OP_JA, 0, 0, 0, t)
+
+
+@_pattern("gotol <tgt>")
+def _gotol(t):
+    return _jump(op.OP_GOTOL, 0, 0, 0, t, wide=True)
+
+
+@_pattern("may_goto <tgt>")
+def _may_goto(t):
+    return _jump(op.OP_MAY_GOTO, 0, 0, 0, t)
+
+
+@_pattern("gotox <r>")
+def _gotox(r):
+    return Insn(op.OP_GOTOX, reg(r))
+
+
+@_pattern("if <x> <cop> <x> goto <tgt>")
+def _jcc_reg(d, c, s, t):
+    _same_width(d, s)
+    cls = op.JMP if d.key == "r" else op.JMP32
+    return _jump(op.JMP_OPS[_SYMBOL_JMP[c.value]] | op.X | cls, reg(d), reg(s), 0, t)
+
+
+@_pattern("if <x> <cop> <imm> goto <tgt>")
+def _jcc_imm(d, c, v, t):
+    cls = op.JMP if d.key == "r" else op.JMP32
+    return _jump(op.JMP_OPS[_SYMBOL_JMP[c.value]] | op.K | cls, reg(d), 0, _imm(v), t)
+
+
+@_pattern("call <imm>")
+def _call_num(v):
+    return Insn(op.OP_CALL, 0, op.CALL_HELPER, 0, _imm(v))
+
+
+@_pattern("call <id>")
+def _call_name(name):
+    return common.call_by_name(name)
+
+
+@_pattern("call <idnum>")
+def _call_idnum(t):
+    return common.call_by_idnum(t)
+
+
+@_pattern("call pc + <n>")
+def _call_pc(n):
+    return Insn(op.OP_CALL, 0, op.CALL_LOCAL, 0, rel32(n))
+
+
+@_pattern("call pc - <n>")
+def _call_pc_back(n):
+    return Insn(op.OP_CALL, 0, op.CALL_LOCAL, 0, rel32(n, True))
+
+
+@_pattern("callx <x>")
+def _callx(r):
+    return Insn(op.OP_CALLX, reg(r))
+
+
+@_pattern("exit")
+def _exit():
+    return Insn(op.OP_EXIT)
+
+
+# ---------------------------------------------------------------------------
+# parsing
+
+def parse_tokens(toks: list[Tok], opcode: int | None = None) -> Insn:
+    """Build the instruction a statement's tokens spell.
+
+    ``opcode`` is the ``(xx)`` the verifier printed in front of the statement,
+    if any: it settles ``r1 = 0x5`` (ld_imm64 unless the opcode says mov) and
+    is checked against the result.
+    """
+    kw = _KW
+    keys = tuple([kw.get(t.value, "id") if t.key == "id" else t.key for t in toks])
+    entry = _SHAPES.get(keys)
+    if entry is None:
+        raise _syntax_error(toks, keys)
+    builder, plan = entry
+    insn = builder(*[f(toks) for f in plan])
+    if opcode is not None and insn.code != opcode:
+        if insn.code == op.OP_LD_IMM64 and opcode in (op.ALU64 | op.MOV | op.K,) \
+                and insn.src == 0 and insn.imm64 < 1 << 31:
+            return Insn(opcode, insn.dst, 0, 0, insn.imm)
+        raise TextError(f"the text is opcode 0x{insn.code:02x}, but the line says "
+                        f"({opcode:02x})", toks[0].col)
+    return insn
+
+
+def parse_statement(text: str, col: int = 1) -> Insn:
+    """Parse one statement (no label, no comment) into an Insn."""
+    return parse_tokens(tokenize(text, col))
+
+
+# ---------------------------------------------------------------------------
+# printing
+
+def _mem(r: int, off: int, verifier: bool) -> str:
+    if verifier:
+        return f"(r{r} {off:+d})"
+    return f"(r{r} + {off})" if off >= 0 else f"(r{r} - {-off})"
+
+
+def _target(insn: Insn, rel: int, verifier: bool, label: str | None) -> str:
+    if label is not None:
+        return label
+    if insn.target is not None:
+        return insn.target
+    return f"pc{rel:+d}" if verifier else f"{rel:+d}"
+
+
+def _f_alu(insn: Insn, f, v: bool, label) -> str:
+    r = "r" if f.alu64 else "w"
+    sym = ALU_SYMBOLS[f.op]
+    if f.reg:
+        return f"{r}{insn.dst} {sym} {r}{insn.src}"
+    return f"{r}{insn.dst} {sym} {insn.imm}"
+
+
+def _f_neg(insn, f, v, label):
+    r = "r" if f.alu64 else "w"
+    return f"{r}{insn.dst} = -{r}{insn.dst}"
+
+
+def _f_movsx(insn, f, v, label):
+    r = "r" if f.alu64 else "w"
+    return f"{r}{insn.dst} = (s{f.size}){r}{insn.src}"
+
+
+def _f_end(insn, f, v, label):
+    return f"r{insn.dst} = {f.op}{f.size} r{insn.dst}"
+
+
+def _f_lddw(insn, f, v, label):
+    if f.pseudo == op.PSEUDO_IMM64:
+        if v:
+            return f"r{insn.dst} = 0x{insn.imm64:x}"
+        value = insn.imm64
+        if value >= 1 << 63:
+            value -= 1 << 64
+        return f"r{insn.dst} = {value} ll"
+    if label is not None and f.pseudo == op.PSEUDO_FUNC:
+        insn = insn.copy()
+        insn.target = label
+    if (not v and f.pseudo == op.PSEUDO_MAP_FD and insn.map_ref is not None
+            and common.is_identifier(insn.map_ref) and insn.map_ref not in KEYWORDS
+            and insn.map_ref not in common.PSEUDO_BY_NAME):
+        return f"r{insn.dst} = {insn.map_ref} ll"
+    text = f"r{insn.dst} = {common.pseudo_operand(insn)}"
+    return text if v else text + " ll"
+
+
+def _f_ldabs(insn, f, v, label):
+    return f"r0 = *({_UTYPE[f.size]} *)skb[{insn.imm}]"
+
+
+def _f_ldind(insn, f, v, label):
+    if v:
+        return f"r0 = *({_UTYPE[f.size]} *)skb[r{insn.src} + {insn.imm}]"
+    if insn.imm == 0:
+        return f"r0 = *({_UTYPE[f.size]} *)skb[r{insn.src}]"
+    imm = insn.imm
+    return f"r0 = *({_UTYPE[f.size]} *)skb[r{insn.src} {'+' if imm >= 0 else '-'} {abs(imm)}]"
+
+
+def _f_ldx(insn, f, v, label):
+    return f"r{insn.dst} = *({_UTYPE[f.size]} *){_mem(insn.src, insn.off, v)}"
+
+
+def _f_ldxs(insn, f, v, label):
+    return f"r{insn.dst} = *({_STYPE[f.size]} *){_mem(insn.src, insn.off, v)}"
+
+
+def _f_st(insn, f, v, label):
+    return f"*({_UTYPE[f.size]} *){_mem(insn.dst, insn.off, v)} = {insn.imm}"
+
+
+def _f_stx(insn, f, v, label):
+    return f"*({_UTYPE[f.size]} *){_mem(insn.dst, insn.off, v)} = r{insn.src}"
+
+
+def _f_atomic(insn, f, v, label):
+    size, o = f.size, f.op
+    ty = _UTYPE[size]
+    mem = _mem(insn.dst, insn.off, v)
+    s, d = insn.src, insn.dst
+    if v:  # the kernel prints every register as rN
+        w64 = "64" if size == 8 else ""
+        if o == "load_acquire":
+            return f"r{d} = load_acquire(({ty} *){_mem(s, insn.off, True)})"
+        if o == "store_release":
+            return f"store_release(({ty} *){mem}, r{s})"
+        if o == "xchg":
+            return f"r{s} = atomic{w64}_xchg(({ty} *){mem}, r{s})"
+        if o == "cmpxchg":
+            return f"r0 = atomic{w64}_cmpxchg(({ty} *){mem}, r0, r{s})"
+        if f.fetch:
+            return f"r{s} = atomic{w64}_fetch_{o}(({ty} *){mem}, r{s})"
+        return f"lock *({ty} *){mem} {ATOMIC_SYMBOLS[o]} r{s}"
+    r = "r" if size == 8 else "w"
+    if o == "load_acquire":
+        return f"{r}{d} = load_acquire(({ty} *){_mem(s, insn.off, False)})"
+    if o == "store_release":
+        return f"store_release(({ty} *){mem}, {r}{s})"
+    bare = mem[1:-1]
+    if o == "xchg":
+        fn = "xchg_64" if size == 8 else "xchg32_32"
+        return f"{r}{s} = {fn}({bare}, {r}{s})"
+    if o == "cmpxchg":
+        fn = "cmpxchg_64" if size == 8 else "cmpxchg32_32"
+        return f"{r}0 = {fn}({bare}, {r}0, {r}{s})"
+    if f.fetch:
+        return f"{r}{s} = atomic_fetch_{o}(({ty} *){mem}, {r}{s})"
+    return f"lock *({ty} *){mem} {ATOMIC_SYMBOLS[o]} {r}{s}"
+
+
+def _f_ja(insn, f, v, label):
+    return f"goto {_target(insn, insn.off, v, label)}"
+
+
+def _f_gotol(insn, f, v, label):
+    return f"gotol {_target(insn, insn.imm, v, label)}"
+
+
+def _f_gotox(insn, f, v, label):
+    return f"gotox r{insn.dst}"
+
+
+def _f_may_goto(insn, f, v, label):
+    return f"may_goto {_target(insn, insn.off, v, label)}"
+
+
+def _f_jcc(insn, f, v, label):
+    r = "r" if f.alu64 else "w"
+    sym = JMP_SYMBOLS[f.op]
+    if f.reg:
+        rhs = f"{r}{insn.src}"
+    elif v:
+        rhs = f"0x{insn.imm & 0xFFFFFFFF:x}"
+    else:
+        rhs = str(insn.imm)
+    return f"if {r}{insn.dst} {sym} {rhs} goto {_target(insn, insn.off, v, label)}"
+
+
+def _f_call(insn, f, v, label):
+    if f.pseudo == op.CALL_LOCAL:
+        if label is not None:
+            return f"call {label}"
+        if insn.target is not None:
+            return f"call {insn.target}"
+        return f"call pc{insn.imm:+d}"
+    if f.pseudo == op.CALL_KFUNC:
+        return f"call kernel-function#{insn.imm}"
+    if v:
+        return f"call {common.verifier_helper_name(insn.imm)}#{insn.imm}"
+    return f"call {insn.imm}"
+
+
+def _f_callx(insn, f, v, label):
+    return f"callx r{insn.dst}"
+
+
+def _f_exit(insn, f, v, label):
+    return "exit"
+
+
+_FORMATTERS = {
+    "alu": _f_alu, "neg": _f_neg, "movsx": _f_movsx, "end": _f_end, "lddw": _f_lddw,
+    "ldabs": _f_ldabs, "ldind": _f_ldind, "ldx": _f_ldx, "ldxs": _f_ldxs, "st": _f_st,
+    "stx": _f_stx, "atomic": _f_atomic, "ja": _f_ja, "gotol": _f_gotol, "gotox": _f_gotox,
+    "jcc": _f_jcc, "may_goto": _f_may_goto, "call": _f_call, "callx": _f_callx, "exit": _f_exit,
+}
+
+
+def format_insn(insn: Insn, style: str = "objdump", label: str | None = None,
+                form=None) -> str:
+    """``insn`` as text in ``style`` (``"objdump"`` or ``"verifier"``).
+
+    ``label`` replaces the numeric target of a jump/local call/``func()``
+    (the disassembler's synthetic labels); a symbolic ``insn.target`` is
+    printed as is.  An instruction that is not valid prints as ``.8byte``.
+    """
+    if style not in STYLES:
+        raise ValueError(f"unknown style {style!r} (use 'objdump' or 'verifier')")
+    if form is None:
+        try:
+            form = classify(insn)
+        except EncodingError:
+            return common.raw_directive(insn)
+    return _FORMATTERS[form.kind](insn, form, style == "verifier", label)

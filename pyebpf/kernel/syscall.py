@@ -385,10 +385,12 @@ def _map_elem_error(cmd: int, err: int, fd: int) -> KernelError:
     if cmd == Cmd.MAP_DELETE_ELEM and err == E.EINVAL:
         return NotSupportedError(err, op, f"map fd {fd}",
                                  "elements of array maps cannot be deleted; write zero instead")
-    if err in _NOT_SUPPORTED or (err == E.EINVAL and cmd in (
-            Cmd.MAP_LOOKUP_ELEM, Cmd.MAP_GET_NEXT_KEY, Cmd.MAP_LOOKUP_AND_DELETE_ELEM)):
+    if err in _NOT_SUPPORTED:
         return NotSupportedError(err, op, f"map fd {fd}",
                                  "this map type does not support the operation from user space")
+    if err == E.EINVAL:
+        return KernelError(err, op, f"fd {fd}",
+                           "the fd is not a BPF map, or the flags are invalid for this map type")
     return error_for(err, op, f"map fd {fd}")
 
 
@@ -500,7 +502,8 @@ class MapOps:
 
     __slots__ = ("fd", "key_size", "value_size", "key", "value", "next_key",
                  "_kcd", "_vcd", "_ncd", "_attrs", "_a_lookup", "_a_update",
-                 "_a_delete", "_a_next", "_a_first", "_a_lookup_del", "_update_el")
+                 "_a_delete", "_a_next", "_a_first", "_a_lookup_del", "_update_el",
+                 "_uflags")
 
     def __init__(self, fd: int, key_size: int, value_size: int) -> None:
         self.fd = fd
@@ -528,6 +531,13 @@ class MapOps:
         self._a_next = attrs + 3
         self._a_first = attrs + 4
         self._a_lookup_del = attrs + 5
+        self._uflags = 0
+
+    def invalidate(self) -> None:
+        """Point every attr at an impossible fd (after the map's fd is closed,
+        its number may be reused by another object)."""
+        for i in range(6):
+            self._attrs[i].elem.map_fd = 0xFFFFFFFF
 
     def _fail(self, cmd: int, attr) -> bool:
         err = ffi.errno
@@ -549,7 +559,8 @@ class MapOps:
 
     def update(self, flags: int = BPF_ANY) -> bool:
         """Store :attr:`value` under :attr:`key` (False: BPF_EXIST and key absent)."""
-        self._update_el.flags = flags
+        if flags != self._uflags:
+            self._update_el.flags = self._uflags = flags
         if sys_bpf(NR_BPF, 2, self._a_update, _SZ_ELEM) < 0:
             return self._fail(2, self._a_update)
         return True
@@ -704,6 +715,9 @@ def map_lookup_batch(fd: "int | Fd", key_size: int, value_size: int,
 def map_update_batch(fd: "int | Fd", keys: bytes, values: bytes, count: int,
                      key_size: int, value_size: int, elem_flags: int = BPF_ANY) -> None:
     """BPF_MAP_UPDATE_BATCH of ``count`` packed keys and values."""
+    if len(keys) != count * key_size or len(values) != count * value_size:
+        raise ValueError(f"expected {count} keys of {key_size} bytes and values of "
+                         f"{value_size} bytes, got {len(keys)} and {len(values)} bytes")
     ops = BatchOps(_as_fd(fd), key_size, value_size, count)
     ops.keys[:] = keys
     ops.values[:] = values
@@ -712,6 +726,8 @@ def map_update_batch(fd: "int | Fd", keys: bytes, values: bytes, count: int,
 
 def map_delete_batch(fd: "int | Fd", keys: bytes, count: int, key_size: int) -> int:
     """BPF_MAP_DELETE_BATCH of ``count`` packed keys; returns how many were deleted."""
+    if len(keys) != count * key_size:
+        raise ValueError(f"expected {count} keys of {key_size} bytes, got {len(keys)} bytes")
     ops = BatchOps(_as_fd(fd), key_size, 0, count)
     ops.keys[:] = keys
     return ops.delete(count)

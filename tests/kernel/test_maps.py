@@ -1,0 +1,418 @@
+"""Every map class round-trips values through the real kernel."""
+from __future__ import annotations
+
+import ctypes
+import errno
+import gc
+import os
+import struct
+import threading
+
+import pytest
+
+from pyebpf import maps
+from pyebpf.errors import (KernelError, MapFullError, MapKeyError, NotSupportedError,
+                           PermissionDeniedError, SizeError)
+from pyebpf.kernel import syscall as sc
+from pyebpf.kernel.constants import BPF_EXIST, BPF_NOEXIST, MapType, ProgType
+from pyebpf.kernel.cpus import num_possible_cpus
+from pyebpf.maps import (ArrayMap, Bytes, HashMap, LruHashMap, LruPerCpuHashMap, Map,
+                         PerCpuArrayMap, PerCpuHashMap, PerfEventArray, QueueMap, RingBuf,
+                         StackMap, StackTraceMap)
+
+pytestmark = pytest.mark.kernel
+
+NCPU = num_possible_cpus()
+
+
+class Pair(ctypes.Structure):
+    _fields_ = [("a", ctypes.c_uint32), ("b", ctypes.c_uint64)]
+
+
+# ------------------------------------------------------------------- codecs
+def test_codec_specs():
+    assert maps.codec(4).size == 4 and maps.codec(4).label == "u32"
+    assert maps.codec("s16").encode(-2) == struct.pack("<h", -2)
+    assert maps.codec("<QI").decode(struct.pack("<QI", 1, 2)) == (1, 2)
+    assert maps.codec("<Q").decode(struct.pack("<Q", 5)) == 5
+    assert maps.codec(ctypes.c_uint64).decode(struct.pack("<Q", 9)) == 9
+    c = maps.codec(Pair)
+    assert c.size == ctypes.sizeof(Pair) and c.decode(bytes(Pair(1, 2))).b == 2
+    assert maps.codec(Bytes(3)).decode(b"abc") == b"abc"
+    with pytest.raises(SizeError, match="Bytes"):
+        maps.codec(3)
+    with pytest.raises(SizeError):
+        maps.codec("not a format!")
+    with pytest.raises(SizeError, match="2 bytes"):
+        maps.codec("u16").encode(70000)
+    pc = maps.PerCpuCodec(maps.codec("u32"), 3)
+    assert pc.size == 24
+    assert pc.decode(pc.encode([1, 2, 3])) == [1, 2, 3]
+    assert pc.decode(pc.encode(7)) == [7, 7, 7]
+    assert pc.unpack_many(pc.encode([1, 2, 3]) * 2, 2) == [[1, 2, 3], [1, 2, 3]]
+
+
+# ----------------------------------------------------------------- hash maps
+def test_hash_round_trip(no_fd_leak):
+    with HashMap("u32", "u64", 64, name="counts") as m:
+        assert m.name == "counts" and m.key_size == 4 and m.value_size == 8
+        assert m.map_type == MapType.HASH and m.max_entries == 64
+        m[1] = 10
+        m[2] = 2**64 - 1
+        assert m[1] == 10 and m[2] == 2**64 - 1
+        assert 1 in m and 3 not in m
+        assert m.get(3) is None and m.get(3, "x") == "x"
+        with pytest.raises(MapKeyError):
+            m[3]
+        with pytest.raises(KeyError):          # MapKeyError is a KeyError
+            del m[3]
+        assert sorted(m.items()) == [(1, 10), (2, 2**64 - 1)]
+        assert sorted(m.keys()) == [1, 2] and sorted(m) == [1, 2]
+        assert sorted(m.values()) == [10, 2**64 - 1]
+        assert len(m) == 2
+        assert m.pop(1) == 10 and m.pop(1, None) is None
+        del m[2]
+        assert len(m) == 0
+        info = m.info()
+        assert info.name == "counts" and info.type == MapType.HASH
+
+
+def test_hash_update_flags(no_fd_leak):
+    with HashMap(4, 4, 4) as m:
+        m.set(1, 1, BPF_NOEXIST)
+        with pytest.raises(KernelError) as ei:
+            m.set(1, 2, BPF_NOEXIST)
+        assert ei.value.errno == errno.EEXIST
+        with pytest.raises(MapKeyError):
+            m.set(2, 2, BPF_EXIST)
+        assert m.setdefault(1, 5) == 1 and m.setdefault(3, 5) == 5
+
+
+def test_hash_full(no_fd_leak):
+    with HashMap(4, 4, 2) as m:
+        m[1] = m[2] = 0
+        with pytest.raises(MapFullError) as ei:
+            m[3] = 0
+        assert ei.value.errno == errno.E2BIG and "full" in str(ei.value)
+
+
+def test_struct_formats_and_ctypes(no_fd_leak):
+    with HashMap("<QI", "<II", 8) as m:
+        m[(1, 2)] = (3, 4)
+        assert m[(1, 2)] == (3, 4)
+        assert m.items() == [((1, 2), (3, 4))]
+        m.update({(5, 6): (7, 8)})
+        assert m[(5, 6)] == (7, 8)
+    with HashMap(ctypes.c_uint64, Pair, 8) as m:
+        m[7] = Pair(1, 2)
+        v = m[7]
+        assert isinstance(v, Pair) and (v.a, v.b) == (1, 2)
+        m[8] = (3, 4)                         # a tuple builds the Structure
+        assert m[8].b == 4
+        (k, v), = [kv for kv in m.items() if kv[0] == 8]
+        assert v.a == 3
+    with HashMap(Bytes(16), "s32", 8) as m:
+        k = b"0123456789abcdef"
+        m[k] = -5
+        assert m[k] == -5 and list(m) == [k]
+
+
+def test_batch_iteration_of_100k_entries(no_fd_leak):
+    n = 100_000
+    with HashMap("u32", "u64", n) as m:
+        m.update({i: i * 3 for i in range(n)})
+        items = m.items()
+        assert len(items) == n
+        d = dict(items)
+        assert d[0] == 0 and d[n - 1] == (n - 1) * 3 and len(d) == n
+        assert len(m) == n
+        assert maps._BATCH_SUPPORT.get(MapType.HASH) is True
+        m.clear()
+        assert len(m) == 0
+
+
+def test_get_next_key_fallback(monkeypatch, no_fd_leak):
+    """When batch ops are missing, iteration falls back to GET_NEXT_KEY."""
+    with HashMap("u32", "u32", 100) as m:
+        m.update({i: i + 1 for i in range(50)})
+        monkeypatch.setitem(maps._BATCH_SUPPORT, MapType.HASH, False)
+        assert dict(m.items()) == {i: i + 1 for i in range(50)}
+        m.update({100 + i: i for i in range(3)})
+        assert len(m) == 53
+        m.clear()
+        assert m.items() == []
+
+
+def test_lru_hash_evicts(no_fd_leak):
+    with LruHashMap("u32", "u32", 64) as m:
+        for i in range(1000):
+            m[i] = i
+        assert 0 < len(m) <= 64 + NCPU * 8      # LRU lists are per-CPU-ish
+        assert m[999] == 999                    # the newest is still there
+        assert m.map_type == MapType.LRU_HASH
+
+
+# ------------------------------------------------------------------- arrays
+def test_array(no_fd_leak):
+    with ArrayMap("u64", 8, name="arr") as a:
+        assert len(a) == 8 and list(a) == list(range(8))
+        assert a[3] == 0
+        a[3] = 42
+        assert a[3] == 42 and a.values()[3] == 42
+        assert dict(a.items())[3] == 42
+        with pytest.raises(MapKeyError, match="out of range"):
+            a[8] = 1
+        with pytest.raises(MapKeyError):
+            a[8]
+        with pytest.raises(NotSupportedError):
+            del a[3]
+        a.update({0: 1, 7: 2})
+        assert a.values() == [1, 0, 0, 42, 0, 0, 0, 2]
+        a.clear()
+        assert a.values() == [0] * 8
+
+
+def test_percpu_array(no_fd_leak):
+    with PerCpuArrayMap("u32", 4) as a:
+        assert a.value_size == 4              # the kernel's per-CPU size
+        assert a[0] == [0] * NCPU
+        vals = list(range(1, NCPU + 1))
+        a[1] = vals
+        assert a[1] == vals
+        a[2] = 5                              # one value for every CPU
+        assert a[2] == [5] * NCPU and a.sum(2) == 5 * NCPU
+        with pytest.raises(SizeError, match=f"{NCPU} items"):
+            a[0] = [1] * (NCPU + 1)
+        assert dict(a.items())[1] == vals
+
+
+def test_percpu_hash_and_lru_percpu(no_fd_leak):
+    for cls in (PerCpuHashMap, LruPerCpuHashMap):
+        with cls("u32", "<HH", 16) as m:
+            v = [(i, i + 1) for i in range(NCPU)]
+            m[9] = v
+            assert m[9] == v
+            m.update({1: (1, 1)})
+            assert dict(m.items()) == {9: v, 1: [(1, 1)] * NCPU}
+
+
+def test_percpu_value_layout_is_8_byte_padded(no_fd_leak):
+    with PerCpuHashMap("u32", "u32", 4) as m:
+        m[0] = list(range(NCPU))
+        raw = sc.map_lookup(m.fd, struct.pack("<I", 0), 8 * NCPU)
+        assert [struct.unpack_from("<I", raw, 8 * i)[0] for i in range(NCPU)] == list(range(NCPU))
+
+
+# --------------------------------------------------------------- queue/stack
+def test_queue_fifo(no_fd_leak):
+    with QueueMap("u32", 4) as q:
+        for i in range(4):
+            q.push(i)
+        with pytest.raises(MapFullError):
+            q.push(9)
+        q.push(9, overwrite=True)             # drops the oldest
+        assert q.peek() == 1
+        assert [q.pop() for _ in range(4)] == [1, 2, 3, 9]
+        with pytest.raises(MapKeyError, match="empty"):
+            q.pop()
+        assert q.pop(None) is None
+
+
+def test_stack_lifo(no_fd_leak):
+    with StackMap("<QQ", 8) as s:
+        for i in range(3):
+            s.push((i, i * 2))
+        assert s.peek() == (2, 4)
+        assert s.drain() == [(2, 4), (1, 2), (0, 0)]
+
+
+# --------------------------------------------------------- special map types
+def test_perf_event_array(no_fd_leak):
+    from pyebpf.kernel import perf
+    with PerfEventArray() as pa:
+        assert pa.max_entries >= NCPU and pa.key_size == 4 and pa.value_size == 4
+        with perf.open_bpf_output(0) as ev:
+            pa[0] = ev
+            del pa[0]
+            with pytest.raises(MapKeyError):
+                pa[pa.max_entries] = ev
+
+
+def test_ringbuf(no_fd_leak):
+    with RingBuf(4 * 4096) as rb:
+        assert rb.size == 16384 and rb.info().type == MapType.RINGBUF
+    with pytest.raises(SizeError, match="power of two"):
+        RingBuf(3 * 4096)
+
+
+def test_stack_trace_map(no_fd_leak):
+    st = StackTraceMap(16, name="stacks")
+    ins = lambda code, dst=0, src=0, off=0, imm=0: struct.pack("<BBhi", code, dst | src << 4, off, imm)  # noqa: E731
+    prog = (ins(0x18, 2, 1, imm=st.fd) + ins(0) +      # r2 = map
+            ins(0xB7, 3) +                             # r3 = 0 (kernel stack)
+            ins(0x85, imm=27) +                        # call get_stackid
+            ins(0xB7, 0) + ins(0x95))
+    fd, _ = sc.prog_load(ProgType.RAW_TRACEPOINT, prog)
+    with st, fd:
+        sc.prog_test_run(fd)
+        ids = st.keys()
+        assert len(ids) == 1
+        addrs = st[ids[0]]
+        assert addrs and all(a >= 0xFFFF800000000000 for a in addrs)
+        assert st.items() == [(ids[0], addrs)]
+        with pytest.raises(NotSupportedError):
+            st[0] = b""
+        del st[ids[0]]
+        assert st.keys() == []
+
+
+# ---------------------------------------------------------------- size checks
+def test_wrong_sizes_refused_before_any_syscall(monkeypatch, no_fd_leak):
+    with HashMap("u32", "u64", 8) as m, HashMap(Bytes(8), Pair, 8) as b, \
+            PerCpuArrayMap("u16", 2) as p:
+        calls = []
+
+        def no_syscall(*args):
+            calls.append(args)
+            raise AssertionError("a syscall was made")
+        monkeypatch.setattr(maps, "sys_bpf", no_syscall)
+        monkeypatch.setattr(sc, "sys_bpf", no_syscall)
+        cases = [
+            (lambda: m.__setitem__(2**32, 1), "u32"),
+            (lambda: m.__getitem__(-1), "u32"),
+            (lambda: m.__setitem__(1, 2**64), "u64"),
+            (lambda: m.__setitem__(1, "x"), "u64"),
+            (lambda: b.__setitem__(b"short", Pair()), "8 bytes"),
+            (lambda: b.__getitem__(b"12345678901"), "8 bytes"),
+            (lambda: b.__setitem__(b"12345678", ctypes.c_uint8(1)), f"{ctypes.sizeof(Pair)} bytes"),
+            (lambda: p.__setitem__(0, [1] * (NCPU + 2)), f"{NCPU} items"),
+            (lambda: p.__setitem__(0, 70000), "u16"),
+            (lambda: m.update({1: 2, 2**40: 3}), "u32"),
+        ]
+        for fn, needle in cases:
+            with pytest.raises(SizeError) as ei:
+                fn()
+            assert needle in str(ei.value)
+        assert calls == []
+
+
+def test_from_fd_checks_sizes(no_fd_leak):
+    with HashMap("u32", "u64", 8) as m:
+        with pytest.raises(SizeError, match="key_size is 4"):
+            Map.from_fd(m.fd, key="u64")
+        m[1] = 2
+        with Map.from_fd(m.fd) as again:          # default codecs: ints by size
+            assert isinstance(again, HashMap)
+            assert again[1] == 2
+        with Map.from_id(m.info().id, value="s64") as byid:
+            assert byid[1] == 2
+        with pytest.raises(NotSupportedError, match="not ARRAY"):
+            ArrayMap.from_fd(m.fd)
+
+
+# ----------------------------------------------------------------- pinning
+def test_pin_from_pin_unpin(no_fd_leak):
+    path = f"/sys/fs/bpf/pyebpf_test_{os.getpid()}"
+    with PerCpuHashMap("u32", "u32", 8, name="pinned") as m:
+        m[1] = 5
+        try:
+            m.pin(path)
+        except PermissionDeniedError as exc:   # not root / cannot mount bpffs
+            pytest.skip(str(exc))
+        assert m.pinned == path and os.path.exists(path)
+        try:
+            with Map.from_pin(path, "u32", "u32") as again:
+                assert isinstance(again, PerCpuHashMap) and again.name == "pinned"
+                assert again[1] == [5] * NCPU
+                again[2] = 1
+            assert m[2] == [1] * NCPU
+            with pytest.raises(KernelError) as ei:
+                m.pin(path)
+            assert ei.value.errno == errno.EEXIST
+        finally:
+            m.unpin()
+        assert not os.path.exists(path) and m.pinned is None
+    with pytest.raises(KernelError) as ei:
+        Map.from_pin(path)
+    assert ei.value.errno == errno.ENOENT and "nothing is pinned" in str(ei.value)
+
+
+def test_pin_outside_bpffs_is_refused(tmp_path, no_fd_leak):
+    with ArrayMap("u32", 1) as a, pytest.raises(PermissionDeniedError, match="bpf filesystem"):
+        a.pin(str(tmp_path / "x"))
+
+
+# ------------------------------------------------------------------- freeze
+def test_freeze(no_fd_leak):
+    with ArrayMap("u32", 2) as a:
+        a[0] = 1
+        a.freeze()
+        assert a.frozen and a[0] == 1
+        with pytest.raises(PermissionDeniedError, match="frozen"):
+            a[0] = 2
+        with pytest.raises(PermissionDeniedError):
+            a.update({1: 1})
+        assert a[0] == 1
+
+
+# ----------------------------------------------------------------- lifetime
+def test_close_is_idempotent_and_stops_use(no_fd_leak):
+    m = HashMap("u32", "u32", 4)
+    m[1] = 1
+    m.close()
+    m.close()
+    assert m.closed
+    with pytest.raises(KernelError) as ei:
+        m.fd
+    assert ei.value.errno == errno.EBADF
+    other = ArrayMap("u32", 4)      # may reuse the fd number: must not be touched
+    try:
+        with pytest.raises(KernelError):
+            m[0] = 7
+        assert other[0] == 0
+    finally:
+        other.close()
+
+
+@pytest.mark.parametrize("cls,args", [
+    (HashMap, ("u32", "u32")), (ArrayMap, ("u32", 4)), (PerCpuHashMap, ("u32", "u32")),
+    (PerCpuArrayMap, ("u32", 4)), (LruHashMap, ("u32", "u32")),
+    (LruPerCpuHashMap, ("u32", "u32")), (PerfEventArray, ()), (RingBuf, (4096,)),
+    (StackTraceMap, ()), (QueueMap, ("u32", 4)), (StackMap, ("u32", 4)),
+])
+def test_no_fd_left_open(cls, args, no_fd_leak):
+    def fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+    base = fds()
+    m = cls(*args)
+    assert fds() == base + 1
+    m.close()
+    assert fds() == base
+    with cls(*args):
+        assert fds() == base + 1
+    assert fds() == base
+    m = cls(*args)
+    del m
+    gc.collect()
+    assert fds() == base
+
+
+def test_threads_share_a_map(no_fd_leak):
+    with HashMap("u32", "u64", 1024) as m:
+        errors = []
+
+        def work(t: int) -> None:
+            try:
+                for i in range(2000):
+                    k = t * 10000 + i % 100
+                    m[k] = k * 2
+                    assert m[k] == k * 2
+            except BaseException as exc:       # pragma: no cover - reported below
+                errors.append(exc)
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+        assert len(m) == 400

@@ -400,6 +400,9 @@ class Map:
     def __init__(self, key: Any, value: Any, max_entries: int, *, name: str | None = None,
                  flags: int = 0, numa_node: int | None = None, map_extra: int = 0,
                  inner_map_fd: int = 0) -> None:
+        if not self.map_type:
+            raise TypeError("Map is the base class; create a HashMap, ArrayMap, PerCpuHashMap, "
+                            "QueueMap, RingBuf ... (or open one with Map.from_pin/from_fd)")
         kc = codec(key, "key") if key is not None else None
         vc = codec(value, "value") if value is not None else None
         self._setup_codecs(kc, vc)
@@ -447,7 +450,6 @@ class Map:
             raise SizeError(f"the map's key/value sizes are {info.key_size}/{info.value_size} "
                             f"bytes but the specs give {self.key_size}/{self.value_size}")
         self._init_common(fd, info.name, info.max_entries, info.flags)
-        self._post_adopt()
         return self
 
     @classmethod
@@ -455,9 +457,6 @@ class Map:
         if value is not None:
             return codec(value, "value")
         return _default_codec(info.value_size) if info.value_size else None
-
-    def _post_adopt(self) -> None:
-        pass
 
     @classmethod
     def from_fd(cls, fd: "int | _sys.Fd", key: Any = None, value: Any = None) -> "Map":

@@ -47,6 +47,8 @@ class PerfAttr:
         return perf_event_open(self.ptr, pid, cpu, group_fd, flags)
 
     def __getattr__(self, name: str) -> Any:      # read fields: attr.config ...
+        if name in PerfAttr.__slots__:
+            raise AttributeError(name)
         return getattr(self.ptr, name)
 
 

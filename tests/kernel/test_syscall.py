@@ -414,3 +414,18 @@ def test_possible_and_online_cpus():
     poss = cpus.possible_cpus()
     assert poss and set(cpus.online_cpus()) <= set(poss)
     assert cpus.num_possible_cpus() == len(poss)
+
+
+def test_bpf_output_attr_flags(no_fd_leak):
+    from pyebpf.kernel import perf
+    from pyebpf.kernel.constants import (PERF_ATTR_FLAG_WATERMARK, PERF_COUNT_SW_BPF_OUTPUT,
+                                         PERF_SAMPLE_RAW, PERF_TYPE_SOFTWARE)
+    a = perf.bpf_output_attr(wakeup_watermark=4096)
+    assert (a.type, a.config, a.sample_type) == (PERF_TYPE_SOFTWARE, PERF_COUNT_SW_BPF_OUTPUT,
+                                                 PERF_SAMPLE_RAW)
+    assert a.flags & PERF_ATTR_FLAG_WATERMARK and a.wakeup_watermark == 4096
+    b = perf.bpf_output_attr(wakeup_events=3)
+    assert not b.flags & PERF_ATTR_FLAG_WATERMARK and b.wakeup_events == 3
+    for cpu in __import__("pyebpf.kernel.cpus", fromlist=["x"]).online_cpus():
+        with a.open(pid=-1, cpu=cpu) as fd:
+            assert fd.fileno() > 0

@@ -68,8 +68,8 @@ def pseudo_operand(insn: Insn) -> str:
 
 
 def pseudo_insn(dst: int, name_tok: Tok, arg: Tok, offset: int | None,
-                offset_tok: Tok | None = None) -> Insn:
-    """Build the ld_imm64 ``dst = NAME(ARG) [+ offset]``."""
+                offset_tok: Tok | None = None, negative: bool = False) -> Insn:
+    """Build the ld_imm64 ``dst = NAME(ARG) [+ offset]`` (``negative``: ARG had a minus sign)."""
     src = PSEUDO_BY_NAME.get(name_tok.value)
     if src is None:
         known = ", ".join(PSEUDO_BY_NAME)
@@ -77,9 +77,11 @@ def pseudo_insn(dst: int, name_tok: Tok, arg: Tok, offset: int | None,
                         name_tok.col)
     insn = Insn(op.OP_LD_IMM64, dst, src)
     if arg.key == "n":
-        if arg.value > 0xFFFFFFFF:
-            raise TextError(f"{name_tok.text} argument {arg.text} does not fit in 32 bits", arg.col)
-        insn.imm = arg.value - (1 << 32) if arg.value >= 1 << 31 else arg.value
+        v = -arg.value if negative else arg.value
+        if not -(1 << 31) <= v <= 0xFFFFFFFF:
+            raise TextError(f"{name_tok.text} argument {'-' if negative else ''}{arg.text} "
+                            f"does not fit in 32 bits", arg.col)
+        insn.imm = v - (1 << 32) if v >= 1 << 31 else v
     elif src in PSEUDO_MAPS:
         insn.map_ref = arg.value
     elif src == op.PSEUDO_FUNC:

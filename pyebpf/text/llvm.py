@@ -22,7 +22,10 @@ Extensions (documented in :mod:`pyebpf.text.common`): ``.8byte`` raw slots;
 ``func(label)``, ``map_idx(N)``, ``map_idx_value(N) + 8`` for the other
 ld_imm64 pseudo sources (``ll`` optional with these); ``call NAME`` is a
 helper if NAME names one (``bpf_`` optional), otherwise a bpf-to-bpf call to
-the label NAME; ``call pc+N`` is a bpf-to-bpf call by offset.
+the label NAME; ``call pc+N`` is a bpf-to-bpf call by offset;
+``call kernel-function#N`` is a kfunc call (BTF id N; the verifier prints
+a resolved kfunc as ``call NAME#N``, also accepted), with ``, M`` appended
+when ``off`` (the module BTF's fd_array index) is not 0.
 
 One ambiguity is settled the kernel's way: ``rN = 0x...`` -- a *hex*
 constant assigned to a 64-bit register without ``ll`` -- is an ld_imm64,
@@ -352,16 +355,26 @@ def _lddw_map(d, name):
 
 
 @_pattern("<r> = <id> ( <id> ) [ll]")
-@_pattern("<r> = <id> ( <n> ) [ll]")
 def _lddw_pseudo(d, name, arg):
     return common.pseudo_insn(reg(d), name, arg, None)
 
 
+@_pattern("<r> = <id> ( <imm> ) [ll]")
+def _lddw_pseudo_num(d, name, a):
+    return common.pseudo_insn(reg(d), name, a[0], None, negative=a[1])
+
+
 @_pattern("<r> = <id> ( <id> ) <imm> [ll]")
-@_pattern("<r> = <id> ( <n> ) <imm> [ll]")
 def _lddw_pseudo_off(d, name, arg, v):
     tok, neg = v
     return common.pseudo_insn(reg(d), name, arg, -tok.value if neg else tok.value, tok)
+
+
+@_pattern("<r> = <id> ( <imm> ) <imm> [ll]")
+def _lddw_pseudo_num_off(d, name, a, v):
+    tok, neg = v
+    return common.pseudo_insn(reg(d), name, a[0], -tok.value if neg else tok.value, tok,
+                              negative=a[1])
 
 
 @_pattern("ld_pseudo <r> , <n> , <n>")
@@ -393,13 +406,8 @@ def _ldabs(d, ty, v):
     return Insn(op.ABS | op.BYTES_SIZE[size] | op.LD, 0, 0, 0, _imm(v))
 
 
-@_pattern("<r> = * ( <ty> * ) skb [ <r> ]")
-def _ldind(d, ty, s):
-    return _ldind_off(d, ty, s, (None, False))
-
-
-@_pattern("<r> = * ( <ty> * ) skb [ <r> <imm> ]")
-def _ldind_off(d, ty, s, v):
+@_pattern("<r> = * ( <ty> * ) skb [ <r> <off> ]")
+def _ldind(d, ty, s, v):
     size, _ = _size(ty, (1, 2, 4))
     if reg(d) != 0:
         raise TextError("packet loads always load into r0", d.col)
@@ -549,6 +557,16 @@ def _call_name(name):
 @_pattern("call <idnum>")
 def _call_idnum(t):
     return common.call_by_idnum(t)
+
+
+@_pattern("call <idnum> , <imm>")
+def _call_kfunc_module(t, v):
+    insn = common.call_by_idnum(t)
+    if insn.src != op.CALL_KFUNC:
+        raise TextError("only a kfunc call takes a module BTF index", v[0].col)
+    tok, neg = v
+    insn.off = off16(tok, neg, "module BTF index")
+    return insn
 
 
 @_pattern("call pc + <n>")
@@ -760,6 +778,8 @@ def _f_call(insn, f, v, label):
             return f"call {insn.target}"
         return f"call pc{insn.imm:+d}"
     if f.pseudo == op.CALL_KFUNC:
+        if insn.off:
+            return f"call kernel-function#{insn.imm}, {insn.off}"
         return f"call kernel-function#{insn.imm}"
     if v:
         return f"call {common.verifier_helper_name(insn.imm)}#{insn.imm}"

@@ -28,7 +28,8 @@ Extensions (not in bpf_conformance):
 * legacy packet loads ``ldabs{b,h,w} IMM`` and ``ldind{b,h,w} %rS, IMM`` (uBPF's names);
 * ``ldacq{b,h,w,dw} %rD, [%rS+OFF]`` (load_acquire) and ``strel{b,h,w,dw}
   [%rD+OFF], %rS`` (store_release);
-* ``may_goto TARGET``, ``gotox %rN``, ``call NAME`` for a helper by name;
+* ``may_goto TARGET``, ``gotox %rN``, ``call NAME`` for a helper by name,
+  ``call runtime N, M`` for a kfunc in a module (``off`` = M, its BTF's fd_array index);
 * ``.8byte V, ...`` raw slots.
 """
 from __future__ import annotations
@@ -65,7 +66,7 @@ def _reg(g: list[Tok]) -> int:
         t = g[0]
         if t.key == "%r":
             if t.value > _REG_LIMIT:
-                raise TextError(f"invalid register {t.text} (%r0-%r10)", t.col)
+                raise TextError(f"Invalid register: {t.text} (registers are %r0-%r10)", t.col)
             return t.value
         if t.key == "r" or t.key == "w":
             raise TextError(f"registers are written %r{t.value} in this dialect", t.col)
@@ -190,13 +191,20 @@ def _lddw(m, ops):
         if len(g) == 1:
             return common.map_insn(dst, g[0].value)
         # NAME ( ARG ) [+|- N]
-        if len(g) >= 4 and g[1].key == "(" and g[3].key == ")" and g[2].key in ("id", "n"):
+        close = next((i for i, t in enumerate(g) if t.key == ")"), -1)
+        if len(g) >= 4 and g[1].key == "(" and close >= 3:
+            inner = g[2:close]
+            negative = False
+            if len(inner) == 1 and inner[0].key == "id":
+                arg = inner[0]
+            else:
+                arg, negative = _number(inner)
             offset, offset_tok = None, None
-            rest = g[4:]
+            rest = g[close + 1:]
             if rest:
                 tok, neg = _number(rest)
                 offset, offset_tok = (-tok.value if neg else tok.value), tok
-            return common.pseudo_insn(dst, g[0], g[2], offset, offset_tok)
+            return common.pseudo_insn(dst, g[0], arg, offset, offset_tok, negative)
         raise TextError(f"expected a constant or NAME(ARG), found {_text(g)!r}", g[0].col)
     tok, neg = _number(g)
     insn = Insn(op.OP_LD_IMM64, dst)
@@ -302,9 +310,15 @@ def _call(m: Tok, toks: list[Tok]) -> Insn:
     if toks[0].key == "id" and toks[0].value in ("helper", "local", "runtime") and len(toks) > 1:
         mode = toks[0].value
         toks = toks[1:]
-    for t in toks:
+    module = None
+    for i, t in enumerate(toks):
         if t.key == ",":
-            raise TextError("call takes one operand", t.col)
+            if mode != "runtime":
+                raise TextError("call takes one operand", t.col)
+            module, toks = toks[i + 1:], toks[:i]
+            if not module or not toks:
+                raise TextError("expected call runtime BTF_ID, MODULE_INDEX", t.col)
+            break
     if mode == "local":
         off, label = _target(toks, wide=True)
         return Insn(op.OP_CALL, 0, op.CALL_LOCAL, 0, off, target=label)
@@ -316,8 +330,12 @@ def _call(m: Tok, toks: list[Tok]) -> Insn:
             raise TextError(f"unknown helper {toks[0].text!r} (for a bpf-to-bpf call write "
                             f"'call local {toks[0].text}')", toks[0].col)
         return Insn(op.OP_CALL, 0, op.CALL_HELPER, 0, hid)
-    return Insn(op.OP_CALL, 0, op.CALL_KFUNC if mode == "runtime" else op.CALL_HELPER, 0,
+    insn = Insn(op.OP_CALL, 0, op.CALL_KFUNC if mode == "runtime" else op.CALL_HELPER, 0,
                 _imm(toks))
+    if module is not None:
+        tok, neg = _number(module)
+        insn.off = off16(tok, neg, "module BTF index")
+    return insn
 
 
 def _lock(m: Tok, toks: list[Tok]) -> Insn:
@@ -448,6 +466,8 @@ def format_insn(insn: Insn, style: str | None = None, label: str | None = None,
         if form.pseudo == op.CALL_LOCAL:
             return f"call local {_tgt(insn, insn.imm, label)}"
         if form.pseudo == op.CALL_KFUNC:
+            if insn.off:
+                return f"call runtime {insn.imm}, {insn.off}"
             return f"call runtime {insn.imm}"
         return f"call {insn.imm}"
     if k == "lddw":

@@ -1,0 +1,175 @@
+"""Property tests: bytes <-> Insn <-> text, for every instruction form and both dialects."""
+from __future__ import annotations
+
+import struct
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from insn_strategies import FORM_KINDS, insns
+from pyebpf.isa import Insn, classify, decode, encode, opcodes as op
+from pyebpf.text import assemble, disassemble, format_insn, get_instructions, parse_insn
+
+SETTINGS = settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SPELLINGS = [("llvm", "objdump"), ("llvm", "verifier"), ("mnemonic", "objdump")]
+
+
+@SETTINGS
+@given(insns)
+def test_strategy_makes_valid_instructions(insn):
+    assert classify(insn).kind in FORM_KINDS
+
+
+def test_strategy_covers_every_form():
+    seen = set()
+
+    @settings(max_examples=3000, deadline=None)
+    @given(insns)
+    def collect(insn):
+        seen.add(classify(insn).kind)
+
+    collect()
+    assert seen == FORM_KINDS
+
+
+@SETTINGS
+@given(insns)
+def test_bytes_insn_bytes(insn):
+    data = insn.encode()
+    assert len(data) == 8 * insn.slots
+    back = decode(data)
+    assert len(back) == 1 and back[0] == insn
+    assert back[0].encode() == data
+
+
+@SETTINGS
+@given(insns)
+def test_text_roundtrip_llvm_objdump(insn):
+    text = format_insn(insn, "llvm", "objdump")
+    assert not text.startswith(".8byte"), text
+    assert parse_insn(text, "llvm").fields() == insn.fields(), text
+
+
+@SETTINGS
+@given(insns)
+def test_text_roundtrip_llvm_verifier(insn):
+    text = format_insn(insn, "llvm", "verifier")
+    assert not text.startswith(".8byte"), text
+    assert parse_insn(text, "llvm").fields() == insn.fields(), text
+    # and as the verifier log prints it, with index and opcode in front
+    line = f"12: ({insn.code:02x}) {text}                 ; R1=ctx() R10=fp0"
+    assert parse_insn(line, "llvm").fields() == insn.fields(), line
+
+
+@SETTINGS
+@given(insns)
+def test_text_roundtrip_mnemonic(insn):
+    text = format_insn(insn, "mnemonic")
+    assert not text.startswith(".8byte"), text
+    assert parse_insn(text, "mnemonic").fields() == insn.fields(), text
+
+
+@SETTINGS
+@given(insns)
+def test_objdump_line_pasted_back(insn):
+    """An llvm-objdump line (index, raw bytes, text) parses to the same instruction."""
+    data = insn.encode()
+    raw = " ".join(f"{b:02x}" for b in data)
+    line = f"      42:\t{raw}\t{format_insn(insn)}"
+    assert parse_insn(line).fields() == insn.fields()
+
+
+def _slots(draw_values):
+    """Bytes from a list of (slot, maybe second slot) values."""
+    return b"".join(struct.pack("<Q", v) for v in draw_values)
+
+
+@st.composite
+def programs(draw):
+    """Programs of valid and random slots (ld_imm64 always with a well-formed second slot)."""
+    out = []
+    for _ in range(draw(st.integers(1, 30))):
+        if draw(st.integers(0, 3)) == 0:
+            value = draw(st.integers(0, (1 << 64) - 1))
+            code = value & 0xFF
+            if code == op.OP_LD_IMM64:
+                out.append(value)
+                out.append(draw(st.integers(0, (1 << 32) - 1)) << 32)
+            else:
+                out.append(value)
+        else:
+            insn = draw(insns)
+            if insn.code != op.OP_LD_IMM64 and (insn.code & 7) in (op.JMP, op.JMP32) \
+                    and draw(st.booleans()):
+                # small jumps, so that many land inside the program and get labels
+                if insn.code in (op.OP_GOTOL, op.OP_CALL):
+                    if insn.code == op.OP_GOTOL or insn.src == 1:
+                        insn.imm = draw(st.integers(-5, 5))
+                elif insn.code not in (op.OP_GOTOX, op.OP_CALLX, op.OP_EXIT):
+                    insn.off = draw(st.integers(-5, 5))
+            out.extend(struct.unpack(f"<{insn.slots}Q", insn.encode()))
+    return _slots(out)
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs())
+def test_disassembly_reassembles_to_same_bytes(data):
+    for dialect, style in SPELLINGS:
+        for labels in (True, False):
+            text = disassemble(data, dialect, style, labels=labels)
+            assert assemble(text, dialect).encode() == data, text
+    text = disassemble(data, "llvm", show_index=True)
+    assert assemble(text).encode() == data, text
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_disassembler_never_fails(data):
+    for dialect, style in SPELLINGS:
+        text = disassemble(data, dialect, style)
+        assert isinstance(text, str)
+    assert len(get_instructions(data)) <= len(data) // 8 + 1
+
+
+def test_symbolic_map_references_roundtrip():
+    for text, dialect in [("r1 = counts ll", "llvm"), ("r1 = map_fd(counts)", "llvm"),
+                          ("lddw %r1, counts", "mnemonic"), ("lddw %r1, map_fd(counts)", "mnemonic")]:
+        insn = parse_insn(text, dialect)
+        assert (insn.code, insn.src, insn.imm, insn.map_ref) == (0x18, op.PSEUDO_MAP_FD, 0, "counts")
+    insn = parse_insn("r2 = map_value(.rodata) + 16 ll")
+    assert (insn.src, insn.next_imm, insn.map_ref) == (op.PSEUDO_MAP_VALUE, 16, ".rodata")
+    for dialect, style in SPELLINGS:
+        for src in (op.PSEUDO_MAP_FD, op.PSEUDO_MAP_VALUE, op.PSEUDO_MAP_IDX, op.PSEUDO_MAP_IDX_VALUE):
+            insn = Insn(0x18, 3, src, 0, 0, 24 if src in (2, 6) else 0, map_ref="my_map")
+            text = format_insn(insn, dialect, style)
+            back = parse_insn(text, dialect)
+            assert back.fields() == insn.fields() and back.map_ref == "my_map", text
+
+
+def test_labels_and_func_references_assemble():
+    prog = assemble("""
+        r1 = func(callback) ll     # ld_imm64 src=4, relative to callback
+        call helper_fn
+        if r0 == 0 goto out
+        r0 = 1
+    out:
+        exit
+    callback:
+        r0 = 0
+        exit
+    helper_fn:
+        exit
+    """)
+    insns = prog.finalize()
+    # slots: lddw 0-1, call 2, if 3, mov 4, exit 5, callback 6-7, helper_fn 8
+    assert insns[0].src == op.PSEUDO_FUNC and insns[0].imm == 5
+    assert insns[1].src == op.CALL_LOCAL and insns[1].imm == 5
+    assert insns[2].off == 1
+    assert [i.origin for i in insns][:2] == ["<string>:2", "<string>:3"]
+    text = disassemble(prog.encode())
+    assert "r1 = func(F6) ll" in text and "call F8" in text
+    assert assemble(text).encode() == prog.encode()
+
+
+def test_encode_of_decoded_program_is_identity():
+    data = encode([Insn(0xb7, 0, 0, 0, 1), Insn(0x18, 1, 0, 0, -1, 5), Insn(0x95)])
+    assert encode(decode(data)) == data

@@ -14,7 +14,7 @@ import importlib
 import sys
 
 # Sub-command modules, in the order --help lists them.
-COMMANDS = ["asm", "disasm", "conformance"]
+COMMANDS = ["demo", "asm", "disasm", "conformance"]
 
 
 def build_parser() -> argparse.ArgumentParser:

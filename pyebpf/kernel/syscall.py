@@ -857,6 +857,9 @@ _VERIFIER_HINTS = (
     ("unreachable insn", "remove dead code or fix the jump offsets"),
     ("back-edge", "loops must be bounded so that the verifier can prove they end"),
     ("infinite loop", "loops must be bounded so that the verifier can prove they end"),
+    ("program is too large",
+     "the verifier gave up after 1M instructions: a loop it cannot bound, or too many "
+     "paths; bound loops with a counter (Program.bounded_loop) or may_goto"),
     ("jump out of range", "a jump targets an instruction outside the program"),
     ("invalid indirect read from stack",
      "stack memory passed to a helper must be initialised first"),

@@ -160,13 +160,17 @@ def _step(insns, i, st: _State, slot_of, index_at_slot, gpl, maps):
     def target_index() -> int | None:
         return index_at_slot.get(slot_of[i] + jump_offset(insn) + 1)
 
-    if kind in ("alu", "neg", "movsx", "end"):
+    if kind in ("neg", "end"):
+        dv = use(insn.dst, form.op)
+        regs[insn.dst] = SCALAR if dv.kind == "scalar" else UNKNOWN
+        return [(nxt, _State(tuple(regs), init))]
+    if kind in ("alu", "movsx"):
         d = insn.dst
         if form.op == "mov" and not form.reg:
             regs[d] = Val("scalar", insn.imm if form.alu64 else insn.imm & 0xFFFFFFFF)
-        elif form.op == "mov":
-            src = use(insn.src, "mov")
-            regs[d] = src if form.alu64 else SCALAR
+        elif form.op in ("mov", "movsx"):
+            src = use(insn.src, form.op)
+            regs[d] = src if form.alu64 and form.op == "mov" else SCALAR
         else:
             dv = use(d, form.op)
             sv = use(insn.src, form.op) if form.reg else Val("scalar", insn.imm)
@@ -199,23 +203,26 @@ def _step(insns, i, st: _State, slot_of, index_at_slot, gpl, maps):
                  f"test it (e.g. jeq r{insn.src}, 0, <out>) before dereferencing")
         regs[insn.dst] = UNKNOWN if form.size == 8 and base.kind not in ("ctx",) else SCALAR
         return [(nxt, _State(tuple(regs), init))]
+    if form.op == "load_acquire":  # dst = *(src + off)
+        base = use(insn.src, "load_acquire")
+        if base.kind == "map_value_or_null":
+            fail(f"load through r{insn.src}, a map value that may be NULL: test it first")
+        regs[insn.dst] = UNKNOWN
+        return [(nxt, _State(tuple(regs), init))]
     if kind in ("st", "stx", "atomic"):
         base = use(insn.dst, "store")
         if kind != "st":
             use(insn.src, "store")
         if base.kind == "map_value_or_null":
             fail(f"store through r{insn.dst}, a map value that may be NULL: test it first")
-        if form.op == "load_acquire":
-            regs[insn.dst] = SCALAR  # load_acquire writes dst
-        elif form.op == "cmpxchg":
+        if form.op == "cmpxchg":
             use(0, "cmpxchg")
             regs[0] = SCALAR
         elif form.fetch and kind == "atomic":
             regs[insn.src] = SCALAR
         if base.kind == "stack" and base.const is not None:
             lo = base.const + insn.off
-            if form.op != "load_acquire":
-                init = init | frozenset(range(lo, lo + form.size))
+            init = init | frozenset(range(lo, lo + form.size))
         return [(nxt, _State(tuple(regs), init))]
     if kind in ("ldabs", "ldind"):
         regs[0] = SCALAR

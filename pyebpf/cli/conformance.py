@@ -1,0 +1,39 @@
+"""``pyebpf conformance DIR``: run a bpf_conformance directory in the kernel."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "conformance",
+        help="run bpf_conformance tests in the kernel (XDP + BPF_PROG_TEST_RUN)",
+        description="Run every *.data test of a bpf_conformance directory in the running "
+                    "kernel: each test is assembled (mnemonic dialect), loaded as an XDP "
+                    "program whose r0 is stored in an array map, run with "
+                    "BPF_PROG_TEST_RUN, and compared with the expected result. Prints one "
+                    "line per test and a closing 'N passed, M failed' line; kernel "
+                    "rejections are counted apart. Needs root.",
+    )
+    p.add_argument("directory", help="directory holding the *.data files (or the suite's root)")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only failures and the summary")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..conformance import run_directory
+
+    counts = {"pass": 0, "fail": 0, "rejected": 0, "error": 0, "skip": 0}
+    for outcome in run_directory(args.directory):
+        counts[outcome.status] += 1
+        if not args.quiet or outcome.status in ("fail", "error"):
+            print(outcome.line(), flush=False)
+    sys.stdout.flush()
+    extras = ", ".join(f"{counts[k]} {label}" for k, label in
+                       (("rejected", "rejected by the kernel"), ("error", "errors"),
+                        ("skip", "skipped")) if counts[k])
+    if extras:
+        print(f"not counted: {extras}")
+    print(f"{counts['pass']} passed, {counts['fail']} failed")
+    return 1 if counts["fail"] or counts["error"] else 0

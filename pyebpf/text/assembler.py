@@ -14,7 +14,7 @@ from ..errors import AssemblyError, ProgramError
 from ..isa import Insn
 from ..program.core import Program
 from . import common, llvm, mnemonic
-from .lexer import TextError, Tok, split_line, tokenize
+from .lexer import TextError, Tok, fast_tokenize, split_line, tokenize
 
 __all__ = ["DIALECTS", "assemble", "parse_insn", "format_insn"]
 
@@ -22,8 +22,9 @@ __all__ = ["DIALECTS", "assemble", "parse_insn", "format_insn"]
 DIALECTS: dict[str, ModuleType] = {"llvm": llvm, "mnemonic": mnemonic}
 _SEMICOLONS = {"llvm": True, "mnemonic": False}
 
-# statement text -> fields of the parsed Insn; most programs repeat many lines
-_CACHE: dict[tuple[str, str, int | None], tuple] = {}
+# statement text (or (text, verifier opcode)) -> fields of the parsed Insn, per
+# dialect; most programs repeat many lines
+_CACHE: dict[str, dict] = {name: {} for name in ("llvm", "mnemonic")}
 _CACHE_MAX = 1 << 16
 
 
@@ -39,6 +40,18 @@ def _directive(toks: list[Tok]) -> list[Insn]:
     if name in (".8byte", ".quad", ".dword"):
         return common.raw_insns(common.parse_raw_values(toks))
     raise TextError(f"unknown directive {name!r} (only .8byte is supported)", toks[0].col)
+
+
+def _with_columns(piece, toks: list[Tok]) -> list[Tok]:
+    """``toks`` (the tail of ``piece``'s tokens) again, with their columns."""
+    if not toks or toks[0].col:
+        return toks
+    full = tokenize(piece.text, piece.col)
+    return full[len(full) - len(toks):]
+
+
+def _column(piece, toks: list[Tok], i: int) -> int:
+    return _with_columns(piece, toks)[i].col
 
 
 def _label_col(text: str, name: str) -> int:
@@ -61,8 +74,8 @@ def assemble(text: str, dialect: str = "llvm", filename: str = "<string>") -> Pr
     implicit_exit = dialect == "mnemonic"
     prog = Program()
     append = prog.append
-    label_at: dict[str, tuple[int, int]] = {}       # label -> (line, col); col 0: implicit
-    cache = _CACHE
+    label_at: dict[str, tuple[int, bool]] = {}      # label -> (line, explicit?)
+    cache = _CACHE[dialect]
     lines = text.splitlines()
     lineno = 0
     for line in lines:
@@ -72,37 +85,44 @@ def assemble(text: str, dialect: str = "llvm", filename: str = "<string>") -> Pr
         origin = f"{filename}:{lineno}"
         try:
             for piece in split_line(line, semicolons):
-                key = (dialect, piece.text.strip(), piece.opcode)
+                key = piece.text.strip() if piece.opcode is None else (piece.text.strip(),
+                                                                       piece.opcode)
                 hit = cache.get(key)
                 if hit is not None:
                     code, dst, src, off, imm, nxt, target, map_ref = hit
                     if implicit_exit and code == 0x95 and "exit" not in label_at:
                         prog.label("exit", origin=origin)
-                        label_at["exit"] = (lineno, 0)
+                        label_at["exit"] = (lineno, False)
                     append(Insn(code, dst, src, off, imm, nxt, target=target, map_ref=map_ref,
                                 origin=origin))
                     continue
-                toks = tokenize(piece.text, piece.col)
+                toks = fast_tokenize(piece.text)
+                if toks is None:     # a bad character: the slow path reports it
+                    toks = tokenize(piece.text, piece.col)
                 pure = True
                 # labels: "name:" (possibly followed by a statement)
                 while len(toks) >= 2 and toks[1].key == ":" and toks[0].key == "id":
                     name = toks[0].value
                     if name in label_at:
-                        line0, col0 = label_at[name]
-                        why = (f"at line {line0}" if col0 else
+                        line0, explicit = label_at[name]
+                        why = (f"at line {line0}" if explicit else
                                f"implicitly by the first exit, at line {line0}")
                         raise TextError(f"duplicate label {name!r} (already defined {why})",
-                                        toks[0].col)
+                                        _column(piece, toks, 0))
                     prog.label(name, origin=origin)
-                    label_at[name] = (lineno, toks[0].col)
+                    label_at[name] = (lineno, True)
                     toks = toks[2:]
                     pure = False
                 if not toks:
                     continue
                 if toks[0].key == "id" and toks[0].value[0] == "." and len(toks[0].value) > 1:
-                    new = _directive(toks)
+                    new = _directive(_with_columns(piece, toks))
                 else:
-                    insn = parse(toks, piece.opcode)
+                    try:
+                        insn = parse(toks, piece.opcode)
+                    except TextError:
+                        parse(_with_columns(piece, toks), piece.opcode)   # raises with the column
+                        raise
                     if pure:
                         if len(cache) >= _CACHE_MAX:
                             cache.clear()
@@ -112,7 +132,7 @@ def assemble(text: str, dialect: str = "llvm", filename: str = "<string>") -> Pr
                 for insn in new:
                     if implicit_exit and insn.code == 0x95 and "exit" not in label_at:
                         prog.label("exit", origin=origin)
-                        label_at["exit"] = (lineno, 0)
+                        label_at["exit"] = (lineno, False)
                     insn.origin = origin
                     append(insn)
         except TextError as exc:

@@ -599,8 +599,8 @@ def parse_tokens(toks: list[Tok], opcode: int | None = None) -> Insn:
     if any: it settles ``r1 = 0x5`` (ld_imm64 unless the opcode says mov) and
     is checked against the result.
     """
-    kw = _KW
-    keys = tuple([kw.get(t.value, "id") if t.key == "id" else t.key for t in toks])
+    get = _KW.get    # keyword texts map to their key; no other token's text is a keyword
+    keys = tuple([get(t.text, t.key) for t in toks])
     entry = _SHAPES.get(keys)
     if entry is None:
         raise _syntax_error(toks, keys)

@@ -11,7 +11,8 @@ Disassemble eBPF instructions: raw bytes (8-byte little-endian slots, as
 
 Jump and call targets get labels (L<slot>, F<slot>) so the output assembles
 back to the same bytes with 'pyebpf asm'; slots that are not valid
-instructions print as '.8byte 0x...'.
+instructions print as '.8byte 0x...'.  With --elf, relocations (map and
+global-data references, calls to other sections) are shown as comments.
 """
 
 EPILOG = """\
@@ -45,12 +46,14 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def elf_section(path: str, section: str | None = None) -> tuple[str, bytes]:
-    """(name, bytes) of ``section`` of the ELF object at ``path``, or of its
-    first executable section with code."""
+def elf_section(path: str, section: str | None = None) -> tuple[str, bytes, dict[int, str]]:
+    """(name, bytes, relocations) of ``section`` of the ELF object at ``path``,
+    or of its first executable section with code.  ``relocations`` maps slot
+    indexes to ``"R_BPF_64_64 symbol"`` notes."""
     from elftools.common.exceptions import ELFError
     from elftools.elf.constants import SH_FLAGS
     from elftools.elf.elffile import ELFFile
+    from elftools.elf.relocation import RelocationSection
 
     from ..errors import PyebpfError
 
@@ -67,22 +70,43 @@ def elf_section(path: str, section: str | None = None) -> tuple[str, bytes]:
             if sec is None:
                 names = ", ".join(s.name for s in elf.iter_sections() if s.name) or "none"
                 raise ElfInputError(f"{path}: no section {section!r} (sections: {names})")
-            return sec.name, sec.data()
-        for sec in elf.iter_sections():
-            if sec["sh_flags"] & SH_FLAGS.SHF_EXECINSTR and sec["sh_size"] > 0 \
-                    and sec["sh_type"] == "SHT_PROGBITS":
-                return sec.name, sec.data()
-        raise ElfInputError(f"{path}: no executable section with code")
+        else:
+            sec = next((s for s in elf.iter_sections()
+                        if s["sh_flags"] & SH_FLAGS.SHF_EXECINSTR and s["sh_size"] > 0
+                        and s["sh_type"] == "SHT_PROGBITS"), None)
+            if sec is None:
+                raise ElfInputError(f"{path}: no executable section with code")
+        index = elf.get_section_index(sec.name)
+        notes: dict[int, str] = {}
+        for rel in elf.iter_sections():
+            if not isinstance(rel, RelocationSection) or rel["sh_info"] != index:
+                continue
+            symtab = elf.get_section(rel["sh_link"])
+            for r in rel.iter_relocations():
+                sym = symtab.get_symbol(r["r_info_sym"])
+                name = sym.name or (elf.get_section(sym["st_shndx"]).name
+                                    if isinstance(sym["st_shndx"], int) else "?")
+                kind = _RELOC_NAMES.get(r["r_info_type"], f"type {r['r_info_type']}")
+                notes[r["r_offset"] // 8] = f"{kind} {name}"
+        return sec.name, sec.data(), notes
+
+
+_RELOC_NAMES = {1: "R_BPF_64_64", 2: "R_BPF_64_ABS64", 3: "R_BPF_64_ABS32", 4: "R_BPF_64_NODYLD32",
+                10: "R_BPF_64_32"}
 
 
 def run(args: argparse.Namespace) -> int:
     from ..text import disassemble
 
+    if args.dialect == "mnemonic" and args.style != "objdump":
+        print("pyebpf disasm: --style applies to the llvm dialect only", file=sys.stderr)
+        return 2
+    notes = None
     if args.elf:
         if args.file:
             print("pyebpf disasm: give either FILE or --elf OBJ, not both", file=sys.stderr)
             return 2
-        _, data = elf_section(args.elf, args.section)
+        _, data, notes = elf_section(args.elf, args.section)
     elif args.file is None:
         print("pyebpf disasm: give FILE (raw bytes, - for stdin) or --elf OBJ", file=sys.stderr)
         return 2
@@ -94,10 +118,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         with open(args.file, "rb") as f:
             data = f.read()
-    style = args.style
-    if args.dialect == "mnemonic" and style != "objdump":
-        print("pyebpf disasm: --style applies to the llvm dialect only", file=sys.stderr)
-        return 2
-    sys.stdout.write(disassemble(data, args.dialect, style, labels=args.labels,
-                                 show_index=args.index))
+    sys.stdout.write(disassemble(data, args.dialect, args.style, labels=args.labels,
+                                 show_index=args.index, comments=notes))
     return 0

@@ -10,7 +10,7 @@ disassembler never fails on input bytes.
 from __future__ import annotations
 
 import struct
-from typing import Iterable, NamedTuple
+from typing import Iterable, Mapping, NamedTuple
 
 from ..errors import EncodingError
 from ..isa import Form, HELPERS, Insn, classify, is_jump, jump_offset, opcodes as op
@@ -110,7 +110,9 @@ def get_instructions(data: bytes | bytearray | memoryview | Iterable[Insn] | Pro
             else:
                 forms[k] = form
                 if insn.target is None:
-                    if is_jump(insn):
+                    if insn.code == op.OP_CALL and insn.imm == -1:
+                        pass   # 'call -1': how an object file leaves a call to be relocated
+                    elif is_jump(insn):
                         targets[k] = pos + 1 + jump_offset(insn)
                     elif form.kind == "lddw" and form.pseudo == op.PSEUDO_FUNC:
                         targets[k] = pos + 1 + insn.imm
@@ -161,7 +163,7 @@ def _raw_text(insn: Insn, problem: str | None) -> str:
 
 def disassemble(data: bytes | bytearray | memoryview | Iterable[Insn] | Program,
                 dialect: str = "llvm", style: str = "objdump", labels: bool = True,
-                show_index: bool = False) -> str:
+                show_index: bool = False, comments: Mapping[int, str] | None = None) -> str:
     """Disassemble ``data`` into text for people (one instruction per line).
 
     In label mode (the default) jump/call targets get synthetic labels and
@@ -169,7 +171,8 @@ def disassemble(data: bytes | bytearray | memoryview | Iterable[Insn] | Program,
     name as a comment (the ``verifier`` style prints it inline).  Invalid
     slots print as ``.8byte`` with the reason as a comment.  ``show_index``
     prefixes each instruction with its slot index (``  12: ``), which the
-    assembler also accepts.
+    assembler also accepts.  ``comments`` maps slot indexes to extra comments
+    (e.g. the relocations of an ELF section).
     """
     lines: list[str] = []
     append = lines.append
@@ -185,6 +188,8 @@ def disassemble(data: bytes | bytearray | memoryview | Iterable[Insn] | Program,
             text += f"  # {ins.error}"
         elif ins.helper is not None and comment_helpers:
             text += f"  # {ins.helper}"
+        if comments and ins.index in comments:
+            text += ("; " if "  # " in text else "  # ") + comments[ins.index]
         if show_index:
             append(f"{ins.index:6d}: {text}")
         else:

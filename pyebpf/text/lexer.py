@@ -152,6 +152,8 @@ _NOISE_RE = re.compile(
     r"|(?:[0-9a-fA-F]{2}[ \t]+){7}[0-9a-fA-F]{2}[ \t]*)$")
 # "goto +2 <LBB0_2>" annotation
 _ANNOT_RE = re.compile(r"[ \t]+<[^<>\s]*>[ \t]*$")
+# the register state the verifier prints after "; " (R0=..., R1_w=..., fp-8=..., frame1: ...)
+_STATE_RE = re.compile(r"[ \t]*(?:R\d+(?:_[a-z]+)?=|fp-?\d+=|frame\d+:)")
 _NOISY = frozenset("0123456789abcdefABCDEFD")
 _SPECIAL = frozenset("0123456789(D")
 _HEX = frozenset("0123456789abcdefABCDEF")
@@ -233,6 +235,8 @@ def split_line(line: str, semicolons: bool = True) -> list[Piece]:
         out = []
         pos = start
         for part in line[start:].split(";"):
+            if _STATE_RE.match(part):   # "; R1=ctx() R10=fp0": verifier state, not a statement
+                break
             if part.strip():
                 out.append(Piece(part, pos + 1, opcode))
             pos += len(part) + 1

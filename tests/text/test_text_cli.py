@@ -110,13 +110,17 @@ def test_disasm_raw(tmp_path):
 def test_disasm_elf(tmp_path):
     src = tmp_path / "x.c"
     src.write_text('__attribute__((section("xdp"), used)) int f(void *ctx) { return 2; }\n'
-                   '__attribute__((section("tc"), used)) int g(void *ctx) { return 3; }\n')
+                   '__attribute__((section("tc"), used)) int g(void *ctx) { return 3; }\n'
+                   'int counter;\n'
+                   '__attribute__((section("kprobe"), used)) int h(void *ctx) { return counter; }\n')
     obj = tmp_path / "x.o"
     subprocess.run([CLANG, "-target", "bpf", "-O2", "-c", str(src), "-o", str(obj)], check=True)
     r = pyebpf("disasm", "--elf", str(obj))
     assert r.returncode == 0 and r.stdout.decode().split() == ["r0", "=", "2", "exit"]
     r = pyebpf("disasm", "--elf", str(obj), "--section", "tc", "--dialect", "mnemonic")
     assert r.returncode == 0 and r.stdout.decode().split() == ["mov", "%r0,", "3", "exit"]
+    r = pyebpf("disasm", "--elf", str(obj), "--section", "kprobe")
+    assert r.returncode == 0 and "r1 = 0 ll  # R_BPF_64_64 counter" in r.stdout.decode()
     r = pyebpf("disasm", "--elf", str(obj), "--section", "nope")
     assert r.returncode == 1 and b"no section 'nope'" in r.stderr and b"xdp" in r.stderr
     r = pyebpf("disasm", "--elf", str(src))

@@ -14,6 +14,16 @@ API
     instructions or a Program);
     :func:`~pyebpf.text.conformance_file.load_conformance` reads bpf_conformance ``.data`` files.
 
+Extensions both dialects share (see :mod:`pyebpf.text.common`)
+    * map references: ``r1 = counts ll`` / ``lddw %r1, counts`` is an ld_imm64
+      with ``src=PSEUDO_MAP_FD`` and ``Insn.map_ref="counts"`` (bound to a
+      real map fd by the loader); every pseudo source has a ``NAME(ARG)``
+      spelling: ``map_fd(3)``, ``map_value(counts) + 8``, ``btf_id(N)``,
+      ``func(label)``, ``map_idx(N)``, ``map_idx_value(N) + 8``;
+    * raw slots: ``.8byte 0x...`` (one little-endian u64 per slot, the value a
+      bpf_conformance ``-- raw`` section holds); the disassembler prints
+      invalid slots this way, so its output always assembles back.
+
 Everything here is pure Python and never needs LLVM or the kernel.
 """
 from .assembler import DIALECTS, assemble, format_insn, parse_insn

@@ -91,6 +91,8 @@ def get_instructions(data: bytes | bytearray | memoryview | Iterable[Insn] | Pro
                      labels: bool = True) -> list[Instruction]:
     """One :class:`Instruction` per instruction of ``data`` (bytes, Insns or a Program)."""
     mod = _dialect(dialect)
+    if style not in ("objdump", "verifier"):
+        raise ValueError(f"unknown style {style!r} (use 'objdump' or 'verifier')")
     fmt = mod.format_insn
     items = _as_insns(data)
     # pass 1: slots, forms, targets

@@ -117,9 +117,14 @@ def fast_tokenize(text: str) -> list[Tok] | None:
     :func:`tokenize` to report the column.
     """
     cache = _TOK_CACHE
+    pairs = _FAST_RE.findall(text)
+    try:
+        return [cache[good] for good, _ in pairs]   # '' (a bad character) is never cached
+    except KeyError:
+        pass
     out: list[Tok] = []
     append = out.append
-    for good, bad in _FAST_RE.findall(text):
+    for good, bad in pairs:
         if bad:
             return None
         t = cache.get(good)

@@ -82,7 +82,14 @@ def _as_insns(data) -> list[tuple[Insn, str | None]]:
     if isinstance(data, (bytes, bytearray, memoryview)):
         return decode_lenient(data)
     if isinstance(data, Program):
-        data = data.finalize()
+        # resolved offsets, shown with synthetic labels (map references stay symbolic)
+        out = []
+        for insn in data.finalize():
+            if insn.target is not None:
+                insn = insn.copy()
+                insn.target = None
+            out.append((insn, None))
+        return out
     return [(insn, None) for insn in data]
 
 

@@ -47,7 +47,7 @@ class Insn:
     ``imm`` and ``next_imm`` of an ``ld_imm64`` into one unsigned 64-bit value.
     """
 
-    __slots__ = ("code", "dst", "src", "off", "imm", "next_imm", "target", "map_ref", "origin")
+    __slots__ = ("code", "dst", "src", "off", "imm", "next_imm", "target", "map_ref", "_origin")
 
     def __init__(self, code: int, dst: int = 0, src: int = 0, off: int = 0, imm: int = 0,
                  next_imm: int | None = None, *, target: str | None = None,
@@ -60,7 +60,19 @@ class Insn:
         self.next_imm = 0 if next_imm is None and code == 0x18 else next_imm  # 0x18: ld_imm64
         self.target = target
         self.map_ref = map_ref
-        self.origin = origin
+        self._origin = origin
+
+    @property
+    def origin(self) -> str | None:
+        """``file:line`` of the source that emitted this instruction (or None)."""
+        o = self._origin
+        if type(o) is tuple:  # (filename, line), recorded cheaply by the DSL
+            o = self._origin = f"{o[0]}:{o[1]}"
+        return o
+
+    @origin.setter
+    def origin(self, value: str | None) -> None:
+        self._origin = value
 
     # -- structure
     @property
@@ -132,7 +144,7 @@ class Insn:
 
     def copy(self) -> "Insn":
         return Insn(self.code, self.dst, self.src, self.off, self.imm, self.next_imm,
-                    target=self.target, map_ref=self.map_ref, origin=self.origin)
+                    target=self.target, map_ref=self.map_ref, origin=self._origin)
 
 
 # ---------------------------------------------------------------------------

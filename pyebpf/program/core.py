@@ -22,7 +22,7 @@ from .idioms import Idioms
 
 
 _INSIDE = _dsl._INSIDE    # code object -> True when it belongs to the pyebpf package
-_ORIGINS = _dsl._ORIGINS  # (filename, line) -> the shared "file:line" string
+_ORIGINS: dict = {}       # (filename, line) -> the shared "file:line" string
 _PKG_DIR = _dsl._PKG_DIR
 
 
@@ -45,9 +45,6 @@ def caller_origin(depth: int = 2) -> str:
             return origin
         frame = frame.f_back
     return "<pyebpf>"  # pragma: no cover - called from inside pyebpf only
-
-
-_dsl._origin = caller_origin
 
 
 class StackFrame:

@@ -96,12 +96,7 @@ def _off(value: int) -> int:
     return value
 
 
-def _origin(depth: int) -> str:  # bound to core.caller_origin by core (no import cycle)
-    raise NotImplementedError
-
-
 _INSIDE: dict = {}   # shared with core: code object -> belongs to the pyebpf package
-_ORIGINS: dict = {}  # shared with core: (filename, line) -> "file:line"
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _getframe = sys._getframe
 
@@ -124,9 +119,7 @@ class InstructionBuilder:
             if flag is None:
                 flag = inside[code] = code.co_filename.startswith(_PKG_DIR)
             if not flag:
-                key = (code.co_filename, frame.f_lineno)
-                origin = _ORIGINS.get(key)
-                insn.origin = origin if origin is not None else _origin(2)
+                insn._origin = (code.co_filename, frame.f_lineno)  # formatted when read
                 break
             frame = frame.f_back
         self.insns.append(insn)

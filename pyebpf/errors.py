@@ -71,6 +71,82 @@ class ProgramError(PyebpfError, ValueError):
         super().__init__(f"{origin}: {message}" if origin else message)
 
 
+class UsdtError(PyebpfError, ValueError):
+    """Base of the USDT (``.note.stapsdt``) errors: see the three below."""
+
+
+class UsdtNoteError(UsdtError):
+    """An ELF file or one of its ``.note.stapsdt`` notes is malformed or unusable:
+    not ELF, a truncated or inconsistent header, a note descriptor too short
+    or missing a NUL, a probe address outside every executable PT_LOAD
+    segment, a semaphore outside every writable one.
+
+    ``path`` is the file, ``note`` the note's ordinal among the file's
+    stapsdt notes and ``offset`` the note's file offset, when known.
+    """
+
+    def __init__(self, message: str, path: str | None = None, note: int | None = None,
+                 offset: int | None = None, probe: str | None = None):
+        self.reason = message
+        self.path = path
+        self.note = note
+        self.offset = offset
+        self.probe = probe
+        where = []
+        if path:
+            where.append(str(path))
+        if probe:
+            where.append(f"probe {probe}")
+        if note is not None:
+            where.append(f"stapsdt note #{note}" + (f" at file offset {offset:#x}"
+                                                     if offset is not None else ""))
+        super().__init__(f"{': '.join(where)}: {message}" if where else message)
+
+
+class UsdtSpecError(UsdtError):
+    """A USDT argument spec (``-4@8(%rdi)``, ``8@[x0, 16]``...) cannot be decoded.
+
+    ``spec`` is the text, ``arch`` the architecture it was read for,
+    ``expected`` the forms that architecture accepts, ``probe``
+    (``provider:name``) and ``index`` (0-based argument number) when known.
+    """
+
+    def __init__(self, reason: str, spec: str | None = None, arch: str | None = None,
+                 expected: str | None = None, probe: str | None = None,
+                 index: int | None = None):
+        self.reason = reason
+        self.spec = spec
+        self.arch = arch
+        self.expected = expected
+        self.probe = probe
+        self.index = index
+        head = []
+        if probe:
+            head.append(f"probe {probe}")
+        if index is not None:
+            head.append(f"argument {index}")
+        text = ", ".join(head)
+        if spec is not None:
+            text += (" " if text else "") + f"spec {spec!r}"
+        if arch:
+            text += f" ({arch})"
+        text = f"{text}: {reason}" if text else reason
+        if expected:
+            text += f"; expected {expected}"
+        super().__init__(text)
+
+    def with_context(self, probe: str | None = None, index: int | None = None) -> "UsdtSpecError":
+        """A copy of this error that also names the probe and argument index."""
+        return UsdtSpecError(self.reason, self.spec, self.arch, self.expected,
+                             probe if probe is not None else self.probe,
+                             index if index is not None else self.index)
+
+
+class UsdtTargetError(UsdtError):
+    """A USDT target (a path, a library name such as ``libc``, a process id)
+    cannot be found or read."""
+
+
 # --------------------------------------------------------------------------
 # Kernel errors
 

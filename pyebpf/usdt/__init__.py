@@ -1,0 +1,40 @@
+"""USDT (sys/sdt.h) probes: find them in ELF files and decode their arguments.
+
+Pure Python, no kernel: this package reads ``.note.stapsdt`` notes and the
+argument specs compilers write in them.  Attaching lives elsewhere.
+
+Quick tour::
+
+    from pyebpf.usdt import UsdtFile, parse_arg
+
+    f = UsdtFile("/usr/bin/python3.11")
+    for probe in f.probes():                      # UsdtProbe: all sites of provider:name
+        for site in probe.locations:              # UsdtNote: one site
+            site.offset, site.semaphore_offset    # uprobe offset, ref_ctr_offset
+            for a in site.arguments:              # ArgSpec or UndecodableArg
+                print(a.describe() if a.decodable else a.error)
+
+    parse_arg("-8@80(%rsp,%rax,8)")               # ArgSpec(kind=SIB, size=8, signed=True, ...)
+    parse_arg("8@[x0, 16]", "aarch64")
+
+Modules: :mod:`~pyebpf.usdt.notes` (notes, offsets, probes),
+:mod:`~pyebpf.usdt.spec` (argument specs), :mod:`~pyebpf.usdt.targets`
+(library names, process modules).  Errors: :class:`~pyebpf.errors.UsdtNoteError`,
+:class:`~pyebpf.errors.UsdtSpecError`, :class:`~pyebpf.errors.UsdtTargetError`
+(all :class:`~pyebpf.errors.UsdtError`, a ``ValueError``).
+"""
+from ..errors import UsdtError, UsdtNoteError, UsdtSpecError, UsdtTargetError
+from .notes import (NT_STAPSDT, ElfInfo, LoadSegment, UsdtFile, UsdtNote, UsdtProbe,
+                    group_probes, host_arch, iter_notes, read_notes, read_probes)
+from .spec import (SUPPORTED_ARCHES, ArgKind, ArgSpec, UndecodableArg, canonical_arch,
+                   expected_forms, parse_arg, parse_args, split_args)
+from .targets import ProcessModule, library_dirs, process_modules, resolve_target
+
+__all__ = [
+    "UsdtError", "UsdtNoteError", "UsdtSpecError", "UsdtTargetError",
+    "NT_STAPSDT", "ElfInfo", "LoadSegment", "UsdtFile", "UsdtNote", "UsdtProbe",
+    "group_probes", "host_arch", "iter_notes", "read_notes", "read_probes",
+    "SUPPORTED_ARCHES", "ArgKind", "ArgSpec", "UndecodableArg", "canonical_arch",
+    "expected_forms", "parse_arg", "parse_args", "split_args",
+    "ProcessModule", "library_dirs", "process_modules", "resolve_target",
+]

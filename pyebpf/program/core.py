@@ -18,6 +18,7 @@ from ..isa import Insn, encode as _encode, is_jump, opcodes as op, set_jump_offs
 from . import dsl as _dsl
 from .dsl import InstructionBuilder
 from .idioms import Idioms
+from .output import Output
 
 
 
@@ -82,7 +83,7 @@ class StackFrame:
         return self.LIMIT - self.used
 
 
-class Program(InstructionBuilder, Idioms):
+class Program(InstructionBuilder, Idioms, Output):
     """A sequence of eBPF instructions under construction.
 
     Args:

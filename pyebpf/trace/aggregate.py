@@ -1,0 +1,252 @@
+"""In-kernel aggregations: counts, sum/min/max/avg, log2 and linear histograms.
+
+Each aggregation owns its map and knows how to emit the instructions that
+update it (``emit(program, ...)``, correct by construction for the verifier)
+and how to read it back (``read()``).  Values live in per-CPU maps, so the hot
+path needs no atomic instruction; reading adds the CPUs up.  An aggregation is
+keyed (by a 64-bit integer such as a pid or an argument) or not.
+
+The histogram buckets follow bpftrace's, so both outputs can be compared:
+
+* log2: bucket 0 holds negative values, bucket 1 holds 0, and bucket
+  ``k >= 2`` holds ``[2**(k-2), 2**(k-1))``.
+* linear ``(lo, hi, step)``: bucket 0 holds values below ``lo``, bucket
+  ``1 + (v - lo) // step`` the values in ``[lo, hi)``, the last one ``>= hi``.
+
+Emitters clobber r0-r5 (they call helpers); pass values in r6-r9.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ProgramError
+from ..maps import PerCpuArrayMap, PerCpuHashMap
+from ..program import R0, R1, R2, R3, R4, R5, R10, Program, Reg
+
+LOG2_BUCKETS = 66  # negative, zero, and one per power of two below 2**64
+BPF_NOEXIST = 1
+
+
+def emit_log2_bucket(p: Program, dst: Reg, value: Reg, tmp: Reg, tmp2: Reg) -> None:
+    """``dst = log2 bucket of value`` (signed 64-bit) without loops or helpers.
+
+    ``value`` is left unchanged; ``tmp`` and ``tmp2`` are clobbered.
+    """
+    if len({dst.index, value.index, tmp.index, tmp2.index}) != 4:
+        raise ProgramError("emit_log2_bucket needs four different registers")
+    neg, zero, done = (p.fresh_label(n) for n in ("log2_neg", "log2_zero", "log2_done"))
+    p.jslt(value, 0, neg)
+    p.jeq(value, 0, zero)
+    p.mov(tmp, value)
+    p.mov(dst, 2)
+    for shift in (32, 16, 8, 4, 2, 1):     # binary search for the highest set bit
+        skip = p.fresh_label("log2_skip")
+        p.mov(tmp2, tmp)
+        p.rsh(tmp2, shift)
+        p.jeq(tmp2, 0, skip)
+        p.mov(tmp, tmp2)
+        p.add(dst, shift)
+        p.label(skip)
+    p.ja(done)
+    p.label(neg)
+    p.mov(dst, 0)
+    p.ja(done)
+    p.label(zero)
+    p.mov(dst, 1)
+    p.label(done)
+
+
+def log2_bucket(value: int) -> int:
+    """The log2 bucket of ``value``, computed in Python (the same as the kernel's)."""
+    if value < 0:
+        return 0
+    if value == 0:
+        return 1
+    return value.bit_length() + 1
+
+
+def log2_bucket_range(bucket: int) -> tuple[int | None, int | None]:
+    """``[lo, hi)`` of a log2 bucket (None for unbounded ends)."""
+    if bucket == 0:
+        return None, 0
+    if bucket == 1:
+        return 0, 1
+    return 1 << (bucket - 2), 1 << (bucket - 1)
+
+
+def emit_linear_bucket(p: Program, dst: Reg, value: Reg, lo: int, hi: int, step: int) -> None:
+    """``dst = linear bucket of value`` for ``(lo, hi, step)`` (signed compare)."""
+    if step <= 0 or hi <= lo:
+        raise ProgramError(f"linear histogram needs lo < hi and step > 0 (got {lo}, {hi}, {step})")
+    nb = (hi - lo + step - 1) // step
+    below, above, done = (p.fresh_label(n) for n in ("lin_below", "lin_above", "lin_done"))
+    p.jslt(value, lo, below)
+    p.jsge(value, hi, above)
+    p.mov(dst, value)
+    p.sub(dst, lo)
+    p.div(dst, step)
+    p.add(dst, 1)
+    p.ja(done)
+    p.label(below)
+    p.mov(dst, 0)
+    p.ja(done)
+    p.label(above)
+    p.mov(dst, nb + 1)
+    p.label(done)
+
+
+def emit_percpu_add(p: Program, map_: Any, key_off: int, amount: Reg | int) -> None:
+    """Add ``amount`` to this CPU's value under the key at ``r10 + key_off``
+    of a per-CPU map, inserting it when the key is absent.  Clobbers r0-r5."""
+    val_off = p.stack.alloc(8)
+    p.store(R10, val_off, amount, 8)
+    missing, done = p.fresh_label("agg_missing"), p.fresh_label("agg_done")
+    p.map_lookup(map_, key_off, missing)
+    p.ldxdw(R1, R0, 0)
+    p.ldxdw(R2, R10, val_off)
+    p.add(R1, R2)
+    p.stxdw(R0, 0, R1)
+    p.ja(done)
+    p.label(missing)
+    p.map_update(map_, key_off, val_off, flags=BPF_NOEXIST)
+    p.label(done)
+
+
+class Aggregation:
+    """Base: a named in-kernel aggregation backed by one per-CPU map."""
+
+    kind = "aggregation"
+
+    def __init__(self, name: str, keyed: bool, max_keys: int) -> None:
+        self.name = name
+        self.keyed = keyed
+        self.max_keys = max_keys
+        self.map: Any = None
+
+    def close(self) -> None:
+        if self.map is not None:
+            self.map.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _key_slot(self, p: Program, key: Reg | None, extra: Reg | None = None) -> int:
+        """Store the key (and a second part) on the stack; return its offset."""
+        parts = ([key] if self.keyed else []) + ([extra] if extra is not None else [])
+        if not parts:
+            off = p.stack.alloc(4, 4)
+            p.stw(R10, off, 0)
+            return off
+        off = p.stack.alloc(8 * len(parts))
+        for i, reg in enumerate(parts):
+            p.stxdw(R10, off + 8 * i, reg)
+        return off
+
+
+class Count(Aggregation):
+    """``count()``, keyed or not."""
+
+    kind = "count"
+
+    def __init__(self, name: str = "count", keyed: bool = False, max_keys: int = 10240):
+        super().__init__(name, keyed, max_keys)
+        self.map = (PerCpuHashMap(key="u64", value="u64", max_entries=max_keys, name=name) if keyed
+                    else PerCpuArrayMap("u64", 1, name=name))
+
+    def emit(self, p: Program, key: Reg | None = None) -> None:
+        if self.keyed and key is None:
+            raise ProgramError(f"{self.name}: a keyed count needs a key register")
+        emit_percpu_add(p, self.map, self._key_slot(p, key), 1)
+
+    def read(self) -> dict[int, int] | int:
+        if self.keyed:
+            return {k: sum(v) for k, v in self.map.items()}
+        return sum(self.map[0])
+
+
+class Sum(Aggregation):
+    """``sum(value)``, keyed or not."""
+
+    kind = "sum"
+
+    def __init__(self, name: str = "sum", keyed: bool = False, max_keys: int = 10240):
+        super().__init__(name, keyed, max_keys)
+        self.map = (PerCpuHashMap(key="u64", value="u64", max_entries=max_keys, name=name) if keyed
+                    else PerCpuArrayMap("u64", 1, name=name))
+
+    def emit(self, p: Program, value: Reg, key: Reg | None = None) -> None:
+        # emit_percpu_add stores the amount on the stack before any helper call
+        emit_percpu_add(p, self.map, self._key_slot(p, key), value)
+
+    def read(self) -> dict[int, int] | int:
+        def signed(v: int) -> int:
+            return v - (1 << 64) if v >= 1 << 63 else v
+        if self.keyed:
+            return {k: signed(sum(v) & ((1 << 64) - 1)) for k, v in self.map.items()}
+        return signed(sum(self.map[0]) & ((1 << 64) - 1))
+
+
+class Histogram(Aggregation):
+    """A log2 (``hist``) or linear (``lhist``) histogram, keyed or not."""
+
+    kind = "hist"
+
+    def __init__(self, name: str = "hist", keyed: bool = False, linear: tuple[int, int, int] | None = None,
+                 max_keys: int = 10240):
+        super().__init__(name, keyed, max_keys)
+        self.linear = linear
+        if linear is not None:
+            lo, hi, step = linear
+            if step <= 0 or hi <= lo:
+                raise ProgramError(f"linear histogram needs lo < hi and step > 0 (got {linear})")
+            self.buckets = (hi - lo + step - 1) // step + 2
+        else:
+            self.buckets = LOG2_BUCKETS
+        if keyed:
+            self.map = PerCpuHashMap(key="<QQ", value="u64", max_entries=max_keys, name=name)
+        else:
+            self.map = PerCpuArrayMap("u64", self.buckets, name=name)
+
+    def emit(self, p: Program, value: Reg, key: Reg | None = None) -> None:
+        """Record ``value`` (keep it and ``key`` out of r3-r5: the bucket is
+        computed in r3 with r4, r5 as scratch, before any helper call)."""
+        if self.keyed and key is None:
+            raise ProgramError(f"{self.name}: a keyed histogram needs a key register")
+        if value.index in (3, 4, 5) or (key is not None and key.index in (3, 4, 5)):
+            raise ProgramError(f"{self.name}: pass the value and key in r0-r2 or r6-r9, not r3-r5")
+        bucket = R3
+        if self.linear is None:
+            emit_log2_bucket(p, bucket, value, R4, R5)
+        else:
+            emit_linear_bucket(p, bucket, value, *self.linear)
+        if self.keyed:
+            off = self._key_slot(p, key, bucket)
+        else:
+            off = p.stack.alloc(4, 4)
+            p.stxw(R10, off, bucket)
+        emit_percpu_add(p, self.map, off, 1)
+
+    def read(self) -> dict[Any, dict[int, int]] | dict[int, int]:
+        """Bucket index -> count (per key when keyed); empty buckets omitted."""
+        if self.keyed:
+            out: dict[Any, dict[int, int]] = {}
+            for (k, b), v in self.map.items():
+                total = sum(v)
+                if total:
+                    out.setdefault(k, {})[b] = total
+            return out
+        return {i: sum(v) for i, v in self.map.items() if sum(v)}
+
+    def bucket_range(self, bucket: int) -> tuple[int | None, int | None]:
+        if self.linear is None:
+            return log2_bucket_range(bucket)
+        lo, hi, step = self.linear
+        if bucket == 0:
+            return None, lo
+        if bucket == self.buckets - 1:
+            return hi, None
+        start = lo + (bucket - 1) * step
+        return start, min(start + step, hi)

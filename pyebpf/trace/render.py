@@ -1,0 +1,106 @@
+"""Printing aggregations the way bpftrace prints them (and as JSON).
+
+``format_hist`` gives bpftrace's histogram lines::
+
+    @usecs:
+    [256, 512)            12 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|
+    [512, 1K)              3 |@@@@@@@@@@@@@                                       |
+
+so the same one-liner traced by pyebpf and by bpftrace can be compared line
+for line.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from .aggregate import log2_bucket_range
+
+BAR_WIDTH = 52
+_SUFFIXES = ("", "K", "M", "G", "T", "P", "E")
+
+
+def _human(n: int) -> str:
+    """1024 -> '1K', 3 -> '3' (powers of 1024 get a suffix, like bpftrace)."""
+    i = 0
+    while n >= 1024 and n % 1024 == 0 and i < len(_SUFFIXES) - 1:
+        n //= 1024
+        i += 1
+    return f"{n}{_SUFFIXES[i]}"
+
+
+def log2_label(bucket: int) -> str:
+    lo, hi = log2_bucket_range(bucket)
+    if lo is None:
+        return "(..., 0)"
+    if hi == lo + 1:
+        return f"[{lo}]"
+    return f"[{_human(lo)}, {_human(hi)})"
+
+
+def linear_label(lo: int | None, hi: int | None) -> str:
+    if lo is None:
+        return f"(..., {hi})"
+    if hi is None:
+        return f"[{lo}, ...)"
+    return f"[{lo}, {hi})"
+
+
+def hist_lines(buckets: Mapping[int, int], label: Callable[[int], str]) -> list[str]:
+    """One line per bucket from the lowest to the highest non-empty one."""
+    nonzero = [b for b, c in buckets.items() if c]
+    if not nonzero:
+        return []
+    top = max(buckets[b] for b in nonzero)
+    lines = []
+    for b in range(min(nonzero), max(nonzero) + 1):
+        count = buckets.get(b, 0)
+        bar = "@" * (count * BAR_WIDTH // top) if top else ""
+        lines.append(f"{label(b):<16}{count:>8} |{bar:<{BAR_WIDTH}}|")
+    return lines
+
+
+def _key_text(key: Any) -> str:
+    if isinstance(key, tuple):
+        return ", ".join(_key_text(k) for k in key)
+    if isinstance(key, bytes):
+        return key.rstrip(b"\0").decode(errors="replace")
+    return str(key)
+
+
+def format_hist(name: str, data: Mapping, *, linear: tuple[int, int, int] | None = None,
+                keyed: bool = False) -> str:
+    """A histogram (``{bucket: count}``, or ``{key: {bucket: count}}`` when
+    keyed) as bpftrace prints it."""
+    if linear is None:
+        label = log2_label
+    else:
+        lo, hi, step = linear
+        nb = (hi - lo + step - 1) // step + 2
+
+        def label(b: int) -> str:
+            if b == 0:
+                return linear_label(None, lo)
+            if b == nb - 1:
+                return linear_label(hi, None)
+            start = lo + (b - 1) * step
+            return linear_label(start, min(start + step, hi))
+    out = []
+    groups = sorted(data.items(), key=lambda kv: sum(kv[1].values())) if keyed else [(None, data)]
+    for key, buckets in groups:
+        head = f"@{name}[{_key_text(key)}]: " if keyed else f"@{name}: "
+        out.append(head)
+        out.extend(hist_lines(buckets, label))
+        out.append("")
+    return "\n".join(out)
+
+
+def format_count(name: str, data: Mapping | int) -> str:
+    """Counts (or sums) as bpftrace prints them: ``@name[key]: value`` sorted by value."""
+    if not isinstance(data, Mapping):
+        return f"@{name}: {data}"
+    return "\n".join(f"@{name}[{_key_text(k)}]: {v}"
+                     for k, v in sorted(data.items(), key=lambda kv: (kv[1], str(kv[0]))))
+
+
+def format_value(value: Any) -> str:
+    return _key_text(value)

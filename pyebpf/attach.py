@@ -577,6 +577,7 @@ def _perf_method(method: str, what: str) -> str:
 
 # ================================================================ tracepoints
 _TRACEFS_DEFAULT = "/sys/kernel/tracing"
+_TRACEFS_PLACES = (_TRACEFS_DEFAULT, "/sys/kernel/debug/tracing")
 _tracefs_found: str | None = None
 
 
@@ -621,7 +622,7 @@ def tracefs_dir(mount: bool = True) -> str:
     global _tracefs_found
     if _tracefs_found and os.path.isdir(os.path.join(_tracefs_found, "events")):
         return _tracefs_found
-    cands = _tracefs_mounts() + [_TRACEFS_DEFAULT, "/sys/kernel/debug/tracing"]
+    cands = _tracefs_mounts() + list(_TRACEFS_PLACES)
     for c in cands:
         if os.path.isdir(os.path.join(c, "events")):
             _tracefs_found = c

@@ -55,11 +55,10 @@ import re
 import threading
 import time
 import weakref
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Sequence
 
 from . import elf as _elf
-from .errors import (AttachError, KernelError, NotSupportedError, PermissionDeniedError,
-                     PyebpfError)
+from .errors import AttachError, KernelError, NotSupportedError, PermissionDeniedError
 from .kernel import features, perf
 from .kernel import syscall as _sys
 from .kernel.constants import (PERF_ATTR_FLAG_FREQ, PERF_TYPE_HARDWARE, PERF_TYPE_SOFTWARE,

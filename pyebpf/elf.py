@@ -43,10 +43,9 @@ import functools
 import glob
 import os
 import re
-import shutil
 import struct
 import threading
-from typing import Iterable, Iterator, NamedTuple, Sequence
+from typing import Iterable, NamedTuple, Sequence
 
 from .errors import PyebpfError
 
@@ -953,6 +952,18 @@ def _best(cands: Iterable[tuple[int, str]]) -> str | None:
     return best[1] if best else None
 
 
+def _which_elf(name: str) -> str | None:
+    """The first ELF executable called ``name`` on $PATH (skipping script shims)."""
+    first = None
+    for d in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        cand = os.path.join(d or ".", name)
+        if os.path.isfile(cand) and os.access(cand, os.X_OK):
+            first = first or cand
+            if _elf_ident(cand) is not None:
+                return cand
+    return first
+
+
 def resolve_library(name: str, pid: int | None = None) -> str:
     """The file a library or program name refers to (bpftrace-like).
 
@@ -964,8 +975,8 @@ def resolve_library(name: str, pid: int | None = None) -> str:
       in ``/etc/ld.so.cache``, then in the standard library directories;
       ``libc``, ``libc.so`` and ``c`` all find ``libc.so.6``.  Only files of
       this machine's ABI count (no 32-bit libc on x86-64).
-    * Other names are looked up on ``$PATH`` first (``python3``), then as
-      libraries.
+    * Other names are looked up on ``$PATH`` first (``python3``; the first
+      ELF file, so that shell-script shims are skipped), then as libraries.
 
     Raises :class:`LibraryNotFoundError` with close matches.
     """
@@ -983,7 +994,7 @@ def resolve_library(name: str, pid: int | None = None) -> str:
             return hit
     looks_like_lib = name.startswith("lib") or ".so" in name
     if not looks_like_lib:
-        exe = shutil.which(name)
+        exe = _which_elf(name)
         if exe:
             return exe
     hit = _best(((r, path) for soname, _flags, path in ld_so_cache()
@@ -1002,7 +1013,7 @@ def resolve_library(name: str, pid: int | None = None) -> str:
         if hit:
             return hit
     if looks_like_lib:
-        exe = shutil.which(name)
+        exe = _which_elf(name)
         if exe:
             return exe
     known = sorted({soname for soname, _f, _p in ld_so_cache()})

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import struct
 import subprocess
 
 import pytest

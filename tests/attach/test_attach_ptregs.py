@@ -8,7 +8,7 @@ import pytest
 
 from pyebpf import ptregs
 from pyebpf.isa import opcodes as op
-from pyebpf.program import R1, R6, R7, Program
+from pyebpf.program import R6, R7, Program
 
 EXPECTED = {"r15": 0, "r14": 8, "r13": 16, "r12": 24, "rbp": 32, "rbx": 40, "r11": 48,
             "r10": 56, "r9": 64, "r8": 72, "rax": 80, "rcx": 88, "rdx": 96, "rsi": 104,

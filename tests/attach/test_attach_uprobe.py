@@ -4,7 +4,6 @@ from __future__ import annotations
 import errno
 import gc
 import os
-import time
 
 import pytest
 
@@ -13,7 +12,6 @@ from pyebpf.attach import (PERF_IOCTL, PERF_LINK, UPROBE_MULTI, attach_uprobe, a
                            attach_uretprobe, load_uprobe_program, uprobe_load_options)
 from pyebpf.errors import AttachError
 from pyebpf.kernel import features
-from pyebpf.kernel import syscall as sc
 from pyebpf.kernel.constants import AttachType
 from pyebpf.loader import load
 from pyebpf.maps import HashMap

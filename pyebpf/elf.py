@@ -813,6 +813,8 @@ def open_elf(path: str) -> ElfFile:
     with _CACHE_LOCK:
         hit = _CACHE.get(key)
         if hit is not None:
+            if hit.path != path and not os.path.exists(hit.path):
+                hit.path = path       # first opened via a /proc/PID/root of a gone process
             return hit
     elf = ElfFile(path)
     with _CACHE_LOCK:

@@ -256,16 +256,7 @@ def _check_type(prog: Any, want: int, what: str) -> None:
 
 def _load(source: Any, prog_type: int, expected_attach_type: int = 0) -> Any:
     from .loader import load
-    loaded = load(source, prog_type, expected_attach_type=expected_attach_type)
-    _remember_eat(loaded, expected_attach_type)
-    return loaded
-
-
-def _remember_eat(loaded: Any, eat: int) -> None:
-    try:
-        loaded.expected_attach_type = eat
-    except AttributeError:     # pragma: no cover - a class with __slots__
-        pass
+    return load(source, prog_type, expected_attach_type=expected_attach_type)
 
 
 def _prepare(prog: Any, prog_type: int, what: str, eat: int = 0) -> tuple[Any, bool]:
@@ -322,7 +313,6 @@ def load_uprobe_program(source: Any, *, method: str = "auto", **load_kw: Any) ->
     opts = uprobe_load_options(method)
     loaded = load(source, opts["prog_type"], expected_attach_type=opts["expected_attach_type"],
                   **load_kw)
-    _remember_eat(loaded, opts["expected_attach_type"])
     return loaded
 
 

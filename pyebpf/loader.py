@@ -84,9 +84,12 @@ class LoadedProgram:
     """
 
     def __init__(self, fd: Fd, prog_type: int, program: Program | None, insns: list[Insn],
-                 maps: Mapping[str, Any], log: str = "", name: str = ""):
+                 maps: Mapping[str, Any], log: str = "", name: str = "",
+                 expected_attach_type: int = 0):
         self._fd = fd
         self.prog_type = prog_type
+        #: as loaded; attach functions read it (uprobe_multi needs 48)
+        self.expected_attach_type = expected_attach_type
         self.program = program
         self.insns = insns
         self.maps = dict(maps)
@@ -320,8 +323,9 @@ def load(source: "Program | str | bytes | Iterable[Insn]", prog_type: "str | int
                                  expected_attach_type=expected_attach_type, prog_flags=prog_flags)
     except VerifierError as exc:
         raise _explain(exc, insns) from None
-    return LoadedProgram(fd, ptype, program, insns, {getattr(m, "name", str(i)): m for i, m in enumerate(used)},
-                         log, pname)
+    return LoadedProgram(fd, ptype, program, insns,
+                         {getattr(m, "name", str(i)): m for i, m in enumerate(used)},
+                         log, pname, expected_attach_type)
 
 
 def _explain(exc: VerifierError, insns: list[Insn]) -> VerifierError:

@@ -212,11 +212,8 @@ def run(quick: bool = False) -> dict:
     n = 50_000 if quick else 200_000
     rounds = 2 if quick else 4
     out: dict = {"events": n, "event_bytes": 16}
-    try:
-        import numpy  # noqa: F401 - only to know whether read_array can be measured
-        have_numpy = True
-    except ImportError:  # pragma: no cover
-        have_numpy = False
+    import importlib.util
+    have_numpy = importlib.util.find_spec("numpy") is not None
     for kind in ("perf", "ringbuf"):
         out[f"{kind}_drain_eps"] = _drain_rate(kind, n, rounds)
         out[f"{kind}_tuple_eps"] = _drain_rate(kind, n, rounds, decode="<QQ")

@@ -269,10 +269,16 @@ class _StructDecoder(_Decoder):
         self.need = sc.size
         self.scalar = sc.scalar
         self._unpack = sc.struct.unpack_from
-        self._order, self._body = _explicit_body(sc.format)
+        try:
+            self._order, self._body = _explicit_body(sc.format)
+        except SizeError:                     # decode record by record instead
+            self._order, self._body = "", None
         self._structs: dict[int, Any] = {}
 
     def _struct_for(self, stride: int):
+        if self._body is None:
+            self._structs[stride] = False
+            return False
         st = struct.Struct(f"{self._order}{self.hdr}x{self._body}{stride - self.hdr - self.need}x")
         # paranoia: the combined layout must decode like the user's format
         probe = bytes((i * 37 + 11) & 0xFF for i in range(stride))

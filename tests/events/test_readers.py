@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import ctypes
 import gc
-import os
+import signal
 import select
 import struct
 import threading
 import time
-import warnings
 
 import pytest
 
@@ -21,7 +20,7 @@ from pyebpf.events import PerfBuffer, ReaderClosedError, RingBufferReader
 from pyebpf.kernel.cpus import online_cpus
 from pyebpf.maps import Bytes, PerCpuArrayMap, PerfEventArray, RingBuf
 
-from .producers import Producer, expected, pinned
+from .producers import Producer, expected
 
 pytestmark = pytest.mark.kernel
 CPUS = online_cpus()
@@ -337,6 +336,18 @@ def test_keyboard_interrupt_in_a_poll_loop_leaves_nothing_open(kind, no_fd_leak)
         pass
     r.close()
     prod.close()
+
+
+def test_ctrl_c_while_waiting(kind, no_fd_leak):
+    main = threading.get_ident()
+    timer = threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGINT))
+    with kind.reader(decode="u64") as r, kind.producer(r, 16) as prod:
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            r.read_batch(timeout=None)           # blocks: nothing is sent
+        prod.run(3)
+        assert r.read_batch(1) == [0, 1, 2]    # still usable afterwards
+    timer.join()
 
 
 def test_failed_construction_leaves_nothing_open(no_fd_leak):

@@ -1,5 +1,28 @@
-"""The tracing toolkit: in-kernel aggregations and their printing."""
-from .aggregate import Count, Histogram, Sum, log2_bucket
+"""The tracing toolkit: recipes (:class:`Trace`), in-kernel aggregations and
+their printing, probe specs and sources, user-stack symbolization.
+
+    from pyebpf.trace import Trace
+    with Trace("uprobe:/bin/bash:readline").count(by="comm").start() as s:
+        ...
+        print(s.format_text())
+
+Modules: :mod:`~pyebpf.trace.recipes` (Trace, the shortcuts), :mod:`~pyebpf.trace.aggregate`,
+:mod:`~pyebpf.trace.render`, :mod:`~pyebpf.trace.expr`, :mod:`~pyebpf.trace.probes`,
+:mod:`~pyebpf.trace.stacks`, :mod:`~pyebpf.trace.live` (the loop the CLI runs),
+:mod:`~pyebpf.trace.asmfile` (asm/ files with a header).
+"""
+from .aggregate import Avg, Count, Histogram, Max, Min, Stats, Sum, log2_bucket
 from .render import format_count, format_hist, format_value
 
-__all__ = ["Count", "Histogram", "Sum", "log2_bucket", "format_count", "format_hist", "format_value"]
+__all__ = ["Avg", "Count", "Histogram", "Max", "Min", "Stats", "Sum", "log2_bucket",
+           "format_count", "format_hist", "format_value", "Trace", "TraceSession",
+           "count", "histogram", "latency", "events", "stacks", "stats"]
+
+_LAZY = {"Trace", "TraceSession", "count", "histogram", "latency", "events", "stacks", "stats"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        from . import recipes
+        return getattr(recipes, name)
+    raise AttributeError(f"module 'pyebpf.trace' has no attribute {name!r}")

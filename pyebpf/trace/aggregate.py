@@ -13,6 +13,12 @@ The histogram buckets follow bpftrace's, so both outputs can be compared:
 * linear ``(lo, hi, step)``: bucket 0 holds values below ``lo``, bucket
   ``1 + (v - lo) // step`` the values in ``[lo, hi)``, the last one ``>= hi``.
 
+Keys: a keyed aggregation takes its key either as a register (a u64, the
+default ``key_size=8``) or as the stack offset (an ``int``) of ``key_size``
+bytes already built on the stack -- a string, or several values laid out as
+a struct (``key_size`` a multiple of 8).  ``read()`` returns the keys as ints
+(``key_size=8``) or as ``bytes``.
+
 Emitters clobber r0-r5 (they call helpers); pass values in r6-r9.
 """
 from __future__ import annotations
@@ -112,16 +118,61 @@ def emit_percpu_add(p: Program, map_: Any, key_off: int, amount: Reg | int) -> N
     p.label(done)
 
 
+def _signed64(v: int) -> int:
+    v &= (1 << 64) - 1
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def _copy_words(p: Program, dst_off: int, src_off: int, size: int) -> None:
+    """Copy ``size`` bytes (a multiple of 8) of stack from ``src_off`` to ``dst_off``."""
+    for i in range(0, size, 8):
+        p.ldxdw(R1, R10, src_off + i)
+        p.stxdw(R10, dst_off + i, R1)
+
+
 class Aggregation:
-    """Base: a named in-kernel aggregation backed by one per-CPU map."""
+    """Base: a named in-kernel aggregation backed by one per-CPU map.
+
+    ``key_size`` (keyed only): 8 for a u64 key (a register, or 8 bytes on the
+    stack), or the size of a key built on the stack (a multiple of 8).
+    """
 
     kind = "aggregation"
 
-    def __init__(self, name: str, keyed: bool, max_keys: int) -> None:
+    def __init__(self, name: str, keyed: bool, max_keys: int, key_size: int = 8) -> None:
+        if key_size <= 0 or key_size % 8:
+            raise ProgramError(f"{name}: key_size must be a positive multiple of 8, not {key_size}")
         self.name = name
         self.keyed = keyed
         self.max_keys = max_keys
+        self.key_size = key_size
         self.map: Any = None
+
+    def _key_spec(self) -> Any:
+        from ..maps import Bytes
+        return "u64" if self.key_size == 8 else Bytes(self.key_size)
+
+    def _new_map(self, value: Any = "u64", entries: int = 1) -> Any:
+        if self.keyed:
+            return PerCpuHashMap(key=self._key_spec(), value=value, max_entries=self.max_keys,
+                                 name=self.name)
+        return PerCpuArrayMap(value, entries, name=self.name)
+
+    def clear(self) -> None:
+        """Forget every value (keyed: delete the keys; otherwise zero the slots)."""
+        if self.keyed:
+            for k in list(self.map.keys()):
+                try:
+                    del self.map[k]
+                except KeyError:
+                    pass
+        else:
+            from ..kernel.cpus import possible_cpus
+            n = len(possible_cpus())
+            zero = self.map[0][0]
+            zero = tuple(0 for _ in zero) if isinstance(zero, tuple) else 0
+            for i in range(self.map.max_entries):
+                self.map[i] = [zero] * n
 
     def close(self) -> None:
         if self.map is not None:
@@ -133,8 +184,20 @@ class Aggregation:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def _key_slot(self, p: Program, key: Reg | None, extra: Reg | None = None) -> int:
+    def _key_slot(self, p: Program, key: "Reg | int | None", extra: Reg | None = None) -> int:
         """Store the key (and a second part) on the stack; return its offset."""
+        if self.keyed and key is None:
+            raise ProgramError(f"{self.name}: a keyed {self.kind} needs a key")
+        if self.keyed and isinstance(key, int) and not isinstance(key, bool):
+            if extra is None:
+                return key
+            off = p.stack.alloc(self.key_size + 8)
+            _copy_words(p, off, key, self.key_size)
+            p.stxdw(R10, off + self.key_size, extra)
+            return off
+        if self.keyed and self.key_size != 8:
+            raise ProgramError(f"{self.name}: a {self.key_size}-byte key is passed as the stack "
+                               "offset where it was built, not as a register")
         parts = ([key] if self.keyed else []) + ([extra] if extra is not None else [])
         if not parts:
             off = p.stack.alloc(4, 4)
@@ -151,12 +214,12 @@ class Count(Aggregation):
 
     kind = "count"
 
-    def __init__(self, name: str = "count", keyed: bool = False, max_keys: int = 10240):
-        super().__init__(name, keyed, max_keys)
-        self.map = (PerCpuHashMap(key="u64", value="u64", max_entries=max_keys, name=name) if keyed
-                    else PerCpuArrayMap("u64", 1, name=name))
+    def __init__(self, name: str = "count", keyed: bool = False, max_keys: int = 10240,
+                 key_size: int = 8):
+        super().__init__(name, keyed, max_keys, key_size)
+        self.map = self._new_map()
 
-    def emit(self, p: Program, key: Reg | None = None) -> None:
+    def emit(self, p: Program, key: "Reg | int | None" = None) -> None:
         if self.keyed and key is None:
             raise ProgramError(f"{self.name}: a keyed count needs a key register")
         emit_percpu_add(p, self.map, self._key_slot(p, key), 1)
@@ -172,12 +235,12 @@ class Sum(Aggregation):
 
     kind = "sum"
 
-    def __init__(self, name: str = "sum", keyed: bool = False, max_keys: int = 10240):
-        super().__init__(name, keyed, max_keys)
-        self.map = (PerCpuHashMap(key="u64", value="u64", max_entries=max_keys, name=name) if keyed
-                    else PerCpuArrayMap("u64", 1, name=name))
+    def __init__(self, name: str = "sum", keyed: bool = False, max_keys: int = 10240,
+                 key_size: int = 8):
+        super().__init__(name, keyed, max_keys, key_size)
+        self.map = self._new_map()
 
-    def emit(self, p: Program, value: Reg, key: Reg | None = None) -> None:
+    def emit(self, p: Program, value: Reg, key: "Reg | int | None" = None) -> None:
         # emit_percpu_add stores the amount on the stack before any helper call
         emit_percpu_add(p, self.map, self._key_slot(p, key), value)
 
@@ -195,8 +258,8 @@ class Histogram(Aggregation):
     kind = "hist"
 
     def __init__(self, name: str = "hist", keyed: bool = False, linear: tuple[int, int, int] | None = None,
-                 max_keys: int = 10240):
-        super().__init__(name, keyed, max_keys)
+                 max_keys: int = 10240, key_size: int = 8):
+        super().__init__(name, keyed, max_keys, key_size)
         self.linear = linear
         if linear is not None:
             lo, hi, step = linear
@@ -206,16 +269,17 @@ class Histogram(Aggregation):
         else:
             self.buckets = LOG2_BUCKETS
         if keyed:
-            self.map = PerCpuHashMap(key="<QQ", value="u64", max_entries=max_keys, name=name)
+            kspec = "<QQ" if key_size == 8 else f"<{key_size}sQ"
+            self.map = PerCpuHashMap(key=kspec, value="u64", max_entries=max_keys, name=name)
         else:
             self.map = PerCpuArrayMap("u64", self.buckets, name=name)
 
-    def emit(self, p: Program, value: Reg, key: Reg | None = None) -> None:
+    def emit(self, p: Program, value: Reg, key: "Reg | int | None" = None) -> None:
         """Record ``value`` (keep it and ``key`` out of r3-r5: the bucket is
         computed in r3 with r4, r5 as scratch, before any helper call)."""
         if self.keyed and key is None:
             raise ProgramError(f"{self.name}: a keyed histogram needs a key register")
-        if value.index in (3, 4, 5) or (key is not None and key.index in (3, 4, 5)):
+        if value.index in (3, 4, 5) or (isinstance(key, Reg) and key.index in (3, 4, 5)):
             raise ProgramError(f"{self.name}: pass the value and key in r0-r2 or r6-r9, not r3-r5")
         bucket = R3
         if self.linear is None:
@@ -250,3 +314,148 @@ class Histogram(Aggregation):
             return hi, None
         start = lo + (bucket - 1) * step
         return start, min(start + step, hi)
+
+
+class _Pair(Aggregation):
+    """Base of the aggregations whose per-CPU value is two u64s."""
+
+    def __init__(self, name: str, keyed: bool, max_keys: int, key_size: int) -> None:
+        super().__init__(name, keyed, max_keys, key_size)
+        self.map = self._new_map("<QQ")
+
+    def _per_key(self) -> dict[Any, list[tuple[int, int]]] | list[tuple[int, int]]:
+        if self.keyed:
+            return {k: list(v) for k, v in self.map.items()}
+        return list(self.map[0])
+
+
+class _Extreme(_Pair):
+    """``min(value)`` / ``max(value)``: per CPU ``(value, set)``."""
+
+    _jump = "jsle"   # max: keep the current value when value <= current
+
+    def __init__(self, name: str, keyed: bool = False, max_keys: int = 10240, key_size: int = 8):
+        super().__init__(name, keyed, max_keys, key_size)
+
+    def emit(self, p: Program, value: Reg, key: "Reg | int | None" = None) -> None:
+        """Record ``value`` (signed 64-bit).  Clobbers r0-r5."""
+        val = p.stack.alloc(16)
+        p.stxdw(R10, val, value)
+        p.stdw(R10, val + 8, 1)
+        off = self._key_slot(p, key)
+        missing, done = p.fresh_label("ext_missing"), p.fresh_label("ext_done")
+        store = p.fresh_label("ext_store")
+        p.map_lookup(self.map, off, missing)
+        p.ldxdw(R2, R10, val)
+        p.ldxdw(R1, R0, 8)
+        p.jeq(R1, 0, store)
+        p.ldxdw(R1, R0, 0)
+        p.jump_if(self._jump, R2, R1, done)
+        p.label(store)
+        p.stxdw(R0, 0, R2)
+        p.stdw(R0, 8, 1)
+        p.ja(done)
+        p.label(missing)
+        p.map_update(self.map, off, val, flags=BPF_NOEXIST)
+        p.label(done)
+
+    def _combine(self, values: list[tuple[int, int]]) -> int | None:
+        got = [_signed64(v) for v, is_set in values if is_set]
+        if not got:
+            return None
+        return min(got) if self.kind == "min" else max(got)
+
+    def read(self) -> dict[Any, int] | int | None:
+        """The extreme value (per key); None when nothing was recorded."""
+        data = self._per_key()
+        if self.keyed:
+            out = {k: self._combine(v) for k, v in data.items()}
+            return {k: v for k, v in out.items() if v is not None}
+        return self._combine(data)
+
+
+class Min(_Extreme):
+    """``min(value)``, keyed or not (signed)."""
+
+    kind = "min"
+    _jump = "jsge"
+
+    def __init__(self, name: str = "min", keyed: bool = False, max_keys: int = 10240,
+                 key_size: int = 8):
+        super().__init__(name, keyed, max_keys, key_size)
+
+
+class Max(_Extreme):
+    """``max(value)``, keyed or not (signed)."""
+
+    kind = "max"
+    _jump = "jsle"
+
+    def __init__(self, name: str = "max", keyed: bool = False, max_keys: int = 10240,
+                 key_size: int = 8):
+        super().__init__(name, keyed, max_keys, key_size)
+
+
+class Stats(_Pair):
+    """``stats(value)``: count, sum and average (integer, like bpftrace's), keyed or not.
+
+    ``read()`` gives ``(count, average, total)`` per key.
+    """
+
+    kind = "stats"
+
+    def __init__(self, name: str = "stats", keyed: bool = False, max_keys: int = 10240,
+                 key_size: int = 8):
+        super().__init__(name, keyed, max_keys, key_size)
+
+    def emit(self, p: Program, value: Reg, key: "Reg | int | None" = None) -> None:
+        """Record ``value``.  Clobbers r0-r5."""
+        val = p.stack.alloc(16)
+        p.stxdw(R10, val, value)
+        p.stdw(R10, val + 8, 1)
+        off = self._key_slot(p, key)
+        missing, done = p.fresh_label("st_missing"), p.fresh_label("st_done")
+        p.map_lookup(self.map, off, missing)
+        p.ldxdw(R1, R0, 0)
+        p.ldxdw(R2, R10, val)
+        p.add(R1, R2)
+        p.stxdw(R0, 0, R1)
+        p.ldxdw(R1, R0, 8)
+        p.add(R1, 1)
+        p.stxdw(R0, 8, R1)
+        p.ja(done)
+        p.label(missing)
+        p.map_update(self.map, off, val, flags=BPF_NOEXIST)
+        p.label(done)
+
+    @staticmethod
+    def _combine(values: list[tuple[int, int]]) -> tuple[int, int, int] | None:
+        count = sum(c for _, c in values)
+        if not count:
+            return None
+        total = _signed64(sum(v for v, _ in values))
+        avg = abs(total) // count * (1 if total >= 0 else -1)   # C division
+        return count, avg, total
+
+    def read(self) -> Any:
+        data = self._per_key()
+        if self.keyed:
+            out = {k: self._combine(v) for k, v in data.items()}
+            return {k: v for k, v in out.items() if v is not None}
+        return self._combine(data)
+
+
+class Avg(Stats):
+    """``avg(value)``: the integer average, keyed or not."""
+
+    kind = "avg"
+
+    def __init__(self, name: str = "avg", keyed: bool = False, max_keys: int = 10240,
+                 key_size: int = 8):
+        super().__init__(name, keyed, max_keys, key_size)
+
+    def read(self) -> Any:
+        data = super().read()
+        if self.keyed:
+            return {k: v[1] for k, v in data.items()}
+        return None if data is None else data[1]

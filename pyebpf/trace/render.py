@@ -104,3 +104,71 @@ def format_count(name: str, data: Mapping | int) -> str:
 
 def format_value(value: Any) -> str:
     return _key_text(value)
+
+
+# ---------------------------------------------------------------- printf
+import re as _re
+
+_SPEC = _re.compile(r"%(?P<flags>[-+ #0]*)(?P<width>\d*)(?:\.(?P<prec>\d+))?"
+                    r"(?P<len>hh|h|ll|l|z|j|t|L)?(?P<conv>[diouxXcsp%])")
+_ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "r": "\r", "a": "\a", "0": "\0",
+            "e": "\x1b"}
+
+
+def unescape(text: str) -> str:
+    """C escapes of a format string (``\\n``, ``\\t``, ``\\\\``, ``\\"``...)."""
+    return _re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), "\\" + m.group(1)), text)
+
+
+def printf_specs(fmt: str) -> list[str]:
+    """The conversion characters of a printf format (``%%`` excluded)."""
+    return [m.group("conv") for m in _SPEC.finditer(fmt) if m.group("conv") != "%"]
+
+
+def format_printf(fmt: str, values: list[Any]) -> str:
+    """C ``printf`` of ``values`` (ints, strings, bytes) the way bpftrace's does:
+    ``%d``/``%i`` signed 64-bit, ``%u %x %X %o`` unsigned, ``%s`` text,
+    ``%c`` a character, ``%p`` an address; length modifiers are ignored."""
+    it = iter(values)
+
+    def conv(m: "_re.Match[str]") -> str:
+        c = m.group("conv")
+        if c == "%":
+            return "%"
+        spec = "%" + m.group("flags") + m.group("width") + \
+            (("." + m.group("prec")) if m.group("prec") is not None else "")
+        try:
+            v = next(it)
+        except StopIteration:
+            return m.group(0)
+        if isinstance(v, (bytes, bytearray)):
+            v = v.split(b"\0", 1)[0].decode(errors="replace")
+        if c == "s":
+            return (spec + "s") % (v,)
+        if isinstance(v, str):
+            return (spec + "s") % (v,)
+        v = int(v)
+        if c in "di":
+            v &= (1 << 64) - 1
+            return (spec + "d") % (v - (1 << 64) if v >= 1 << 63 else v)
+        if c in "uxXo":
+            return (spec + ("d" if c == "u" else c)) % (v & ((1 << 64) - 1))
+        if c == "c":
+            return (spec + "c") % chr(v & 0xFF)
+        return (spec + "s") % (f"0x{v & ((1 << 64) - 1):x}",)
+
+    return _SPEC.sub(conv, fmt)
+
+
+def hist_json(buckets: Mapping[int, int], bucket_range: Callable[[int], tuple]) -> list[dict]:
+    """A histogram as bpftrace's JSON output lists it: ``{"min", "max", "count"}``
+    per bucket from the lowest to the highest non-empty one (``max``
+    inclusive; None for an open end)."""
+    nonzero = [b for b, c in buckets.items() if c]
+    if not nonzero:
+        return []
+    out = []
+    for b in range(min(nonzero), max(nonzero) + 1):
+        lo, hi = bucket_range(b)
+        out.append({"min": lo, "max": None if hi is None else hi - 1, "count": buckets.get(b, 0)})
+    return out

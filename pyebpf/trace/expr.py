@@ -1,0 +1,429 @@
+"""The little expression language of ``pyebpf trace`` (a subset of bpftrace's).
+
+Atoms:
+
+==================  =======================================================
+``arg0`` ...        the probe's arguments (uprobe registers, USDT arguments,
+                    a tracepoint's fields in order)
+``args.NAME``       a tracepoint field by name (also ``args->NAME``)
+``retval``          the return value (uretprobe; with ``uprobe:`` the return
+                    probe is attached too)
+``latency``         nanoseconds from the function's entry to its return
+                    (attaches both probes of a ``uprobe:``/``uretprobe:``)
+``pid`` ``tid``     process and thread id;  ``uid``, ``gid``, ``cpu``
+``nsecs``           ``bpf_ktime_get_ns()``
+``comm``            the thread's name (16 bytes)
+``str(E[, N])``     the NUL-terminated string at address ``E`` (``N`` bytes
+                    at most; default ``--strlen``, 64)
+``ustack``          the user stack (symbolized when printed)
+``probe``, ``func`` the probe's spec, the probed function's name
+integers            ``42``, ``0x2a``
+==================  =======================================================
+
+An atom may be followed by operations with integer constants, applied left
+to right: ``arg1 / 1000``, ``latency / 1000``, ``arg0 & 0xff``, ``arg0 % 10``
+(``+ - * / % & | ^ << >>``; unsigned 64-bit like bpftrace's ``u64``).
+
+Filters (``--filter``) compare two expressions: ``arg0 > 100``,
+``comm == "bash"``, ``str(arg0) != "x"``, ``pid == 1234`` (``== != < <= > >=``;
+signed comparison when either side is signed).
+
+Values are emitted into registers r6-r9 (integers) or stack buffers
+(strings); helpers clobber r0-r5 as usual.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, Callable
+
+from ..errors import PyebpfError
+from ..program import R0, R1, R2, R3, R10, W0, Program, Reg
+
+__all__ = ["Expr", "ExprError", "Filter", "parse_expr", "parse_filter", "EmitEnv",
+           "INT", "STR", "STACK", "PROBE", "FUNC", "BPF_F_USER_STACK"]
+
+INT, STR, STACK, PROBE, FUNC = "int", "str", "stack", "probe", "func"
+BPF_F_USER_STACK = 1 << 8
+_OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "%": "mod", "&": "and_",
+        "|": "or_", "^": "xor", "<<": "lsh", ">>": "rsh"}
+_CMPS = {"==": "jeq", "!=": "jne", "<": "jlt", "<=": "jle", ">": "jgt", ">=": "jge"}
+_SCMPS = {"==": "jeq", "!=": "jne", "<": "jslt", "<=": "jsle", ">": "jsgt", ">=": "jsge"}
+_NEGATE = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+_SIMPLE = ("retval", "latency", "pid", "tid", "uid", "gid", "cpu", "nsecs", "comm", "ustack",
+           "probe", "func")
+
+
+class ExprError(PyebpfError, ValueError):
+    """An expression cannot be parsed or does not make sense for the probe."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Expr:
+    """A parsed expression.
+
+    ``kind``: ``int``, ``str`` (bytes of ``size``), ``stack`` (ustack),
+    ``probe`` or ``func`` (ints shown as names).  ``atom`` is the base
+    (``arg0``, ``retval``, ``args.flags``, ``str``, ``const``...), ``arg`` the
+    argument number / field name / constant / inner expression, ``ops`` the
+    ``(op, constant)`` applied after it, ``text`` the source.
+    """
+
+    text: str
+    kind: str
+    atom: str
+    arg: Any = None
+    ops: tuple = ()
+    size: int = 8           # bytes on the wire (strings: the buffer size)
+
+    @property
+    def slot_size(self) -> int:
+        """Bytes this value takes in a record or key (a multiple of 8)."""
+        return (self.size + 7) // 8 * 8
+
+    def uses(self, name: str) -> bool:
+        """Whether the expression reads ``name`` (``latency``, ``retval``, ``arg``...)."""
+        if self.atom == name:
+            return True
+        return isinstance(self.arg, Expr) and self.arg.uses(name)
+
+    def args_used(self) -> set[int]:
+        """Argument numbers read (``argN``, also inside ``str()``)."""
+        out = {self.arg} if self.atom == "arg" else set()
+        if isinstance(self.arg, Expr):
+            out |= self.arg.args_used()
+        return out
+
+    def __str__(self) -> str:
+        return self.text
+
+
+# ----------------------------------------------------------------- parsing
+_TOKEN = re.compile(r"\s*(?:(?P<num>0[xX][0-9a-fA-F]+|\d+)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
+                    r"|(?P<str>\"(?:[^\"\\]|\\.)*\")|(?P<op><<|>>|->|==|!=|<=|>=|[-+*/%&|^(),.<>]))")
+
+
+def _tokens(text: str) -> list[tuple[str, str, int]]:
+    out, pos = [], 0
+    text = text.rstrip()
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if not m or m.end() == pos:
+            raise ExprError(f"{text!r}: cannot read {text[pos:].strip()!r} (column {pos + 1})")
+        kind = m.lastgroup or ""
+        out.append((kind, m.group(kind), m.start(kind)))
+        pos = m.end()
+    return out
+
+
+class _Parser:
+    def __init__(self, text: str, strlen: int) -> None:
+        self.text = text
+        self.toks = _tokens(text)
+        self.i = 0
+        self.strlen = strlen
+
+    def peek(self) -> tuple[str, str, int] | None:
+        return self.toks[self.i] if self.i < len(self.toks) else None
+
+    def take(self, what: str | None = None) -> tuple[str, str, int]:
+        t = self.peek()
+        if t is None:
+            raise ExprError(f"{self.text!r}: unexpected end" + (f", expected {what!r}" if what else ""))
+        if what is not None and t[1] != what:
+            raise ExprError(f"{self.text!r}: expected {what!r} at column {t[2] + 1}, found {t[1]!r}")
+        self.i += 1
+        return t
+
+    def expr(self) -> Expr:
+        start = self.peek()[2] if self.peek() else 0
+        base = self.atom()
+        ops = []
+        while self.peek() is not None and self.peek()[1] in _OPS:
+            op = self.take()[1]
+            kind, val, col = self.take()
+            if kind != "num":
+                raise ExprError(f"{self.text!r}: '{op}' takes an integer constant (column "
+                                f"{col + 1}); operations between two expressions are not "
+                                "supported")
+            ops.append((op, int(val, 0)))
+        if ops:
+            if base.kind != INT:
+                raise ExprError(f"{self.text!r}: arithmetic on {base.text} ({base.kind}) makes "
+                                "no sense")
+            end = self.toks[self.i - 1][2] + len(self.toks[self.i - 1][1])
+            return dataclasses.replace(base, text=self.text[start:end].strip(),
+                                       ops=base.ops + tuple(ops))
+        return base
+
+    def atom(self) -> Expr:
+        kind, val, col = self.take()
+        if kind == "num":
+            return Expr(val, INT, "const", int(val, 0))
+        if val == "(":
+            inner = self.expr()
+            self.take(")")
+            return inner
+        if kind != "name":
+            raise ExprError(f"{self.text!r}: expected a value at column {col + 1}, found {val!r}")
+        m = re.fullmatch(r"arg(\d+)", val)
+        if m:
+            return Expr(val, INT, "arg", int(m.group(1)))
+        if val == "args":
+            sep = self.take()[1]
+            if sep not in (".", "->"):
+                raise ExprError(f"{self.text!r}: a tracepoint field is args.NAME")
+            fname = self.take()
+            if fname[0] != "name":
+                raise ExprError(f"{self.text!r}: a tracepoint field is args.NAME")
+            return Expr(f"args.{fname[1]}", INT, "field", fname[1])
+        if val == "str":
+            self.take("(")
+            inner = self.expr()
+            size = self.strlen
+            if self.peek() is not None and self.peek()[1] == ",":
+                self.take(",")
+                k, v, c = self.take()
+                if k != "num" or not 1 <= int(v, 0) <= 256:
+                    raise ExprError(f"{self.text!r}: the length of str() is 1..256 bytes")
+                size = int(v, 0)
+            self.take(")")
+            if inner.kind != INT:
+                raise ExprError(f"{self.text!r}: str() takes an address (an integer expression)")
+            size = max(1, size)
+            return Expr(f"str({inner.text}" + (f", {size})" if size != self.strlen else ")"),
+                        STR, "str", inner, (), size)
+        if val in _SIMPLE:
+            if val == "comm":
+                return Expr(val, STR, "comm", None, (), 16)
+            if val == "ustack":
+                return Expr(val, STACK, "ustack")
+            if val in ("probe", "func"):
+                return Expr(val, PROBE if val == "probe" else FUNC, val)
+            return Expr(val, INT, val)
+        raise ExprError(f"{self.text!r}: unknown name {val!r}; known: arg0..argN, args.NAME, "
+                        f"str(...), {', '.join(_SIMPLE)}")
+
+
+def parse_expr(text: str, strlen: int = 64) -> Expr:
+    """Parse one expression (see the module docs)."""
+    if not 1 <= strlen <= 256:
+        raise ExprError(f"string length must be 1..256 bytes, not {strlen}")
+    p = _Parser(text, strlen)
+    if not p.toks:
+        raise ExprError("empty expression")
+    e = p.expr()
+    if p.peek() is not None:
+        raise ExprError(f"{text!r}: unexpected {p.peek()[1]!r} at column {p.peek()[2] + 1}")
+    return e
+
+
+@dataclasses.dataclass(frozen=True)
+class Filter:
+    """``left OP right``: keep the event when the comparison holds."""
+
+    text: str
+    left: Expr
+    op: str
+    right: Expr | bytes    # bytes: a string literal (compared with a string expression)
+
+    def exprs(self) -> list[Expr]:
+        return [self.left] + ([self.right] if isinstance(self.right, Expr) else [])
+
+
+def parse_filter(text: str, strlen: int = 64) -> Filter:
+    """Parse ``EXPR OP EXPR`` or ``STRING_EXPR ==|!= "literal"``."""
+    toks = _tokens(text)
+    depth = 0
+    for i, (kind, val, col) in enumerate(toks):
+        depth += val == "("
+        depth -= val == ")"
+        if depth == 0 and kind == "op" and val in _CMPS:
+            left = parse_expr(text[:col], strlen)
+            rest = text[col + len(val):].strip()
+            if rest.startswith('"'):
+                if not (len(rest) >= 2 and rest.endswith('"')):
+                    raise ExprError(f"{text!r}: unterminated string literal")
+                if left.kind != STR:
+                    raise ExprError(f"{text!r}: a string literal compares with comm or str(...)")
+                if val not in ("==", "!="):
+                    raise ExprError(f"{text!r}: strings compare with == or != only")
+                lit = bytes(rest[1:-1], "utf-8").decode("unicode_escape").encode("latin-1")
+                if len(lit) >= left.size:
+                    raise ExprError(f"{text!r}: the literal is longer than {left.text} can hold")
+                return Filter(text, left, val, lit)
+            right = parse_expr(rest, strlen)
+            if left.kind != INT or right.kind != INT:
+                raise ExprError(f"{text!r}: only integers compare with {val} (strings with a "
+                                '"literal")')
+            return Filter(text, left, val, right)
+    raise ExprError(f"{text!r}: a filter is a comparison, e.g. 'arg0 > 100' or 'comm == \"bash\"'")
+
+
+# ----------------------------------------------------------------- emission
+@dataclasses.dataclass
+class EmitEnv:
+    """What expression emission needs to know about the program being built.
+
+    ``ctx``: the register holding the context; ``source``: the probe source;
+    ``saved_args``: argument number -> stack offset (in a return program,
+    the arguments saved at the entry); ``latency_slot``: stack offset of the
+    computed latency; ``probe_index``/``func_base``: the numbers the
+    ``probe``/``func`` expressions emit; ``stack_map``: the StackTraceMap for
+    ``ustack``; ``at_return``: the program runs at the function's return.
+    """
+
+    ctx: Reg
+    source: Any
+    probe_index: int = 0
+    func_base: int = 0
+    saved_args: dict[int, int] = dataclasses.field(default_factory=dict)
+    latency_slot: int | None = None
+    stack_map: Any = None
+    at_return: bool = False
+
+
+def signed(e: Expr, source: Any) -> bool:
+    """Whether the value of ``e`` is signed (tracepoint fields may be)."""
+    if e.ops:
+        return False
+    if e.atom == "field":
+        return bool(getattr(source, "field_signed", lambda n: False)(e.arg))
+    return False
+
+
+def emit_int(p: Program, e: Expr, dst: Reg, env: EmitEnv) -> None:
+    """``dst = e`` for an integer-valued expression (``dst`` in r6-r9)."""
+    if e.kind not in (INT, STACK, PROBE, FUNC):
+        raise ExprError(f"{e.text} is a string; it cannot be used as a number")
+    a = e.atom
+    src = env.source
+    if a == "const":
+        if -(1 << 31) <= e.arg < (1 << 31):
+            p.mov(dst, e.arg)
+        else:
+            p.lddw(dst, e.arg & ((1 << 64) - 1))
+    elif a == "arg":
+        if e.arg in env.saved_args:
+            p.load(dst, R10, env.saved_args[e.arg], 8)
+        elif env.at_return and hasattr(src, "entry"):
+            raise ExprError(f"{e.text}: arguments are not known at the return")
+        else:
+            n = e.arg
+            count = getattr(src, "arg_count", None)
+            if count is not None and n >= count and not hasattr(src, "entry"):
+                raise ExprError(f"{e.text}: {src.describe()} has {count} argument(s)")
+            src.emit_arg(p, dst, n, env.ctx)
+    elif a == "field":
+        if not hasattr(src, "emit_field"):
+            raise ExprError(f"{e.text}: args.NAME reads tracepoint fields; this probe is "
+                            f"{src.describe()} (use argN)")
+        src.emit_field(p, dst, e.arg, env.ctx)
+    elif a == "retval":
+        if not hasattr(src, "emit_retval"):
+            raise ExprError(f"retval: {src.describe()} has no return value (use a uretprobe)")
+        src.emit_retval(p, dst, env.ctx)
+    elif a == "latency":
+        if env.latency_slot is None:
+            raise ExprError("latency needs a function probe (uprobe:/uretprobe:): it is the "
+                            "time from the entry to the return")
+        p.load(dst, R10, env.latency_slot, 8)
+    elif a in ("pid", "tid"):
+        p.call("get_current_pid_tgid")
+        if a == "pid":
+            p.rsh(R0, 32)
+        else:
+            p.mov(W0, W0)
+        p.mov(dst, R0)
+    elif a in ("uid", "gid"):
+        p.call("get_current_uid_gid")
+        if a == "gid":
+            p.rsh(R0, 32)
+        else:
+            p.mov(W0, W0)
+        p.mov(dst, R0)
+    elif a == "cpu":
+        p.call("get_smp_processor_id")
+        p.mov(dst, R0)
+    elif a == "nsecs":
+        p.call("ktime_get_ns")
+        p.mov(dst, R0)
+    elif a == "ustack":
+        if env.stack_map is None:
+            raise ExprError("ustack: no stack map")   # pragma: no cover - set up by the builder
+        p.call("get_current_pid_tgid")
+        p.rsh(R0, 32)
+        p.lsh(R0, 32)
+        p.mov(dst, R0)
+        p.mov(R1, env.ctx)
+        p.ld_map(R2, env.stack_map)
+        p.mov(R3, BPF_F_USER_STACK)
+        p.call("get_stackid")
+        p.mov(W0, W0)
+        p.or_(dst, R0)
+    elif a == "probe":
+        p.mov(dst, env.probe_index)
+    elif a == "func":
+        if len(getattr(src, "functions", ())) > 1:
+            p.mov(R1, env.ctx)
+            p.call("get_attach_cookie")
+            p.add(R0, env.func_base)
+            p.mov(dst, R0)
+        else:
+            p.mov(dst, env.func_base)
+    else:  # pragma: no cover - the parser makes no other atoms
+        raise ExprError(f"{e.text} is not a number")
+    for op, val in e.ops:
+        if op in ("/", "%") and val == 0:
+            raise ExprError(f"{e.text}: division by zero")
+        method: Callable = getattr(p, _OPS[op])
+        if -(1 << 31) <= val < (1 << 31):
+            method(dst, val)
+        else:
+            p.lddw(R1, val & ((1 << 64) - 1))
+            method(dst, R1)
+
+
+def emit_bytes(p: Program, e: Expr, offset: int, env: EmitEnv, tmp: Reg) -> None:
+    """Write the string ``e`` into ``e.slot_size`` bytes of stack at ``offset``
+    (NUL-padded).  ``tmp`` (r6-r9) may be clobbered."""
+    if e.kind != STR:
+        raise ExprError(f"{e.text} is not a string")
+    if e.atom == "comm":
+        p.stack_pointer(R1, offset)
+        p.mov(R2, 16)
+        p.call("get_current_comm")
+        return
+    inner = e.arg
+    src = env.source
+    if inner.atom == "field" and not inner.ops and hasattr(src, "emit_field_string"):
+        src.emit_field_string(p, inner.arg, offset, e.slot_size, env.ctx)
+        return
+    emit_int(p, inner, tmp, env)
+    p.stack_zero(e.slot_size, offset)
+    p.probe_read_user(tmp, e.size, offset=offset, string=True)
+
+
+def emit_filter(p: Program, f: Filter, env: EmitEnv, reject: str, tmp1: Reg, tmp2: Reg) -> None:
+    """Jump to ``reject`` unless the filter holds."""
+    if isinstance(f.right, bytes):
+        buf = p.stack.alloc(f.left.slot_size)
+        emit_bytes(p, f.left, buf, env, tmp1)
+        lit = f.right + b"\0"
+        if f.op == "==":
+            for i, ch in enumerate(lit):
+                p.ldxb(R1, R10, buf + i)
+                p.jne(R1, ch, reject)
+        else:
+            keep = p.fresh_label("str_differs")
+            for i, ch in enumerate(lit):
+                p.ldxb(R1, R10, buf + i)
+                p.jne(R1, ch, keep)
+            p.ja(reject)
+            p.label(keep)
+        return
+    emit_int(p, f.left, tmp1, env)
+    emit_int(p, f.right, tmp2, env)
+    is_signed = signed(f.left, env.source) or signed(f.right, env.source)
+    table = _SCMPS if is_signed else _CMPS
+    p.jump_if(table[_NEGATE[f.op]], tmp1, tmp2, reject)

@@ -1,0 +1,366 @@
+"""Probe specs (``uprobe:PATH:sym`` ...) and the *probe sources* behind them.
+
+A probe spec is written as bpftrace writes it:
+
+==========================================  =====================================
+``uprobe:PATH:SYMBOL`` (``u:``)              function entry; ``SYMBOL`` may be
+                                             ``sym+off``, ``0xADDR`` or a glob
+                                             (``work*``: every matching function)
+``uretprobe:PATH:SYMBOL`` (``ur:``)          function return (``retval``)
+``usdt:PATH:[PROVIDER:]NAME`` (``U:``)       a USDT (sys/sdt.h) probe
+``tracepoint:CATEGORY:NAME`` (``t:``)        a kernel tracepoint
+==========================================  =====================================
+
+``PATH`` is a path or a name like ``libc`` or ``python3`` (resolved like
+bpftrace, see :func:`pyebpf.elf.resolve_library`).
+
+A *probe source* is what a probe spec becomes once resolved: an object that
+knows which program type to load (``prog_type``, ``load_options``), how to
+read argument *n* in the program (``emit_arg(p, dst, n, ctx)``), and how to
+attach a loaded program (``attach(loaded, pid=None) -> Link``).  Every kind
+has that same shape -- the USDT one comes from :mod:`pyebpf.usdt.source` --
+so the tracing layer treats all kinds alike.  Sources of this module add a
+few optional capabilities, checked with ``hasattr``: ``emit_retval``
+(uretprobes), ``emit_field``/``emit_field_string`` (tracepoint fields by
+name), ``functions`` and ``entry``/``ret`` (uprobes).
+
+Everything here except ``attach`` is pure: resolving a source reads ELF files
+and tracefs but makes no bpf() call, so a bad probe fails before anything is
+loaded.
+"""
+from __future__ import annotations
+
+import dataclasses
+import errno
+import fnmatch
+from typing import Any, Protocol, runtime_checkable
+
+from ..errors import NotSupportedError, PyebpfError
+
+__all__ = ["ProbeSpec", "ProbeSpecError", "ProbeSource", "parse_probe", "probe_source",
+           "UprobeSource", "TracepointSource", "KINDS"]
+
+#: accepted kind names -> canonical kind
+KINDS = {"uprobe": "uprobe", "u": "uprobe", "uretprobe": "uretprobe", "ur": "uretprobe",
+         "usdt": "usdt", "U": "usdt", "tracepoint": "tracepoint", "t": "tracepoint"}
+
+_EXAMPLES = ("uprobe:/bin/bash:readline, uretprobe:libc:malloc, "
+             "usdt:/usr/bin/python3:python:function__entry, "
+             "tracepoint:syscalls:sys_enter_openat")
+
+
+class ProbeSpecError(PyebpfError, ValueError):
+    """A probe spec cannot be parsed, or names nothing (no such function,
+    tracepoint or field)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeSpec:
+    """A parsed probe spec.
+
+    ``kind`` is ``uprobe``, ``uretprobe``, ``usdt`` or ``tracepoint``;
+    ``target`` the binary (uprobes, USDT) or the tracepoint category;
+    ``provider`` the USDT provider (or None); ``name`` the symbol, USDT probe
+    name or tracepoint event.
+    """
+
+    kind: str
+    target: str
+    name: str
+    provider: str | None = None
+
+    def __str__(self) -> str:
+        if self.kind == "usdt" and self.provider:
+            return f"usdt:{self.target}:{self.provider}:{self.name}"
+        return f"{self.kind}:{self.target}:{self.name}"
+
+    def with_kind(self, kind: str) -> "ProbeSpec":
+        return dataclasses.replace(self, kind=kind)
+
+
+def parse_probe(text: str) -> ProbeSpec:
+    """Parse a bpftrace-style probe spec (see the module docs).
+
+    Raises :class:`ProbeSpecError` naming the accepted forms.
+    """
+    s = text.strip()
+    kind_text, sep, rest = s.partition(":")
+    kind = KINDS.get(kind_text)
+    if not sep or kind is None:
+        raise ProbeSpecError(f"{text!r} is not a probe spec: it starts with a probe kind, one "
+                             f"of uprobe: uretprobe: usdt: tracepoint: (or u: ur: U: t:); "
+                             f"e.g. {_EXAMPLES}")
+    parts = rest.split(":")
+    if kind == "tracepoint":
+        if len(parts) != 2 or not all(parts):
+            raise ProbeSpecError(f"{text!r}: a tracepoint is tracepoint:CATEGORY:NAME, e.g. "
+                                 "tracepoint:syscalls:sys_enter_openat")
+        return ProbeSpec(kind, parts[0], parts[1])
+    if kind == "usdt":
+        if len(parts) == 2 and all(parts):
+            return ProbeSpec(kind, parts[0], parts[1], None)
+        if len(parts) == 3 and parts[0] and parts[2]:
+            return ProbeSpec(kind, parts[0], parts[2], parts[1] or None)
+        raise ProbeSpecError(f"{text!r}: a USDT probe is usdt:PATH:[PROVIDER:]NAME, e.g. "
+                             "usdt:/usr/bin/python3:python:function__entry")
+    if len(parts) != 2 or not all(parts):
+        raise ProbeSpecError(f"{text!r}: a {kind} is {kind}:PATH:SYMBOL (PATH a file or a "
+                             f"library name such as libc), e.g. {kind}:/bin/bash:readline")
+    return ProbeSpec(kind, parts[0], parts[1])
+
+
+@runtime_checkable
+class ProbeSource(Protocol):
+    """What the tracing layer needs from a probe of any kind."""
+
+    prog_type: int
+    load_options: dict
+    arg_count: int
+
+    def emit_arg(self, p: Any, dst: Any, n: int, ctx: Any) -> None: ...
+
+    def attach(self, loaded_program: Any, pid: int | None = None) -> Any: ...
+
+    def describe(self) -> str: ...
+
+
+# ====================================================================== uprobes
+class UprobeSource:
+    """A uprobe or uretprobe on one or more functions of one binary.
+
+    ``symbol`` is anything :meth:`pyebpf.elf.ElfFile.resolve` takes, or a
+    glob (``*``, ``?``, ``[``) matched against the binary's function names;
+    with several functions, ``bpf_get_attach_cookie()`` is the index of the
+    function in :attr:`functions` (the ``func`` expression reads it).
+    """
+
+    arg_count = 6   # in registers; more are read from the stack (see emit_arg)
+
+    def __init__(self, binary: str, symbol: str, *, retprobe: bool = False,
+                 pid: int | None = None, spec: ProbeSpec | None = None) -> None:
+        from .. import elf
+        self.retprobe = retprobe
+        self.kind = "uretprobe" if retprobe else "uprobe"
+        self.binary = binary
+        self.symbol = symbol
+        try:
+            self.path = elf.resolve_library(binary, pid)
+        except FileNotFoundError as exc:
+            raise ProbeSpecError(f"{self.kind}:{binary}:{symbol}: {exc}") from None
+        ef = elf.open_elf(self.path)
+        if any(c in symbol for c in "*?["):
+            names = sorted({s.name for s in ef.symbols() if s.is_function and s.address
+                            and fnmatch.fnmatchcase(s.name, symbol)})
+            if not names:
+                raise ProbeSpecError(f"{self.kind}:{binary}:{symbol}: no function of "
+                                     f"{self.path} matches {symbol!r}")
+            self.locations = [ef.resolve(n) for n in names]
+        else:
+            try:
+                self.locations = [ef.resolve(symbol)]
+            except LookupError as exc:
+                raise ProbeSpecError(f"{self.kind}:{binary}:{symbol}: {exc}") from None
+        if retprobe:
+            for loc in self.locations:
+                if loc.symbol_offset:
+                    raise ProbeSpecError(f"uretprobe:{binary}:{symbol}: a uretprobe goes on a "
+                                         "function's entry, not at an offset in it")
+        #: function name of each location (index = attach cookie)
+        self.functions = [loc.name for loc in self.locations]
+        self.spec = spec or ProbeSpec(self.kind, binary, symbol)
+
+    @property
+    def prog_type(self) -> int:
+        from ..kernel.constants import ProgType
+        return int(ProgType.KPROBE)
+
+    @property
+    def load_options(self) -> dict:
+        from ..attach import uprobe_load_options
+        return uprobe_load_options()
+
+    def entry(self) -> "UprobeSource":
+        """The entry probe of the same functions."""
+        return self if not self.retprobe else self._twin(False)
+
+    def ret(self) -> "UprobeSource":
+        """The return probe of the same functions."""
+        return self if self.retprobe else self._twin(True)
+
+    def _twin(self, retprobe: bool) -> "UprobeSource":
+        twin = object.__new__(UprobeSource)
+        twin.__dict__.update(self.__dict__)
+        twin.retprobe = retprobe
+        twin.kind = "uretprobe" if retprobe else "uprobe"
+        twin.spec = self.spec.with_kind(twin.kind)
+        return twin
+
+    def emit_arg(self, p: Any, dst: Any, n: int, ctx: Any) -> None:
+        """``dst = argument n`` (x86-64 SysV: rdi rsi rdx rcx r8 r9, then the
+        stack at ``rsp + 8 * (n - 5)`` at function entry).  Clobbers r0-r5."""
+        from .. import ptregs
+        from ..program import R1, R2, R3, R10
+        if n < 0:
+            raise ProbeSpecError(f"arg{n}: argument numbers start at 0")
+        if n < 6:
+            ptregs.load_arg(p, dst, n, ctx=ctx)
+            return
+        if self.retprobe:
+            raise ProbeSpecError(f"arg{n} is on the stack, which is gone at return; read it "
+                                 "at the entry (uprobe:)")
+        slot = p.stack.alloc(8)
+        ptregs.load_sp(p, R3, ctx=ctx)
+        p.add(R3, 8 * (n - 5))
+        p.stack_pointer(R1, slot)
+        p.mov(R2, 8)
+        p.call("probe_read_user")
+        p.load(dst, R10, slot, 8)
+
+    def emit_retval(self, p: Any, dst: Any, ctx: Any) -> None:
+        """``dst = return value`` (rax); only at a uretprobe."""
+        from .. import ptregs
+        if not self.retprobe:
+            raise ProbeSpecError("retval is only known at a function's return (uretprobe:)")
+        ptregs.load_ret(p, dst, ctx=ctx)
+
+    def attach(self, loaded_program: Any, pid: int | None = None) -> Any:
+        from ..attach import attach_uprobes
+        cookies = list(range(len(self.locations))) if len(self.locations) > 1 else None
+        return attach_uprobes(loaded_program, self.path, self.locations, pid=pid,
+                              retprobe=self.retprobe, cookies=cookies)
+
+    def describe(self) -> str:
+        where = ", ".join(self.functions[:4]) + (f", ... ({len(self.functions)} functions)"
+                                                 if len(self.functions) > 4 else "")
+        return f"{self.kind}:{self.path}:{where}"
+
+
+# ================================================================== tracepoints
+class TracepointSource:
+    """A kernel tracepoint; its record's fields are read by name
+    (``args.NAME``), and ``argN`` is the N-th field after the common ones."""
+
+    kind = "tracepoint"
+
+    def __init__(self, category: str, name: str, spec: ProbeSpec | None = None) -> None:
+        from ..attach import tracepoint_format
+        from ..errors import AttachError
+        try:
+            self.format = tracepoint_format(f"{category}:{name}")
+        except AttachError as exc:
+            raise ProbeSpecError(f"tracepoint:{category}:{name}: {exc.strerror or exc}") from None
+        self.category = category
+        self.name = name
+        self.fields = [f for f in self.format.fields if not f.common]
+        self.functions = [f"{category}:{name}"]
+        self.spec = spec or ProbeSpec("tracepoint", category, name)
+
+    @property
+    def prog_type(self) -> int:
+        from ..kernel.constants import ProgType
+        return int(ProgType.TRACEPOINT)
+
+    @property
+    def load_options(self) -> dict:
+        return {"prog_type": self.prog_type}
+
+    @property
+    def arg_count(self) -> int:
+        return len(self.fields)
+
+    def field(self, name: str) -> Any:
+        try:
+            return self.format.field(name)
+        except KeyError as exc:
+            raise ProbeSpecError(exc.args[0]) from None
+
+    def emit_arg(self, p: Any, dst: Any, n: int, ctx: Any) -> None:
+        if not 0 <= n < len(self.fields):
+            raise ProbeSpecError(
+                f"tracepoint:{self.category}:{self.name} has {len(self.fields)} fields, so "
+                f"arg0..arg{len(self.fields) - 1}; arg{n} does not exist (fields: "
+                f"{', '.join(f.name for f in self.fields)}; use args.NAME)")
+        self.emit_field(p, dst, self.fields[n].name, ctx)
+
+    def field_signed(self, name: str) -> bool:
+        f = self.field(name)
+        return f.signed and not f.data_loc and f.array_len is None
+
+    def emit_field(self, p: Any, dst: Any, name: str, ctx: Any) -> None:
+        """``dst = args.name`` (sign-extended when the field is signed)."""
+        f = self.field(name)
+        if f.array_len is not None or f.data_loc:
+            raise ProbeSpecError(f"args.{name} is {'a __data_loc string' if f.data_loc else 'an array'}"
+                                 f" ({f.type}); read it with str(args.{name})")
+        f.load(p, dst, ctx)
+
+    def emit_field_string(self, p: Any, name: str, offset: int, size: int, ctx: Any) -> None:
+        """Copy the string of field ``name`` into ``size`` bytes of stack at
+        ``offset`` (zeroed first): a ``char *`` (user memory for syscalls,
+        kernel memory otherwise), a ``__data_loc char[]`` or a ``char[N]``."""
+        from ..program import R1, R2, R3, R10
+        f = self.field(name)
+        p.stack_zero(size, offset)
+        if f.data_loc:
+            f2 = dataclasses.replace(f, signed=False, data_loc=False)
+            f2.load(p, R3, ctx)
+            p.and_(R3, 0xFFFF)
+            p.add(R3, ctx)
+            p.stack_pointer(R1, offset)
+            p.mov(R2, size)
+            p.call("probe_read_kernel_str")
+        elif f.array_len is not None:
+            p.mov(R3, ctx)
+            p.add(R3, f.offset)
+            p.stack_pointer(R1, offset)
+            p.mov(R2, min(size, f.size))
+            p.call("probe_read_kernel")
+            p.stb(R10, offset + size - 1, 0)
+        elif "char" in f.type and "*" in f.type and f.size == 8:
+            f.load(p, R3, ctx)
+            p.stack_pointer(R1, offset)
+            p.mov(R2, size)
+            p.call("probe_read_user_str" if self.category == "syscalls"
+                   else "probe_read_kernel_str")
+        else:
+            raise ProbeSpecError(f"args.{name} ({f.type}) is not a string field")
+
+    def attach(self, loaded_program: Any, pid: int | None = None) -> Any:
+        from ..attach import attach_tracepoint
+        return attach_tracepoint(loaded_program, f"{self.category}:{self.name}")
+
+    def describe(self) -> str:
+        return (f"tracepoint:{self.category}:{self.name} (fields: "
+                f"{', '.join(f.name for f in self.fields)})")
+
+
+# ====================================================================== USDT
+def usdt_source(target: str, provider: str | None, name: str, pid: int | None = None) -> Any:
+    """The USDT probe source of :mod:`pyebpf.usdt.source` (imported lazily).
+
+    Raises :class:`NotSupportedError` while that module does not exist.
+    """
+    try:
+        from ..usdt.source import usdt_probe_source
+    except ImportError:
+        raise NotSupportedError(errno.EOPNOTSUPP, "usdt",
+                                f"usdt:{target}:{provider + ':' if provider else ''}{name}",
+                                "attaching USDT probes is not available yet in this version "
+                                "of pyebpf (pyebpf.usdt.source is missing); use a uprobe on "
+                                "the function that contains the probe instead") from None
+    src = usdt_probe_source(target, provider, name, pid=pid)
+    return src
+
+
+def probe_source(spec: "ProbeSpec | str", pid: int | None = None) -> Any:
+    """Resolve a probe spec into its probe source (see the module docs)."""
+    if isinstance(spec, str):
+        spec = parse_probe(spec)
+    if spec.kind in ("uprobe", "uretprobe"):
+        return UprobeSource(spec.target, spec.name, retprobe=spec.kind == "uretprobe",
+                            pid=pid, spec=spec)
+    if spec.kind == "tracepoint":
+        return TracepointSource(spec.target, spec.name, spec)
+    if spec.kind == "usdt":
+        return usdt_source(spec.target, spec.provider, spec.name, pid)
+    raise ProbeSpecError(f"unknown probe kind {spec.kind!r}")  # pragma: no cover

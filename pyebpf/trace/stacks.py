@@ -1,0 +1,245 @@
+"""User stacks: capture with ``bpf_get_stackid`` and symbolize in user space.
+
+Stacks are captured into a :class:`~pyebpf.maps.StackTraceMap` created with
+``build_id=True``: for each frame the kernel stores the *build id* of the
+file the address is in and the *file offset* of the address, so a stack can
+be symbolized after the process is gone (``pyebpf trace -c CMD`` prints its
+aggregations once ``CMD`` has exited).  Frames the kernel could not resolve
+that way (no build id, the mmap lock was busy) come as plain addresses and
+are symbolized through ``/proc/PID/maps`` while the process lives (snapshots
+are kept per pid).
+
+The files searched for a build id are the probed binaries, the libraries they
+need (``DT_NEEDED``, transitively), the files mapped by the processes seen
+so far, and whatever :meth:`Symbolizer.add_file` is given.
+
+Frames print like bpftrace's: ``symbol+offset`` (decimal), or the address in
+hex when no symbol covers it.  C++ names are demangled when ``c++filt`` is on
+``$PATH`` (one process for a whole batch of names); without it they are shown
+mangled.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+from typing import Any, Iterable, Sequence
+
+from .. import elf as _elf
+
+__all__ = ["Symbolizer", "demangle", "STACK_IP", "STACK_VALID", "make_stack_map"]
+
+STACK_VALID = 1    # BPF_STACK_BUILD_ID_VALID: build id + file offset
+STACK_IP = 2       # BPF_STACK_BUILD_ID_IP: a plain address
+
+_demangled: dict[str, str] = {}
+
+
+def demangle(names: Iterable[str]) -> dict[str, str]:
+    """Demangle C++ names (``_Z...``) with ``c++filt`` when it is installed.
+
+    Returns ``{mangled: readable}`` for every name given (unchanged when no
+    demangler is available or the name is not mangled).
+    """
+    names = list(dict.fromkeys(names))
+    todo = [n for n in names if n.startswith("_Z") and n not in _demangled]
+    if todo:
+        tool = shutil.which("c++filt")
+        out: list[str] = []
+        if tool:
+            try:
+                out = subprocess.run([tool], input="\n".join(todo) + "\n", capture_output=True,
+                                     text=True, timeout=10).stdout.splitlines()
+            except (OSError, subprocess.SubprocessError):
+                out = []
+        if len(out) != len(todo):
+            out = todo
+        _demangled.update(zip(todo, out))
+    return {n: _demangled.get(n, n) for n in names}
+
+
+def make_stack_map(max_entries: int = 1024, max_depth: int = 127, name: str = "ustacks") -> Any:
+    """A StackTraceMap of build ids + file offsets (see the module docs)."""
+    from ..maps import StackTraceMap
+    return StackTraceMap(max_entries, max_depth, name=name, build_id=True)
+
+
+@functools.lru_cache(maxsize=256)
+def _needed(path: str) -> tuple[str, ...]:
+    """DT_NEEDED entries of an ELF file (empty when unreadable)."""
+    try:
+        from elftools.elf.dynamic import DynamicSection
+        from elftools.elf.elffile import ELFFile
+        with open(path, "rb") as f:
+            ef = ELFFile(f)
+            for sec in ef.iter_sections():
+                if isinstance(sec, DynamicSection):
+                    return tuple(t.needed for t in sec.iter_tags("DT_NEEDED"))
+    except Exception:
+        pass
+    return ()
+
+
+DEBUG_DIR = "/usr/lib/debug"
+
+
+@functools.lru_cache(maxsize=256)
+def _debug_file(path: str) -> str | None:
+    """The separate debug file of ``path`` (``/usr/lib/debug/.build-id/xx/yyyy.debug``
+    or ``/usr/lib/debug/PATH.debug``), which has the full symbol table of a
+    stripped library (e.g. libc's local functions); None when not installed."""
+    try:
+        bid = _elf.open_elf(path).build_id
+    except Exception:
+        return None
+    cands = []
+    if bid:
+        h = bid.hex()
+        cands.append(os.path.join(DEBUG_DIR, ".build-id", h[:2], h[2:] + ".debug"))
+    cands.append(DEBUG_DIR + os.path.realpath(path) + ".debug")
+    for c in cands:
+        if os.path.isfile(c):
+            return c
+    return None
+
+
+class Symbolizer:
+    """Turns captured stack frames into ``symbol+offset`` strings."""
+
+    def __init__(self, files: Sequence[str] = (), demangle_names: bool = True) -> None:
+        self.demangle_names = demangle_names
+        self._files: list[str] = []
+        self._by_build_id: dict[bytes, str] = {}
+        self._indexed: set[str] = set()
+        self._pids: dict[int, list[_elf.Module]] = {}
+        for f in files:
+            self.add_file(f)
+
+    # ------------------------------------------------------------ sources
+    def add_file(self, path: str, with_needed: bool = True) -> None:
+        """Search ``path`` (and, by default, the libraries it needs) for build ids."""
+        if path in self._files:
+            return
+        self._files.append(path)
+        if with_needed:
+            for lib in _needed(path):
+                try:
+                    self.add_file(_elf.resolve_library(lib), True)
+                except Exception:
+                    pass
+
+    def remember_pid(self, pid: int) -> bool:
+        """Snapshot the modules of ``pid`` (for frames without a build id);
+        True when the process could be read."""
+        try:
+            mods = _elf.process_modules(pid)
+        except (OSError, ProcessLookupError):
+            return False
+        self._pids[pid] = mods
+        for m in mods:
+            if m.open_path not in self._files:
+                self._files.append(m.open_path)
+        return True
+
+    def _build_index(self) -> None:
+        for path in self._files:
+            if path in self._indexed:
+                continue
+            self._indexed.add(path)
+            try:
+                bid = _elf.open_elf(path).build_id
+            except Exception:
+                continue
+            if bid:
+                self._by_build_id.setdefault(bytes(bid[:20]).ljust(20, b"\0"), path)
+
+    def path_for_build_id(self, build_id: bytes) -> str | None:
+        key = bytes(build_id[:20]).ljust(20, b"\0")
+        if key not in self._by_build_id:
+            self._build_index()
+        return self._by_build_id.get(key)
+
+    # ------------------------------------------------------------ symbolizing
+    @staticmethod
+    def _in_file(path: str, offset: int, caller: bool) -> str | None:
+        try:
+            ef = _elf.open_elf(path)
+            vaddr = ef.offset_to_address(offset, executable=True)
+        except Exception:
+            return None
+        look = vaddr - 1 if caller and vaddr else vaddr
+        hit = None
+        dbg = _debug_file(path)
+        if dbg is not None:
+            try:
+                hit = _elf.open_elf(dbg).symbolize(look)
+            except Exception:
+                hit = None
+        if hit is None:
+            hit = ef.symbolize(look)
+        if hit is None:
+            return None
+        sym, delta = hit
+        return f"{sym.name}+{delta + (vaddr - look)}"
+
+    def _by_address(self, pid: int | None, addr: int, caller: bool) -> str | None:
+        if pid is None:
+            return None
+        mods = self._pids.get(pid)
+        if mods is None:
+            if not self.remember_pid(pid):
+                return None
+            mods = self._pids[pid]
+        for m in mods:
+            if m.contains(addr):
+                try:
+                    return self._in_file(m.open_path, m.file_offset(addr), caller)
+                except Exception:
+                    return None
+        return None
+
+    def frame(self, raw: Any, pid: int | None = None, index: int = 0) -> str:
+        """One frame: ``(status, build_id, offset_or_ip)`` from a build-id stack
+        map, or a plain address (int)."""
+        caller = index > 0
+        if isinstance(raw, int):
+            return self._by_address(pid, raw, caller) or f"0x{raw:x}"
+        status, bid, value = raw
+        if status == STACK_VALID:
+            path = self.path_for_build_id(bid)
+            name = self._in_file(path, value, caller) if path else None
+            if name:
+                return name
+            return f"0x{value:x} (offset in {path or 'build id ' + bid.rstrip(bytes(1)).hex()})"
+        return self._by_address(pid, value, caller) or f"0x{value:x}"
+
+    def frames(self, raw_frames: Sequence[Any], pid: int | None = None) -> list[str]:
+        """Every frame of a stack, innermost first, demangled."""
+        out = [self.frame(r, pid, i) for i, r in enumerate(raw_frames)]
+        if self.demangle_names and any(f.startswith("_Z") for f in out):
+            names = demangle(f.rpartition("+")[0] for f in out if f.startswith("_Z"))
+            out = [names.get(f.rpartition("+")[0], f.rpartition("+")[0]) + "+" +
+                   f.rpartition("+")[2] if f.startswith("_Z") else f for f in out]
+        return out
+
+
+def format_stack(frames: Sequence[str], indent: str = "    ") -> str:
+    """A stack as bpftrace prints it inside a key: one indented frame per line."""
+    return "\n" + "".join(f"{indent}{f}\n" for f in frames)
+
+
+def split_stack_key(value: int) -> tuple[int, int]:
+    """``(pid, stack id)`` from the u64 the ``ustack`` expression produces
+    (``pid << 32 | stack id``); the id is negative when the capture failed."""
+    pid = value >> 32
+    sid = value & 0xFFFFFFFF
+    if sid >= 1 << 31:
+        sid -= 1 << 32
+    return pid, sid
+
+
+def stack_error(sid: int) -> str:
+    """Why ``bpf_get_stackid`` returned the negative ``sid``."""
+    name = os.strerror(-sid) if sid < 0 else "?"
+    return f"[stack not captured: {name}]"

@@ -243,3 +243,17 @@ class AttachError(KernelError):
 
 class LostEventsWarning(UserWarning):
     """Events were lost (ring full); the counts are on the reader."""
+
+
+class UsdtProbeLookupError(UsdtTargetError, LookupError):
+    """A USDT probe is not in the target (or its bare name matches several
+    providers).  The message lists the probes that exist, close matches
+    first; ``candidates`` holds them (``provider:name``), ``probe`` the name
+    asked for and ``target`` where it was looked for."""
+
+    def __init__(self, message: str, probe: str | None = None, target: str | None = None,
+                 candidates: "list[str] | tuple[str, ...]" = ()):
+        self.probe = probe
+        self.target = target
+        self.candidates = list(candidates)
+        super().__init__(message)

@@ -38,3 +38,36 @@ __all__ = [
     "expected_forms", "parse_arg", "parse_args", "split_args",
     "ProcessModule", "library_dirs", "process_modules", "resolve_target",
 ]
+
+# -- tracing: argument reads in BPF programs, attaching, Python-defined probes.
+# Imported lazily (PEP 562), so that ``import pyebpf.usdt`` stays pure and
+# fast for the parser and ``pyebpf list``:
+#   ArgReader (pyebpf.usdt.args), usdt / find_usdt / attach_usdt / Usdt /
+#   UsdtCounter / UsdtTrace / usdt_files (pyebpf.usdt.attach), Provider /
+#   ProviderProbe (pyebpf.usdt.provider), usdt_probe_source / UsdtProbeSource
+#   (pyebpf.usdt.source).
+from ..errors import UsdtProbeLookupError
+
+_LAZY = {
+    "ArgReader": "args",
+    "Usdt": "attach", "UsdtCounter": "attach", "UsdtTrace": "attach", "attach_usdt": "attach",
+    "find_usdt": "attach", "usdt": "attach", "usdt_files": "attach",
+    "Provider": "provider", "ProviderProbe": "provider",
+    "UsdtProbeSource": "source", "usdt_probe_source": "source",
+}
+
+__all__ += ["UsdtProbeLookupError", *_LAZY]
+
+
+def __getattr__(name: str):
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(f"{__name__}.{mod}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,0 +1,616 @@
+"""USDT probes from Python: a provider whose probes any USDT tracer can attach to.
+
+::
+
+    from pyebpf.usdt import Provider
+
+    app = Provider("myapp")
+    request = app.probe("request", int, "u32", str)    # arg0 s64, arg1 u32, arg2 char *
+    app.load()                                         # or lazily, on the first fire
+    ...
+    if request.enabled:                                # a tracer is attached
+        request.fire(42, 7, "GET /")
+    print(app.path)         # point tracers here: bpftrace -e 'usdt:PATH:myapp:request {...}'
+    app.close()
+
+How it works
+------------
+:meth:`Provider.load` writes a tiny x86-64 ELF **shared object**, every
+byte of it by pyebpf (no compiler, no libstapsdt):
+
+* one stub function per probe, ``<provider>_<probe>``, in ``.text``: a
+  ``nop`` (the probe location, where a tracer puts its uprobe) then ``ret``;
+* one ``.note.stapsdt`` note per probe (provider, name, location, the
+  ``.stapsdt.base`` address and the semaphore) whose argument specs follow
+  the System V calling convention: ``8@%rdi -4@%esi 8@%rdx ...``, then
+  ``8@8(%rsp)``, ``8@16(%rsp)`` ... for arguments 7 and up (the stub is
+  called, so at its first instruction the return address is at ``(%rsp)``);
+* one 2-byte semaphore per probe, ``<provider>_<probe>_semaphore``, in a
+  file-backed writable section named ``.probes`` (as sys/sdt.h does: BCC,
+  hence bpftrace 0.17, locates semaphores through that section, and the
+  kernel's uprobe ``ref_ctr_offset`` needs them in a private writable
+  *file* mapping, not in .bss);
+* ``.dynsym``/``.dynstr``/``.hash``/``.dynamic`` so that the dynamic linker
+  can load it and ``nm -D``/``readelf`` show it, and section headers so
+  that note readers (pyebpf, BCC, readelf) find ``.note.stapsdt``.
+
+The object is written into a **memfd** (``memfd_create``; nothing on disk,
+nothing to clean up) and loaded with ``ctypes.CDLL("/proc/self/fd/N")``.
+Tracers address it as :attr:`Provider.path` = ``/proc/<pid>/fd/<N>``: the
+kernel resolves that magic link to the memfd's inode, so uprobes (pyebpf,
+bpftrace 0.17 ``usdt:/proc/PID/fd/N:myapp:request``) and ``pyebpf list
+/proc/PID/fd/N`` work, from this process or any other (as root).  The path
+is valid while the provider is loaded.  ``Provider(name, directory="/tmp")``
+writes a regular file there instead (removed by :meth:`close`) for tools
+that need a path that exists for everyone.
+
+Firing: each :class:`ProviderProbe` caches its ctypes function with its
+prototype, so ``probe.fire(...)`` is one ctypes call (plus one ``encode``
+per ``str`` argument).  ``probe.enabled`` reads the semaphore: the kernel
+keeps it non-zero while a tracer is attached with ``ref_ctr_offset``
+(pyebpf always does; bpftrace does when its libbcc supports it).
+
+Argument types: ``int`` (s64), ``"s64" "u64" "s32" "u32" "s16" "u16" "s8"
+"u8"`` (also ``"int64"``, ``"uint32"``..., ctypes integer types), and
+``str``/``bytes``/``"str"``/``"char*"`` (passed as a pointer to a
+NUL-terminated string; read it with ``probe_read_user_str``, bpftrace's
+``str(argN)``), ``"ptr"`` (an address).  Floating-point arguments are
+refused: they travel in SSE registers, which uprobes cannot see.  At most
+12 arguments (sys/sdt.h's limit).
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import struct
+import tempfile
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from ..errors import UsdtError
+
+__all__ = ["Provider", "ProviderProbe", "ArgType", "build_provider_elf", "MAX_ARGS"]
+
+MAX_ARGS = 12
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+# registers of the System V x86-64 calling convention, by width
+_ARG_REGS = {
+    8: ("rdi", "rsi", "rdx", "rcx", "r8", "r9"),
+    4: ("edi", "esi", "edx", "ecx", "r8d", "r9d"),
+    2: ("di", "si", "dx", "cx", "r8w", "r9w"),
+    1: ("dil", "sil", "dl", "cl", "r8b", "r9b"),
+}
+
+
+@dataclass(frozen=True)
+class ArgType:
+    """One probe argument's C type: size in bytes, signedness, ctypes type,
+    and whether Python ``str``/``bytes`` are passed as a ``char *``."""
+
+    name: str
+    size: int
+    signed: bool
+    ctype: Any
+    string: bool = False
+
+    def spec(self, index: int) -> str:
+        """The sys/sdt.h argument spec at a stub's first instruction."""
+        sign = "-" if self.signed else ""
+        if index < 6:
+            return f"{sign}{self.size}@%{_ARG_REGS[self.size][index]}"
+        return f"{sign}{self.size}@{8 * (index - 5)}(%rsp)"
+
+
+_INT_TYPES = {
+    "s8": (1, True, ctypes.c_int8), "u8": (1, False, ctypes.c_uint8),
+    "s16": (2, True, ctypes.c_int16), "u16": (2, False, ctypes.c_uint16),
+    "s32": (4, True, ctypes.c_int32), "u32": (4, False, ctypes.c_uint32),
+    "s64": (8, True, ctypes.c_int64), "u64": (8, False, ctypes.c_uint64),
+}
+_ALIASES = {"int8": "s8", "uint8": "u8", "int16": "s16", "uint16": "u16", "int32": "s32",
+            "uint32": "u32", "int64": "s64", "uint64": "u64", "i8": "s8", "i16": "s16",
+            "i32": "s32", "i64": "s64", "int": "s64", "long": "s64", "char": "s8",
+            "short": "s16", "bool": "u8", "size_t": "u64", "uintptr_t": "u64",
+            "intptr_t": "s64"}
+_STRING_NAMES = {"str", "string", "char*", "char *", "const char*", "const char *", "bytes"}
+
+
+def _arg_type(t: Any) -> ArgType:
+    """An :class:`ArgType` from ``int``, ``str``, ``bytes``, a type name or a ctypes type."""
+    if isinstance(t, ArgType):
+        return t
+    if t is int:
+        return ArgType("s64", 8, True, ctypes.c_int64)
+    if t is str or t is bytes:
+        return ArgType("str", 8, False, ctypes.c_char_p, string=True)
+    if t is float:
+        raise UsdtError("float arguments cannot be traced: they are passed in SSE registers, "
+                        "which uprobes (struct pt_regs) do not hold; pass an int (e.g. the "
+                        "value scaled, or its bits)")
+    if isinstance(t, str):
+        key = t.strip().lower()
+        if key in _STRING_NAMES:
+            return ArgType("str", 8, False, ctypes.c_char_p, string=True)
+        if key in ("ptr", "pointer", "void*", "void *", "address"):
+            return ArgType("ptr", 8, False, ctypes.c_uint64)
+        key = _ALIASES.get(key, key)
+        if key in _INT_TYPES:
+            size, signed, ct = _INT_TYPES[key]
+            return ArgType(key, size, signed, ct)
+        if key in ("float", "double", "f32", "f64"):
+            return _arg_type(float)
+    if isinstance(t, type) and issubclass(t, ctypes._SimpleCData):
+        if t is ctypes.c_char_p:
+            return ArgType("str", 8, False, ctypes.c_char_p, string=True)
+        if t in (ctypes.c_float, ctypes.c_double, ctypes.c_longdouble):
+            return _arg_type(float)
+        if t is ctypes.c_void_p:
+            return ArgType("ptr", 8, False, ctypes.c_uint64)
+        size = ctypes.sizeof(t)
+        code = getattr(t, "_type_", "")
+        if size in (1, 2, 4, 8) and isinstance(code, str) and code in "bBhHiIlLqQ?":
+            signed = code in "bhilq"
+            return ArgType(f"{'s' if signed else 'u'}{8 * size}", size, signed, t)
+    raise UsdtError(f"unsupported probe argument type {t!r}: use int, str, bytes, a name "
+                    f"({', '.join(sorted(_INT_TYPES))}, 'str', 'ptr') or a ctypes integer type")
+
+
+# ---------------------------------------------------------------------------
+# the ELF writer
+
+_PAGE = 0x1000
+_ET_DYN, _EM_X86_64 = 3, 62
+_PT_LOAD, _PT_DYNAMIC, _PT_GNU_STACK = 1, 2, 0x6474E551
+_PF_X, _PF_W, _PF_R = 1, 2, 4
+_SHT_PROGBITS, _SHT_STRTAB, _SHT_HASH, _SHT_DYNAMIC, _SHT_NOTE, _SHT_DYNSYM = 1, 3, 5, 6, 7, 11
+_SHF_WRITE, _SHF_ALLOC, _SHF_EXECINSTR = 1, 2, 4
+_DT_NULL, _DT_HASH, _DT_STRTAB, _DT_SYMTAB, _DT_STRSZ, _DT_SYMENT, _DT_SONAME = 0, 4, 5, 6, 10, 11, 14
+_STB_GLOBAL, _STT_OBJECT, _STT_FUNC = 1, 1, 2
+_STUB_ALIGN = 16
+_NOP, _RET, _INT3 = b"\x90", b"\xc3", b"\xcc"
+
+
+def _elf_hash(name: bytes) -> int:
+    h = 0
+    for c in name:
+        h = ((h << 4) + c) & 0xFFFFFFFF
+        g = h & 0xF0000000
+        if g:
+            h ^= g >> 24
+        h &= ~g & 0xFFFFFFFF
+    return h
+
+
+def _align(x: int, a: int) -> int:
+    return (x + a - 1) // a * a
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where build_provider_elf put things (virtual addresses = file offsets)."""
+
+    image: bytes
+    stubs: dict[str, int]          # probe name -> stub (and probe location) address
+    semaphores: dict[str, int]     # probe name -> semaphore address
+    symbols: dict[str, tuple[str, str]]   # probe name -> (stub symbol, semaphore symbol)
+
+
+def build_provider_elf(provider: str, probes: Sequence[tuple[str, Sequence[ArgType]]],
+                       soname: str | None = None) -> _Layout:
+    """The bytes of a shared object holding one USDT probe per ``(name, arg
+    types)`` of ``provider`` (see the module docs for the layout)."""
+    if not _NAME_RE.match(provider):
+        raise UsdtError(f"provider name {provider!r} must be an identifier ([A-Za-z_][A-Za-z0-9_]*)")
+    names = [n for n, _ in probes]
+    if len(set(names)) != len(names):
+        raise UsdtError("probe names must be unique")
+    soname = soname or f"libpyebpf-usdt-{provider}.so"
+    # ---- .dynstr and .dynsym
+    dynstr = bytearray(b"\0")
+
+    def add_str(s: str) -> int:
+        off = len(dynstr)
+        dynstr.extend(s.encode() + b"\0")
+        return off
+
+    so_off = add_str(soname)
+    sym_names = {}
+    str_offs = []
+    for n in names:
+        fn, sem = f"{provider}_{n}", f"{provider}_{n}_semaphore"
+        sym_names[n] = (fn, sem)
+        str_offs.append((add_str(fn), add_str(sem)))
+    nsyms = 1 + 2 * len(names)
+    # ---- addresses
+    ehdr, phnum = 64, 5
+    pos = ehdr + 56 * phnum
+    hash_off = _align(pos, 8)
+    nbucket = max(1, nsyms // 2 + 1)
+    hash_size = 4 * (2 + nbucket + nsyms)
+    dynsym_off = _align(hash_off + hash_size, 8)
+    dynstr_off = dynsym_off + 24 * nsyms
+    base_off = dynstr_off + len(dynstr)                  # .stapsdt.base (1 byte)
+    ro_end = base_off + 1
+    text_off = _align(ro_end, _PAGE)
+    stubs = {n: text_off + i * _STUB_ALIGN for i, n in enumerate(names)}
+    text_size = max(1, len(names)) * _STUB_ALIGN
+    data_off = _align(text_off + text_size, _PAGE)
+    ndyn = 7
+    dynamic_off = data_off
+    probes_off = dynamic_off + 16 * ndyn
+    semas = {n: probes_off + 2 * i for i, n in enumerate(names)}
+    data_end = probes_off + max(2, 2 * len(names))
+    # ---- notes (non-alloc, after the loaded part)
+    notes = bytearray()
+    for n, types in probes:
+        if len(types) > MAX_ARGS:
+            raise UsdtError(f"probe {n!r} has {len(types)} arguments; USDT allows {MAX_ARGS}")
+        args = " ".join(t.spec(i) for i, t in enumerate(types))
+        desc = struct.pack("<QQQ", stubs[n], base_off, semas[n]) + \
+            provider.encode() + b"\0" + n.encode() + b"\0" + args.encode() + b"\0"
+        notes += struct.pack("<III", 8, len(desc), 3) + b"stapsdt\0" + desc
+        notes += b"\0" * (-len(notes) % 4)
+    notes_off = _align(data_end, 8)
+    shstr = bytearray(b"\0")
+    sec_names = {}
+    for s in (".hash", ".dynsym", ".dynstr", ".stapsdt.base", ".text", ".dynamic", ".probes",
+              ".note.stapsdt", ".shstrtab"):
+        sec_names[s] = len(shstr)
+        shstr += s.encode() + b"\0"
+    shstr_off = notes_off + len(notes)
+    shoff = _align(shstr_off + len(shstr), 8)
+    # section indices
+    SH = {s: i for i, s in enumerate(
+        ("", ".hash", ".dynsym", ".dynstr", ".stapsdt.base", ".text", ".dynamic", ".probes",
+         ".note.stapsdt", ".shstrtab"))}
+    # ---- the image
+    img = bytearray(shoff + 64 * len(SH))
+    struct.pack_into("<4sBBBBB7xHHIQQQIHHHHHH", img, 0, b"\x7fELF", 2, 1, 1, 0, 0,
+                     _ET_DYN, _EM_X86_64, 1, 0, ehdr, shoff, 0, ehdr, 56, phnum, 64, len(SH),
+                     SH[".shstrtab"])
+    phdrs = [
+        (_PT_LOAD, _PF_R, 0, 0, ro_end, ro_end, _PAGE),
+        (_PT_LOAD, _PF_R | _PF_X, text_off, text_off, text_size, text_size, _PAGE),
+        (_PT_LOAD, _PF_R | _PF_W, data_off, data_off, data_end - data_off,
+         data_end - data_off, _PAGE),
+        (_PT_DYNAMIC, _PF_R | _PF_W, dynamic_off, dynamic_off, 16 * ndyn, 16 * ndyn, 8),
+        (_PT_GNU_STACK, _PF_R | _PF_W, 0, 0, 0, 0, 16),
+    ]
+    for i, (ptype, flags, off, vaddr, filesz, memsz, align) in enumerate(phdrs):
+        struct.pack_into("<IIQQQQQQ", img, ehdr + 56 * i, ptype, flags, off, vaddr, vaddr,
+                         filesz, memsz, align)
+    # .hash
+    syms = [(0, 0, 0, 0, 0, 0)]
+    for i, n in enumerate(names):
+        fn_off, sem_off = str_offs[i]
+        syms.append((fn_off, (_STB_GLOBAL << 4) | _STT_FUNC, 0, SH[".text"], stubs[n], 2))
+        syms.append((sem_off, (_STB_GLOBAL << 4) | _STT_OBJECT, 0, SH[".probes"], semas[n], 2))
+    buckets = [0] * nbucket
+    chains = [0] * nsyms
+    for i in range(1, nsyms):
+        name_off = syms[i][0]
+        name = bytes(dynstr[name_off:dynstr.index(0, name_off)])
+        b = _elf_hash(name) % nbucket
+        chains[i] = buckets[b]
+        buckets[b] = i
+    struct.pack_into(f"<II{nbucket}I{nsyms}I", img, hash_off, nbucket, nsyms, *buckets, *chains)
+    for i, s in enumerate(syms):
+        struct.pack_into("<IBBHQQ", img, dynsym_off + 24 * i, *s)
+    img[dynstr_off:dynstr_off + len(dynstr)] = dynstr
+    # .text: nop (the probe) ; ret ; int3 padding
+    for i in range(max(1, len(names))):
+        at = text_off + i * _STUB_ALIGN
+        img[at:at + _STUB_ALIGN] = (_NOP + _RET).ljust(_STUB_ALIGN, _INT3)
+    dyn = [(_DT_HASH, hash_off), (_DT_STRTAB, dynstr_off), (_DT_SYMTAB, dynsym_off),
+           (_DT_STRSZ, len(dynstr)), (_DT_SYMENT, 24), (_DT_SONAME, so_off), (_DT_NULL, 0)]
+    for i, (tag, val) in enumerate(dyn):
+        struct.pack_into("<qQ", img, dynamic_off + 16 * i, tag, val)
+    img[notes_off:notes_off + len(notes)] = notes
+    img[shstr_off:shstr_off + len(shstr)] = shstr
+    # section headers: name, type, flags, addr, offset, size, link, info, align, entsize
+    secs = {
+        ".hash": (_SHT_HASH, _SHF_ALLOC, hash_off, hash_off, hash_size, SH[".dynsym"], 0, 8, 4),
+        ".dynsym": (_SHT_DYNSYM, _SHF_ALLOC, dynsym_off, dynsym_off, 24 * nsyms,
+                    SH[".dynstr"], 1, 8, 24),
+        ".dynstr": (_SHT_STRTAB, _SHF_ALLOC, dynstr_off, dynstr_off, len(dynstr), 0, 0, 1, 0),
+        ".stapsdt.base": (_SHT_PROGBITS, _SHF_ALLOC, base_off, base_off, 1, 0, 0, 1, 0),
+        ".text": (_SHT_PROGBITS, _SHF_ALLOC | _SHF_EXECINSTR, text_off, text_off, text_size,
+                  0, 0, _STUB_ALIGN, 0),
+        ".dynamic": (_SHT_DYNAMIC, _SHF_ALLOC | _SHF_WRITE, dynamic_off, dynamic_off,
+                     16 * ndyn, SH[".dynstr"], 0, 8, 16),
+        ".probes": (_SHT_PROGBITS, _SHF_ALLOC | _SHF_WRITE, probes_off, probes_off,
+                    data_end - probes_off, 0, 0, 2, 0),
+        ".note.stapsdt": (_SHT_NOTE, 0, 0, notes_off, len(notes), 0, 0, 4, 0),
+        ".shstrtab": (_SHT_STRTAB, 0, 0, shstr_off, len(shstr), 0, 0, 1, 0),
+    }
+    for name, (stype, flags, addr, off, size, link, info, align, entsize) in secs.items():
+        struct.pack_into("<IIQQQQIIQQ", img, shoff + 64 * SH[name], sec_names[name], stype,
+                         flags, addr, off, size, link, info, align, entsize)
+    return _Layout(bytes(img), stubs, semas, sym_names)
+
+
+# ---------------------------------------------------------------------------
+# the Python side
+
+_MFD_CLOEXEC = 1
+
+
+def _memfd(name: str) -> int:
+    fn = getattr(os, "memfd_create", None)
+    if fn is not None:
+        return fn(name, _MFD_CLOEXEC)
+    libc = ctypes.CDLL(None, use_errno=True)   # pragma: no cover - Python < 3.8
+    fd = libc.memfd_create(name.encode(), _MFD_CLOEXEC)
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return fd
+
+
+def _dlclose(handle: int) -> None:
+    try:
+        import _ctypes
+        _ctypes.dlclose(handle)
+    except Exception:  # noqa: BLE001 - best effort
+        pass
+
+
+class _Loaded:
+    """What a loaded provider owns (closed by a finalizer)."""
+
+    def __init__(self) -> None:
+        self.fd: int | None = None
+        self.file: str | None = None
+        self.handle: int | None = None
+
+    def release(self) -> None:
+        if self.handle is not None:
+            _dlclose(self.handle)
+            self.handle = None
+        if self.fd is not None:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+            self.fd = None
+        if self.file is not None:
+            try:
+                os.unlink(self.file)
+            except OSError:
+                pass
+            self.file = None
+
+
+def _not_loaded(*_args: Any) -> None:
+    raise UsdtError("the provider is closed: its probes cannot fire any more")
+
+
+class ProviderProbe:
+    """One probe of a :class:`Provider`.
+
+    ``fire(*args)`` calls the probe's stub (one ctypes call); ``enabled``
+    reads its semaphore (True while a tracer is attached with ref_ctr).
+    ``name``, ``types`` (:class:`ArgType` list), ``specs`` (the note's
+    argument string), ``provider``.
+    """
+
+    def __init__(self, provider: "Provider", name: str, types: Sequence[ArgType]) -> None:
+        self.provider = provider
+        self.name = name
+        self.types = tuple(types)
+        self.specs = " ".join(t.spec(i) for i, t in enumerate(self.types))
+        self._sema: Any = None
+        #: fire the probe (replaced by the ctypes call at load)
+        self.fire: Callable[..., None] = self._fire_lazy
+
+    def _fire_lazy(self, *args: Any) -> None:
+        self.provider.load()
+        self.fire(*args)
+
+    def _bind(self, lib: Any, layout: _Layout, base: int) -> None:
+        fn_name, _sem_name = layout.symbols[self.name]
+        fn = getattr(lib, fn_name)
+        fn.argtypes = [t.ctype for t in self.types]
+        fn.restype = None
+        strings = [i for i, t in enumerate(self.types) if t.string]
+        if not strings:
+            self.fire = fn
+        else:
+            n = len(self.types)
+
+            def fire(*args: Any, _fn: Any = fn, _strings: tuple = tuple(strings)) -> None:
+                if len(args) != n:
+                    raise TypeError(f"{self.provider.name}:{self.name} takes {n} argument(s), "
+                                    f"{len(args)} given")
+                a = list(args)
+                for i in _strings:
+                    v = a[i]
+                    if isinstance(v, str):
+                        a[i] = v.encode()
+                _fn(*a)
+            self.fire = fire
+        self._sema = ctypes.c_uint16.from_address(base + layout.semaphores[self.name])
+
+    def _unbind(self) -> None:
+        self.fire = _not_loaded
+        self._sema = None
+
+    @property
+    def enabled(self) -> bool:
+        """Whether a tracer holds this probe's semaphore (False before load)."""
+        s = self._sema
+        return bool(s is not None and s.value)
+
+    @property
+    def semaphore(self) -> int:
+        """The semaphore's current value (0 before load)."""
+        s = self._sema
+        return s.value if s is not None else 0
+
+    @property
+    def probe(self) -> str:
+        return f"{self.provider.name}:{self.name}"
+
+    def usdt(self):
+        """This probe as a :class:`~pyebpf.usdt.attach.Usdt` (loads the provider)."""
+        from .attach import find_usdt
+        return find_usdt(self.provider.load().path, self.provider.name, self.name)
+
+    def __repr__(self) -> str:
+        return f"<ProviderProbe {self.probe}({', '.join(t.name for t in self.types)})>"
+
+
+class Provider:
+    """A USDT provider defined from Python (see the module docs).
+
+    Args:
+        name: the provider name (an identifier).
+        directory: write the shared object as a regular file in this
+            directory (removed on close) instead of a memfd.
+    """
+
+    def __init__(self, name: str, *, directory: str | os.PathLike | None = None) -> None:
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            raise UsdtError(f"provider name {name!r} must be an identifier "
+                            "([A-Za-z_][A-Za-z0-9_]*)")
+        self.name = name
+        self.directory = os.fspath(directory) if directory is not None else None
+        self._probes: dict[str, ProviderProbe] = {}
+        self._lock = threading.Lock()
+        self._res = _Loaded()
+        self._finalizer = weakref.finalize(self, _Loaded.release, self._res)
+        self._lib: Any = None
+        self._layout: _Layout | None = None
+        self._closed = False
+        #: where tracers find the probes (None until loaded)
+        self.path: str | None = None
+        #: the runtime address the object was loaded at
+        self.base: int | None = None
+
+    # -- definition
+    def probe(self, name: str, *types: Any) -> ProviderProbe:
+        """Define probe ``name`` with argument ``types`` (before :meth:`load`)."""
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            raise UsdtError(f"probe name {name!r} must be an identifier ([A-Za-z_][A-Za-z0-9_]*)")
+        if self._layout is not None or self._closed:
+            raise UsdtError(f"provider {self.name!r} is already loaded: define every probe "
+                            "before load() or the first fire()")
+        if name in self._probes:
+            raise UsdtError(f"provider {self.name!r} already has a probe {name!r}")
+        if len(types) > MAX_ARGS:
+            raise UsdtError(f"probe {name!r} has {len(types)} arguments; USDT allows {MAX_ARGS}")
+        p = ProviderProbe(self, name, [_arg_type(t) for t in types])
+        self._probes[name] = p
+        return p
+
+    @property
+    def probes(self) -> dict[str, ProviderProbe]:
+        return dict(self._probes)
+
+    def __getitem__(self, name: str) -> ProviderProbe:
+        return self._probes[name]
+
+    # -- lifetime
+    @property
+    def loaded(self) -> bool:
+        return self._layout is not None and not self._closed
+
+    def load(self) -> "Provider":
+        """Write the shared object and load it (idempotent); returns self."""
+        if self._layout is not None and not self._closed:
+            return self
+        with self._lock:
+            if self._closed:
+                raise UsdtError(f"provider {self.name!r} is closed")
+            if self._layout is not None:
+                return self
+            if not self._probes:
+                raise UsdtError(f"provider {self.name!r} has no probes: define them with "
+                                ".probe(name, *types) first")
+            layout = build_provider_elf(self.name, [(n, p.types) for n, p in
+                                                    self._probes.items()])
+            res = self._res
+            try:
+                if self.directory is None:
+                    res.fd = _memfd(f"pyebpf-usdt-{self.name}")
+                    _write_all(res.fd, layout.image)
+                    path = f"/proc/{os.getpid()}/fd/{res.fd}"
+                    dl_path = f"/proc/self/fd/{res.fd}"
+                else:
+                    fd, path = tempfile.mkstemp(prefix=f"pyebpf-usdt-{self.name}-",
+                                                suffix=".so", dir=self.directory)
+                    res.file = path
+                    try:
+                        _write_all(fd, layout.image)
+                        os.fchmod(fd, 0o755)
+                    finally:
+                        os.close(fd)
+                    dl_path = path
+                lib = ctypes.CDLL(dl_path, mode=ctypes.RTLD_LOCAL)
+                res.handle = lib._handle
+                base = _load_base(lib, layout)
+                for p in self._probes.values():
+                    p._bind(lib, layout, base)
+            except BaseException:
+                res.release()
+                raise
+            self._lib = lib
+            self.base = base
+            self.path = path
+            self._layout = layout
+        return self
+
+    def close(self) -> None:
+        """Unload the object and release its memfd/file (idempotent).  The
+        probes then refuse to fire.  Detach tracers first: a uprobe on a
+        file nobody maps simply never fires."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for p in self._probes.values():
+                p._unbind()
+            self._lib = None
+            self._finalizer()
+
+    def __enter__(self) -> "Provider":
+        return self.load()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @property
+    def image(self) -> bytes:
+        """The shared object's bytes (builds them if needed; does not load)."""
+        if self._layout is not None:
+            return self._layout.image
+        return build_provider_elf(self.name, [(n, p.types) for n, p in
+                                              self._probes.items()]).image
+
+    def usdt(self, probe: str):
+        """Probe ``probe`` of this provider as a :class:`~pyebpf.usdt.attach.Usdt`
+        (for pyebpf programs: ``.count()``, ``.trace()``, ``.read_arg()``)."""
+        return self._probes[probe].usdt()
+
+    def __repr__(self) -> str:
+        state = f"loaded at {self.path}" if self.loaded else \
+            ("closed" if self._closed else "not loaded")
+        return f"<Provider {self.name!r}: {len(self._probes)} probe(s), {state}>"
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _load_base(lib: Any, layout: _Layout) -> int:
+    """The runtime address the object's vaddr 0 is mapped at."""
+    name, probe_fn = next(iter(layout.symbols.items()))
+    fn = ctypes.cast(getattr(lib, probe_fn[0]), ctypes.c_void_p).value
+    return fn - layout.stubs[name]

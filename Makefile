@@ -29,8 +29,11 @@ demo: debs venv
 test: debs venv
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
+# bench: sets up the peers (bpftrace, BCC + kernel headers, tracefs; each change announced),
+# runs every benchmark and the comparison, writes benchmarks/results/ and README's table.
 bench: debs venv
-	$(PY) -m benchmarks
+	sh benchmarks/peers/setup.sh
+	$(PY) -m benchmarks --readme
 
 clean:
 	rm -rf $(VENV) tests/build

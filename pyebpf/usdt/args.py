@@ -284,7 +284,7 @@ def _symbol_value(spec: ArgSpec, where: _Where) -> int:
 def _as_address(spec: ArgSpec) -> ArgSpec:
     """A GOTPCREL spec as the ADDRESS of its symbol (when no GOT slot exists)."""
     import dataclasses
-    return dataclasses.replace(spec, kind=ArgKind.ADDRESS, reloc=None)
+    return dataclasses.replace(spec, kind=ArgKind.ADDRESS, reloc=None, reg=None, reg_width=None)
 
 
 def _resolved(spec: ArgSpec, where: _Where) -> tuple[ArgSpec, int | None]:

@@ -93,7 +93,7 @@ def _has_notes(path: str) -> bool:
         return False
 
 
-def usdt_files(target: str | None, pid: int | None = None) -> list[str]:
+def usdt_files(target: "str | os.PathLike | None", pid: int | None = None) -> list[str]:
     """The files to look for probes in.
 
     ``target``: a path, a library/program name (resolved like bpftrace, in
@@ -101,6 +101,8 @@ def usdt_files(target: str | None, pid: int | None = None) -> list[str]:
     ``"*"`` with ``pid``: every module of the process that has stapsdt notes.
     Raises :class:`~pyebpf.errors.UsdtTargetError`.
     """
+    if target is not None:
+        target = os.fspath(target)
     if target in (None, "", "*"):
         if pid is None:
             raise UsdtTargetError("give a target (a path, a library or program name) or a "

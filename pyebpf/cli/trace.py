@@ -1,0 +1,202 @@
+"""``pyebpf trace``: bpftrace-style one-liners, generated and run in pure Python."""
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+
+DESCRIPTION = """\
+Trace a probe and count, aggregate or print what happens there -- like a
+bpftrace one-liner, with the program generated in Python (no compiler) and
+the aggregations computed in the kernel.
+
+probes (bpftrace's syntax):
+  uprobe:PATH:SYMBOL         function entry (SYMBOL: name, name+off, 0xADDR or a glob)
+  uretprobe:PATH:SYMBOL      function return
+  usdt:PATH:[PROVIDER:]NAME  a USDT (sys/sdt.h) probe
+  tracepoint:CATEGORY:NAME   a kernel tracepoint
+  (PATH: a path, or a name like libc or python3; u: ur: U: t: are accepted)
+
+expressions (for --count KEY, --hist EXPR, --print, --filter):
+  arg0..argN     arguments (tracepoints: the fields in order)
+  args.NAME      a tracepoint field        retval    return value
+  latency        ns from entry to return (attaches the entry and return probes)
+  pid tid uid gid cpu nsecs comm ustack probe func
+  str(EXPR[,N])  a string in user memory   EXPR / 1000, EXPR % 10, EXPR & 0xff ...
+  KEY may list several expressions: --count 'comm, arg0'
+"""
+
+EPILOG = """\
+examples:
+  pyebpf trace 'uprobe:/bin/bash:readline' --count comm
+  pyebpf trace 'uprobe:./app:work' --count arg0 -c './app 1000'
+  pyebpf trace 'uprobe:libc:malloc' --hist arg0 -p 1234 --duration 10
+  pyebpf trace 'uprobe:./app:slow' --hist 'latency / 1000'
+  pyebpf trace 'uretprobe:libc:read' --stats retval --by comm
+  pyebpf trace 'tracepoint:syscalls:sys_enter_openat' \\
+        --print '%-6d %-16s %s' pid comm 'str(args.filename)'
+  pyebpf trace 'uprobe:./app:work' --count ustack --json
+  pyebpf trace 'uprobe:./app:work' --hist arg1 --show-program
+
+output: bpftrace's text (@name[key]: value, histograms with @ bars), or with
+--json one JSON object per line: {"type": "event", "probe": ..., "fields":
+{...}} per event, then one object per aggregation ({"type": "map" | "hist" |
+"stats", "data": {"@name": {key: value}}}), and {"type": "lost", ...} if events
+were lost.  One aggregation is named @, several @count, @hist...
+
+stops at Ctrl-C (printing the aggregations first), after --duration, after -n
+events, or when the -c command / -p process exits.
+
+exit status: 0 ok (also after Ctrl-C), 1 error (bad probe, expression, kernel
+refusal, command not found), 2 usage error
+"""
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("trace", help="bpftrace-style one-liners: count, histogram, print",
+                              description=DESCRIPTION, epilog=EPILOG,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("probes", nargs="+", metavar="PROBE", help="one or more probes (see above)")
+    a = p.add_argument_group("actions (any number; default: --count probe)")
+    a.add_argument("--count", action="append", nargs="?", const="", metavar="KEY",
+                   help="count hits, per KEY if given (e.g. arg0, comm, ustack, 'comm, arg0')")
+    a.add_argument("--hist", action="append", metavar="EXPR",
+                   help="log2 histogram of EXPR (e.g. arg1, latency, 'latency / 1000')")
+    a.add_argument("--lhist", action="append", nargs=4, metavar=("EXPR", "MIN", "MAX", "STEP"),
+                   help="linear histogram of EXPR in [MIN, MAX) by STEP")
+    for kind in ("sum", "min", "max", "avg", "stats"):
+        a.add_argument(f"--{kind}", action="append", metavar="EXPR",
+                       help=f"{kind} of EXPR" if kind != "stats" else
+                       "count, average and total of EXPR")
+    a.add_argument("--by", metavar="KEY", help="key the --hist/--lhist/--sum/--min/--max/--avg/"
+                   "--stats aggregations by KEY")
+    a.add_argument("--print", nargs="+", metavar="FMT_OR_FIELD", dest="print_",
+                   help="print one line per hit: a printf format (when it contains %%) "
+                        "followed by fields, or just fields; name=EXPR names a field in JSON")
+    a.add_argument("--filter", action="append", metavar="COND", default=[],
+                   help="only when COND holds: 'arg0 > 100', 'comm == \"bash\"' (repeatable: all must hold)")
+    o = p.add_argument_group("what to trace and when to stop")
+    o.add_argument("-p", "--pid", type=int, metavar="PID", help="trace only this process; stop when it exits")
+    o.add_argument("-c", "--command", dest="cmd", metavar="CMD",
+                   help="start CMD (split like a shell would, not run by one) once the probes "
+                        "are attached, trace only it, and stop when it exits")
+    o.add_argument("-d", "--duration", type=float, metavar="S", help="stop after S seconds")
+    o.add_argument("-n", "--max-events", type=int, metavar="N", help="stop after N printed events")
+    out = p.add_argument_group("output")
+    out.add_argument("--json", action="store_true", help="one JSON object per line")
+    out.add_argument("--interval", type=float, metavar="S",
+                     help="print the aggregations every S seconds while tracing")
+    out.add_argument("--clear", action="store_true", help="with --interval: reset them after each print")
+    out.add_argument("--strlen", type=int, default=64, metavar="N",
+                     help="bytes read by str() (default 64, bpftrace's)")
+    out.add_argument("--ringbuf", action="store_true",
+                     help="send events through a BPF ring buffer instead of per-CPU perf rings")
+    out.add_argument("--buffer-size", type=int, default=1 << 20, metavar="BYTES",
+                     help="bytes per perf ring (per CPU) or of the ring buffer (default 1 MiB)")
+    out.add_argument("--show-program", action="store_true",
+                     help="print the generated eBPF programs (llvm dialect) and exit")
+    out.add_argument("-q", "--quiet", action="store_true", help="no status lines on stderr")
+    p.set_defaults(func=run)
+
+
+def _usage(args: argparse.Namespace, msg: str) -> int:
+    print(f"pyebpf trace: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def build_trace(args: argparse.Namespace):
+    """A :class:`pyebpf.trace.Trace` from the parsed arguments."""
+    from ..trace.recipes import Trace
+    t = Trace(*args.probes, pid=args.pid, strlen=args.strlen, ring=args.ringbuf,
+              buffer_size=args.buffer_size, filters=args.filter)
+    for key in args.count or []:
+        t.count(by=key or None)
+    by = args.by
+    for kind in ("hist", "sum", "min", "max", "avg", "stats"):
+        for expr in getattr(args, kind) or []:
+            getattr(t, kind)(expr, by=by)
+    for expr, lo, hi, step in args.lhist or []:
+        try:
+            lo_i, hi_i, step_i = int(lo, 0), int(hi, 0), int(step, 0)
+        except ValueError:
+            raise ValueError(f"--lhist {expr} {lo} {hi} {step}: MIN, MAX and STEP are integers") from None
+        t.lhist(expr, lo_i, hi_i, step_i, by=by)
+    if args.print_:
+        items = args.print_
+        if "%" in items[0]:
+            t.print(items[0], *items[1:])
+        else:
+            t.print(None, *items)
+    return t
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.pid is not None and args.cmd:
+        return _usage(args, "-p and -c exclude each other")
+    if args.max_events is not None and not args.print_:
+        return _usage(args, "-n/--max-events counts printed events: add --print")
+    if args.clear and not args.interval:
+        return _usage(args, "--clear goes with --interval")
+    for name in ("duration", "interval"):
+        v = getattr(args, name)
+        if v is not None and v <= 0:
+            return _usage(args, f"--{name} must be a positive number of seconds")
+    if args.max_events is not None and args.max_events <= 0:
+        return _usage(args, "-n must be positive")
+    from ..trace import live
+
+    t0 = time.perf_counter()
+    try:
+        trace = build_trace(args)
+    except ValueError as exc:
+        print(f"pyebpf trace: {exc}", file=sys.stderr)
+        return 1
+    err = sys.stderr
+    if args.show_program:
+        with trace:
+            print(trace.show())
+        return 0
+    trace.resolve()
+    child = None
+    session = None
+    restore = live.sigterm_as_interrupt()
+    try:
+        if args.cmd:
+            argv = shlex.split(args.cmd)
+            if not argv:
+                return _usage(args, "-c needs a command")
+            child = live.Child(argv)
+        pid = child.pid if child else args.pid
+        session = trace.start(pid)
+        if not args.quiet:
+            n = len(session.links)
+            print(f"Attached {n} probe{'s' if n != 1 else ''} in "
+                  f"{(time.perf_counter() - t0) * 1000:.0f} ms. "
+                  + ("Running the command." if child else "Hit Ctrl-C to end."),
+                  file=err, flush=True)
+        if child:
+            child.go()
+        try:
+            live.run_loop(session, json_mode=args.json, duration=args.duration,
+                          max_events=args.max_events, child=child, pid=args.pid,
+                          interval=args.interval, clear=args.clear)
+        except KeyboardInterrupt:
+            pass
+        session.detach()
+        if child is not None and not child.poll():
+            child.kill()                   # --duration / -n / Ctrl-C: the command goes too
+        live.print_final(session, sys.stdout, err, args.json)
+        return 0
+    except BaseException:
+        if child is not None and child.status is None:
+            child.kill()
+        raise
+    finally:
+        restore()
+        if session is not None:
+            session.close()
+        else:
+            trace.close()
+        if child is not None:
+            child.close()

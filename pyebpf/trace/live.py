@@ -1,0 +1,261 @@
+"""Running a trace until it should stop, printing as it goes.
+
+:class:`Child` starts a command for ``-c`` so that probes are attached before
+it runs: the process is forked and waits on a pipe; the tracer attaches
+(filtering on the child's pid, which is known now and stays the same across
+``exec``), then lets it ``exec``.  An ``exec`` failure is reported through a
+close-on-exec pipe, so "command not found" is an error of the tracer, not a
+silent exit status 127.
+
+:func:`run_loop` waits for events (the reader's batched drains, never a
+system call per event), prints them as text or JSON lines, prints the
+aggregations every ``interval`` seconds if asked, and returns when the
+duration is over, ``max_events`` were printed, the traced process exited, or
+on Ctrl-C / SIGTERM (:class:`KeyboardInterrupt`, which the caller turns into
+the final printing).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import select
+import signal
+import sys
+import time
+from typing import Any, Callable, TextIO
+
+__all__ = ["Child", "RunResult", "run_loop", "print_final", "sigterm_as_interrupt"]
+
+
+class Child:
+    """A command started stopped, released by :meth:`go` (see the module docs)."""
+
+    def __init__(self, argv: list[str]) -> None:
+        if not argv:
+            raise ValueError("-c needs a command")
+        self.argv = argv
+        go_r, go_w = os.pipe()
+        err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        pid = os.fork()
+        if pid == 0:                       # the child
+            try:
+                os.close(go_w)
+                os.close(err_r)
+                if not os.read(go_r, 1):   # the tracer gave up
+                    os._exit(1)
+                os.close(go_r)
+                os.execvp(argv[0], argv)
+            except OSError as exc:
+                try:
+                    os.write(err_w, f"{exc.errno}".encode())
+                finally:
+                    os._exit(127)
+            os._exit(127)
+        os.close(go_r)
+        os.close(err_w)
+        self.pid = pid
+        self._go = go_w
+        self._err = err_r
+        self.status: int | None = None
+        self.pidfd: int | None = None
+        try:
+            self.pidfd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            self.pidfd = None
+
+    def go(self) -> None:
+        """Let the command run; raises OSError when it cannot be executed."""
+        os.write(self._go, b"x")
+        os.close(self._go)
+        self._go = -1
+        data = os.read(self._err, 64)      # EOF at a successful exec
+        os.close(self._err)
+        self._err = -1
+        if data:
+            err = int(data or b"0")
+            self.wait()
+            raise OSError(err, f"cannot run {self.argv[0]!r}: {os.strerror(err)}")
+
+    def poll(self) -> bool:
+        """True once the command has exited (and was reaped)."""
+        if self.status is not None:
+            return True
+        pid, status = os.waitpid(self.pid, os.WNOHANG)
+        if pid == 0:
+            return False
+        self.status = os.waitstatus_to_exitcode(status)
+        return True
+
+    def wait(self) -> int:
+        if self.status is None:
+            _, status = os.waitpid(self.pid, 0)
+            self.status = os.waitstatus_to_exitcode(status)
+        return self.status
+
+    def kill(self) -> None:
+        """Stop a command that never got to run, or still runs (tracer error)."""
+        if self._go >= 0:
+            os.close(self._go)             # the child reads EOF and exits
+            self._go = -1
+        if self._err >= 0:
+            os.close(self._err)
+            self._err = -1
+        if self.status is None:
+            try:
+                os.kill(self.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            self.wait()
+        self.close()
+
+    def close(self) -> None:
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+
+
+class _ProcessWatch:
+    """Tells when a process (not our child) has exited."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        try:
+            self.pidfd: int | None = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            self.pidfd = None
+
+    def poll(self) -> bool:
+        if self.pidfd is not None:
+            return bool(select.select([self.pidfd], [], [], 0)[0])
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            pass
+        return False
+
+    def close(self) -> None:
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+
+
+@dataclasses.dataclass
+class RunResult:
+    """Why and after how much the loop stopped."""
+
+    reason: str            # "duration", "max-events", "exited", "interrupted"
+    events: int = 0
+    seconds: float = 0.0
+
+
+def sigterm_as_interrupt() -> Callable[[], None]:
+    """Make SIGTERM stop the trace like Ctrl-C; returns a function that
+    restores the previous handler."""
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+    old = signal.signal(signal.SIGTERM, handler)
+    return lambda: signal.signal(signal.SIGTERM, old)
+
+
+def run_loop(session: Any, *, out: TextIO = sys.stdout, json_mode: bool = False,
+             duration: float | None = None, max_events: int | None = None,
+             child: Child | None = None, pid: int | None = None,
+             interval: float | None = None, clear: bool = False,
+             tick: float = 0.1) -> RunResult:
+    """Print events (and the aggregations every ``interval`` s) until a stop
+    condition; see the module docs.  KeyboardInterrupt propagates after the
+    events drained so far were printed."""
+    t0 = time.monotonic()
+    deadline = t0 + duration if duration is not None else None
+    next_print = t0 + interval if interval else None
+    watch = _ProcessWatch(pid) if pid and child is None else None
+    count = 0
+    reader = getattr(session, "reader", None)
+
+    def emit(events: list) -> bool:
+        nonlocal count
+        if max_events is not None:
+            events = events[:max(0, max_events - count)]
+        if json_mode:
+            out.write("".join(json.dumps(ev.to_json()) + "\n" for ev in events))
+        else:
+            out.write("".join(ev.line for ev in events))
+        if events:
+            out.flush()
+        count += len(events)
+        return max_events is not None and count >= max_events
+
+    try:
+        while True:
+            now = time.monotonic()
+            waits = [tick if reader is not None else 1.0]
+            if deadline is not None:
+                if now >= deadline:
+                    emit(session.read_events(0))
+                    return RunResult("duration", count, now - t0)
+                waits.append(deadline - now)
+            if next_print is not None:
+                if now >= next_print:
+                    print_interval(session, out, json_mode, clear)
+                    next_print += interval
+                    continue
+                waits.append(next_print - now)
+            wait = max(0.0, min(waits))
+            if reader is not None:
+                if emit(session.read_events(wait)):
+                    return RunResult("max-events", count, time.monotonic() - t0)
+            else:
+                fds = [f for f in (child.pidfd if child else None,
+                                   watch.pidfd if watch else None) if f is not None]
+                select.select(fds, [], [], wait)
+            ended = (child is not None and child.poll()) or (watch is not None and watch.poll())
+            if ended:
+                # what the process did last is in the rings: drain until empty
+                while reader is not None:
+                    batch = session.read_events(0)
+                    if not batch or emit(batch):
+                        break
+                return RunResult("exited", count, time.monotonic() - t0)
+    finally:
+        if watch is not None:
+            watch.close()
+
+
+def print_interval(session: Any, out: TextIO, json_mode: bool, clear: bool) -> None:
+    """The aggregations now (a time line first in text mode); reset after if ``clear``."""
+    results = session.results()
+    if json_mode:
+        stamp = time.strftime("%H:%M:%S")
+        for obj in session.json_objects(results):
+            obj["time"] = stamp
+            out.write(json.dumps(obj) + "\n")
+    else:
+        out.write(time.strftime("%H:%M:%S") + "\n" + session.format_text(results) + "\n")
+    out.flush()
+    if clear:
+        session.clear()
+
+
+def print_final(session: Any, out: TextIO, err: TextIO, json_mode: bool) -> None:
+    """The aggregations at the end (bpftrace's layout) and the lost-event count."""
+    aggs = session.trace.aggregates if hasattr(session, "trace") else session.aggregates
+    if aggs:
+        if json_mode:
+            out.write("".join(json.dumps(o) + "\n" for o in session.json_objects()))
+        else:
+            out.write("\n" + session.format_text())
+    lost = session.lost
+    if session.reader is not None:
+        try:
+            lost = max(lost, session.reader.lost)
+        except Exception:
+            pass
+    if lost:
+        if json_mode:
+            out.write(json.dumps({"type": "lost", "data": {"events": lost}}) + "\n")
+        err.write(f"pyebpf trace: {lost} events lost (the rings were full: try "
+                  "--buffer-size, or aggregate in the kernel instead of printing)\n")
+    out.flush()

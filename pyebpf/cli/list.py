@@ -42,10 +42,27 @@ examples:
 """
 
 
+class _IntermixedParser(argparse.ArgumentParser):
+    """Accepts options between the positionals (``list PATH --json PATTERN``),
+    which plain argparse refuses for optional positionals."""
+
+    _inner = False
+
+    def parse_known_args(self, args=None, namespace=None):
+        if self._inner:
+            return super().parse_known_args(args, namespace)
+        self._inner = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._inner = False
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser("list", help="list the USDT probes of a file or process",
                               description=DESCRIPTION, epilog=EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.__class__ = _IntermixedParser
     p.add_argument("target", metavar="TARGET", nargs="?",
                    help="ELF path, library name (libc) or program name; with -p, a filter "
                         "on the process's modules")

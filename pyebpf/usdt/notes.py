@@ -479,6 +479,8 @@ def _read_layout(stream: BinaryIO, path: str, size: int) -> _Layout:
                    reason is None, reason)
     notes = []
     for off, sz, align, stype in note_secs:
+        if stype == "SHT_NOBITS":     # a stripped copy: the notes are elsewhere
+            continue
         if stype != "SHT_NOTE":
             raise UsdtNoteError(f"section {NOTE_SECTION} has type {stype}, not SHT_NOTE", path)
         if sz == 0:
@@ -507,7 +509,6 @@ def _iter_section(data: bytes, file_off: int, align: int, info: ElfInfo,
     index = start_index
     path = info.path
     amask = align - 1
-    find = data.find
     while pos < n:
         if n - pos < 12:
             raise UsdtNoteError(f"truncated note header ({n - pos} bytes left, need 12)", path,
@@ -517,34 +518,38 @@ def _iter_section(data: bytes, file_off: int, align: int, info: ElfInfo,
         desc_at = name_at + ((namesz + amask) & ~amask)
         desc_end = desc_at + descsz
         if desc_end > n:
+            hint = ""
+            if info.elf_type == "ET_REL":
+                hint = ("; this is a relocatable object, whose note sizes may be set by "
+                        "relocations (RISC-V does this): link it first")
             raise UsdtNoteError(f"note runs past the end of its section: name {namesz} and "
                                 f"descriptor {descsz} bytes at offset {pos:#x} of a "
-                                f"{n:#x}-byte section", path, index, file_off + pos)
+                                f"{n:#x}-byte section{hint}", path, index, file_off + pos)
         pos = (desc_end + amask) & ~amask
-        name = data[name_at:name_at + namesz]
-        if ntype != NT_STAPSDT or name.rstrip(b"\0") != b"stapsdt":
+        if ntype != NT_STAPSDT:
             continue
+        name = data[name_at:name_at + namesz]
         at = file_off + name_at - 12
         if name != b"stapsdt\0":
-            raise UsdtNoteError(f"note name {name!r} is not the NUL-terminated 'stapsdt'",
-                                path, index, at)
+            if name.rstrip(b"\0") != b"stapsdt":
+                continue
+            if namesz == 7:
+                raise UsdtNoteError(f"note name {name!r} is not the NUL-terminated 'stapsdt'",
+                                    path, index, at)
         if descsz < need + 3:
             raise UsdtNoteError(f"descriptor too short: {descsz} bytes, need at least "
                                 f"{need + 3} ({asz}-byte addresses and three NUL-terminated "
                                 "strings)", path, index, at)
         loc, base, sema = addrs(data, desc_at)
-        s = desc_at + need
-        e1 = find(b"\0", s, desc_end)
-        e2 = find(b"\0", e1 + 1, desc_end) if e1 >= 0 else -1
-        e3 = find(b"\0", e2 + 1, desc_end) if e2 >= 0 else -1
-        if e3 < 0:
-            which = "provider" if e1 < 0 else "name" if e2 < 0 else "argument"
+        strs = data[desc_at + need:desc_end].split(b"\0", 3)
+        if len(strs) < 4:
+            which = ("provider", "name", "argument")[len(strs) - 1]
             raise UsdtNoteError(f"the {which} string is not NUL-terminated inside the "
                                 f"{descsz}-byte descriptor", path, index, at)
         try:
-            provider = data[s:e1].decode()
-            pname = data[e1 + 1:e2].decode()
-            args = data[e2 + 1:e3].decode()
+            provider = strs[0].decode()
+            pname = strs[1].decode()
+            args = strs[2].decode()
         except UnicodeDecodeError as exc:
             raise UsdtNoteError(f"note strings are not UTF-8 ({exc.reason} at byte "
                                 f"{exc.start})", path, index, at) from None

@@ -1028,7 +1028,7 @@ def parse_arg(text: str, arch: str = "x86_64", *, probe: str | None = None,
     if not isinstance(text, str):
         raise UsdtSpecError(f"spec must be a string, not {type(text).__name__}", arch=arch)
     try:
-        return _parse_cached(text, arch)
+        return _parse_cached(text.strip(), arch)
     except UsdtSpecError as exc:
         if probe is not None or index is not None:
             raise exc.with_context(probe, index) from None

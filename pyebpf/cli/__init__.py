@@ -14,7 +14,7 @@ import importlib
 import sys
 
 # Sub-command modules, in the order --help lists them.
-COMMANDS = ["demo", "asm", "disasm", "conformance", "list"]
+COMMANDS = ["demo", "asm", "disasm", "conformance", "list", "trace", "run"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -418,6 +418,7 @@ class UsdtCounter(_Recipe):
         super().__init__()
         from ..trace.aggregate import Count
         self.probe = probe
+        self._final: int | None = None
         try:
             self.count = Count(f"usdt_{probe.name}"[:15])
             self._closers.append(self.count)
@@ -434,8 +435,22 @@ class UsdtCounter(_Recipe):
 
     @property
     def value(self) -> int:
-        """Hits so far."""
+        """Hits so far (after :meth:`close`, the count at detach)."""
+        if self._final is not None:
+            return self._final
         return self.count.read()
+
+    def close(self) -> None:
+        """Detach (the count stays readable in :attr:`value`) and free the map."""
+        if self._final is None and getattr(self, "count", None) is not None and \
+                self.link is not None:
+            try:
+                if not self.link.closed:
+                    self.link.detach()
+                self._final = self.count.read()
+            except Exception:  # noqa: BLE001 - closing must not fail
+                pass
+        super().close()
 
 
 def _string_sizes(strings: Mapping[int, int] | Iterable[int] | None) -> dict[int, int]:

@@ -236,6 +236,36 @@ class UprobeSource:
 
 
 # ================================================================== tracepoints
+_CTYPE_SIZES = {"char": 1, "bool": 1, "_Bool": 1, "u8": 1, "s8": 1, "__u8": 1, "__s8": 1,
+                "short": 2, "u16": 2, "s16": 2, "__u16": 2, "__s16": 2, "umode_t": 2,
+                "int": 4, "u32": 4, "s32": 4, "__u32": 4, "__s32": 4, "pid_t": 4, "uid_t": 4,
+                "gid_t": 4, "key_serial_t": 4, "qid_t": 4, "clockid_t": 4, "timer_t": 4,
+                "mqd_t": 4, "rwf_t": 4, "__kernel_rwf_t": 4}
+
+
+def _ctype_signed(ctype: str) -> bool:
+    words = ctype.replace("const", " ").split()
+    if "unsigned" in words or not words:
+        return False
+    base = words[-1]
+    return not (base.startswith(("u", "__u")) or base in ("bool", "_Bool"))
+
+
+def _ctype_size(ctype: str) -> int | None:
+    """Width of a scalar C type as tracefs writes it (None: unknown or a pointer)."""
+    if "*" in ctype:
+        return None
+    words = [w for w in ctype.replace("const", " ").replace("volatile", " ").split()
+             if w not in ("unsigned", "signed")]
+    if not words:                       # "unsigned" alone
+        return 4
+    if words[-1] == "long":
+        return 8
+    if words == ["short", "int"]:
+        return 2
+    return _CTYPE_SIZES.get(words[-1])
+
+
 class TracepointSource:
     """A kernel tracepoint; its record's fields are read by name
     (``args.NAME``), and ``argN`` is the N-th field after the common ones."""
@@ -283,16 +313,28 @@ class TracepointSource:
         self.emit_field(p, dst, self.fields[n].name, ctx)
 
     def field_signed(self, name: str) -> bool:
-        f = self.field(name)
+        f = self._narrowed(self.field(name))
         return f.signed and not f.data_loc and f.array_len is None
 
     def emit_field(self, p: Any, dst: Any, name: str, ctx: Any) -> None:
-        """``dst = args.name`` (sign-extended when the field is signed)."""
+        """``dst = args.name`` (sign-extended when the field is signed).
+
+        A field wider than its C type (syscall tracepoints store an ``int``
+        argument in 8 bytes) is read with the type's width, as bpftrace does:
+        ``args.dfd`` of openat is -100, not 4294967196."""
         f = self.field(name)
         if f.array_len is not None or f.data_loc:
             raise ProbeSpecError(f"args.{name} is {'a __data_loc string' if f.data_loc else 'an array'}"
                                  f" ({f.type}); read it with str(args.{name})")
+        f = self._narrowed(f)
         f.load(p, dst, ctx)
+
+    @staticmethod
+    def _narrowed(f: Any) -> Any:
+        width = _ctype_size(f.type)
+        if width is not None and width < f.size:
+            return dataclasses.replace(f, size=width, signed=_ctype_signed(f.type))
+        return f
 
     def emit_field_string(self, p: Any, name: str, offset: int, size: int, ctx: Any) -> None:
         """Copy the string of field ``name`` into ``size`` bytes of stack at

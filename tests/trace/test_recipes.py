@@ -1,0 +1,198 @@
+"""Recipes (pyebpf.trace.Trace) against the real kernel, on the C workload
+whose calls are deterministic: every count and histogram is known exactly."""
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from pyebpf.trace import Trace, log2_bucket
+from pyebpf.trace import recipes
+from pyebpf.trace.expr import ExprError
+from pyebpf.trace.live import Child
+from pyebpf.trace.probes import ProbeSpecError
+
+from .conftest import NAMES, expected
+
+pytestmark = pytest.mark.kernel
+N = 200
+
+
+def run(trace: Trace, argv: list[str]):
+    """Start ``argv`` stopped, attach with its pid, let it run to the end;
+    returns (session, results) -- the session is still open (close it)."""
+    child = Child(argv)
+    try:
+        session = trace.start(child.pid)
+    except BaseException:
+        child.kill()
+        raise
+    child.go()
+    child.wait()
+    child.close()
+    return session, session.results()
+
+
+def buckets(values, bucket=log2_bucket):
+    out = {}
+    for v in values:
+        out[bucket(v)] = out.get(bucket(v), 0) + 1
+    return out
+
+
+def test_count_hist_stats_exact(workload, no_fd_leak):
+    t = (Trace(f"uprobe:{workload}:work").count(by="arg0").hist("arg1").lhist("arg1", 0, 5000, 1000)
+         .sum("arg0").min("arg1").max("arg1").avg("arg1").stats("arg1").count())
+    s, res = run(t, [workload, str(N)])
+    with s:
+        exp = expected(N)
+        a1 = exp["work_arg1"]
+        assert res["@count"] == {(k,): v for k, v in exp["work_arg0"].items()}
+        assert res["@hist"] == buckets(a1)
+        assert res["@lhist"] == buckets(a1, lambda v: 1 + v // 1000)
+        assert res["@sum"] == sum(i % 10 for i in range(N))
+        assert (res["@min"], res["@max"]) == (min(a1), max(a1))
+        assert res["@avg"] == sum(a1) // N
+        assert res["@stats"] == (N, sum(a1) // N, sum(a1))
+        assert res["@count2"] == N
+        text = s.format_text()
+        assert "@count[3]: 20\n" in text and f"@stats: count {N}, average" in text
+        assert text.index("@avg") < text.index("@count[") < text.index("@hist:")
+
+
+def test_string_keys_comm_and_filters(workload, no_fd_leak):
+    t = (Trace(f"uprobe:{workload}:greet", filters=["arg1 >= 3"])
+         .count(by="str(arg0)").count(by="comm, arg1 % 2"))
+    s, res = run(t, [workload, str(N)])
+    with s:
+        names = expected(N)["greet_names"][3:]
+        assert res["@count"] == {(n,): names.count(n) for n in NAMES}
+        comm = os.path.basename(workload)[:15]
+        assert res["@count2"] == {(comm, 0): sum(1 for i in range(3, N) if i % 2 == 0),
+                                  (comm, 1): sum(1 for i in range(3, N) if i % 2 == 1)}
+        assert f"@count2[{comm}, 1]: " in s.format_text()
+
+
+def test_string_filter(workload):
+    t = Trace(f"uprobe:{workload}:greet", filters=['str(arg0) == "bob"', "arg1 < 100"]).count()
+    s, res = run(t, [workload, str(N)])
+    with s:
+        assert res["@"] == sum(1 for i in range(100) if i % 3 == 1)
+
+
+def test_latency_and_retval(workload, no_fd_leak):
+    t = Trace(f"uprobe:{workload}:slow").hist("latency / 1000").count(by="retval, arg0")
+    s, res = run(t, [workload, str(N), "300"])
+    with s:
+        calls = expected(N)["slow_calls"]
+        hist = res["@hist"]
+        assert sum(hist.values()) == calls
+        assert min(hist) >= log2_bucket(300)          # nanosleep(300 us) lasts at least that
+        assert res["@count"] == {(300, 300): calls}
+        assert [b.role for b in t.built] == ["entry", "return"]
+
+
+def test_uretprobe_retval(workload):
+    t = Trace(f"uretprobe:{workload}:work").sum("retval")
+    s, res = run(t, [workload, str(N)])
+    with s:
+        assert res["@"] == sum((i % 10) * 3 + i * 37 % 5000 for i in range(N))
+
+
+def test_user_stacks_are_symbolized_after_exit(workload, no_fd_leak):
+    t = recipes.stacks(f"uprobe:{workload}:work")
+    s, res = run(t, [workload, "50"])
+    with s:
+        (stack,) = res["@"]
+        frames = stack[0]
+        assert [f.split("+")[0] for f in frames[:3]] == ["work", "outer", "main"]
+        assert frames[0] == "work+0"
+        assert res["@"][stack] == 50
+        text = s.format_text()
+        assert text.startswith("@[\n    work+0\n    outer+") and text.endswith("]: 50\n")
+        assert ";outer+" in str(s.json_objects())
+
+
+def test_events_perf_and_ring(workload, no_fd_leak):
+    for ring in (False, True):
+        t = Trace(f"uprobe:{workload}:greet", ring=ring).print(
+            "%s %d %s", "name=str(arg0)", "arg1", "comm")
+        s, _ = run(t, [workload, "30"])
+        with s:
+            evs = s.read_events(0)
+            assert [e.fields["arg1"] for e in evs] == list(range(30))
+            names = [e.fields["name"] for e in evs]
+            # the first call reads the string before its page was touched
+            assert names[1:] == expected(30)["greet_names"][1:]
+            assert evs[5].line == f"carol 5 {os.path.basename(workload)[:15]}\n"
+            assert evs[0].to_json()["probe"] == f"uprobe:{workload}:greet"
+            assert s.lost == 0
+
+
+def test_several_probes_glob_and_func(workload):
+    t = Trace(f"uprobe:{workload}:work", f"uprobe:{workload}:greet").count(by="probe")
+    s, res = run(t, [workload, "40"])
+    with s:
+        assert res["@"] == {(f"uprobe:{workload}:work",): 40, (f"uprobe:{workload}:greet",): 40}
+    t = Trace(f"uprobe:{workload}:[gw]*").count(by="func")
+    s, res = run(t, [workload, "40"])
+    with s:
+        assert res["@"] == {("work",): 40, ("greet",): 40}
+
+
+def test_pid_filter_keeps_other_processes_out(workload):
+    other = subprocess.Popen([workload, "100000", "1000"], stdout=subprocess.DEVNULL)
+    try:
+        t = Trace(f"uprobe:{workload}:work").count()
+        s, res = run(t, [workload, "77"])
+        with s:
+            assert res["@"] == 77
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_tracepoint_fields(workload):
+    t = (Trace("tracepoint:syscalls:sys_enter_openat", filters=['str(args.filename) == "/dev/null"'])
+         .count(by="args.dfd").count(by="str(args.filename)"))
+    s, res = run(t, [workload, str(N)])
+    with s:
+        opens = expected(N)["opens"]
+        assert res["@count"] == {(-100,): opens}        # AT_FDCWD, a signed field
+        assert res["@count2"] == {("/dev/null",): opens}
+
+
+def test_usdt_probe(workload):
+    pytest.importorskip("pyebpf.usdt.source")
+    t = Trace(f"usdt:{workload}:pyebpf_test:tick").count(by="arg1").hist("arg0")
+    s, res = run(t, [workload, str(N)])
+    with s:
+        assert res["@count"] == {(k,): v for k, v in expected(N)["work_arg0"].items()}
+        assert res["@hist"] == buckets(range(N))
+
+
+def test_show_and_program(workload):
+    with recipes.latency(f"uprobe:{workload}:slow", unit="us") as t:
+        text = t.show()
+        assert "; uprobe:" in text and "(entry: saves the time)" in text
+        assert "call 5  # bpf_ktime_get_ns" in text or "bpf_ktime_get_ns" in text
+        assert t.program is t.built[1].program
+        assert t.aggregates[0].name == "latency_us"
+
+
+def test_errors_before_loading(workload):
+    with pytest.raises(ProbeSpecError, match="no symbol 'nope'"):
+        Trace(f"uprobe:{workload}:nope").count().build()
+    with pytest.raises(ProbeSpecError, match="no function"):
+        Trace(f"uprobe:{workload}:zz*").count().build()
+    with pytest.raises(ExprError, match="latency needs a function probe"):
+        Trace("tracepoint:syscalls:sys_enter_openat").hist("latency").build()
+    with pytest.raises(ExprError, match="no return value"):
+        Trace("tracepoint:syscalls:sys_enter_openat").sum("retval").build()
+    with pytest.raises(ProbeSpecError, match="has no field 'nme'"):
+        Trace("tracepoint:syscalls:sys_enter_openat").count(by="args.nme").build()
+    with pytest.raises(ProbeSpecError, match="close matches"):
+        Trace("tracepoint:syscalls:sys_enter_opnat").count().build()
+    with pytest.raises(ValueError, match="2 conversion"):
+        Trace(f"uprobe:{workload}:work").print("%d %d", "arg0")

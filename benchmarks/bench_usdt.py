@@ -1,0 +1,198 @@
+"""Per-hit cost of a counting USDT probe: pyebpf against bpftrace, side by side.
+
+The traced program is ``benchmarks/targets/loop.c`` built with ``-DWITH_USDT``:
+a loop that fires ``loop:hit`` (two 8-byte arguments, no semaphore) N times
+and prints its own ns per iteration.  Each round runs, in alternating order:
+
+* ``untraced``: the loop alone (the ``nop`` of the probe costs ~nothing);
+* ``pyebpf``: a program that counts hits in a per-CPU array, attached with
+  :func:`pyebpf.usdt.usdt` ... ``.count()`` (no PID; uprobe_multi link);
+* ``bpftrace``: ``usdt:PATH:loop:hit { @c = count(); }`` (no ``-p``);
+* ``pyebpf_args``: the same count plus both arguments read (``emit_arg``)
+  and summed in the program, to show what reading arguments adds.
+
+The loop is started first and waits on its ``start_fd`` handshake, so every
+tracer attaches to an already-running process; the loop's own clock then
+times only the loop.  ``<tool>_ns_per_hit`` is the median over rounds of
+(traced ns/iteration - untraced ns/iteration of the same round);
+``pyebpf_vs_bpftrace`` their ratio (the aim: <= 1.05).  Counts are checked:
+``<tool>_exact`` says every hit was counted in every round.
+
+Run: ``python -m benchmarks usdt`` or ``python benchmarks/bench_usdt.py [--quick]``
+(root; bpftrace optional -- its keys are absent when it is not installed).
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the repo importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+HERE = Path(__file__).resolve().parent
+LOOP_C = HERE / "targets" / "loop.c"
+
+
+def _build(tmp: str) -> str:
+    out = os.path.join(tmp, "loop-usdt")
+    subprocess.run(["gcc", "-O2", "-DWITH_USDT", "-o", out, str(LOOP_C)], check=True,
+                   capture_output=True)
+    return out
+
+
+class _Loop:
+    """``loop N start_fd`` waiting on its handshake."""
+
+    def __init__(self, binary: str, n: int) -> None:
+        self.n = n
+        self.ours, theirs = socket.socketpair()
+        try:
+            self.proc = subprocess.Popen([binary, str(n), str(theirs.fileno())],
+                                         pass_fds=[theirs.fileno()], stdout=subprocess.PIPE,
+                                         text=True)
+        finally:
+            theirs.close()
+        if self.ours.recv(1) != b"r":
+            raise RuntimeError("the loop did not start")
+        self.pid = self.proc.pid
+
+    def run(self) -> float:
+        """Let it loop; return its ns/iteration."""
+        self.ours.send(b"g")
+        out, _ = self.proc.communicate(timeout=600)
+        m = re.search(r"([\d.]+) ns/call", out)
+        if not m:
+            raise RuntimeError(f"unexpected loop output: {out!r}")
+        return float(m.group(1))
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc.stdout:
+            self.proc.stdout.close()
+        self.ours.close()
+
+
+def _untraced(binary: str, n: int) -> tuple[float, bool]:
+    loop = _Loop(binary, n)
+    try:
+        return loop.run(), True
+    finally:
+        loop.close()
+
+
+def _pyebpf(binary: str, n: int) -> tuple[float, bool]:
+    from pyebpf.usdt import usdt
+    loop = _Loop(binary, n)
+    try:
+        with usdt(binary, "loop:hit").count() as c:
+            ns = loop.run()
+        return ns, c.value == n
+    finally:
+        loop.close()
+
+
+def _pyebpf_args(binary: str, n: int) -> tuple[float, bool]:
+    """Count and sum both arguments (read through the trace-source contract)."""
+    from pyebpf.loader import load
+    from pyebpf.program import R1, R6, R7, R8, Program
+    from pyebpf.trace.aggregate import Count, Sum
+    from pyebpf.usdt.source import usdt_probe_source
+    src = usdt_probe_source(binary, "loop", "hit")
+    loop = _Loop(binary, n)
+    try:
+        with Count("bench_c") as cnt, Sum("bench_s") as total:
+            p = Program("bench_args")
+            p.mov(R6, R1)
+            src.emit_arg(p, R7, 0, R6)
+            src.emit_arg(p, R8, 1, R6)
+            p.add(R7, R8)
+            cnt.emit(p)
+            total.emit(p, R7)
+            p.ret(0)
+            with load(p, src.prog_type, **src.load_options) as prog:
+                with src.attach(prog):
+                    ns = loop.run()
+            want = sum(3 * i for i in range(n)) % (1 << 64)
+            return ns, cnt.read() == n and total.read() % (1 << 64) == want
+    finally:
+        loop.close()
+
+
+def _bpftrace(binary: str, n: int) -> tuple[float, bool]:
+    script = ('BEGIN { printf("ready\\n"); } '
+              f'usdt:{binary}:loop:hit {{ @c = count(); }}')
+    loop = _Loop(binary, n)
+    bt = subprocess.Popen(["bpftrace", "-e", script], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    try:
+        line = bt.stdout.readline()          # BEGIN runs once every probe is attached
+        while line and "ready" not in line:
+            line = bt.stdout.readline()
+        if "ready" not in line:
+            raise RuntimeError(f"bpftrace did not start: {bt.communicate()[1]}")
+        ns = loop.run()
+        bt.send_signal(signal.SIGINT)
+        out, _err = bt.communicate(timeout=60)
+        m = re.search(r"@c:\s*(\d+)", out)
+        return ns, bool(m) and int(m.group(1)) == n
+    finally:
+        if bt.poll() is None:
+            bt.kill()
+            bt.communicate()
+        loop.close()
+
+
+def run(quick: bool = False) -> dict:
+    """Measure; returns ``{untraced_ns_per_call, <tool>_ns_per_hit, <tool>_exact,
+    pyebpf_vs_bpftrace, hits, rounds}``."""
+    if shutil.which("gcc") is None:
+        raise RuntimeError("bench_usdt needs gcc to build benchmarks/targets/loop.c")
+    n = 200_000 if quick else 2_000_000
+    rounds = 2 if quick else 5
+    tools = {"pyebpf": _pyebpf, "pyebpf_args": _pyebpf_args}
+    if shutil.which("bpftrace"):
+        tools["bpftrace"] = _bpftrace
+    tmp = tempfile.mkdtemp(prefix="pyebpf_bench_usdt_")
+    try:
+        binary = _build(tmp)
+        _untraced(binary, n // 10)                       # warm the page cache
+        base: list[float] = []
+        added: dict[str, list[float]] = {t: [] for t in tools}
+        exact: dict[str, bool] = {t: True for t in tools}
+        order = list(tools)
+        for r in range(rounds):
+            ns, _ = _untraced(binary, n)
+            base.append(ns)
+            for tool in (order if r % 2 == 0 else order[::-1]):   # alternate the order
+                ns, ok = tools[tool](binary, n)
+                added[tool].append(ns - base[-1])
+                exact[tool] = exact[tool] and ok
+        out: dict = {"hits": n, "rounds": rounds,
+                     "untraced_ns_per_call": statistics.median(base)}
+        for tool in tools:
+            out[f"{tool}_ns_per_hit"] = statistics.median(added[tool])
+            out[f"{tool}_exact"] = exact[tool]
+        if "bpftrace" in tools:
+            out["pyebpf_vs_bpftrace"] = out["pyebpf_ns_per_hit"] / out["bpftrace_ns_per_hit"]
+            out["pyebpf_args_vs_bpftrace"] = (out["pyebpf_args_ns_per_hit"] /
+                                              out["bpftrace_ns_per_hit"])
+        return out
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    res = run(quick="--quick" in sys.argv)
+    for key, value in res.items():
+        print(f"{key}: {value:.4g}" if isinstance(value, float) else f"{key}: {value}")

@@ -1,4 +1,5 @@
-/* usdt_forms.c: USDT probes that pass known values through every argument
+/* usdt_forms.c: USDT probes (STAP_PROBEn, and DTRACE_PROBEn for forms:dtrace)
+ * that pass known values through every argument
  * form gcc and clang emit on x86_64 (constants, registers and sub-registers,
  * stack and struct derefs, rip-relative globals, arrays indexed by a
  * variable (SIB), pointers, floats and doubles).
@@ -35,6 +36,7 @@
  *   struct_ptr: -8 -4 -2 -1 8 8
  *   floats:     8f 4f 8f 8f 4f
  *   pointers:   8 8 8 8
+ *   dtrace:     -4 2 -8
  *   many:       -1 1 -2 2 -4 4 -8 8 -4 -8 8 8f
  *   sema:       -4 8
  */
@@ -150,6 +152,12 @@ NOINLINE void forms_pointers(const struct item *p)
 	STAP_PROBE4(forms, pointers, &g_item, g_message, &g_table[2], p);
 }
 
+/* DTRACE_PROBEn: the DTrace-compatible spelling of the same macro. */
+NOINLINE void forms_dtrace(int32_t e, uint16_t d, int64_t g)
+{
+	DTRACE_PROBE3(forms, dtrace, e, d, g);
+}
+
 NOINLINE void forms_many(int8_t a, uint8_t b, int16_t c, uint16_t d, int32_t e,
 			 uint32_t f, int64_t g, uint64_t h, double x)
 {
@@ -208,6 +216,9 @@ void usdt_forms_round(int round)
 	forms_pointers(p);
 	printf("pointers %p %p %p %p\n", (void *)&g_item, (void *)g_message,
 	       (void *)&g_table[2], (const void *)p);
+
+	forms_dtrace(e, d, g);
+	printf("dtrace %d %u %lld\n", e, d, (long long)g);
 
 	forms_many((int8_t)-128, (uint8_t)255, (int16_t)-32768, (uint16_t)65535,
 		   INT32_MIN, UINT32_MAX, INT64_MIN, UINT64_MAX, x);

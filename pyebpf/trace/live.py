@@ -164,7 +164,7 @@ def run_loop(session: Any, *, out: TextIO = sys.stdout, json_mode: bool = False,
              duration: float | None = None, max_events: int | None = None,
              child: Child | None = None, pid: int | None = None,
              interval: float | None = None, clear: bool = False,
-             tick: float = 0.1) -> RunResult:
+             tick: float = 0.1, err: TextIO | None = None) -> RunResult:
     """Print events (and the aggregations every ``interval`` s) until a stop
     condition; see the module docs.  KeyboardInterrupt propagates after the
     events drained so far were printed."""
@@ -174,9 +174,16 @@ def run_loop(session: Any, *, out: TextIO = sys.stdout, json_mode: bool = False,
     watch = _ProcessWatch(pid) if pid and child is None else None
     count = 0
     reader = getattr(session, "reader", None)
+    err = sys.stderr if err is None else err
+    reported = [0, 0.0]                  # lost events reported, when
 
     def emit(events: list) -> bool:
         nonlocal count
+        lost = getattr(session, "lost", 0)
+        if lost > reported[0] and time.monotonic() - reported[1] >= 1.0:
+            err.write(f"pyebpf: {lost - reported[0]} events lost ({lost} so far)\n")
+            err.flush()
+            reported[:] = [lost, time.monotonic()]
         if max_events is not None:
             events = events[:max(0, max_events - count)]
         if json_mode:

@@ -241,11 +241,11 @@ class UsdtNote:
         out = []
         if not self.elf.traceable:
             out.append(self.elf.untraceable_reason or "not traceable on this host")
-        for what in ("offset", "semaphore_offset"):
-            try:
-                getattr(self, what)
-            except UsdtNoteError as exc:
-                if self.elf.elf_type != "ET_REL" or not out:
+        if self.elf.elf_type != "ET_REL":     # (already said: not traceable)
+            for what in ("offset", "semaphore_offset"):
+                try:
+                    getattr(self, what)
+                except UsdtNoteError as exc:
                     out.append(exc.reason)
         for a in self.arguments:
             if not a.decodable:

@@ -27,7 +27,7 @@ import enum
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Iterator
+from typing import Any
 
 from ..errors import UsdtSpecError
 
@@ -571,8 +571,6 @@ def _x86_parse(body: str, size: int, signed: bool, is_float: bool, size_given: b
         kind = ArgKind.SIB if index is not None else ArgKind.DEREF
     else:
         kind = ArgKind.SYM_INDEX if index is not None else ArgKind.SYM_REG
-    if kind is ArgKind.GOTPCREL and (off or segment):
-        pass  # sym@GOTPCREL+off(%rip) is legal assembler; keep the offset
     return ArgSpec(arch, kind, size, signed, is_float, reg=base, reg_width=bw, offset=off,
                    index=index, index_width=iw, scale=scale, symbol=symbol, reloc=reloc,
                    segment=segment, size_given=size_given)
@@ -1071,9 +1069,3 @@ def parse_args(args: str, arch: str = "x86_64", *, probe: str | None = None
             out.append(UndecodableArg(tok, exc.with_context(probe, i), i))
     return tuple(out)
 
-
-def iter_forms(args: str, arch: str = "x86_64") -> Iterator[tuple[str, ArgKind | None]]:
-    """(token, kind or None) for each token of an argument string (a helper
-    for surveys of the forms a binary uses)."""
-    for a in parse_args(args, arch):
-        yield a.text, (a.kind if a.decodable else None)

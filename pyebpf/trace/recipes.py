@@ -544,6 +544,7 @@ class TraceSession:
         files = [getattr(s, "path", None) for s in trace.sources or []]
         self.symbolizer = Symbolizer([f for f in files if f])
         self._stack_cache: dict[tuple[int, int], list[str]] = {}
+        self._base: dict[str, Any] = {}
         try:
             if trace.event_fields is not None:
                 from ..events import PerfBuffer, RingBufferReader
@@ -664,8 +665,10 @@ class TraceSession:
         """
         out: dict[str, Any] = {}
         for a in self.trace.aggregates:
-            impl = a.impl
-            data = _agg.Stats.read(impl) if a.kind == "avg" else impl.read()
+            data = self._raw(a)
+            base = self._base.get(a.display)
+            if base is not None:
+                data = _minus(a, data, base)
             if not a.keys:
                 if a.kind == "avg":
                     data = None if data is None else data[1]
@@ -683,10 +686,22 @@ class TraceSession:
             out[a.display] = merged
         return out
 
+    @staticmethod
+    def _raw(a: Aggregate) -> Any:
+        return _agg.Stats.read(a.impl) if a.kind == "avg" else a.impl.read()
+
     def clear(self) -> None:
-        """Reset every aggregation (for ``--interval`` with ``--clear``)."""
+        """Reset every aggregation (for ``--interval`` with ``--clear``).
+
+        Additive ones (count, sum, histograms, avg, stats) are not touched in
+        the kernel: what they hold now becomes a baseline that later reads
+        subtract, so no hit is lost between reading and resetting.  min and
+        max are reset in the kernel (a hit in between may be lost)."""
         for a in self.trace.aggregates:
-            a.impl.clear()
+            if a.kind in ("min", "max"):
+                a.impl.clear()
+            else:
+                self._base[a.display] = self._raw(a)
 
     def format_text(self, results: dict[str, Any] | None = None) -> str:
         """The aggregations as bpftrace prints them at exit (sorted by name)."""
@@ -746,6 +761,32 @@ class TraceSession:
 
 
 # ---------------------------------------------------------------- formatting
+def _minus(a: Aggregate, data: Any, base: Any) -> Any:
+    """``data - base`` for an additive aggregation (keys that did not change dropped)."""
+    def one(v: Any, b: Any) -> Any:
+        if b is None:
+            return v
+        if v is None:
+            return None
+        if a.kind in ("hist", "lhist"):
+            d = {k: c - b.get(k, 0) for k, c in v.items()}
+            return {k: c for k, c in d.items() if c}
+        if a.kind in ("avg", "stats"):
+            count, total = v[0] - b[0], v[2] - b[2]
+            if not count:
+                return None
+            return count, abs(total) // count * (1 if total >= 0 else -1), total
+        return v - b
+    if not a.keys:
+        return one(data, base)
+    out = {}
+    for k, v in data.items():
+        d = one(v, base.get(k))
+        if d:
+            out[k] = d
+    return out
+
+
 def _merge(kind: str, a: Any, b: Any) -> Any:
     if kind in ("count", "sum"):
         return a + b

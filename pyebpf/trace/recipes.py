@@ -42,7 +42,8 @@ from .expr import (FUNC, INT, PROBE, STACK, STR, EmitEnv, Expr, ExprError, Filte
 from .probes import ProbeSpec, parse_probe, probe_source
 from .render import (format_count, format_hist, format_printf, hist_json, printf_specs,
                      unescape)
-from .stacks import Symbolizer, format_stack, make_stack_map, split_stack_key, stack_error
+from .stacks import (Symbolizer, demangle, format_stack, make_stack_map, split_stack_key,
+                     stack_error)
 
 __all__ = ["Trace", "TraceSession", "Event", "Aggregate", "count", "histogram", "latency",
            "events", "stacks", "stats", "AGG_KINDS"]
@@ -621,7 +622,10 @@ class TraceSession:
         if e.kind == PROBE:
             return str(t.specs[raw]) if raw < len(t.specs) else f"probe {raw}"
         if e.kind == FUNC:
-            return t._func_names[raw] if raw < len(t._func_names) else f"func {raw}"
+            if raw >= len(t._func_names):
+                return f"func {raw}"
+            name = t._func_names[raw]
+            return demangle([name])[name] if name.startswith("_Z") else name
         if signed(e, src) and raw >= 1 << 63:
             return raw - (1 << 64)
         return raw

@@ -196,3 +196,22 @@ def test_errors_before_loading(workload):
         Trace("tracepoint:syscalls:sys_enter_opnat").count().build()
     with pytest.raises(ValueError, match="2 conversion"):
         Trace(f"uprobe:{workload}:work").print("%d %d", "arg0")
+
+
+def test_cxx_stacks_are_demangled(tmp_path):
+    import shutil
+    if shutil.which("g++") is None or shutil.which("c++filt") is None:
+        pytest.skip("g++ or c++filt is not installed")
+    from .conftest import HERE
+    exe = tmp_path / "cxx_workload"
+    subprocess.run(["g++", "-O0", "-g", "-fno-omit-frame-pointer", "-o", str(exe),
+                    str(HERE / "cxx_workload.cpp")], check=True, capture_output=True)
+    t = Trace(f"uprobe:{exe}:_ZNK6shapes6Circle4areaEi").count(by="ustack").count(by="func")
+    s, res = run(t, [str(exe), "25"])
+    with s:
+        (stack,) = res["@count"]
+        assert stack[0][0] == "shapes::Circle::area(int) const+0"
+        assert stack[0][1].startswith("long measure<shapes::Circle>(shapes::Circle const&, int)+")
+        assert stack[0][2].startswith("main+")
+        assert res["@count"][stack] == 25
+        assert res["@count2"] == {("shapes::Circle::area(int) const",): 25}

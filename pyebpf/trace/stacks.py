@@ -110,6 +110,7 @@ class Symbolizer:
     def __init__(self, files: Sequence[str] = (), demangle_names: bool = True) -> None:
         self.demangle_names = demangle_names
         self._files: list[str] = []
+        self._expand: list[str] = []
         self._by_build_id: dict[bytes, str] = {}
         self._indexed: set[str] = set()
         self._pids: dict[int, list[_elf.Module]] = {}
@@ -118,11 +119,17 @@ class Symbolizer:
 
     # ------------------------------------------------------------ sources
     def add_file(self, path: str, with_needed: bool = True) -> None:
-        """Search ``path`` (and, by default, the libraries it needs) for build ids."""
+        """Search ``path`` (and, by default, the libraries it needs) for build
+        ids.  Nothing is read until a build id is looked up."""
         if path in self._files:
             return
         self._files.append(path)
         if with_needed:
+            self._expand.append(path)
+
+    def _expand_needed(self) -> None:
+        while self._expand:
+            path = self._expand.pop()
             for lib in _needed(path):
                 try:
                     self.add_file(_elf.resolve_library(lib), True)
@@ -143,6 +150,7 @@ class Symbolizer:
         return True
 
     def _build_index(self) -> None:
+        self._expand_needed()
         for path in self._files:
             if path in self._indexed:
                 continue

@@ -93,6 +93,26 @@ def _has_notes(path: str) -> bool:
         return False
 
 
+def _process_files(pid: int) -> list[tuple[str, str]]:
+    """(path to open, path shown in maps) of each distinct file process
+    ``pid`` maps, by (device, inode): two files with the same name (memfds
+    of one name, a replaced library) stay apart."""
+    try:
+        entries = _elf.process_maps(pid)
+    except ProcessLookupError:
+        raise UsdtTargetError(f"no process {pid}") from None
+    except OSError as exc:
+        raise UsdtTargetError(f"cannot read the modules of process {pid}: {exc}") from None
+    seen: dict[tuple[str, int], tuple[str, str]] = {}
+    for m in entries:
+        if not m.inode or not m.path.startswith("/"):
+            continue
+        key = (m.dev, m.inode)
+        if key not in seen:
+            seen[key] = (_elf._open_path(pid, m), m.path)
+    return list(seen.values())
+
+
 def usdt_files(target: "str | os.PathLike | None", pid: int | None = None) -> list[str]:
     """The files to look for probes in.
 
@@ -107,17 +127,12 @@ def usdt_files(target: "str | os.PathLike | None", pid: int | None = None) -> li
         if pid is None:
             raise UsdtTargetError("give a target (a path, a library or program name) or a "
                                   "pid (every module the process maps)")
-        try:
-            mods = _elf.process_modules(pid)
-        except ProcessLookupError:
-            raise UsdtTargetError(f"no process {pid}") from None
-        except OSError as exc:
-            raise UsdtTargetError(f"cannot read the modules of process {pid}: {exc}") from None
-        files = [m.open_path for m in mods if _has_notes(m.open_path)]
+        mods = _process_files(pid)
+        files = [path for path, _shown in mods if _has_notes(path)]
         if not files:
             raise UsdtTargetError(f"process {pid} maps no file with USDT probes "
                                   f"({len(mods)} modules: "
-                                  + ", ".join(os.path.basename(m.path) for m in mods[:8])
+                                  + ", ".join(os.path.basename(shown) for _p, shown in mods[:8])
                                   + (", ..." if len(mods) > 8 else "") + ")")
         return files
     try:

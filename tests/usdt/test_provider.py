@@ -255,3 +255,27 @@ def test_bpftrace_traces_a_provider():
         assert lines == ["-5 4000000000 GET / -3 65535 -70000",
                          "6 1 POST /x 127 0 2147483647"], (out, err)
         assert not req.enabled                     # bpftrace gone: semaphore back to 0
+
+
+@pytest.mark.kernel
+def test_one_probe_in_two_files_of_a_process(no_fd_leak):
+    """Two loaded objects with the same provider:probe but different argument
+    types: found through the pid, attached as one link, each file's hits
+    read with its own spec (cookie dispatch across files)."""
+    a, b = Provider("dual"), Provider("dual")
+    ea = a.probe("evt", "s8", "u64")
+    eb = b.probe("evt", "u32", "s16")
+    with a, b:
+        u = usdt(None, "dual:evt", pid=os.getpid())
+        assert sorted(os.stat(p).st_ino for p in u.paths) == \
+            sorted(os.stat(p).st_ino for p in (a.path, b.path))
+        assert len(u.reader.groups) == 2 and u.reader.dispatches(0)
+        assert "2 files" in u.describe()
+        with u.trace() as t:
+            assert len(t.link.link_ids) == 2 and t.link.kind == "usdt"
+            ea.fire(-1, 2**64 - 1)
+            eb.fire(4_000_000_000, -2)
+            got = wait_events(t, 2)
+        # arg signedness for decoding is per probe (any location signed -> signed)
+        assert got == [(-1, -1), (4_000_000_000, -2)]
+        assert t.link.closed

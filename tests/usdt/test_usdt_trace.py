@@ -229,22 +229,32 @@ def test_python_function_entry_strings(tmp_path):
     (probe_read_user_str) and its line number.  CPython 3.11 fires it only
     while python:line is enabled and only for frames entered from C
     (cpython#98894), so python:line is attached too and the script calls
-    through map()."""
+    through map().  Attached to the child's pid only: with python:line
+    enabled every python3.11 on the machine would slow down."""
     py = _python()
     script = tmp_path / "traced_script.py"
-    script.write_text("def traced_fn(x):\n    return x\n\n\nlist(map(traced_fn, range(3)))\n")
-    fe = usdt(py, "python:function__entry")
-    line = usdt(py, "python:line")
-    with fe.trace(strings={0: 128, 1: 64}, size=8 << 20) as t, line.count():
-        subprocess.run([py, str(script)], check=True)
-        events = []
-        while True:
-            batch = t.read(0.3)
-            if not batch:
-                break
-            events += batch
+    script.write_text("import sys\nsys.stdin.readline()\n\n\ndef traced_fn(x):\n"
+                      "    return x\n\n\nlist(map(traced_fn, range(3)))\n")
+    child = subprocess.Popen([py, str(script)], stdin=subprocess.PIPE, text=True)
+    try:
+        fe = usdt(py, "python:function__entry", pid=child.pid)
+        line = usdt(py, "python:line", pid=child.pid)
+        with fe.trace(strings={0: 128, 1: 64}, size=1 << 20) as t, line.count():
+            child.communicate("go\n", timeout=30)
+            events = []
+            while True:
+                batch = t.read(0.3)
+                if not batch:
+                    break
+                events += batch
+        assert t.lost == 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
     hits = [e for e in events if e[1] == "traced_fn"]
-    assert hits == [(str(script), "traced_fn", 1)] * 3
+    assert hits == [(str(script), "traced_fn", 5)] * 3
+    assert all(e[0] != str(script) or e[1] in ("traced_fn", "<module>") for e in events)
 
 
 def test_library_name_and_pid_targets(build_dir):

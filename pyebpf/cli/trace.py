@@ -37,6 +37,8 @@ examples:
   pyebpf trace 'tracepoint:syscalls:sys_enter_openat' \\
         --print '%-6d %-16s %s' pid comm 'str(args.filename)'
   pyebpf trace 'uprobe:./app:work' --count ustack --json
+  pyebpf trace 'uprobe:libc:open' --print pid comm 'str(arg0)'     (a table)
+  pyebpf trace 'uprobe:libc:malloc' --sum arg0 --by comm --table
   pyebpf trace 'uprobe:./app:work' --hist arg1 --show-program
 
 output: bpftrace's text (@name[key]: value, histograms with @ bars), or with
@@ -85,6 +87,9 @@ def register(subparsers) -> None:
     o.add_argument("-n", "--max-events", type=int, metavar="N", help="stop after N printed events")
     out = p.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="one JSON object per line")
+    out.add_argument("--table", action="store_true",
+                     help="print keyed aggregations as tables (a column per key, rows by "
+                          "decreasing value) instead of bpftrace's @name[key]: value")
     out.add_argument("--interval", type=float, metavar="S",
                      help="print the aggregations every S seconds while tracing")
     out.add_argument("--clear", action="store_true", help="with --interval: reset them after each print")
@@ -136,6 +141,8 @@ def run(args: argparse.Namespace) -> int:
         return _usage(args, "-p and -c exclude each other")
     if args.max_events is not None and not args.print_:
         return _usage(args, "-n/--max-events counts printed events: add --print")
+    if args.table and args.json:
+        return _usage(args, "--table and --json exclude each other")
     if args.clear and not args.interval:
         return _usage(args, "--clear goes with --interval")
     for name in ("duration", "interval"):
@@ -180,13 +187,13 @@ def run(args: argparse.Namespace) -> int:
         try:
             live.run_loop(session, json_mode=args.json, duration=args.duration,
                           max_events=args.max_events, child=child, pid=args.pid,
-                          interval=args.interval, clear=args.clear)
+                          interval=args.interval, clear=args.clear, table=args.table)
         except KeyboardInterrupt:
             pass
         session.detach()
         if child is not None and not child.poll():
             child.kill()                   # --duration / -n / Ctrl-C: the command goes too
-        live.print_final(session, sys.stdout, err, args.json)
+        live.print_final(session, sys.stdout, err, args.json, args.table)
         return 0
     except BaseException:
         if child is not None and child.status is None:

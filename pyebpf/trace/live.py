@@ -164,7 +164,8 @@ def run_loop(session: Any, *, out: TextIO = sys.stdout, json_mode: bool = False,
              duration: float | None = None, max_events: int | None = None,
              child: Child | None = None, pid: int | None = None,
              interval: float | None = None, clear: bool = False,
-             tick: float = 0.1, err: TextIO | None = None) -> RunResult:
+             tick: float = 0.1, err: TextIO | None = None,
+             table: bool = False) -> RunResult:
     """Print events (and the aggregations every ``interval`` s) until a stop
     condition; see the module docs.  KeyboardInterrupt propagates after the
     events drained so far were printed."""
@@ -176,6 +177,10 @@ def run_loop(session: Any, *, out: TextIO = sys.stdout, json_mode: bool = False,
     reader = getattr(session, "reader", None)
     err = sys.stderr if err is None else err
     reported = [0, 0.0]                  # lost events reported, when
+    header = getattr(session, "header", lambda: None)()
+    if header and not json_mode:
+        out.write(header)
+        out.flush()
 
     def emit(events: list) -> bool:
         nonlocal count
@@ -206,7 +211,7 @@ def run_loop(session: Any, *, out: TextIO = sys.stdout, json_mode: bool = False,
                 waits.append(deadline - now)
             if next_print is not None:
                 if now >= next_print:
-                    print_interval(session, out, json_mode, clear)
+                    print_interval(session, out, json_mode, clear, table)
                     next_print += interval
                     continue
                 waits.append(next_print - now)
@@ -231,7 +236,14 @@ def run_loop(session: Any, *, out: TextIO = sys.stdout, json_mode: bool = False,
             watch.close()
 
 
-def print_interval(session: Any, out: TextIO, json_mode: bool, clear: bool) -> None:
+def _text(session: Any, results: Any = None, table: bool = False) -> str:
+    if table and hasattr(session, "format_table"):
+        return session.format_table(results)
+    return session.format_text(results) if results is not None else session.format_text()
+
+
+def print_interval(session: Any, out: TextIO, json_mode: bool, clear: bool,
+                   table: bool = False) -> None:
     """The aggregations now (a time line first in text mode); reset after if ``clear``."""
     results = session.results()
     if json_mode:
@@ -240,20 +252,21 @@ def print_interval(session: Any, out: TextIO, json_mode: bool, clear: bool) -> N
             obj["time"] = stamp
             out.write(json.dumps(obj) + "\n")
     else:
-        out.write(time.strftime("%H:%M:%S") + "\n" + session.format_text(results) + "\n")
+        out.write(time.strftime("%H:%M:%S") + "\n" + _text(session, results, table) + "\n")
     out.flush()
     if clear:
         session.clear()
 
 
-def print_final(session: Any, out: TextIO, err: TextIO, json_mode: bool) -> None:
+def print_final(session: Any, out: TextIO, err: TextIO, json_mode: bool,
+                table: bool = False) -> None:
     """The aggregations at the end (bpftrace's layout) and the lost-event count."""
     aggs = session.trace.aggregates if hasattr(session, "trace") else session.aggregates
     if aggs:
         if json_mode:
             out.write("".join(json.dumps(o) + "\n" for o in session.json_objects()))
         else:
-            out.write("\n" + session.format_text())
+            out.write("\n" + _text(session, None, table))
     lost = session.lost
     if session.reader is not None:
         try:

@@ -609,7 +609,7 @@ class TraceSession:
         if t.event_format is not None:
             line = format_printf(t.event_format, shown)
         else:
-            line = " ".join(str(v) for v in shown) + "\n"
+            line = self._row(shown)
         return Event(probe, fields, line)
 
     def _value(self, e: Expr, raw: Any, src: Any) -> Any:
@@ -629,6 +629,26 @@ class TraceSession:
         if signed(e, src) and raw >= 1 << 63:
             return raw - (1 << 64)
         return raw
+
+    def _widths(self) -> list[int]:
+        out = []
+        for name, e in self.trace.event_fields or []:
+            w = {STR: min(e.size, 16), INT: 7, PROBE: 24, FUNC: 16, STACK: 0}.get(e.kind, 8)
+            out.append(max(len(name), w))
+        return out
+
+    def header(self) -> str | None:
+        """The column names of events printed without a format (a table), else None."""
+        t = self.trace
+        if t.event_fields is None or t.event_format is not None:
+            return None
+        return self._row([n.upper() for n, _ in t.event_fields]).rstrip() + "\n"
+
+    def _row(self, values: list[Any]) -> str:
+        w = self._widths()
+        cells = [f"{v!s:<{w[i]}}" if i < len(values) - 1 else str(v)
+                 for i, v in enumerate(values)]
+        return " ".join(cells) + "\n"
 
     def stack(self, value: int) -> list[str]:
         """The frames of a ``ustack`` value (innermost first)."""
@@ -715,6 +735,39 @@ class TraceSession:
         for name in sorted(res):
             a = by_name[name]
             chunks.append(_format_agg(a, res[name]))
+        return "".join(chunks)
+
+    def format_table(self, results: dict[str, Any] | None = None) -> str:
+        """The aggregations as tables: one column per key expression and the
+        value(s), rows by decreasing value; histograms as bpftrace prints them."""
+        res = self.results() if results is None else results
+        by_name = {a.display: a for a in self.trace.aggregates}
+        chunks = []
+        for name in sorted(res):
+            a = by_name[name]
+            data = res[name]
+            if a.kind in ("hist", "lhist") or not a.keys:
+                chunks.append(_format_agg(a, data))
+                continue
+            cols = [k.text for k in a.keys]
+            vcols = ["COUNT", "AVERAGE", "TOTAL"] if a.kind == "stats" else [
+                f"{a.kind.upper()}({a.value.text})" if a.value is not None else "COUNT"]
+            def sort_key(kv: tuple) -> Any:
+                v = kv[1]
+                return -(v[2] if a.kind == "stats" else v)
+            rows = []
+            for k, v in sorted(data.items(), key=sort_key):
+                keys = [" / ".join(x) if isinstance(x, tuple) else str(x) for x in k]
+                vals = [str(x) for x in v] if a.kind == "stats" else [str(v)]
+                rows.append(keys + vals)
+            head = [c.upper() for c in cols] + vcols
+            widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
+            nkeys = len(cols)
+
+            def line(r: list[str]) -> str:
+                return "  ".join(c.ljust(widths[i]) if i < nkeys else c.rjust(widths[i])
+                                 for i, c in enumerate(r)).rstrip()
+            chunks.append(f"{name}\n" + "\n".join(line(r) for r in [head] + rows) + "\n\n")
         return "".join(chunks)
 
     def json_objects(self, results: dict[str, Any] | None = None) -> list[dict]:

@@ -164,3 +164,20 @@ def test_startup_is_quick(workload):
     assert proc.returncode == 0
     ms = int(proc.stderr.split("Attached 1 probe in ")[1].split(" ms")[0])
     assert ms < 2000 and took < 5
+
+
+@pytest.mark.kernel
+def test_tables(workload):
+    proc = cli("trace", "-q", f"uprobe:{workload}:greet", "--print", "pid", "comm", "n=arg1",
+               "-c", f"{workload} 3")
+    lines = [x for x in proc.stdout.splitlines() if not x.startswith("total")]
+    assert lines[0].split() == ["PID", "COMM", "N"]
+    assert [x.split()[1:] for x in lines[1:]] == [["workload", "0"], ["workload", "1"],
+                                                  ["workload", "2"]]
+    proc = cli("trace", "-q", f"uprobe:{workload}:work", "--count", "arg0 % 2", "--sum", "arg0",
+               "--by", "arg0 % 2", "--table", "-c", f"{workload} 100")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "@count\nARG0 % 2  COUNT\n" in out and "@sum\nARG0 % 2  SUM(arg0)\n" in out
+    rows = out.split("@sum\n")[1].splitlines()[1:3]
+    assert [r.split() for r in rows] == [["1", "250"], ["0", "200"]]

@@ -11,6 +11,10 @@ and prints its own ns per iteration.  Each round runs, in alternating order:
 * ``pyebpf_args``: the same count plus both arguments read (``emit_arg``)
   and summed in the program, to show what reading arguments adds.
 
+Also ``provider_fire_ns`` / ``provider_fire_traced_ns``: one ``fire(i, 2*i)``
+of a :class:`pyebpf.usdt.Provider` probe from Python (a cached ctypes call),
+untraced and while counted by pyebpf.
+
 The loop is started first and waits on its ``start_fd`` handshake, so every
 tracer attaches to an already-running process; the loop's own clock then
 times only the loop.  ``<tool>_ns_per_hit`` is the median over rounds of
@@ -153,6 +157,27 @@ def _bpftrace(binary: str, n: int) -> tuple[float, bool]:
         loop.close()
 
 
+def _provider_fire(n: int) -> tuple[float, float, bool]:
+    """ns per ``probe.fire(i, 2*i)``: untraced, then counted by pyebpf."""
+    from pyebpf.usdt import Provider
+    with Provider("bench") as app:
+        hit = app.probe("hit", "u64", "u64")
+        app.load()
+        fire = hit.fire
+
+        def loop() -> float:
+            t0 = time.perf_counter_ns()
+            for i in range(n):
+                fire(i, 2 * i)
+            return (time.perf_counter_ns() - t0) / n
+
+        loop()
+        untraced = min(loop() for _ in range(3))
+        with hit.usdt().count() as c:
+            traced = min(loop() for _ in range(3))
+        return untraced, traced, c.value == 3 * n
+
+
 def run(quick: bool = False) -> dict:
     """Measure; returns ``{untraced_ns_per_call, <tool>_ns_per_hit, <tool>_exact,
     pyebpf_vs_bpftrace, hits, rounds}``."""
@@ -183,6 +208,8 @@ def run(quick: bool = False) -> dict:
         for tool in tools:
             out[f"{tool}_ns_per_hit"] = statistics.median(added[tool])
             out[f"{tool}_exact"] = exact[tool]
+        out["provider_fire_ns"], out["provider_fire_traced_ns"], out["provider_exact"] = \
+            _provider_fire(n // 10)
         if "bpftrace" in tools:
             out["pyebpf_vs_bpftrace"] = out["pyebpf_ns_per_hit"] / out["bpftrace_ns_per_hit"]
             out["pyebpf_args_vs_bpftrace"] = (out["pyebpf_args_ns_per_hit"] /

@@ -71,8 +71,7 @@ from ..program import R0, R1, R2, R3, R4, R5, R10, Program, Reg
 from .notes import UsdtNote, UsdtProbe
 from .spec import ArgKind, ArgSpec, UndecodableArg
 
-__all__ = ["ArgReader", "COOKIE_SPEC_BITS", "cookie_group", "cookie_address",
-           "emit_spec", "MAX_GROUPS"]
+__all__ = ["ArgReader", "COOKIE_SPEC_BITS", "MAX_GROUPS", "cookie_group", "cookie_address"]
 
 #: Bits of a location's cookie that hold its spec group.
 COOKIE_SPEC_BITS = 16

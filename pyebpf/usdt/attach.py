@@ -47,7 +47,7 @@ from __future__ import annotations
 import difflib
 import os
 import struct
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from .. import elf as _elf
 from ..errors import UsdtError, UsdtNoteError, UsdtProbeLookupError, UsdtTargetError
@@ -500,9 +500,8 @@ class UsdtTrace(_Recipe):
         self.args = list(args)
         for i in self.args:
             probe.reader.check(i)
-        fields: list[tuple[int, int]] = []     # (arg, size) ; size 0 = u64
         pos = 0
-        layout = []
+        layout = []                 # (arg, offset, string size or 0 for a u64)
         for i in self.args:
             if i in sizes:
                 n = sizes[i]

@@ -367,8 +367,12 @@ class _Loaded:
         self.file: str | None = None
         self.handle: int | None = None
 
-    def release(self) -> None:
-        if self.handle is not None:
+    def release(self, unload: bool = False) -> None:
+        """Close the memfd / remove the file; ``unload`` also dlcloses the
+        object (only on an explicit close: a finalizer run by the garbage
+        collector or at exit leaves the few mapped pages alone rather than
+        risk unmapping code another thread may be running)."""
+        if self.handle is not None and unload:
             _dlclose(self.handle)
             self.handle = None
         if self.fd is not None:
@@ -556,7 +560,7 @@ class Provider:
                 for p in self._probes.values():
                     p._bind(lib, layout, base)
             except BaseException:
-                res.release()
+                res.release(unload=True)
                 raise
             self._lib = lib
             self.base = base
@@ -575,10 +579,14 @@ class Provider:
             for p in self._probes.values():
                 p._unbind()
             self._lib = None
-            self._finalizer()
+            self._finalizer.detach()
+            self._res.release(unload=True)
 
     def __enter__(self) -> "Provider":
-        return self.load()
+        """Load if probes are defined already; else define them in the block
+        (the provider then loads on :meth:`load`, the first fire, or
+        :meth:`usdt`).  Closes at the end of the block."""
+        return self.load() if self._probes else self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()

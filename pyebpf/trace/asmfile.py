@@ -43,12 +43,10 @@ Line numbers are kept: a verifier complaint points at the ``.s`` line.
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 import re
 import shlex
 import struct
-from typing import Any, TextIO
+from typing import Any
 
 from ..errors import PyebpfError
 

@@ -28,13 +28,11 @@ the return.
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 import struct
 import time
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
-from ..errors import ProgramError, PyebpfError
+from ..errors import ProgramError
 from ..program import R0, R1, R2, R6, R7, R8, R9, R10, Program
 from . import aggregate as _agg
 from .expr import (FUNC, INT, PROBE, STACK, STR, EmitEnv, Expr, ExprError, Filter,

@@ -301,6 +301,12 @@ class Usdt:
         return any(getattr(s, "signed", False) for s in self.reader.specs(n) if s is not None
                    and s.decodable)
 
+    def arg_size(self, n: int) -> int:
+        """Argument ``n``'s size in bytes (the largest over the locations; 0 if
+        it cannot be read anywhere)."""
+        return max((s.size for s in self.reader.specs(n) if s is not None and s.decodable),
+                   default=0)
+
     @staticmethod
     def load_options(method: str = "auto") -> dict[str, int]:
         """``prog_type`` and ``expected_attach_type`` for :func:`pyebpf.loader.load`."""

@@ -60,6 +60,15 @@ class UsdtProbeSource:
         the argument cannot be read (float, undecodable spec, absent...)."""
         self.usdt.read_arg(p, dst, n, ctx)
 
+    def arg_signed(self, n: int) -> bool:
+        """Extra (not in the contract): argument ``n``'s C type is signed (at
+        some location), so its 64-bit value reads best as an s64."""
+        return self.usdt.arg_signed(n)
+
+    def arg_size(self, n: int) -> int:
+        """Extra: argument ``n``'s size in bytes (the largest over the locations)."""
+        return self.usdt.arg_size(n)
+
     def attach(self, loaded_program: Any, pid: int | None = None) -> Any:
         """Attach the loaded program to every location (semaphores enabled
         through ref_ctr); ``pid`` restricts it to one process (default: the

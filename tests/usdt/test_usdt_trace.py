@@ -471,6 +471,7 @@ def test_usdt_probe_source_contract():
     assert isinstance(src.prog_type, int) and src.arg_count == 1
     assert set(src.load_options) == {"expected_attach_type"}
     assert src.describe() == f"usdt:{py}:python:gc__start (1 location, semaphore)"
+    assert src.arg_signed(0) and src.arg_size(0) == 4       # -4@112(%rsp)
     with HashMap("u32", "u64", 16, name="gen_count") as m:
         p = Program("src")
         p.mov(R6, R1)

@@ -252,7 +252,7 @@ def _step(insns, i, st: _State, slot_of, index_at_slot, gpl, maps):
         return [(nxt, _State(tuple(fall), init)), (target_index(), _State(tuple(taken), init))]
     if kind == "call":
         if insn.src == op.CALL_HELPER:
-            _check_call(insn, regs, init, gpl, maps, fail)
+            init = init | _check_call(insn, regs, init, gpl, maps, fail)
         regs[0] = UNKNOWN
         if insn.src == op.CALL_HELPER:
             try:
@@ -270,7 +270,9 @@ def _step(insns, i, st: _State, slot_of, index_at_slot, gpl, maps):
     return [(nxt, _State(tuple(regs), init))]
 
 
-def _check_call(insn: Insn, regs: list, init: frozenset, gpl: bool, maps: dict, fail) -> None:
+def _check_call(insn: Insn, regs: list, init: frozenset, gpl: bool, maps: dict, fail) -> frozenset:
+    """Check one helper call; return the stack bytes the helper writes (its
+    output buffers of known size), which count as initialised afterwards."""
     try:
         h = _helper(insn.imm)
     except KeyError:
@@ -282,6 +284,7 @@ def _check_call(insn: Insn, regs: list, init: frozenset, gpl: bool, maps: dict, 
         fail(f"{name} is GPL-only: the program's licence must be GPL-compatible (e.g. license='GPL')")
     args = [a for a in h.args if a != "varargs"]
     map_obj = None
+    written: frozenset = frozenset()
     for n, kind in enumerate(args, start=1):
         v = regs[n]
         where = f"{name} argument {n} (r{n})"
@@ -305,6 +308,8 @@ def _check_call(insn: Insn, regs: list, init: frozenset, gpl: bool, maps: dict, 
         elif kind == "uninit_map_value":
             size = getattr(map_obj, "value_size", None)
             _check_mem(where, v, size, init, False, fail, "value-sized memory")
+            if v.kind == "stack" and v.const is not None and size:
+                written = written | frozenset(range(v.const, v.const + size))
         elif kind in ("mem", "uninit_mem"):
             size = None
             if n < len(args) and args[n] == "size":
@@ -313,9 +318,12 @@ def _check_call(insn: Insn, regs: list, init: frozenset, gpl: bool, maps: dict, 
                     size = sv.const
             _check_mem(where, v, size, init, kind == "mem", fail,
                        "initialised memory" if kind == "mem" else "writable memory")
+            if kind == "uninit_mem" and v.kind == "stack" and v.const is not None and size:
+                written = written | frozenset(range(v.const, v.const + size))
         elif kind in ("size", "scalar"):
             if v.kind in ("map", "ctx", "stack", "map_value_or_null") and kind == "size":
                 fail(f"{where} must be a size (a number), but it is {_describe(v)}")
+    return written
 
 
 def _check_mem(where, v: Val, size, init, must_init: bool, fail, what: str) -> None:

@@ -181,3 +181,13 @@ def test_idioms_pass_the_checker():
     p.probe_read_user(R6, 16)
     p.ret(0)
     check(p)
+
+
+def test_checker_counts_helper_output_as_initialised():
+    m = FakeMap("m", 16, 8)
+    p = Program()
+    p.mov(R6, R1)
+    buf = p.probe_read_user(R6, 16)      # the helper writes the 16 bytes
+    p.ld_map(R1, m).stack_pointer(R2, buf).call("map_lookup_elem")
+    p.ret(0)
+    check(p)

@@ -96,7 +96,8 @@ def register(subparsers) -> None:
     out.add_argument("--strlen", type=int, default=64, metavar="N",
                      help="bytes read by str() (default 64, bpftrace's)")
     out.add_argument("--ringbuf", action="store_true",
-                     help="send events through a BPF ring buffer instead of per-CPU perf rings")
+                     help="send events through a BPF ring buffer (one ring, events in order) "
+                          "instead of per-CPU perf rings (drained CPU by CPU)")
     out.add_argument("--buffer-size", type=int, default=1 << 20, metavar="BYTES",
                      help="bytes per perf ring (per CPU) or of the ring buffer (default 1 MiB)")
     out.add_argument("--show-program", action="store_true",

@@ -71,8 +71,11 @@ def test_command_not_found():
 
 @pytest.mark.kernel
 def test_json_lines_and_max_events(workload):
+    # (the ring buffer keeps the order of the events; per-CPU perf rings are
+    # drained one after the other, so a process that moved between CPUs
+    # may have its events printed out of order, as with bpftrace)
     proc = cli("trace", f"uprobe:{workload}:greet", "--print", "%s %d", "who=str(arg0)", "arg1",
-               "--count", "--json", "-n", "5", "-c", f"{workload} 1000000 0")
+               "--count", "--json", "-n", "5", "--ringbuf", "-c", f"{workload} 1000000 0")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines and all(line.startswith("{") for line in lines), lines

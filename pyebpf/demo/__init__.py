@@ -1,0 +1,116 @@
+"""The README's main job: trace a Python workload through its own USDT probes.
+
+``python -m pyebpf demo`` starts :mod:`pyebpf.demo.workload` -- a small
+"request server" that declares USDT probes from Python at run time
+(:class:`pyebpf.usdt.Provider`: pyebpf writes the ELF notes and stubs itself)
+and fires ``request_start(id, size)`` / ``request_done(id, status)`` around
+each request.  The demo then, with nothing but pyebpf:
+
+1. attaches one eBPF program to each probe (uprobe_multi, semaphores through
+   the kernel's ref_ctr -- the workload sees ``probe.enabled`` turn true);
+2. measures each request's latency *in the kernel* (start timestamp in a
+   hash map keyed by request id, delta at ``request_done``) into a log2
+   histogram, and streams one event per request through a perf buffer;
+3. prints the events live, then the histogram the way bpftrace does, and
+   exits when the workload does.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from typing import TextIO
+
+PROVIDER = "pyebpfdemo"
+
+
+def _programs(start_probe, done_probe, starts, hist, events):
+    """The two eBPF programs, built with the DSL."""
+    from ..program import R0, R1, R2, R6, R7, R8, R9, Program
+
+    # request_start(id, size): starts[id] = now
+    p = Program("demo_start")
+    p.mov(R6, R1)
+    start_probe.read_arg(p, R7, 0, ctx=R6)          # request id
+    key = p.stack_store(R7, 8)
+    p.call("ktime_get_ns")
+    val = p.stack_store(R0, 8)
+    p.map_update(starts, key, val)
+    p.ret(0)
+
+    # request_done(id, status): latency = now - starts[id]; hist + event
+    q = Program("demo_done")
+    q.mov(R6, R1)
+    done_probe.read_arg(q, R7, 0, ctx=R6)           # request id
+    done_probe.read_arg(q, R9, 1, ctx=R6)           # status
+    key = q.stack_store(R7, 8)
+    q.map_lookup(starts, key, "out")                # r0 = &start time (NULL-checked)
+    q.ldxdw(R8, R0, 0)
+    q.call("ktime_get_ns")
+    q.sub(R0, R8)
+    q.div(R0, 1000)                                 # microseconds
+    q.mov(R8, R0)
+    q.ld_map(R1, starts).stack_pointer(R2, key)
+    q.call("map_delete_elem")
+    hist.emit(q, R8)
+    q.output_record(events.array, [(R7, 8), (R8, 8), (R9, 8)], ctx=R6)
+    q.label("out")
+    q.ret(0)
+    return p, q
+
+
+def run(requests: int = 60, out: TextIO = sys.stdout, show_programs: bool = False) -> int:
+    """Run the demo; returns an exit status."""
+    from ..events import PerfBuffer
+    from ..maps import HashMap
+    from ..text import disassemble
+    from ..trace.aggregate import Histogram
+    from ..trace.render import format_hist
+    from ..usdt import usdt
+
+    t0 = time.perf_counter()
+    child = subprocess.Popen([sys.executable, "-m", "pyebpf.demo.workload", str(requests)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        path = child.stdout.readline().strip()      # the provider's ELF, e.g. /proc/PID/fd/N
+        if not path:
+            print("the workload did not start", file=sys.stderr)
+            return 1
+        start_probe = usdt(path, f"{PROVIDER}:request_start", pid=child.pid)
+        done_probe = usdt(path, f"{PROVIDER}:request_done", pid=child.pid)
+        print(f"workload pid {child.pid}; probes: {start_probe.describe()}, {done_probe.describe()}",
+              file=out)
+        with HashMap(key="u64", value="u64", max_entries=4096, name="starts") as starts, \
+                Histogram("latency_us") as hist, PerfBuffer(decode="<QQq") as events:
+            p, q = _programs(start_probe, done_probe, starts, hist, events)
+            if show_programs:
+                print(f"\n-- request_start program\n{disassemble(p)}\n-- request_done program\n"
+                      f"{disassemble(q)}\n", file=out)
+            with start_probe.load(p) as lp, done_probe.load(q) as lq, \
+                    start_probe.attach(lp), done_probe.attach(lq):
+                print(f"attached in {1000 * (time.perf_counter() - t0):.0f} ms "
+                      f"(including starting the workload)\n", file=out)
+                child.stdin.write("go\n")
+                child.stdin.flush()
+                shown = 0
+                while True:
+                    done = child.poll() is not None
+                    for rid, us, status in events.read_batch(timeout=0.1):
+                        shown += 1
+                        print(f"  request {rid:4d}  {us:7d} us  status {status}", file=out)
+                    if done:
+                        for rid, us, status in events.drain():
+                            shown += 1
+                            print(f"  request {rid:4d}  {us:7d} us  status {status}", file=out)
+                        break
+                out.flush()
+                print(f"\n{shown} requests traced, {events.lost} events lost\n", file=out)
+                print(format_hist("latency_us", hist.read()), file=out)
+        tail = child.stdout.read().strip()
+        if tail:
+            print(tail, file=out)
+        return 0 if child.wait() == 0 and shown == requests else 1
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()

@@ -94,6 +94,28 @@ class _Built:
     attach_pid: bool = True
 
 
+def _marker(p: Program, probe: str) -> Any:
+    """``mark(text)`` starts a section of ``p``'s code: its instructions get
+    the origin ``<probe: text>`` (a verifier complaint names the action) and
+    :meth:`Trace.show` comments the section's first instruction with
+    ``text``.  ``mark(None)`` closes the last section."""
+    state: dict[str, Any] = {"start": None, "text": None}
+    comments: dict[int, str] = {}
+    p.section_comments = comments            # type: ignore[attr-defined]
+
+    def mark(text: str | None) -> None:
+        start, prev = state["start"], state["text"]
+        if start is not None and prev is not None:
+            origin = f"<{probe}: {prev}>"
+            for insn in p.insns[start:]:
+                insn.origin = origin
+            slot = sum(insn.slots for insn in p.insns[:start])
+            if start < len(p.insns):
+                comments[slot] = prev
+        state["start"], state["text"] = len(p.insns), text
+    return mark
+
+
 def _as_expr(x: "Expr | str", strlen: int) -> Expr:
     return x if isinstance(x, Expr) else parse_expr(x, strlen)
 
@@ -384,8 +406,13 @@ class Trace:
 
     def _gen_entry(self, i: int, src: Any, start: Any, saved: list[int]) -> Program:
         p = Program(f"entry{i}")
+        mark = _marker(p, str(self.specs[i]) + " entry")
+        mark("keep the context")
         p.mov(R6, R1)
+        if self.pid:
+            mark(f"only pid {self.pid}")
         self._pid_filter(p, "out")
+        mark("start[thread] = (now" + "".join(f", arg{n}" for n in saved) + ")")
         val = p.stack.alloc(8 * (1 + len(saved)))
         for j, n in enumerate(saved):
             src.emit_arg(p, R7, n, R6)
@@ -396,16 +423,23 @@ class Trace:
         key = p.stack_store(R0, 8)
         p.map_update(start, key, val, flags=0)
         p.label("out")
+        mark("return 0")
         p.ret(0)
+        mark(None)
         return p
 
     def _gen_actions(self, i: int, src: Any, start: Any, saved: list[int]) -> Program:
         p = Program(f"probe{i}")
+        mark = _marker(p, str(self.specs[i]))
+        mark("keep the context")
         p.mov(R6, R1)
         env = EmitEnv(ctx=R6, source=src, probe_index=i, func_base=self._func_base[i],
                       stack_map=self._stack_map, at_return=start is not None)
+        if self.pid:
+            mark(f"only pid {self.pid}")
         self._pid_filter(p, "out")
         if start is not None:
+            mark("take start[thread] (saved at the entry); latency = now - its time")
             p.call("get_current_pid_tgid")
             key = p.stack_store(R0, 8)
             n = 1 + len(saved)
@@ -423,6 +457,7 @@ class Trace:
             env.latency_slot = p.stack_store(R0, 8)
             env.saved_args = {n_: copy + 8 + 8 * j for j, n_ in enumerate(saved)}
         for f in self.filters:
+            mark(f"filter: {f.text}")
             emit_filter(p, f, env, "out", R7, R8)
         keys_at: dict[tuple[str, ...], int] = {}
         for a in self.aggregates:
@@ -431,7 +466,14 @@ class Trace:
                 sig = tuple(k.text for k in a.keys)
                 key_off = keys_at.get(sig)
                 if key_off is None:
+                    mark(f"key: {', '.join(sig)}")
                     key_off = keys_at[sig] = self._emit_struct(p, a.keys, env)
+            keytext = f"[{', '.join(k.text for k in a.keys)}]" if a.keys else ""
+            what = a.kind if a.kind != "lhist" else f"lhist"
+            arg = a.value.text if a.value is not None else ""
+            if a.linear:
+                arg += ", " + ", ".join(map(str, a.linear))
+            mark(f"{a.display}{keytext} = {what}({arg})")
             if a.value is not None:
                 emit_int(p, a.value, R7, env)
                 a.impl.emit(p, R7, key=key_off)
@@ -439,6 +481,8 @@ class Trace:
                 a.impl.emit(p, key=key_off)
         if self.event_fields is not None:
             exprs = [e for _, e in self.event_fields]
+            mark(f"event: probe, {', '.join(e.text for e in exprs)} -> "
+                 f"{'ring buffer' if self.ring else 'perf buffer'}")
             rec = self._emit_struct(p, [parse_expr("probe")] + exprs, env)
             size = 8 + sum(e.slot_size for e in exprs)
             if self.ring:
@@ -446,7 +490,9 @@ class Trace:
             else:
                 p.perf_event_output(self._events_map, rec, size, ctx=R6)
         p.label("out")
+        mark("return 0")
         p.ret(0)
+        mark(None)
         return p
 
     @staticmethod
@@ -487,9 +533,10 @@ class Trace:
         self.build()
         parts = []
         for b in self.built:
-            parts.append(f"; {b.title}: {b.source.describe()}\n"
+            parts.append(f"; {b.title}\n; attached at {b.source.describe()}\n"
                          f"; {len(b.program)} instructions, {b.program.stack.used} bytes of stack\n"
-                         + disassemble(b.program, dialect=dialect))
+                         + disassemble(b.program, dialect=dialect,
+                                       comments=getattr(b.program, "section_comments", None)))
         return "\n\n".join(parts)
 
     # ------------------------------------------------------------ running

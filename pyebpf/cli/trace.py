@@ -22,7 +22,7 @@ expressions (for --count KEY, --hist EXPR, --print, --filter):
   arg0..argN     arguments (tracepoints: the fields in order)
   args.NAME      a tracepoint field        retval    return value
   latency        ns from entry to return (attaches the entry and return probes)
-  pid tid uid gid cpu nsecs comm ustack probe func
+  pid tid uid gid cpu nsecs elapsed comm ustack probe func
   str(EXPR[,N])  a string in user memory   EXPR / 1000, EXPR % 10, EXPR & 0xff ...
   KEY may list several expressions: --count 'comm, arg0'
 """

@@ -11,7 +11,8 @@ Atoms:
 ``latency``         nanoseconds from the function's entry to its return
                     (attaches both probes of a ``uprobe:``/``uretprobe:``)
 ``pid`` ``tid``     process and thread id;  ``uid``, ``gid``, ``cpu``
-``nsecs``           ``bpf_ktime_get_ns()``
+``nsecs``           ``bpf_ktime_get_ns()`` (CLOCK_MONOTONIC)
+``elapsed``         nanoseconds since the trace was built
 ``comm``            the thread's name (16 bytes)
 ``str(E[, N])``     the NUL-terminated string at address ``E`` (``N`` bytes
                     at most; default ``--strlen``, 64)
@@ -50,8 +51,8 @@ _OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "%": "mod", "&": "and_",
 _CMPS = {"==": "jeq", "!=": "jne", "<": "jlt", "<=": "jle", ">": "jgt", ">=": "jge"}
 _SCMPS = {"==": "jeq", "!=": "jne", "<": "jslt", "<=": "jsle", ">": "jsgt", ">=": "jsge"}
 _NEGATE = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
-_SIMPLE = ("retval", "latency", "pid", "tid", "uid", "gid", "cpu", "nsecs", "comm", "ustack",
-           "probe", "func")
+_SIMPLE = ("retval", "latency", "pid", "tid", "uid", "gid", "cpu", "nsecs", "elapsed", "comm",
+           "ustack", "probe", "func")
 
 
 class ExprError(PyebpfError, ValueError):
@@ -281,6 +282,7 @@ class EmitEnv:
     latency_slot: int | None = None
     stack_map: Any = None
     at_return: bool = False
+    start_ns: int = 0
 
 
 def signed(e: Expr, source: Any) -> bool:
@@ -347,6 +349,11 @@ def emit_int(p: Program, e: Expr, dst: Reg, env: EmitEnv) -> None:
         p.mov(dst, R0)
     elif a == "nsecs":
         p.call("ktime_get_ns")
+        p.mov(dst, R0)
+    elif a == "elapsed":
+        p.call("ktime_get_ns")
+        p.lddw(R1, env.start_ns)
+        p.sub(R0, R1)
         p.mov(dst, R0)
     elif a == "ustack":
         if env.stack_map is None:

@@ -185,6 +185,7 @@ class Trace:
         self._drops: Any = None
         self._func_names: list[str] = []
         self._func_base: list[int] = []
+        self.start_ns = 0
         for f in filters:
             self.filter(f)
 
@@ -341,6 +342,7 @@ class Trace:
             self.count(by="probe")
         sources = self.resolve()
         self._names()
+        self.start_ns = time.monotonic_ns()      # CLOCK_MONOTONIC, as bpf_ktime_get_ns
         try:
             self._make_maps()
             for i, src in enumerate(sources):
@@ -434,7 +436,8 @@ class Trace:
         mark("keep the context")
         p.mov(R6, R1)
         env = EmitEnv(ctx=R6, source=src, probe_index=i, func_base=self._func_base[i],
-                      stack_map=self._stack_map, at_return=start is not None)
+                      stack_map=self._stack_map, at_return=start is not None,
+                      start_ns=self.start_ns)
         if self.pid:
             mark(f"only pid {self.pid}")
         self._pid_filter(p, "out")

@@ -132,6 +132,23 @@ def test_events_perf_and_ring(workload, no_fd_leak):
             assert s.lost == 0
 
 
+def test_timestamps(workload):
+    import time
+    t = Trace(f"uprobe:{workload}:slow").print(None, "nsecs", "elapsed", "tid", "pid", "cpu", "uid")
+    t0 = time.monotonic_ns()
+    s, _ = run(t, [workload, "24", "2000"])
+    t1 = time.monotonic_ns()
+    with s:
+        evs = sorted(s.read_events(0), key=lambda e: e.fields["nsecs"])
+        assert len(evs) == 3
+        for e in evs:
+            f = e.fields
+            assert t0 <= f["nsecs"] <= t1 and 0 < f["elapsed"] < t1 - t0
+            assert f["tid"] == f["pid"] > 0 and f["cpu"] < os.cpu_count() and f["uid"] == 0
+        gaps = [b.fields["elapsed"] - a.fields["elapsed"] for a, b in zip(evs, evs[1:])]
+        assert all(g >= 2_000_000 for g in gaps)         # slow(2000 us) in between
+
+
 def test_several_probes_glob_and_func(workload):
     t = Trace(f"uprobe:{workload}:work", f"uprobe:{workload}:greet").count(by="probe")
     s, res = run(t, [workload, "40"])

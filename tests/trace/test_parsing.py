@@ -148,3 +148,42 @@ def test_asm_header_errors(text, words):
     with pytest.raises(AsmFileError, match=words) as ei:
         parse_asm_file(text, "bad.s")
     assert str(ei.value).startswith("bad.s")
+
+
+def test_symbolizer_by_address_and_by_build_id(workload):
+    """Plain addresses go through /proc/PID/maps; build-id frames through the
+    files searched (the probed binary, its DT_NEEDED libraries...)."""
+    import subprocess
+
+    from pyebpf import elf
+    from pyebpf.trace.stacks import STACK_IP, STACK_VALID, Symbolizer, demangle
+    proc = subprocess.Popen([workload, "100000000", "1000"], stdout=subprocess.DEVNULL)
+    try:
+        import time
+        ef = elf.open_elf(workload)
+        sym = ef.symbol("outer")
+        for _ in range(100):
+            mods = [m for m in elf.process_modules(proc.pid) if m.path == workload]
+            if mods:
+                break
+            time.sleep(0.01)
+        addr = mods[0].runtime_address(sym.address + 10)
+        s = Symbolizer()
+        assert s.frame(addr, proc.pid) == "outer+10"
+        assert s.frame((STACK_IP, bytes(20), addr), proc.pid, index=1) == "outer+10"
+    finally:
+        proc.kill()
+        proc.wait()
+    s = Symbolizer([workload])
+    off = ef.address_to_offset(sym.address + 4)
+    assert s.frame((STACK_VALID, ef.build_id, off)) == "outer+4"
+    # libc comes from the workload's DT_NEEDED, found by its build id
+    libc = elf.resolve_library("libc.so.6")
+    lef = elf.open_elf(libc)
+    malloc = lef.resolve("malloc")
+    assert s.frame((STACK_VALID, lef.build_id, malloc.file_offset)).startswith("malloc+0") or \
+        s.frame((STACK_VALID, lef.build_id, malloc.file_offset)).endswith("+0")
+    assert s.frame((STACK_VALID, b"\x01" * 20, 0x1234)).startswith("0x1234 (offset in build id")
+    assert s.frame(0x1234, None) == "0x1234"
+    assert demangle(["_ZN1a1bEv", "main"]) in ({"_ZN1a1bEv": "a::b()", "main": "main"},
+                                                {"_ZN1a1bEv": "_ZN1a1bEv", "main": "main"})

@@ -28,9 +28,11 @@ def available() -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="fewer rounds and events (under a minute)")
+    parser.add_argument("--quick", action="store_true",
+                        help="fewer rounds and events (under a minute)")
     parser.add_argument("--json", action="store_true", help="print one JSON object per benchmark")
-    parser.add_argument("--rounds", type=int, help="rounds of each comparison case (default: 7/3/5, quick 2/1/1)")
+    parser.add_argument("--rounds", type=int,
+                        help="rounds of each comparison case (default: 7/3/5, quick 2/1/1)")
     parser.add_argument("--peers", default="pyebpf,bpftrace,bcc",
                         help="tools to compare (default: %(default)s)")
     parser.add_argument("--results", type=pathlib.Path,
@@ -39,12 +41,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--readme", action="store_true",
                         help="also put the comparison's tables in README.md's Benchmarks section")
     parser.add_argument("names", nargs="*",
-                        help=f"benchmarks to run (default: all of {', '.join(available())}, compare)")
+                        help=f"benchmarks to run (default: all of {', '.join(available())}, "
+                             "compare)")
     args = parser.parse_args(argv)
     names = args.names or available() + ["compare"]
     for name in names:
         if name not in available() and name != "compare":
-            parser.error(f"unknown benchmark {name!r}; available: {', '.join(available())}, compare")
+            parser.error(f"unknown benchmark {name!r}; available: "
+                         f"{', '.join(available())}, compare")
     sys.path.insert(0, str(HERE.parent))
     t0 = time.perf_counter()
     results: dict[str, dict] = {}
@@ -69,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         tools = tuple(t.strip() for t in args.peers.split(",") if t.strip())
         unknown = set(tools) - set(compare.TOOLS)
         if unknown:
-            parser.error(f"unknown peer(s) {', '.join(sorted(unknown))}; known: {', '.join(compare.TOOLS)}")
+            parser.error(f"unknown peer(s) {', '.join(sorted(unknown))}; "
+                         f"known: {', '.join(compare.TOOLS)}")
         print("== compare (pyebpf, bpftrace, BCC alternately)", flush=True)
         res = compare.run(quick=args.quick, rounds=args.rounds, tools=tools,
                           module_results=results,

@@ -609,7 +609,7 @@ def library_parts(quick: bool, module_results: dict[str, dict] | None) -> dict:
             notes, parts["notes_source"] = up[keys[0]], f"bench_usdt_parse.{keys[0]}"
     if notes is None:
         notes = _notes_per_s(quick)
-        parts["notes_source"] = "compare (read_notes + argument decoding of libjvm.so)"
+        parts["notes_source"] = "read_notes + argument decoding, timed by compare"
     parts["notes_per_s"] = notes
     return parts
 
@@ -703,6 +703,7 @@ def run(quick: bool = False, rounds: int | None = None, tools: tuple[str, ...] =
     log("-- library parts")
     res["library"] = library_parts(quick, module_results)
     res["machine"]["loadavg_end"] = os.getloadavg()[0]
+    res["date"] = time.strftime("%Y-%m-%d %H:%M")
     res["elapsed_s"] = time.perf_counter() - t_start
     derive(res)
     return res
@@ -773,7 +774,8 @@ def derive(res: dict) -> None:
     for kind in ("count", "hist"):
         a = res[f"agg_{kind}"]
         targets.append(verdict(f"aggregation-{kind}",
-                               _ratio(_get(a, "pyebpf", "added_ns"), _get(a, "bpftrace", "added_ns")),
+                               _ratio(_get(a, "pyebpf", "added_ns"),
+                                      _get(a, "bpftrace", "added_ns")),
                                why_missing("pyebpf", "bpftrace")))
     res["targets"] = targets
 
@@ -823,7 +825,8 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines
 
 
-def markdown(res: dict) -> str:
+def markdown(res: dict, why: bool = True) -> str:
+    """The results as markdown tables; ``why``: with the notes on missed targets."""
     m, tools = res["machine"], res["tools"]
     mode = "quick" if res["quick"] else "full"
     P = res["params"]
@@ -836,7 +839,8 @@ def markdown(res: dict) -> str:
              f"alternated runs).  Peers: " +
              ", ".join(tools[t]["version"] or f"{LABEL[t]} n/a ({tools[t]['why']})"
                        for t in cols if t in tools) +
-             f".  Mode: {mode} ({time.strftime('%Y-%m-%d %H:%M')}, {res['elapsed_s']:.0f} s).")
+             f".  Mode: {mode} ({res.get('date', '?')}; the comparison took "
+             f"{res['elapsed_s']:.0f} s).")
     L.append("")
 
     # cold start
@@ -853,7 +857,8 @@ def markdown(res: dict) -> str:
              f"({P['cold_calls']:,} calls, uprobe), process start to printed count; "
              f"median of {P['cold_rounds']} alternated runs.")
     L.append("")
-    L += _table(chead, [crow("wall time (s)", "wall_s"), crow("peak RSS (MB)", "rss_mb", lambda v: _num(v, 1)),
+    L += _table(chead, [crow("wall time (s)", "wall_s"),
+                        crow("peak RSS (MB)", "rss_mb", lambda v: _num(v, 1)),
                         crow("CPU time (s)", "cpu_s"),
                         crow("traced loop (ns/call)", "loop_ns_per_call", lambda v: _num(v, 0))])
     py = c.get("pyebpf", {})
@@ -863,9 +868,19 @@ def markdown(res: dict) -> str:
         L.append(f"pyebpf's wall time, by phase (median ms): interpreter start "
                  f"{c['python_start_s'] * 1e3:.0f} (a bare `python -c pass`, measured apart), " +
                  ", ".join(f"{k[6:-3]} {py[k]:.0f}" for k in phases) +
-                 f".  Its imports, by package (ms, `-X importtime`): " +
+                 ".  Its imports, by package (ms, `-X importtime`): " +
                  ", ".join(f"{k} {v:.0f}" for k, v in c.get("pyebpf_imports_ms", {}).items()) +
                  f".  Untraced loop: {c['untraced_ns_per_call']:.1f} ns/call.")
+    trap_fn = _get(c, "pyebpf", "loop_ns_per_call") or _get(c, "bpftrace", "loop_ns_per_call")
+    trap_nop = _get(res, "agg_count", "pyebpf", "added_ns") or \
+        _get(res, "agg_count", "bpftrace", "added_ns")
+    if trap_fn and trap_nop:
+        L.append("")
+        L.append(f"The uprobe on `hit()` costs every tool ~{trap_fn / 1e3:.0f} us per call, the "
+                 f"USDT probe of cases 2-3 ~{trap_nop / 1e3:.1f} us: `hit()` begins with a "
+                 f"RIP-relative `mov`, which the kernel single-steps out of line (a breakpoint "
+                 f"trap plus a single-step trap, slow in this VM), while the USDT site is a "
+                 f"`nop`, which it emulates.  It is the probed instruction, not the load.")
     L.append("")
 
     # streaming
@@ -890,6 +905,11 @@ def markdown(res: dict) -> str:
         srow("tracer CPU time (s)", "cpu_s") +
         [_num(_ratio(_get(s, "pyebpf", "cpu_s"), _get(s, "bcc", "cpu_s")))],
     ])
+    L.append("")
+    L.append("Lost: reported by the kernel (PERF_RECORD_LOST); unaccounted: neither received nor "
+             "reported lost (the kernel reports a loss only before the next event that fits, "
+             "so the last losses of a run can go unreported).  Drain rate: events received "
+             "per second from the loop's start to the last event received.")
     method = _get(s, "pyebpf", "method")
     if method == "uprobe-at-note":
         L.append("")
@@ -907,7 +927,8 @@ def markdown(res: dict) -> str:
     for kind, label in (("count", "count()"), ("hist", "hist(arg0)")):
         a = res[f"agg_{kind}"]
         rows.append([f"{label}: added ns/hit"] +
-                    [_cell(a.get(t), "added_ns", lambda v: _num(v, 0), tools.get(t)) for t in cols] +
+                    [_cell(a.get(t), "added_ns", lambda v: _num(v, 0), tools.get(t))
+                     for t in cols] +
                     [_num(_ratio(_get(a, "pyebpf", "added_ns"), _get(a, "bpftrace", "added_ns")))])
         rows.append([f"{label}: exact result"] +
                     [_cell(a.get(t), "exact", _num, tools.get(t)) for t in cols] + [""])
@@ -921,8 +942,10 @@ def markdown(res: dict) -> str:
     L += _table(["part", "rate"], [
         ["instructions assembled / s (DSL, 4,000-insn programs)", _num(lib.get("dsl_insns_per_s"))],
         ["lines assembled / s (text, compiler-like / all-distinct lines)",
-         f"{_num(lib.get('text_lines_per_s_typical'))} / {_num(lib.get('text_lines_per_s_unique'))}"],
-        ["USDT notes parsed / s (libjvm.so, arguments decoded)", _num(lib.get("notes_per_s"))],
+         f"{_num(lib.get('text_lines_per_s_typical'))} / "
+         f"{_num(lib.get('text_lines_per_s_unique'))}"],
+        [f"USDT notes parsed / s (libjvm.so; {lib.get('notes_source', '?')})",
+         _num(lib.get("notes_per_s"))],
         ["map lookups / s (one `m[key]`)", _num(lib.get("map_lookups_per_s"))],
         ["batch iteration (entries / s, 100,000-entry hash)",
          _num(lib.get("batch_iteration_entries_per_s"))],
@@ -935,7 +958,7 @@ def markdown(res: dict) -> str:
     L.append("```")
     L += target_lines(res)
     L.append("```")
-    notes = explain(res)
+    notes = explain(res) if why else []
     if notes:
         L.append("")
         L += notes
@@ -959,13 +982,14 @@ def explain(res: dict) -> list[str]:
     if t["status"] == "missed":
         phases = {k[6:-3]: v for k, v in py.items() if k.startswith("phase_")}
         start = c["python_start_s"] * 1e3
-        imports = phases.get("imports", 0) - start
+        imports = phases.get("imports", 0)       # timed from the script's first line
         out.append(
             f"- cold-start-wall missed by {t['value'] / t['goal']:.1f}x: the goal means "
             f"{t['goal'] * bt['wall_s'] * 1e3:.0f} ms, pyebpf took {py['wall_s'] * 1e3:.0f} ms: "
             f"interpreter start ~{start:.0f} ms, imports ~{imports:.0f} ms (see their "
             f"breakdown above), load {phases.get('load', 0):.0f} ms, attach "
-            f"{phases.get('attach', 0):.0f} ms (pyelftools import, symbol lookup, uprobe_multi link), the "
+            f"{phases.get('attach', 0):.0f} ms (pyelftools import, symbol lookup, uprobe_multi "
+            f"link), the "
             f"traced program {phases.get('run', 0):.0f} ms, detach {phases.get('detach', 0):.0f}"
             f" ms (the kernel unregisters the uprobe synchronously).  Closing it needs the "
             f"imports cut to a few ms (a prebuilt cffi module or plain ctypes/struct packing "
@@ -997,7 +1021,10 @@ def explain(res: dict) -> list[str]:
             f"case 3) costs {count_added / 1e3:.2f} us and the output "
             f"{(sp['added_ns'] - count_added) / 1e3:.2f} us (perf_event_output into the ring "
             f"and the watermark wakeups, whose work lands on the traced CPU when both CPUs "
-            f"are busy).  The trap is the kernel's; on an idle machine it is ~0.6 us.")
+            f"are busy).  The trap is the kernel's: with the ~0.59 us it costs on an idle "
+            f"machine (the project's reference measurement), the same output cost totals "
+            f"~{0.59 + (sp['added_ns'] - count_added) / 1e3:.2f} us; on a busy one, nothing "
+            f"pyebpf does removes the trap.")
     for kind in ("count", "hist"):
         t = by[f"aggregation-{kind}"]
         a = res[f"agg_{kind}"]
@@ -1039,7 +1066,7 @@ def update_readme(res: dict, readme: Path = ROOT / "README.md") -> bool:
         return False
     a = text.index(README_START) + len(README_START)
     b = text.index(README_END)
-    readme.write_text(text[:a] + "\n" + markdown(res) + text[b:])
+    readme.write_text(text[:a] + "\n" + markdown(res, why=False) + text[b:])
     return True
 
 
@@ -1050,7 +1077,18 @@ def main(argv: list[str] | None = None) -> int:     # python -m benchmarks.compa
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--rounds", type=int)
     ap.add_argument("--results", type=Path)
+    ap.add_argument("--render", type=Path, metavar="JSON",
+                    help="re-render a results JSON (markdown next to it; --readme) without running")
+    ap.add_argument("--readme", action="store_true", help="also refresh README.md's table")
     args = ap.parse_args(argv)
+    if args.render:
+        res = json.loads(args.render.read_text())
+        derive(res)
+        path = write(res, args.render.parent)
+        if args.readme:
+            update_readme(res)
+        print(f"written: {path}")
+        return 0
     res = run(args.quick, args.rounds)
     path = write(res, args.results or (Path(tempfile.gettempdir()) / "pyebpf-bench"
                                        if args.quick else RESULTS))

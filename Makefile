@@ -12,6 +12,7 @@ $(VENV)/.stamp: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m compileall -q pyebpf >/dev/null
 	touch $@
 
 venv: $(VENV)/.stamp

@@ -666,7 +666,12 @@ def run(quick: bool = False, rounds: int | None = None, tools: tuple[str, ...] =
     loop = build_loop(usdt=False)
     loop_usdt = build_loop(usdt=True)
 
-    # 1. cold start
+    # 1. cold start -- with pyebpf's bytecode compiled, as a pip install leaves
+    # it (the sandbox may set PYTHONDONTWRITEBYTECODE, which would make every
+    # run compile every module again)
+    import compileall
+    import pyebpf
+    compileall.compile_dir(os.path.dirname(pyebpf.__file__), quiet=1)
     cold_tools = list(avail)
     if "pyebpf" in avail and _has_trace_cli():
         cold_tools.insert(1, "pyebpf-trace")

@@ -12,6 +12,14 @@ members here (``attr.map_create.key_size``, ``attr.elem.key``,
 collide, and :func:`offsetofend` can size each command's attr to its last
 field the way libbpf does.
 
+Start-up: parsing this declaration with cffi (and pycparser) costs ~70 ms,
+most of a short tracer's start.  So the parsed form is kept in the generated
+module ``_ffi_abi.py`` (cffi's out-of-line ABI mode: pure Python, still no
+compiler), which imports in ~2 ms.  It records the SHA-256 of ``CDEF``; when
+the two disagree (``CDEF`` was edited), this module falls back to parsing at
+import and ``tests/kernel/test_ffi.py`` fails until the file is regenerated
+with ``python -m pyebpf.kernel.ffi --regenerate``.
+
 Exports: ``ffi``, ``lib`` (libc: ``syscall``, ``ioctl``, ``mount``),
 :func:`offsetofend`, and the function pointers ``sys_bpf`` /
 ``sys_perf_event_open`` (``syscall`` re-typed as a non-variadic function, which
@@ -20,9 +28,10 @@ integer/pointer arguments).
 """
 from __future__ import annotations
 
+import hashlib
+import os
 import platform
-
-import cffi
+import sys
 
 __all__ = ["ffi", "lib", "offsetofend", "sys_bpf", "sys_perf_event_open",
            "NR_BPF", "NR_PERF_EVENT_OPEN", "CDEF"]
@@ -460,8 +469,40 @@ struct perf_event_header {
 };
 """
 
-ffi = cffi.FFI()
-ffi.cdef(CDEF)
+CDEF_SHA256 = hashlib.sha256(CDEF.encode()).hexdigest()
+_GENERATED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_ffi_abi.py")
+
+
+def _parsed_ffi():
+    """An FFI with CDEF parsed now (slow path: cffi + pycparser)."""
+    import cffi
+    parsed = cffi.FFI()
+    parsed.cdef(CDEF)
+    return parsed
+
+
+def regenerate(path: str = _GENERATED) -> None:
+    """Write the out-of-line ABI module for the current CDEF."""
+    import cffi
+    builder = cffi.FFI()
+    builder.cdef(CDEF)
+    builder.set_source("pyebpf.kernel._ffi_abi", None)
+    builder.emit_python_code(path)
+    with open(path, "a") as fh:
+        fh.write(f"\nCDEF_SHA256 = {CDEF_SHA256!r}  # of pyebpf.kernel.ffi.CDEF\n")
+
+
+def _load_ffi():
+    try:
+        from . import _ffi_abi
+    except ImportError:
+        return _parsed_ffi()
+    if getattr(_ffi_abi, "CDEF_SHA256", None) != CDEF_SHA256:
+        return _parsed_ffi()      # stale: CDEF changed since the module was generated
+    return _ffi_abi.ffi
+
+
+ffi = _load_ffi()
 lib = ffi.dlopen(None)
 
 _MACHINE = platform.machine()
@@ -497,3 +538,12 @@ def offsetofend(ctype: str, *fields: str) -> int:
             t = t.item
         t = dict(t.fields)[name].type
     return off + ffi.sizeof(t)
+
+
+if __name__ == "__main__":  # pragma: no cover - a maintenance command
+    if sys.argv[1:] == ["--regenerate"]:
+        regenerate()
+        print(f"wrote {_GENERATED}")
+    else:
+        print("usage: python -m pyebpf.kernel.ffi --regenerate", file=sys.stderr)
+        sys.exit(2)

@@ -193,3 +193,11 @@ def test_per_command_struct_sizes():
     assert offsetofend("union bpf_attr", "test", "batch_size") <= 80
     assert ffi.sizeof("struct bpf_attr_test") == 80
     assert offsetofend("union bpf_attr", "link_create", "uprobe_multi", "path_fd") == 64
+
+
+def test_generated_abi_module_is_current():
+    """pyebpf/kernel/_ffi_abi.py (the pre-parsed CDEF, for fast start-up) must
+    match CDEF; regenerate it with ``python -m pyebpf.kernel.ffi --regenerate``."""
+    from pyebpf.kernel import _ffi_abi, ffi as ffi_mod
+    assert _ffi_abi.CDEF_SHA256 == ffi_mod.CDEF_SHA256
+    assert ffi_mod.ffi is _ffi_abi.ffi

@@ -30,7 +30,10 @@ What it answers
 
 Files are parsed once and cached per path, inode, size and mtime
 (:func:`open_elf`); nothing keeps a file descriptor open between calls.
-Headers come from pyelftools; the symbol tables themselves are unpacked with
+Headers of 64-bit little-endian files (every file on x86-64/arm64 hosts) are
+read with :mod:`struct`, so the common path never imports pyelftools (~30 ms);
+other classes, byte orders and unusual layouts go through pyelftools, imported
+only then.  The symbol tables themselves are always unpacked with
 :mod:`struct` (about 100x faster than per-symbol pyelftools objects, which
 matters for binaries with 100k symbols).
 """
@@ -309,6 +312,33 @@ class _Section(NamedTuple):
     flags: int
 
 
+# The struct fast path (64-bit little-endian): header layouts and the names
+# pyelftools gives e_type, e_machine and sh_type (unknown numbers -> str(n)).
+_EHDR64 = struct.Struct("<HHIQQQIHHHHHH")       # after the 16 bytes of e_ident
+_PHDR64 = struct.Struct("<IIQQQQQQ")
+_SHDR64 = struct.Struct("<IIQQQQIIQQ")
+_E_TYPES = {0: "ET_NONE", 1: "ET_REL", 2: "ET_EXEC", 3: "ET_DYN", 4: "ET_CORE",
+            0xFF00: "ET_LOPROC", 0xFFFF: "ET_HIPROC"}
+_FAST_MACHINES = {62: "EM_X86_64", 183: "EM_AARCH64", 243: "EM_RISCV", 21: "EM_PPC64",
+                  258: "EM_LOONGARCH"}
+_SH_TYPES = {
+    0: "SHT_NULL", 1: "SHT_PROGBITS", 2: "SHT_SYMTAB", 3: "SHT_STRTAB", 4: "SHT_RELA",
+    5: "SHT_HASH", 6: "SHT_DYNAMIC", 7: "SHT_NOTE", 8: "SHT_NOBITS", 9: "SHT_REL",
+    10: "SHT_SHLIB", 11: "SHT_DYNSYM", 14: "SHT_INIT_ARRAY", 15: "SHT_FINI_ARRAY",
+    16: "SHT_PREINIT_ARRAY", 17: "SHT_GROUP", 18: "SHT_SYMTAB_SHNDX", 19: "SHT_RELR",
+    20: "SHT_NUM", 0x60000000: "SHT_LOOS", 0x6FFFFFF3: "SHT_SUNW_LDYNSYM",
+    0x6FFFFFF5: "SHT_GNU_ATTRIBUTES", 0x6FFFFFF6: "SHT_GNU_HASH",
+    0x6FFFFFF7: "SHT_GNU_LIBLIST", 0x6FFFFFFC: "SHT_SUNW_syminfo",
+    0x6FFFFFFD: "SHT_GNU_verdef", 0x6FFFFFFE: "SHT_GNU_verneed",
+    0x6FFFFFFF: "SHT_GNU_versym", 0x80000000: "SHT_LOUSER", 0xFFFFFFFF: "SHT_HIUSER",
+}
+_SH_TYPES_BY_MACHINE = {
+    62: {**_SH_TYPES, 0x70000001: "SHT_AMD64_UNWIND"},
+    183: {**_SH_TYPES, 0x70000003: "SHT_AARCH64_ATTRIBUTES"},
+    243: {**_SH_TYPES, 0x70000003: "SHT_RISCV_ATTRIBUTES"},
+}
+
+
 class ElfFile:
     """One ELF file: headers, symbols, address maps.  Use :func:`open_elf`.
 
@@ -318,10 +348,94 @@ class ElfFile:
     """
 
     def __init__(self, path: str) -> None:
+        self.path = path
+        if not self._parse_fast(path):
+            self._parse_pyelftools(path)
+        self._lock = threading.Lock()
+        self._symbols: list[Symbol] | None = None
+        self._by_name: dict[str, list[Symbol]] | None = None
+        self._sorted: tuple[list[int], list[Symbol]] | None = None
+        self._boundaries: dict[int, list[int] | None] = {}
+        self._build_id: bytes | None | bool = False
+
+    def _parse_fast(self, path: str) -> bool:
+        """Headers of a well-formed 64-bit little-endian ELF file with :mod:`struct`.
+
+        Returns False (having set nothing) for anything else -- another class
+        or byte order, a machine without a name table here, extended section
+        or segment counts, tables outside the file, names outside the section
+        name table -- and :meth:`_parse_pyelftools` then handles (or rejects)
+        the file exactly as before.  The values are the ones pyelftools gives.
+        """
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except IsADirectoryError:
+            return False
+        try:
+            try:
+                fsize = os.fstat(fd).st_size
+                ehdr = os.pread(fd, 64, 0)
+                if len(ehdr) < 64 or ehdr[:4] != b"\x7fELF" or ehdr[4] != 2 or ehdr[5] != 1:
+                    return False
+                (e_type, e_machine, _version, e_entry, e_phoff, e_shoff, _flags, _ehsize,
+                 e_phentsize, e_phnum, e_shentsize, e_shnum, e_shstrndx) = \
+                    _EHDR64.unpack_from(ehdr, 16)
+                machine = _FAST_MACHINES.get(e_machine)
+                if machine is None or e_phnum >= 0xFFFF or e_shoff == 0 or e_shnum == 0 \
+                        or not 0 < e_shstrndx < min(e_shnum, 0xFF00) \
+                        or (e_phnum and e_phentsize != _PHDR64.size) \
+                        or e_shentsize != _SHDR64.size \
+                        or e_phoff + e_phnum * _PHDR64.size > fsize \
+                        or e_shoff + e_shnum * _SHDR64.size > fsize:
+                    return False
+                segments = []
+                if e_phnum:
+                    raw = os.pread(fd, e_phnum * _PHDR64.size, e_phoff)
+                    if len(raw) != e_phnum * _PHDR64.size:
+                        return False
+                    for (p_type, p_flags, p_offset, p_vaddr, _paddr, p_filesz, p_memsz,
+                         p_align) in _PHDR64.iter_unpack(raw):
+                        if p_type == 1:     # PT_LOAD
+                            segments.append(Segment(p_vaddr, p_memsz, p_offset, p_filesz,
+                                                    p_flags, p_align))
+                raw = os.pread(fd, e_shnum * _SHDR64.size, e_shoff)
+                if len(raw) != e_shnum * _SHDR64.size:
+                    return False
+                shdrs = list(_SHDR64.iter_unpack(raw))
+                str_hdr = shdrs[e_shstrndx]
+                if str_hdr[1] != 3 or str_hdr[4] + str_hdr[5] > fsize:     # SHT_STRTAB
+                    return False
+                names = os.pread(fd, str_hdr[5], str_hdr[4])
+                if len(names) != str_hdr[5]:
+                    return False
+            finally:
+                os.close(fd)
+        except OSError:
+            return False
+        types = _SH_TYPES_BY_MACHINE.get(e_machine, _SH_TYPES)
+        sections = []
+        for (sh_name, sh_type, sh_flags, sh_addr, sh_offset, sh_size, sh_link, _info,
+             _addralign, sh_entsize) in shdrs:
+            end = names.find(b"\0", sh_name)
+            if end < 0:
+                return False
+            name = names[sh_name:end].decode("utf-8", "replace")
+            sections.append(_Section(name, types.get(sh_type) or str(sh_type), sh_addr,
+                                     sh_offset, sh_size, sh_link, sh_entsize, sh_flags))
+        self.type = _E_TYPES.get(e_type) or str(e_type)
+        self.machine = machine
+        self.elfclass = 64
+        self.little_endian = True
+        self.entry = e_entry
+        self.segments: tuple[Segment, ...] = tuple(segments)
+        self.sections: tuple[_Section, ...] = tuple(sections)
+        return True
+
+    def _parse_pyelftools(self, path: str) -> None:
+        """Headers of any ELF file (32-bit, big-endian, unusual layouts) with pyelftools."""
         from elftools.common.exceptions import ELFError as _PyElfError
         from elftools.elf.elffile import ELFFile
 
-        self.path = path
         try:
             with open(path, "rb") as fh:
                 ef = ELFFile(fh)
@@ -331,11 +445,11 @@ class ElfFile:
                 self.elfclass = ef.elfclass
                 self.little_endian = ef.little_endian
                 self.entry = hdr.e_entry
-                self.segments: tuple[Segment, ...] = tuple(
+                self.segments = tuple(
                     Segment(s.header.p_vaddr, s.header.p_memsz, s.header.p_offset,
                             s.header.p_filesz, s.header.p_flags, s.header.p_align)
                     for s in ef.iter_segments() if s.header.p_type == "PT_LOAD")
-                self.sections: tuple[_Section, ...] = tuple(
+                self.sections = tuple(
                     _Section(s.name, str(s.header.sh_type), s.header.sh_addr,
                              s.header.sh_offset, s.header.sh_size, s.header.sh_link,
                              s.header.sh_entsize, s.header.sh_flags)
@@ -348,12 +462,6 @@ class ElfFile:
             raise ElfError(f"{path} is not an ELF file ({exc})") from None
         except (struct.error, ValueError, KeyError) as exc:
             raise ElfError(f"{path}: malformed ELF file ({exc})") from None
-        self._lock = threading.Lock()
-        self._symbols: list[Symbol] | None = None
-        self._by_name: dict[str, list[Symbol]] | None = None
-        self._sorted: tuple[list[int], list[Symbol]] | None = None
-        self._boundaries: dict[int, list[int] | None] = {}
-        self._build_id: bytes | None | bool = False
 
     def __repr__(self) -> str:
         return f"<ElfFile {self.path} {self.type} {self.machine}>"

@@ -394,16 +394,14 @@ def cold_once(tool: str, binary: str, n: int) -> dict:
 
 
 IMPORT_GROUPS = (("cffi + pycparser", ("cffi", "_cffi_backend", "pycparser")),
-                 ("pyebpf.kernel (incl. cffi parsing its C declarations)", ("pyebpf.kernel",)),
-                 ("rest of pyebpf", ("pyebpf",)),
-                 ("pyelftools (imported at attach)", ("elftools",)))
+                 ("pyebpf.kernel (its C declarations come pre-parsed)", ("pyebpf.kernel",)),
+                 ("rest of pyebpf", ("pyebpf",)))
 
 
 def import_breakdown(python: str) -> dict[str, float]:
     """Where the cold-start script's imports go: ``-X importtime`` self times (ms)
-    summed by package (a second run: .pyc files are warm).  pyelftools is
-    imported when the uprobe is resolved, so it counts in the attach phase."""
-    code = "import pyebpf.attach, pyebpf.program, pyebpf.trace.aggregate, elftools.elf.elffile"
+    summed by package (a second run: .pyc files are warm)."""
+    code = "import pyebpf.attach, pyebpf.program, pyebpf.trace.aggregate"
     out = {}
     for _ in range(2):
         r = subprocess.run([python, "-X", "importtime", "-c", code], capture_output=True,
@@ -881,11 +879,11 @@ def markdown(res: dict, why: bool = True) -> str:
         _get(res, "agg_count", "bpftrace", "added_ns")
     if trap_fn and trap_nop:
         L.append("")
-        L.append(f"The uprobe on `hit()` costs every tool ~{trap_fn / 1e3:.0f} us per call, the "
-                 f"USDT probe of cases 2-3 ~{trap_nop / 1e3:.1f} us: `hit()` begins with a "
-                 f"RIP-relative `mov`, which the kernel single-steps out of line (a breakpoint "
-                 f"trap plus a single-step trap, slow in this VM), while the USDT site is a "
-                 f"`nop`, which it emulates.  It is the probed instruction, not the load.")
+        L.append(f"The uprobe on `hit()` costs every tool ~{trap_fn / 1e3:.1f} us per call, the "
+                 f"USDT probe of cases 2-3 ~{trap_nop / 1e3:.1f} us.  Both probe a `nop` "
+                 f"(`hit()` starts with one: `patchable_function_entry`), which the kernel "
+                 f"emulates; on an instruction it must single-step out of line (e.g. a "
+                 f"RIP-relative `mov`) a hit costs ~13 us in this VM for every tool alike.")
     L.append("")
 
     # streaming
@@ -993,14 +991,14 @@ def explain(res: dict) -> list[str]:
             f"{t['goal'] * bt['wall_s'] * 1e3:.0f} ms, pyebpf took {py['wall_s'] * 1e3:.0f} ms: "
             f"interpreter start ~{start:.0f} ms, imports ~{imports:.0f} ms (see their "
             f"breakdown above), load {phases.get('load', 0):.0f} ms, attach "
-            f"{phases.get('attach', 0):.0f} ms (pyelftools import, symbol lookup, uprobe_multi "
-            f"link), the "
+            f"{phases.get('attach', 0):.0f} ms (ELF symbol lookup, uprobe_multi link), the "
             f"traced program {phases.get('run', 0):.0f} ms, detach {phases.get('detach', 0):.0f}"
-            f" ms (the kernel unregisters the uprobe synchronously).  Closing it needs the "
-            f"imports cut to a few ms (a prebuilt cffi module or plain ctypes/struct packing "
-            f"instead of parsing C declarations at start, a minimal ELF symbol reader instead "
-            f"of pyelftools) -- even then interpreter start + detach alone are "
-            f"~{start + phases.get('detach', 0):.0f} ms.")
+            f" ms (the kernel unregisters the uprobe synchronously).  The C declarations are "
+            f"already pre-parsed and the ELF headers read with struct; what is left is "
+            f"interpreter start + detach (~{start + phases.get('detach', 0):.0f} ms, not "
+            f"pyebpf's) and ~{imports:.0f} ms of imports (half of them the standard library "
+            f"and the site's .pth files): lazier imports of pyebpf's own modules and of "
+            f"dataclasses/typing-heavy modules would close most of the rest.")
     t = by["cold-start-rss"]
     if t["status"] == "missed":
         out.append(f"- cold-start-rss missed by {t['value'] / t['goal']:.1f}x "

@@ -14,10 +14,10 @@ The :class:`LoadedProgram` it returns owns the program's fd and offers
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Mapping, NamedTuple
+from typing import Any, Iterable, Mapping
 
 from .errors import ProgramError, VerifierError
-from .isa import Insn, decode, encode, helper_name, opcodes as op
+from .isa import Insn, decode, encode, opcodes as op
 from .kernel import Fd, ProgInfo, ProgType, TestRun
 from .kernel import syscall as _sys
 from .program import Program

@@ -9,7 +9,6 @@ so any later error -- including the kernel verifier's -- can point at it.
 """
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any, Iterable, Iterator
 

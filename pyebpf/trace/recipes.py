@@ -472,7 +472,7 @@ class Trace:
                     mark(f"key: {', '.join(sig)}")
                     key_off = keys_at[sig] = self._emit_struct(p, a.keys, env)
             keytext = f"[{', '.join(k.text for k in a.keys)}]" if a.keys else ""
-            what = a.kind if a.kind != "lhist" else f"lhist"
+            what = a.kind
             arg = a.value.text if a.value is not None else ""
             if a.linear:
                 arg += ", " + ", ".join(map(str, a.linear))

@@ -8,7 +8,7 @@ import pytest
 
 from pyebpf.errors import ProgramError, VerifierError
 from pyebpf.loader import failing_instruction, load
-from pyebpf.maps import ArrayMap, HashMap
+from pyebpf.maps import HashMap
 from pyebpf.program import R0, R1, R2, R3, R10, Program
 from pyebpf.text import assemble
 

@@ -95,8 +95,10 @@ def test_subprogram_calls():
 def test_stack_frame_limit():
     p = Program()
     assert p.stack.alloc(500) == -504  # rounded up to 8
-    with pytest.raises(ProgramError, match="over the kernel's limit of 512"):
-        p.stack.alloc(16); line = here()
+    line = here(2)
+    with pytest.raises(ProgramError, match="over the kernel's limit of 512") as exc:
+        p.stack.alloc(16)
+    assert exc.value.origin == line
 
 
 def test_helper_by_name_and_unknown():

@@ -12,51 +12,19 @@
 """
 from __future__ import annotations
 
-import pathlib
 import resource
-import socket
 import statistics
-import subprocess
-import tempfile
 import threading
 import time
 
-HERE = pathlib.Path(__file__).resolve().parent
-
-
-def build_loop(usdt: bool = False) -> str:
-    """Compile the loop into a cache dir; return the binary's path."""
-    out_dir = pathlib.Path(tempfile.gettempdir()) / "pyebpf-bench"
-    out_dir.mkdir(exist_ok=True)
-    src = HERE / "targets" / "loop.c"
-    binary = out_dir / ("loop-usdt" if usdt else "loop")
-    if not binary.exists() or binary.stat().st_mtime < src.stat().st_mtime:
-        cmd = ["gcc", "-O2", "-o", str(binary), str(src)] + (["-DWITH_USDT"] if usdt else [])
-        subprocess.run(cmd, check=True)
-    return str(binary)
-
-
-def _ns_per_call(output: str) -> float:
-    return float(output.split()[2])
-
+from benchmarks.targets import Loop, build_loop
 
 def run_loop(binary: str, n: int, before_start=None) -> float:
-    """Run the loop (after ``before_start()``, with a handshake) and return ns/call."""
-    parent, child = socket.socketpair()  # loop.c writes "ready" and reads "go" on one fd
-    proc = subprocess.Popen([binary, str(n), str(child.fileno())], pass_fds=(child.fileno(),),
-                            stdout=subprocess.PIPE, text=True)
-    child.close()
-    try:
-        parent.recv(1)
+    """Run the loop (calling ``before_start(pid)`` at its handshake); return ns/call."""
+    with Loop(binary, n) as loop:
         if before_start is not None:
-            before_start(proc.pid)
-        parent.send(b"g")
-        out, _ = proc.communicate(timeout=300)
-    finally:
-        parent.close()
-        if proc.poll() is None:
-            proc.kill()
-    return _ns_per_call(out)
+            before_start(loop.pid)
+        return loop.run()
 
 
 def stream(binary: str, n: int, sink: str = "perf") -> dict:

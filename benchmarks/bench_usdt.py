@@ -27,77 +27,28 @@ Run: ``python -m benchmarks usdt`` or ``python benchmarks/bench_usdt.py [--quick
 """
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-HERE = Path(__file__).resolve().parent
-LOOP_C = HERE / "targets" / "loop.c"
-
-
-def _build(tmp: str) -> str:
-    out = os.path.join(tmp, "loop-usdt")
-    subprocess.run(["gcc", "-O2", "-DWITH_USDT", "-o", out, str(LOOP_C)], check=True,
-                   capture_output=True)
-    return out
-
-
-class _Loop:
-    """``loop N start_fd`` waiting on its handshake."""
-
-    def __init__(self, binary: str, n: int) -> None:
-        self.n = n
-        self.ours, theirs = socket.socketpair()
-        try:
-            self.proc = subprocess.Popen([binary, str(n), str(theirs.fileno())],
-                                         pass_fds=[theirs.fileno()], stdout=subprocess.PIPE,
-                                         text=True)
-        finally:
-            theirs.close()
-        if self.ours.recv(1) != b"r":
-            raise RuntimeError("the loop did not start")
-        self.pid = self.proc.pid
-
-    def run(self) -> float:
-        """Let it loop; return its ns/iteration."""
-        self.ours.send(b"g")
-        out, _ = self.proc.communicate(timeout=600)
-        m = re.search(r"([\d.]+) ns/call", out)
-        if not m:
-            raise RuntimeError(f"unexpected loop output: {out!r}")
-        return float(m.group(1))
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        if self.proc.stdout:
-            self.proc.stdout.close()
-        self.ours.close()
+from benchmarks.targets import Loop, build_loop, untraced  # noqa: E402
 
 
 def _untraced(binary: str, n: int) -> tuple[float, bool]:
-    loop = _Loop(binary, n)
-    try:
-        return loop.run(), True
-    finally:
-        loop.close()
+    return untraced(binary, n), True
 
 
 def _pyebpf(binary: str, n: int) -> tuple[float, bool]:
     from pyebpf.usdt import usdt
-    loop = _Loop(binary, n)
+    loop = Loop(binary, n)
     try:
         with usdt(binary, "loop:hit").count() as c:
             ns = loop.run()
@@ -113,7 +64,7 @@ def _pyebpf_args(binary: str, n: int) -> tuple[float, bool]:
     from pyebpf.trace.aggregate import Count, Sum
     from pyebpf.usdt.source import usdt_probe_source
     src = usdt_probe_source(binary, "loop", "hit")
-    loop = _Loop(binary, n)
+    loop = Loop(binary, n)
     try:
         with Count("bench_c") as cnt, Sum("bench_s") as total:
             p = Program("bench_args")
@@ -136,7 +87,7 @@ def _pyebpf_args(binary: str, n: int) -> tuple[float, bool]:
 def _bpftrace(binary: str, n: int) -> tuple[float, bool]:
     script = ('BEGIN { printf("ready\\n"); } '
               f'usdt:{binary}:loop:hit {{ @c = count(); }}')
-    loop = _Loop(binary, n)
+    loop = Loop(binary, n)
     bt = subprocess.Popen(["bpftrace", "-e", script], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True)
     try:
@@ -188,35 +139,31 @@ def run(quick: bool = False) -> dict:
     tools = {"pyebpf": _pyebpf, "pyebpf_args": _pyebpf_args}
     if shutil.which("bpftrace"):
         tools["bpftrace"] = _bpftrace
-    tmp = tempfile.mkdtemp(prefix="pyebpf_bench_usdt_")
-    try:
-        binary = _build(tmp)
-        _untraced(binary, n // 10)                       # warm the page cache
-        base: list[float] = []
-        added: dict[str, list[float]] = {t: [] for t in tools}
-        exact: dict[str, bool] = {t: True for t in tools}
-        order = list(tools)
-        for r in range(rounds):
-            ns, _ = _untraced(binary, n)
-            base.append(ns)
-            for tool in (order if r % 2 == 0 else order[::-1]):   # alternate the order
-                ns, ok = tools[tool](binary, n)
-                added[tool].append(ns - base[-1])
-                exact[tool] = exact[tool] and ok
-        out: dict = {"hits": n, "rounds": rounds,
-                     "untraced_ns_per_call": statistics.median(base)}
-        for tool in tools:
-            out[f"{tool}_ns_per_hit"] = statistics.median(added[tool])
-            out[f"{tool}_exact"] = exact[tool]
-        out["provider_fire_ns"], out["provider_fire_traced_ns"], out["provider_exact"] = \
-            _provider_fire(n // 10)
-        if "bpftrace" in tools:
-            out["pyebpf_vs_bpftrace"] = out["pyebpf_ns_per_hit"] / out["bpftrace_ns_per_hit"]
-            out["pyebpf_args_vs_bpftrace"] = (out["pyebpf_args_ns_per_hit"] /
-                                              out["bpftrace_ns_per_hit"])
-        return out
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    binary = build_loop(usdt=True)
+    _untraced(binary, n // 10)                       # warm the page cache
+    base: list[float] = []
+    added: dict[str, list[float]] = {t: [] for t in tools}
+    exact: dict[str, bool] = {t: True for t in tools}
+    order = list(tools)
+    for r in range(rounds):
+        ns, _ = _untraced(binary, n)
+        base.append(ns)
+        for tool in (order if r % 2 == 0 else order[::-1]):   # alternate the order
+            ns, ok = tools[tool](binary, n)
+            added[tool].append(ns - base[-1])
+            exact[tool] = exact[tool] and ok
+    out: dict = {"hits": n, "rounds": rounds,
+                 "untraced_ns_per_call": statistics.median(base)}
+    for tool in tools:
+        out[f"{tool}_ns_per_hit"] = statistics.median(added[tool])
+        out[f"{tool}_exact"] = exact[tool]
+    out["provider_fire_ns"], out["provider_fire_traced_ns"], out["provider_exact"] = \
+        _provider_fire(n // 10)
+    if "bpftrace" in tools:
+        out["pyebpf_vs_bpftrace"] = out["pyebpf_ns_per_hit"] / out["bpftrace_ns_per_hit"]
+        out["pyebpf_args_vs_bpftrace"] = (out["pyebpf_args_ns_per_hit"] /
+                                          out["bpftrace_ns_per_hit"])
+    return out
 
 
 if __name__ == "__main__":

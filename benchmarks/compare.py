@@ -44,7 +44,6 @@ import platform
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -54,11 +53,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from benchmarks.targets import Loop, build, build_loop, untraced
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PEERS = HERE / "peers"
 RESULTS = HERE / "results"
-TARGETS_SRC = HERE / "targets" / "loop.c"
 
 TOOLS = ("pyebpf", "bpftrace", "bcc")
 LABEL = {"pyebpf": "pyebpf", "bpftrace": "bpftrace", "bcc": "BCC", "pyebpf-trace": "pyebpf trace"}
@@ -151,25 +151,9 @@ def bpftrace_env() -> dict[str, str]:
     return env
 
 
-def _build(src: Path, name: str, flags: list[str]) -> str:
-    out_dir = Path(tempfile.gettempdir()) / "pyebpf-bench"
-    out_dir.mkdir(exist_ok=True)
-    binary = out_dir / name
-    if not binary.exists() or binary.stat().st_mtime < src.stat().st_mtime:
-        tmp = out_dir / f".{name}.{os.getpid()}"
-        subprocess.run(["gcc", "-O2", "-o", str(tmp), str(src)] + flags, check=True)
-        os.replace(tmp, binary)
-    return str(binary)
-
-
-def build_loop(usdt: bool) -> str:
-    """``benchmarks/targets/loop.c`` compiled (with the USDT probe or not)."""
-    return _build(TARGETS_SRC, "loop-usdt" if usdt else "loop", ["-DWITH_USDT"] if usdt else [])
-
-
 def build_spawn() -> str:
     """``peers/spawn.c``: runs a command and reports its wall time, CPU and peak RSS."""
-    return _build(PEERS / "spawn.c", "spawn", [])
+    return build(PEERS / "spawn.c", "spawn", [])
 
 
 # ------------------------------------------------------------- child processes
@@ -302,49 +286,6 @@ class Child:
         text = (self.errtext.strip() or self.out.strip()).splitlines()
         useful = [t for t in text if "RLIMIT_MEMLOCK" not in t][-3:]
         return f"{what} (exit {self.status}): " + " | ".join(useful)
-
-
-class Loop:
-    """``loop N start_fd`` held at its handshake until :meth:`go`."""
-
-    def __init__(self, binary: str, n: int) -> None:
-        self.parent, child = socket.socketpair()
-        self.proc = subprocess.Popen([binary, str(n), str(child.fileno())],
-                                     pass_fds=(child.fileno(),), stdout=subprocess.PIPE,
-                                     text=True)
-        child.close()
-        self.parent.settimeout(30)
-        self.parent.recv(1)
-        self.t_go = 0
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def go(self) -> None:
-        self.t_go = time.monotonic_ns()
-        self.parent.send(b"g")
-
-    def finish(self, timeout: float = 600) -> float:
-        """Wait for the loop; return its ns/call."""
-        out, _ = self.proc.communicate(timeout=timeout)
-        self.parent.close()
-        m = re.search(r"(\d+) calls ([\d.]+) ns/call", out)
-        if not m:
-            raise RuntimeError(f"loop printed {out!r}")
-        return float(m.group(2))
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self.parent.close()
-
-
-def untraced(binary: str, n: int) -> float:
-    loop = Loop(binary, n)
-    loop.go()
-    return loop.finish()
 
 
 # ------------------------------------------------------------- case 1: cold start

@@ -15,7 +15,7 @@ field the way libbpf does.
 Start-up: parsing this declaration with cffi (and pycparser) costs ~70 ms,
 most of a short tracer's start.  So the parsed form is kept in the generated
 module ``_ffi_abi.py`` (cffi's out-of-line ABI mode: pure Python, still no
-compiler), which imports in ~2 ms.  It records the SHA-256 of ``CDEF``; when
+compiler), which imports in ~2 ms.  It records a digest of ``CDEF``; when
 the two disagree (``CDEF`` was edited), this module falls back to parsing at
 import and ``tests/kernel/test_ffi.py`` fails until the file is regenerated
 with ``python -m pyebpf.kernel.ffi --regenerate``.
@@ -28,10 +28,10 @@ integer/pointer arguments).
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import platform
 import sys
+import zlib
 
 __all__ = ["ffi", "lib", "offsetofend", "sys_bpf", "sys_perf_event_open",
            "NR_BPF", "NR_PERF_EVENT_OPEN", "CDEF"]
@@ -469,7 +469,8 @@ struct perf_event_header {
 };
 """
 
-CDEF_SHA256 = hashlib.sha256(CDEF.encode()).hexdigest()
+#: identifies CDEF's text (crc32 + length: zlib is built in, hashlib costs ~4 ms to import)
+CDEF_DIGEST = f"{zlib.crc32(CDEF.encode()):08x}-{len(CDEF)}"
 _GENERATED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_ffi_abi.py")
 
 
@@ -489,7 +490,7 @@ def regenerate(path: str = _GENERATED) -> None:
     builder.set_source("pyebpf.kernel._ffi_abi", None)
     builder.emit_python_code(path)
     with open(path, "a") as fh:
-        fh.write(f"\nCDEF_SHA256 = {CDEF_SHA256!r}  # of pyebpf.kernel.ffi.CDEF\n")
+        fh.write(f"\nCDEF_DIGEST = {CDEF_DIGEST!r}  # of pyebpf.kernel.ffi.CDEF\n")
 
 
 def _load_ffi():
@@ -497,7 +498,7 @@ def _load_ffi():
         from . import _ffi_abi
     except ImportError:
         return _parsed_ffi()
-    if getattr(_ffi_abi, "CDEF_SHA256", None) != CDEF_SHA256:
+    if getattr(_ffi_abi, "CDEF_DIGEST", None) != CDEF_DIGEST:
         return _parsed_ffi()      # stale: CDEF changed since the module was generated
     return _ffi_abi.ffi
 

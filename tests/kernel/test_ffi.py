@@ -199,5 +199,5 @@ def test_generated_abi_module_is_current():
     """pyebpf/kernel/_ffi_abi.py (the pre-parsed CDEF, for fast start-up) must
     match CDEF; regenerate it with ``python -m pyebpf.kernel.ffi --regenerate``."""
     from pyebpf.kernel import _ffi_abi, ffi as ffi_mod
-    assert _ffi_abi.CDEF_SHA256 == ffi_mod.CDEF_SHA256
+    assert _ffi_abi.CDEF_DIGEST == ffi_mod.CDEF_DIGEST
     assert ffi_mod.ffi is _ffi_abi.ffi

@@ -10,7 +10,9 @@ each request.  The demo then, with nothing but pyebpf:
    the kernel's ref_ctr -- the workload sees ``probe.enabled`` turn true);
 2. measures each request's latency *in the kernel* (start timestamp in a
    hash map keyed by request id, delta at ``request_done``) into a log2
-   histogram, and streams one event per request through a perf buffer;
+   histogram, and streams one event per request through a BPF ring buffer
+   (one ring for all CPUs, so events arrive in order; failed outputs are
+   counted in a per-CPU map and reported);
 3. prints the events live, then the histogram the way bpftrace does, and
    exits when the workload does.
 """
@@ -53,7 +55,7 @@ def _programs(start_probe, done_probe, starts, hist, events):
     q.ld_map(R1, starts).stack_pointer(R2, key)
     q.call("map_delete_elem")
     hist.emit(q, R8)
-    q.output_record(events.array, [(R7, 8), (R8, 8), (R9, 8)], ctx=R6)
+    q.output_record(events.ringbuf, [(R7, 8), (R8, 8), (R9, 8)], drops=events.drops)
     q.label("out")
     q.ret(0)
     return p, q
@@ -61,7 +63,7 @@ def _programs(start_probe, done_probe, starts, hist, events):
 
 def run(requests: int = 60, out: TextIO = sys.stdout, show_programs: bool = False) -> int:
     """Run the demo; returns an exit status."""
-    from ..events import PerfBuffer
+    from ..events import RingBufferReader
     from ..maps import HashMap
     from ..text import disassemble
     from ..trace.aggregate import Histogram
@@ -81,7 +83,8 @@ def run(requests: int = 60, out: TextIO = sys.stdout, show_programs: bool = Fals
         print(f"workload pid {child.pid}; probes: {start_probe.describe()}, {done_probe.describe()}",
               file=out)
         with HashMap(key="u64", value="u64", max_entries=4096, name="starts") as starts, \
-                Histogram("latency_us") as hist, PerfBuffer(decode="<QQq") as events:
+                Histogram("latency_us") as hist, \
+                RingBufferReader(size=1 << 16, drops=True, decode="<QQq") as events:
             p, q = _programs(start_probe, done_probe, starts, hist, events)
             if show_programs:
                 print(f"\n-- request_start program\n{disassemble(p)}\n-- request_done program\n"

@@ -47,7 +47,6 @@ and uprobes never need it.
 """
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import errno as E
 import os
@@ -55,7 +54,7 @@ import re
 import threading
 import time
 import weakref
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 
 from . import elf as _elf
 from .errors import AttachError, KernelError, NotSupportedError, PermissionDeniedError
@@ -338,7 +337,7 @@ def _one_location(ef: _elf.ElfFile, path: str, where: Any, check_boundary: bool,
             f"a uretprobe goes on a function's entry, not at {loc.name} in {path}: it "
             "replaces the return address the call pushed, which is only where the "
             "kernel expects it at the first instruction")
-    return dataclasses.replace(loc, path=path)
+    return loc._replace(path=path)
 
 
 def resolve_uprobes(binary: str, where: Iterable[Any], *, pid: int | None = None,
@@ -685,8 +684,7 @@ def tracepoint_id(name: str) -> int:
         return int(f.read().strip())
 
 
-@dataclasses.dataclass(frozen=True)
-class TracepointField:
+class TracepointField(NamedTuple):
     """One field of a tracepoint's record (the context of a TRACEPOINT program).
 
     ``type`` is the C declaration's type (``"const char *"``), ``array_len``
@@ -719,8 +717,7 @@ class TracepointField:
                             signed=self.signed and self.size < 8)
 
 
-@dataclasses.dataclass(frozen=True)
-class TracepointFormat:
+class TracepointFormat(NamedTuple):
     """The parsed ``events/<category>/<event>/format`` file."""
 
     category: str

@@ -40,7 +40,6 @@ matters for binaries with 100k symbols).
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import difflib
 import functools
 import glob
@@ -180,8 +179,7 @@ class Symbol(NamedTuple):
                 f"{self.bind_name} {self.type_name}, {self.table})")
 
 
-@dataclasses.dataclass(frozen=True)
-class Segment:
+class Segment(NamedTuple):
     """A PT_LOAD program header."""
 
     vaddr: int
@@ -213,8 +211,7 @@ class Segment:
                 f"offset {self.offset:#x} filesz {self.filesz:#x} {perms}")
 
 
-@dataclasses.dataclass(frozen=True)
-class Location:
+class Location(NamedTuple):
     """A resolved probe point in a file.
 
     ``file_offset`` is what the kernel needs; ``address`` the ELF virtual
@@ -1138,8 +1135,7 @@ def resolve_library(name: str, pid: int | None = None) -> str:
 
 
 # ----------------------------------------------------------- process maps
-@dataclasses.dataclass(frozen=True)
-class MapEntry:
+class MapEntry(NamedTuple):
     """One line of ``/proc/PID/maps``."""
 
     start: int
@@ -1156,8 +1152,7 @@ class MapEntry:
         return "x" in self.perms
 
 
-@dataclasses.dataclass(frozen=True)
-class Module:
+class Module(NamedTuple):
     """A file mapped by a process (an executable or a shared library).
 
     ``path`` is the path /proc/PID/maps shows; ``open_path`` one this process

@@ -29,8 +29,7 @@ reads exactly the sub-register.  The USDT argument decoder reuses this table.
 """
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["ARCH", "PT_REGS_SIZE", "FULL_REGISTERS", "Register", "REGISTERS", "ARG_REGS",
            "RET_REG", "IP", "SP", "FP", "register", "offset", "slot", "arg_offset",
@@ -53,8 +52,7 @@ RET_REG = "rax"
 IP, SP, FP = "rip", "rsp", "rbp"
 
 
-@dataclasses.dataclass(frozen=True)
-class Register:
+class Register(NamedTuple):
     """A register name as it may appear in code (``"edi"``).
 
     ``full`` is the 64-bit register it belongs to (``"rdi"``), ``slot`` the

@@ -6,7 +6,8 @@ probes create and close tiny objects; they never attach anything.
 """
 from __future__ import annotations
 
-import dataclasses
+from typing import NamedTuple
+
 import errno as E
 import functools
 import os
@@ -30,8 +31,7 @@ __all__ = ["Feature", "kernel_version", "kernel_version_code", "has_map_type",
 RETURN_ZERO = b"\xb7\x00\x00\x00\x00\x00\x00\x00\x95\x00\x00\x00\x00\x00\x00\x00"
 
 
-@dataclasses.dataclass(frozen=True)
-class Feature:
+class Feature(NamedTuple):
     """The answer of a probe: ``supported`` and, either way, why."""
 
     name: str

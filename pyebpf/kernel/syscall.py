@@ -14,7 +14,6 @@ Conventions
 """
 from __future__ import annotations
 
-import dataclasses
 import errno as E
 import fcntl
 import os
@@ -1099,8 +1098,7 @@ def _cstr(arr) -> str:
     return ffi.string(arr).decode("utf-8", "replace")
 
 
-@dataclasses.dataclass(frozen=True)
-class ProgInfo:
+class ProgInfo(NamedTuple):
     """What the kernel tells about a loaded program (``struct bpf_prog_info``)."""
 
     type: int
@@ -1125,8 +1123,7 @@ class ProgInfo:
         return enum_name(ProgType, self.type)
 
 
-@dataclasses.dataclass(frozen=True)
-class MapInfo:
+class MapInfo(NamedTuple):
     """What the kernel tells about a map (``struct bpf_map_info``)."""
 
     type: int
@@ -1144,8 +1141,7 @@ class MapInfo:
         return enum_name(MapType, self.type)
 
 
-@dataclasses.dataclass(frozen=True)
-class UprobeMultiLinkInfo:
+class UprobeMultiLinkInfo(NamedTuple):
     """The uprobe_multi part of a link's info."""
 
     path: str
@@ -1156,8 +1152,7 @@ class UprobeMultiLinkInfo:
     pid: int
 
 
-@dataclasses.dataclass(frozen=True)
-class LinkInfo:
+class LinkInfo(NamedTuple):
     """What the kernel tells about a link (``struct bpf_link_info``)."""
 
     type: int
@@ -1172,8 +1167,7 @@ class LinkInfo:
         return enum_name(LinkType, self.type)
 
 
-@dataclasses.dataclass(frozen=True)
-class JitedImage:
+class JitedImage(NamedTuple):
     """JIT'd machine code of a program and where its functions live."""
 
     code: bytes

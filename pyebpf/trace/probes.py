@@ -333,7 +333,7 @@ class TracepointSource:
     def _narrowed(f: Any) -> Any:
         width = _ctype_size(f.type)
         if width is not None and width < f.size:
-            return dataclasses.replace(f, size=width, signed=_ctype_signed(f.type))
+            return f._replace(size=width, signed=_ctype_signed(f.type))
         return f
 
     def emit_field_string(self, p: Any, name: str, offset: int, size: int, ctx: Any) -> None:
@@ -344,7 +344,7 @@ class TracepointSource:
         f = self.field(name)
         p.stack_zero(size, offset)
         if f.data_loc:
-            f2 = dataclasses.replace(f, signed=False, data_loc=False)
+            f2 = f._replace(signed=False, data_loc=False)
             f2.load(p, R3, ctx)
             p.and_(R3, 0xFFFF)
             p.add(R3, ctx)

@@ -103,9 +103,21 @@ _DATA_SIZE = 1048
 
 _U32 = struct.Struct("<I").unpack_from
 _U64 = struct.Struct("<Q").unpack_from
-_PUT_U64 = struct.Struct("<Q").pack_into
 _PERF_HDR = struct.Struct("<I2xH").unpack_from        # type, size (misc skipped)
 _ULONG = struct.Struct("@L")                           # ringbuf positions: unsigned long
+
+
+def _position_cell(view: memoryview, offset: int) -> memoryview:
+    """An 8-byte view to publish a consumer position through.
+
+    The kernel reads ``data_tail`` / ``consumer_pos`` while we write it, so
+    the store must be one aligned 8-byte write: ``cell[0] = pos`` is one
+    (memoryview item assignment copies a native integer in one go), whereas
+    ``struct.pack_into`` first zeroes the bytes, and a kernel reading 0 there
+    thinks the ring is full and drops the event (seen: 100-2,000 drops per
+    million events in a ring never more than half full).
+    """
+    return view[offset:offset + 8].cast("Q")
 _first = itemgetter(0)
 _gc_isenabled, _gc_disable, _gc_enable = gc.isenabled, gc.disable, gc.enable
 
@@ -873,7 +885,7 @@ class _Reader:
 # perf buffer
 
 class _PerfRing:
-    __slots__ = ("cpu", "fd", "mm", "meta", "data", "size", "tail")
+    __slots__ = ("cpu", "fd", "mm", "meta", "data", "size", "tail", "tail_cell")
 
 
 class PerfBuffer(_Reader):
@@ -995,6 +1007,8 @@ class PerfBuffer(_Reader):
             r = _PerfRing()
             r.cpu, r.fd, r.mm, r.meta, r.data, r.size = cpu, fd, mm, meta, data, dsize
             r.tail = _U64(meta, _DATA_TAIL)[0]
+            r.tail_cell = _position_cell(meta, _DATA_TAIL)
+            res.views.append(r.tail_cell)
             self._rings.append(r)
             array[cpu] = fd
             res.unset.append((array, cpu))
@@ -1085,7 +1099,7 @@ class PerfBuffer(_Reader):
             region = None
             buf = None
             # the records up to pos are copied out: give the space back, once
-            _PUT_U64(meta, _DATA_TAIL, pos)
+            r.tail_cell[0] = pos
             r.tail = pos
             if lost:
                 self._add_lost(r.cpu, lost)
@@ -1185,11 +1199,12 @@ class RingBufferReader(_Reader):
                                  f"ring buffer {ringbuf.name!r} ({rsize} bytes)") from None
         cv = memoryview(cmm)
         pv = memoryview(pmm)
-        self._cons_view = cv
         self._prod_view = pv
         self._data = pv[PAGE_SIZE:PAGE_SIZE + 2 * rsize]
         res.views += [self._data, cv, pv]
         self._cons = _ULONG.unpack_from(cv, 0)[0]
+        self._cons_cell = _position_cell(cv, 0)
+        res.views.append(self._cons_cell)
         res.epoll.register(fd, select.EPOLLIN)  # type: ignore[union-attr]
         if drops is not None:
             self._drop_base = list(drops[drop_slot])
@@ -1260,7 +1275,7 @@ class RingBufferReader(_Reader):
                     bad += n
         finally:
             # everything before cons is copied out: release it, once
-            _ULONG.pack_into(self._cons_view, 0, cons)
+            self._cons_cell[0] = cons
             self._cons = cons
             if bad:
                 self.malformed += bad

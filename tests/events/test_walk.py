@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from pyebpf.events import (BPF_RINGBUF_BUSY_BIT, BPF_RINGBUF_DISCARD_BIT, PerfBuffer,
-                           RingBufferReader, _PerfRing)
+                           RingBufferReader, _PerfRing, _position_cell)
 from pyebpf.maps import Bytes
 
 # ---------------------------------------------------------------- perf
@@ -43,6 +43,7 @@ def fake_perf(size: int, tail: int, records: list[tuple], decode=None):
     r = _PerfRing()
     r.cpu, r.fd, r.mm, r.meta, r.data, r.size, r.tail = 0, None, None, memoryview(meta), \
         memoryview(data), size, tail
+    r.tail_cell = _position_cell(r.meta, 1032)
     pb._rings = [r]
     return pb, r, pos
 
@@ -158,6 +159,7 @@ def fake_ringbuf(size: int, cons: int, records: list[tuple], decode=None):
     rb.size = size
     rb.drops = None
     rb._cons_view = memoryview(bytearray(struct.pack("<Q", cons)))
+    rb._cons_cell = _position_cell(rb._cons_view, 0)
     rb._prod_view = memoryview(bytearray(struct.pack("<Q", pos)))
     rb._data = memoryview(bytes(ring + ring))           # the double mapping
     rb._cons = cons

@@ -17,8 +17,9 @@ Cases
 2. **Streaming**: N USDT events (``loop:hit``, two u64 arguments) sent to
    user space: events received and lost, the drain rate (events received per
    second, from the loop's start to the last event received), the traced
-   program's added cost per event, the tracer's CPU time.  Every tool gets 1 MiB
-   of perf ring per CPU.
+   program's added cost per event, the tracer's CPU time.  Every tool gets the
+   same ring memory, 1 MiB per CPU: bpftrace and BCC a perf ring per CPU (BCC's
+   idiomatic ``BPF_PERF_OUTPUT``), pyebpf one BPF ring buffer of 1 MiB x CPUs.
 3. **In-kernel aggregation**: the traced program's added cost per hit of a
    count, and of a log2 histogram of the first argument, at the same USDT probe.
 4. **Library parts**: assembled instructions per second (DSL, text), USDT
@@ -830,7 +831,9 @@ def markdown(res: dict, why: bool = True) -> str:
     # streaming
     s = res["stream"]
     L.append(f"**2. Streaming** -- {P['stream_events']:,} USDT events (two u64 arguments) to "
-             f"user space; 1 MiB perf ring per CPU for each tool; median of "
+             f"user space; 1 MiB of ring per CPU for each tool (bpftrace, BCC: a perf "
+             f"ring per CPU; pyebpf: one BPF ring buffer of that total, never waking the "
+             f"reader, which drains every 10 ms); median of "
              f"{P['stream_rounds']} alternated rounds.  Untraced loop: "
              f"{s['untraced_ns_per_call']:.1f} ns/call.")
     L.append("")
@@ -954,7 +957,7 @@ def explain(res: dict) -> list[str]:
     t = by["streaming-lost"]
     if t["status"] == "missed":
         out.append(f"- streaming-lost missed: {t['value']} events lost or unaccounted in the "
-                   f"worst run (a full 1 MiB ring while the reader was descheduled on a busy "
+                   f"worst run (a full ring while the reader was descheduled on a busy "
                    f"machine: a larger ring or a reader thread pinned to its own CPU).")
     t = by["streaming-added-us"]
     count_added = _get(res, "agg_count", "pyebpf", "added_ns")
@@ -963,12 +966,9 @@ def explain(res: dict) -> list[str]:
             f"- streaming-added-us missed by {t['value'] - t['goal']:.2f} us: of "
             f"{t['value']:.2f} us/event, the probe hit itself (trap + a count, measured in "
             f"case 3) costs {count_added / 1e3:.2f} us and the output "
-            f"{(sp['added_ns'] - count_added) / 1e3:.2f} us (perf_event_output into the ring "
-            f"and the watermark wakeups, whose work lands on the traced CPU when both CPUs "
-            f"are busy).  The trap is the kernel's: with the ~0.59 us it costs on an idle "
-            f"machine (the project's reference measurement), the same output cost totals "
-            f"~{0.59 + (sp['added_ns'] - count_added) / 1e3:.2f} us; on a busy one, nothing "
-            f"pyebpf does removes the trap.")
+            f"{(sp['added_ns'] - count_added) / 1e3:.2f} us (bpf_ringbuf_output: the "
+            f"ring's lock, the copy, the commit).  The trap is the kernel's and grows "
+            f"when the machine is busy; nothing pyebpf does removes it.")
     for kind in ("count", "hist"):
         t = by[f"aggregation-{kind}"]
         a = res[f"agg_{kind}"]

@@ -86,7 +86,7 @@ from .maps import (BytesCodec, Codec, CtypesCodec, Map, PerCpuArrayMap, PerfEven
 
 __all__ = ["PerfBuffer", "RingBufferReader", "ReaderClosedError", "PAGE_SIZE",
            "PERF_RECORD_SAMPLE", "PERF_RECORD_LOST", "BPF_RINGBUF_BUSY_BIT",
-           "BPF_RINGBUF_DISCARD_BIT"]
+           "BPF_RINGBUF_DISCARD_BIT", "BPF_RB_NO_WAKEUP", "BPF_RB_FORCE_WAKEUP"]
 
 PAGE_SIZE = mmap.PAGESIZE
 PERF_RECORD_LOST = 2
@@ -94,6 +94,11 @@ PERF_RECORD_SAMPLE = 9
 BPF_RINGBUF_BUSY_BIT = 1 << 31
 BPF_RINGBUF_DISCARD_BIT = 1 << 30
 _RINGBUF_LEN_MASK = BPF_RINGBUF_DISCARD_BIT - 1
+#: ``ringbuf_output``/``ringbuf_submit`` flags: no wakeup at all (the reader
+#: polls on a timer, ``read_batch(timeout=...)``), or a wakeup every time.
+#: Without either, the kernel wakes the reader when it had caught up.
+BPF_RB_NO_WAKEUP = 1
+BPF_RB_FORCE_WAKEUP = 2
 
 # perf_event_mmap_page offsets
 _DATA_HEAD = 1024

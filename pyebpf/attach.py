@@ -47,14 +47,13 @@ and uprobes never need it.
 """
 from __future__ import annotations
 
-import difflib
 import errno as E
 import os
-import re
-import threading
 import time
 import weakref
-from typing import Any, Iterable, NamedTuple, Sequence
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Iterable, Sequence
 
 from . import elf as _elf
 from .errors import AttachError, KernelError, NotSupportedError, PermissionDeniedError
@@ -65,6 +64,7 @@ from .kernel.constants import (PERF_ATTR_FLAG_FREQ, PERF_TYPE_HARDWARE, PERF_TYP
 from .kernel.cpus import online_cpus
 from .kernel.ffi import ffi, lib
 from .kernel.syscall import Fd
+from ._record import record
 
 __all__ = [
     "Link", "UPROBE_MULTI", "PERF_LINK", "PERF_IOCTL",
@@ -100,6 +100,7 @@ def _close_groups(groups: Sequence[Sequence[Fd]], parallel: bool) -> None:
     Closing a perf-event uprobe blocks ~100 ms in the kernel (a synchronous
     unregister); doing them from threads overlaps part of that wait.
     """
+    import threading
     groups = [g for g in groups if g]
     if not parallel or len(groups) < 2:
         for g in groups:
@@ -570,6 +571,7 @@ _tracefs_found: str | None = None
 
 
 def _unescape_mount(path: str) -> str:
+    import re
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), path)
 
 
@@ -658,6 +660,7 @@ def list_tracepoints(category: str | None = None) -> list[str]:
 
 
 def _tp_dir(name: str) -> tuple[str, str, str]:
+    import difflib
     cat, event = _split_tp(name)
     d = os.path.join(tracefs_dir(), "events", cat, event)
     if not os.path.isfile(os.path.join(d, "id")):
@@ -684,7 +687,8 @@ def tracepoint_id(name: str) -> int:
         return int(f.read().strip())
 
 
-class TracepointField(NamedTuple):
+@record
+class TracepointField:
     """One field of a tracepoint's record (the context of a TRACEPOINT program).
 
     ``type`` is the C declaration's type (``"const char *"``), ``array_len``
@@ -717,7 +721,8 @@ class TracepointField(NamedTuple):
                             signed=self.signed and self.size < 8)
 
 
-class TracepointFormat(NamedTuple):
+@record
+class TracepointFormat:
     """The parsed ``events/<category>/<event>/format`` file."""
 
     category: str
@@ -732,6 +737,7 @@ class TracepointFormat(NamedTuple):
         return max((f.offset + f.size for f in self.fields), default=0)
 
     def field(self, name: str) -> TracepointField:
+        import difflib
         for f in self.fields:
             if f.name == name:
                 return f
@@ -746,14 +752,15 @@ class TracepointFormat(NamedTuple):
         return any(f.name == name for f in self.fields)
 
 
-_FIELD_RE = re.compile(r"field:(?P<decl>[^;]*);\s*offset:(?P<off>\d+);\s*size:(?P<size>\d+);"
-                       r"(?:\s*signed:(?P<signed>-?\d+);)?")
-_DECL_RE = re.compile(r"^(?P<type>.*?)\s*(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*"
-                      r"(?:\[(?P<len>[^\]]*)\])?\s*$")
+_FIELD = (r"field:(?P<decl>[^;]*);\s*offset:(?P<off>\d+);\s*size:(?P<size>\d+);"
+          r"(?:\s*signed:(?P<signed>-?\d+);)?")
+_DECL = r"^(?P<type>.*?)\s*(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*(?:\[(?P<len>[^\]]*)\])?\s*$"
 
 
 def parse_tracepoint_format(text: str, category: str = "", name: str = "") -> TracepointFormat:
     """Parse the text of a tracepoint ``format`` file."""
+    import re                        # (not at module level: it costs start-up ~5 ms)
+    field_re, decl_re = re.compile(_FIELD), re.compile(_DECL)
     tp_id = 0
     fields = []
     print_fmt = ""
@@ -769,14 +776,14 @@ def parse_tracepoint_format(text: str, category: str = "", name: str = "") -> Tr
         elif not s and fields:
             common = False
         else:
-            m = _FIELD_RE.search(s)
+            m = field_re.search(s)
             if not m:
                 continue
             decl = m.group("decl").strip()
             data_loc = decl.startswith("__data_loc")
             if data_loc:
                 decl = decl[len("__data_loc"):].strip()
-            dm = _DECL_RE.match(decl)
+            dm = decl_re.match(decl)
             if not dm:
                 continue
             ftype = dm.group("type").strip()
@@ -850,6 +857,7 @@ def attach_raw_tracepoint(prog: Any, name: str) -> Link:
     """Attach a RAW_TRACEPOINT program to kernel tracepoint ``name`` (``"sys_enter"``,
     ``"sched_switch"``); no tracefs needed.  The context is ``u64 args[]``, the
     tracepoint's raw arguments."""
+    import difflib
     t0 = time.perf_counter()
     prog, owned = _prepare(prog, ProgType.RAW_TRACEPOINT, "attach_raw_tracepoint")
     try:

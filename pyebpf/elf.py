@@ -40,16 +40,16 @@ matters for binaries with 100k symbols).
 from __future__ import annotations
 
 import bisect
-import difflib
 import functools
-import glob
 import os
-import re
 import struct
-import threading
-from typing import Iterable, NamedTuple, Sequence
+from _thread import allocate_lock as _allocate_lock
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Iterable, Sequence
 
 from .errors import PyebpfError
+from ._record import record
 
 __all__ = [
     "ElfError", "SymbolNotFoundError", "AmbiguousSymbolError", "InstructionBoundaryError",
@@ -135,7 +135,8 @@ _BIND_RANK = {STB_GLOBAL: 0, STB_GNU_UNIQUE: 0, STB_WEAK: 1, STB_LOCAL: 2}
 
 
 # -------------------------------------------------------------------- records
-class Symbol(NamedTuple):
+@record
+class Symbol:
     """One defined symbol.
 
     ``address`` is ``st_value``, the ELF virtual address (relative to the
@@ -179,7 +180,8 @@ class Symbol(NamedTuple):
                 f"{self.bind_name} {self.type_name}, {self.table})")
 
 
-class Segment(NamedTuple):
+@record
+class Segment:
     """A PT_LOAD program header."""
 
     vaddr: int
@@ -211,7 +213,8 @@ class Segment(NamedTuple):
                 f"offset {self.offset:#x} filesz {self.filesz:#x} {perms}")
 
 
-class Location(NamedTuple):
+@record
+class Location:
     """A resolved probe point in a file.
 
     ``file_offset`` is what the kernel needs; ``address`` the ELF virtual
@@ -238,12 +241,19 @@ class Location(NamedTuple):
 
 
 # ------------------------------------------------------------ location specs
-_NUM = r"(?:0[xX][0-9a-fA-F]+|[0-9]+)"
-_SPEC = re.compile(rf"^(?P<name>.+?)(?P<at>@@?)?(?P<ver>(?<=@)[^@+]+)?(?:\+(?P<off>{_NUM}))?$")
-_ADDR = re.compile(rf"^{_NUM}$")
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 
 
-class _Spec(NamedTuple):
+def _number(text: str) -> int | None:
+    """``0x1f`` (any case) or ``123`` -> the int; anything else -> None."""
+    if text[:2] in ("0x", "0X"):
+        digits = text[2:]
+        return int(digits, 16) if digits and _HEX_DIGITS.issuperset(digits) else None
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
+@record
+class _Spec:
     name: str | None
     version: str | None
     default_only: bool
@@ -262,12 +272,13 @@ def parse_location(spec: "str | int") -> _Spec:
     text = spec.strip()
     if not text:
         raise ElfError("empty probe location")
-    if _ADDR.match(text):
-        return _Spec(None, None, False, 0, int(text, 0))
+    address = _number(text)
+    if address is not None:
+        return _Spec(None, None, False, 0, address)
     name, version, at, off = text, None, "", 0
-    m = re.match(rf"^(.*)\+({_NUM})$", name)
-    if m:
-        name, off = m.group(1), int(m.group(2), 0)
+    head, plus, tail = name.rpartition("+")
+    if plus and _number(tail) is not None:
+        name, off = head, _number(tail)
     if "@" in name:
         head, sep, ver = name.partition("@")
         if ver.startswith("@"):
@@ -298,7 +309,8 @@ def _read_at(path: str, offset: int, size: int) -> bytes:
         os.close(fd)
 
 
-class _Section(NamedTuple):
+@record
+class _Section:
     name: str
     type: str
     addr: int
@@ -348,7 +360,7 @@ class ElfFile:
         self.path = path
         if not self._parse_fast(path):
             self._parse_pyelftools(path)
-        self._lock = threading.Lock()
+        self._lock = _allocate_lock()
         self._symbols: list[Symbol] | None = None
         self._by_name: dict[str, list[Symbol]] | None = None
         self._sorted: tuple[list[int], list[Symbol]] | None = None
@@ -712,6 +724,7 @@ class ElfFile:
             "Use name@VERSION / name@@VERSION, or give the address (\"0x...\")", top)
 
     def _not_found(self, name: str) -> SymbolNotFoundError:
+        import difflib
         idx = self._name_index()
         spec = parse_location(name)
         base = spec.name or name
@@ -899,7 +912,7 @@ def _cstr(table: bytes, offset: int) -> str:
 
 
 _CACHE: dict[tuple[int, int, int, int], ElfFile] = {}
-_CACHE_LOCK = threading.Lock()
+_CACHE_LOCK = _allocate_lock()
 _CACHE_MAX = 64
 
 
@@ -1003,6 +1016,7 @@ def library_search_dirs() -> list[str]:
     dirs: list[str] = []
 
     def conf(path: str, depth: int = 0) -> None:
+        import glob
         if depth > 8:
             return
         try:
@@ -1087,6 +1101,7 @@ def resolve_library(name: str, pid: int | None = None) -> str:
 
     Raises :class:`LibraryNotFoundError` with close matches.
     """
+    import difflib
     if not name:
         raise LibraryNotFoundError("empty library/program name")
     if "/" in name:
@@ -1135,7 +1150,8 @@ def resolve_library(name: str, pid: int | None = None) -> str:
 
 
 # ----------------------------------------------------------- process maps
-class MapEntry(NamedTuple):
+@record
+class MapEntry:
     """One line of ``/proc/PID/maps``."""
 
     start: int
@@ -1152,7 +1168,8 @@ class MapEntry(NamedTuple):
         return "x" in self.perms
 
 
-class Module(NamedTuple):
+@record
+class Module:
     """A file mapped by a process (an executable or a shared library).
 
     ``path`` is the path /proc/PID/maps shows; ``open_path`` one this process

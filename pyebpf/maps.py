@@ -35,15 +35,20 @@ system call; a missing key raises :class:`~pyebpf.errors.MapKeyError` (a
 from __future__ import annotations
 
 import collections
-import ctypes
 import errno as _errno
 import fcntl
 import itertools
 import os
 import struct
 import sys
-import threading
-from typing import Any, ClassVar, Iterable, Iterator, Mapping, Sequence, TypeVar
+from _thread import allocate_lock as _allocate_lock
+from collections.abc import Mapping
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, ClassVar, Iterable, Iterator, Sequence, TypeVar
+
+    M = TypeVar("M", bound="Map")
 
 from .errors import (KernelError, MapKeyError, NotSupportedError, SizeError)
 from .kernel import syscall as _sys
@@ -68,8 +73,6 @@ __all__ = [
     "LruPerCpuHashMap", "PerfEventArray", "RingBuf", "StackTraceMap", "QueueMap",
     "StackMap", "map_class_for",
 ]
-
-M = TypeVar("M", bound="Map")
 
 
 # =========================================================================
@@ -240,6 +243,11 @@ class BytesCodec(Codec):
         return [bytes(mv[i * s:(i + 1) * s]) for i in range(count)]
 
 
+def _ctypes():
+    import ctypes                    # (imported when used: it costs start-up ~2 ms)
+    return ctypes
+
+
 def Bytes(size: int) -> BytesCodec:  # noqa: N802 - reads like a type in specs
     """Codec spec for raw bytes of ``size`` bytes: ``HashMap(Bytes(16), "u64")``."""
     return BytesCodec(size)
@@ -250,7 +258,7 @@ class CtypesCodec(Codec):
 
     def __init__(self, ctype: type) -> None:
         self.ctype = ctype
-        self.size = ctypes.sizeof(ctype)
+        self.size = _ctypes().sizeof(ctype)
         if self.size == 0:
             raise SizeError(f"ctypes type {ctype.__name__} has size 0")
         self.label = f"{ctype.__name__}"
@@ -260,10 +268,11 @@ class CtypesCodec(Codec):
             data = bytes(value)  # type: ignore[call-overload]
         elif isinstance(value, (bytes, bytearray, memoryview)):
             data = value
-        elif isinstance(value, (ctypes.Structure, ctypes.Union, ctypes.Array)):
+        elif isinstance(value, (_ctypes().Structure, _ctypes().Union, _ctypes().Array)):
             raise SizeError(f"expected {self.label} ({self.size} bytes), got "
-                            f"{type(value).__name__} ({ctypes.sizeof(value)} bytes)")
-        elif isinstance(value, tuple) and issubclass(self.ctype, (ctypes.Structure, ctypes.Union)):
+                            f"{type(value).__name__} ({_ctypes().sizeof(value)} bytes)")
+        elif isinstance(value, tuple) and issubclass(self.ctype,
+                                                     (_ctypes().Structure, _ctypes().Union)):
             data = bytes(self.ctype(*value))
         else:
             raise SizeError(f"expected {self.label} ({self.size} bytes), got "
@@ -348,12 +357,16 @@ def codec(spec: Any, role: str = "value") -> Codec:
         except struct.error as exc:
             raise SizeError(f"{role}: {spec!r} is neither a type name (u8..u64, s8..s64) nor "
                             f"a struct format: {exc}") from None
-    if isinstance(spec, type) and issubclass(spec, ctypes._SimpleCData):  # type: ignore[attr-defined]
+    # a ctypes type can only come from a program that imported ctypes already
+    ctypes = sys.modules.get("ctypes")
+    if ctypes is None or not isinstance(spec, type):
+        pass
+    elif issubclass(spec, ctypes._SimpleCData):  # type: ignore[attr-defined]
         code = getattr(spec, "_type_", None)
         if isinstance(code, str) and code in _CTYPES_SCALARS:
             return StructCodec("@" + code, spec.__name__)
         raise SizeError(f"{role}: ctypes type {spec.__name__} cannot be stored in a map")
-    if isinstance(spec, type) and issubclass(spec, (ctypes.Structure, ctypes.Union, ctypes.Array)):
+    elif issubclass(spec, (ctypes.Structure, ctypes.Union, ctypes.Array)):
         return CtypesCodec(spec)
     raise SizeError(f"{role}: {spec!r} is not a codec spec (use an int width, 'u32', a struct "
                     "format, a ctypes type or Bytes(n))")
@@ -431,7 +444,7 @@ class Map:
         self.flags = flags
         self._pinned: str | None = None
         self._frozen = False
-        self._lock = threading.Lock()
+        self._lock = _allocate_lock()
 
     @classmethod
     def _adopt(cls: type[M], fd: _sys.Fd, info: _sys.MapInfo, key: Any, value: Any) -> M:

@@ -26,10 +26,11 @@ Argument kinds:
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from .._record import record
 
 
-class Helper(NamedTuple):
+@record
+class Helper:
     """One BPF helper function."""
 
     id: int
@@ -265,6 +266,7 @@ _BY_NAME = {h.name: h for h in HELPERS}
 def helper(name_or_id: str | int) -> Helper:
     """Look a helper up by id, by name (``map_lookup_elem``) or by C name
     (``bpf_map_lookup_elem``).  Raises ``KeyError`` naming close matches."""
+    import difflib
     if isinstance(name_or_id, int):
         if 0 <= name_or_id < len(HELPERS):
             return HELPERS[name_or_id]

@@ -16,10 +16,13 @@ fields.
 from __future__ import annotations
 
 import struct
-from typing import Iterable, Iterator, NamedTuple
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Iterable, Iterator
 
 from ..errors import EncodingError
 from . import opcodes as op
+from .._record import record
 
 _SLOT = struct.Struct("<BBhi")
 SLOT_SIZE = 8
@@ -197,7 +200,8 @@ def decode(data: bytes | bytearray | memoryview) -> list[Insn]:
 # ---------------------------------------------------------------------------
 # forms
 
-class Form(NamedTuple):
+@record
+class Form:
     """What an instruction is, independent of how a dialect spells it.
 
     ``kind`` is one of:

@@ -6,12 +6,10 @@ probes create and close tiny objects; they never attach anything.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
 
 import errno as E
 import functools
 import os
-import re
 import struct
 
 from ..errors import KernelError, VerifierError
@@ -21,6 +19,7 @@ from .ffi import ffi
 from .perf import EVENT_SOURCE_DIR, kprobe_pmu_type, uprobe_pmu_type
 from .syscall import (BatchOps, Fd, _addr, attr_size, map_create, new_attr,
                       prog_load, try_bpf)
+from .._record import record
 
 __all__ = ["Feature", "kernel_version", "kernel_version_code", "has_map_type",
            "has_prog_type", "has_helper", "has_perf_link", "has_uprobe_multi",
@@ -31,7 +30,8 @@ __all__ = ["Feature", "kernel_version", "kernel_version_code", "has_map_type",
 RETURN_ZERO = b"\xb7\x00\x00\x00\x00\x00\x00\x00\x95\x00\x00\x00\x00\x00\x00\x00"
 
 
-class Feature(NamedTuple):
+@record
+class Feature:
     """The answer of a probe: ``supported`` and, either way, why."""
 
     name: str
@@ -54,6 +54,7 @@ def _no(name: str, reason: str) -> Feature:
 @functools.lru_cache(maxsize=None)
 def kernel_version() -> tuple[int, int, int]:
     """The running kernel's ``(major, minor, patch)`` from ``uname -r``."""
+    import re
     nums = [int(x) for x in re.findall(r"\d+", os.uname().release.split("-")[0])[:3]]
     while len(nums) < 3:
         nums.append(0)

@@ -29,7 +29,6 @@ integer/pointer arguments).
 from __future__ import annotations
 
 import os
-import platform
 import sys
 import zlib
 
@@ -506,7 +505,7 @@ def _load_ffi():
 ffi = _load_ffi()
 lib = ffi.dlopen(None)
 
-_MACHINE = platform.machine()
+_MACHINE = os.uname().machine
 if _MACHINE in ("x86_64", "AMD64"):
     NR_BPF, NR_PERF_EVENT_OPEN = 321, 298
 elif _MACHINE in ("aarch64", "arm64", "riscv64", "loongarch64"):

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from ..errors import NotSupportedError
 from .constants import (PERF_ATTR_FLAG_WATERMARK, PERF_ATTR_FLAG_WRITE_BACKWARD,

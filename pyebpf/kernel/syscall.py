@@ -18,7 +18,9 @@ import errno as E
 import fcntl
 import os
 import weakref
-from typing import Any, Iterable, NamedTuple, Sequence
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Iterable, Sequence
 
 from ..errors import (AttachError, EncodingError, KernelError, MapFullError,
                       NotSupportedError, PermissionDeniedError,
@@ -31,6 +33,7 @@ from .constants import (BPF_ANY, BPF_STATS_RUN_TIME, PERF_EVENT_IOC_DISABLE,
                         MapType, ProgType, enum_name)
 from .ffi import NR_BPF, NR_PERF_EVENT_OPEN, ffi, lib, offsetofend, sys_bpf, \
     sys_ioctl, sys_perf_event_open
+from .._record import record
 
 __all__ = [
     "ENOTSUPP", "Fd", "bpf", "try_bpf", "error_for", "new_attr", "attr_size",
@@ -1005,7 +1008,8 @@ def _prog_load_error(err: int, log: str, prog_type: int, expected_attach_type: i
     return error_for(err, "BPF_PROG_LOAD", f"program type {tname}")
 
 
-class TestRun(NamedTuple):
+@record
+class TestRun:
     """Result of :func:`prog_test_run` (a tuple: ``retval, data_out, duration_ns, ctx_out``)."""
 
     retval: int
@@ -1098,7 +1102,8 @@ def _cstr(arr) -> str:
     return ffi.string(arr).decode("utf-8", "replace")
 
 
-class ProgInfo(NamedTuple):
+@record
+class ProgInfo:
     """What the kernel tells about a loaded program (``struct bpf_prog_info``)."""
 
     type: int
@@ -1123,7 +1128,8 @@ class ProgInfo(NamedTuple):
         return enum_name(ProgType, self.type)
 
 
-class MapInfo(NamedTuple):
+@record
+class MapInfo:
     """What the kernel tells about a map (``struct bpf_map_info``)."""
 
     type: int
@@ -1141,7 +1147,8 @@ class MapInfo(NamedTuple):
         return enum_name(MapType, self.type)
 
 
-class UprobeMultiLinkInfo(NamedTuple):
+@record
+class UprobeMultiLinkInfo:
     """The uprobe_multi part of a link's info."""
 
     path: str
@@ -1152,7 +1159,8 @@ class UprobeMultiLinkInfo(NamedTuple):
     pid: int
 
 
-class LinkInfo(NamedTuple):
+@record
+class LinkInfo:
     """What the kernel tells about a link (``struct bpf_link_info``)."""
 
     type: int
@@ -1167,7 +1175,8 @@ class LinkInfo(NamedTuple):
         return enum_name(LinkType, self.type)
 
 
-class JitedImage(NamedTuple):
+@record
+class JitedImage:
     """JIT'd machine code of a program and where its functions live."""
 
     code: bytes
@@ -1493,7 +1502,8 @@ def link_detach(link_fd: "int | Fd") -> None:
     bpf(Cmd.LINK_DETACH, attr, _SZ_LINK_DETACH, f"link fd {_as_fd(link_fd)}")
 
 
-class TaskFdQuery(NamedTuple):
+@record
+class TaskFdQuery:
     """What BPF_TASK_FD_QUERY reports about a perf event / raw tracepoint fd."""
 
     prog_id: int

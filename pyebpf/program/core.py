@@ -10,7 +10,9 @@ so any later error -- including the kernel verifier's -- can point at it.
 from __future__ import annotations
 
 import sys
-from typing import Any, Iterable, Iterator
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Iterable, Iterator
 
 from ..errors import EncodingError, ProgramError
 from ..isa import Insn, encode as _encode, is_jump, opcodes as op, set_jump_offset

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Union
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from ..errors import ProgramError
 from ..isa import Insn, helper as _helper, opcodes as op, s32
@@ -59,8 +61,8 @@ R0, R1, R2, R3, R4, R5, R6, R7, R8, R9, R10 = _R
 W0, W1, W2, W3, W4, W5, W6, W7, W8, W9, W10 = _W
 FP = R10
 
-Operand = Union[Reg, int]
-Target = Union[str, int]
+Operand = Reg | int
+Target = str | int
 
 _SIZES = {"b": op.B, "h": op.H, "w": op.W, "dw": op.DW}
 _SIZE_OF_BYTES = {1: op.B, 2: op.H, 4: op.W, 8: op.DW}

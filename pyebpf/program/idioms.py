@@ -8,9 +8,10 @@ program (or the stack offset it allocated, where noted).
 """
 from __future__ import annotations
 
-import contextlib
 import itertools
-from typing import Any, Iterator
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from ..errors import ProgramError
 from .dsl import R0, R1, R2, R3, R4, R10, Operand, Reg
@@ -119,18 +120,33 @@ class Idioms:
         self.call("probe_read_user_str" if string else "probe_read_user")
         return offset
 
-    @contextlib.contextmanager
-    def bounded_loop(self, counter: Reg, count: int) -> Iterator[str]:
+    def bounded_loop(self, counter: Reg, count: int) -> "_BoundedLoop":
         """``for counter in range(count): <body>`` as a loop the verifier can
-        bound.  Yields the label of the loop's end (jump there to break)."""
+        bound, used as ``with p.bounded_loop(R8, 16) as brk:``; ``brk`` is the
+        label of the loop's end (jump there to break)."""
         if count < 0:
             raise ProgramError("loop count must be >= 0")
-        head = self.fresh_label("loop")
-        end = self.fresh_label("loop_end")
-        self.mov(counter, 0)
-        self.label(head)
-        self.jge(counter, count, end)
-        yield end
-        self.add(counter, 1)
-        self.ja(head)
-        self.label(end)
+        return _BoundedLoop(self, counter, count)
+
+
+class _BoundedLoop:
+    """The ``with`` block of :meth:`Idioms.bounded_loop`: the loop's head on
+    entry, the increment and the jump back on a normal exit."""
+
+    def __init__(self, p: Any, counter: Reg, count: int) -> None:
+        self.p, self.counter, self.count = p, counter, count
+
+    def __enter__(self) -> str:
+        p = self.p
+        self.head = p.fresh_label("loop")
+        self.end = p.fresh_label("loop_end")
+        p.mov(self.counter, 0)
+        p.label(self.head)
+        p.jge(self.counter, self.count, self.end)
+        return self.end
+
+    def __exit__(self, exc_type: Any, *rest: Any) -> None:
+        if exc_type is None:
+            self.p.add(self.counter, 1)
+            self.p.ja(self.head)
+            self.p.label(self.end)

@@ -19,10 +19,13 @@ such a record, so the reader can decode exactly what the program sent.
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Sequence
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Sequence
 
 from ..errors import ProgramError
 from .dsl import R0, R1, R2, R3, R4, R5, R6, R10, W3, Operand, Reg
+from .._record import record
 
 __all__ = ["Output", "RecordLayout", "record_layout", "BPF_F_CURRENT_CPU"]
 
@@ -36,7 +39,8 @@ _SIZE_NAMES = {"u8": 1, "u16": 2, "u32": 4, "u64": 8, "s8": 1, "s16": 2, "s32": 
 _CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}
 
 
-class RecordLayout(NamedTuple):
+@record
+class RecordLayout:
     """Where each field of an :meth:`Output.output_record` record lives.
 
     ``offsets[i]`` is field *i*'s byte offset, ``size`` the record size (C

@@ -23,7 +23,9 @@ Emitters clobber r0-r5 (they call helpers); pass values in r6-r9.
 """
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from ..errors import ProgramError
 from ..maps import PerCpuArrayMap, PerCpuHashMap

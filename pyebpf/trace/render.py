@@ -11,7 +11,11 @@ for line.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Mapping
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 from .aggregate import log2_bucket_range
 
@@ -107,31 +111,32 @@ def format_value(value: Any) -> str:
 
 
 # ---------------------------------------------------------------- printf
-import re as _re
-
-_SPEC = _re.compile(r"%(?P<flags>[-+ #0]*)(?P<width>\d*)(?:\.(?P<prec>\d+))?"
-                    r"(?P<len>hh|h|ll|l|z|j|t|L)?(?P<conv>[diouxXcsp%])")
+_SPEC = (r"%(?P<flags>[-+ #0]*)(?P<width>\d*)(?:\.(?P<prec>\d+))?"
+         r"(?P<len>hh|h|ll|l|z|j|t|L)?(?P<conv>[diouxXcsp%])")
 _ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "r": "\r", "a": "\a", "0": "\0",
             "e": "\x1b"}
 
 
 def unescape(text: str) -> str:
     """C escapes of a format string (``\\n``, ``\\t``, ``\\\\``, ``\\"``...)."""
-    return _re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), "\\" + m.group(1)), text)
+    import re                  # (imported when used: it costs start-up ~5 ms)
+    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), "\\" + m.group(1)), text)
 
 
 def printf_specs(fmt: str) -> list[str]:
     """The conversion characters of a printf format (``%%`` excluded)."""
-    return [m.group("conv") for m in _SPEC.finditer(fmt) if m.group("conv") != "%"]
+    import re
+    return [m.group("conv") for m in re.finditer(_SPEC, fmt) if m.group("conv") != "%"]
 
 
 def format_printf(fmt: str, values: list[Any]) -> str:
     """C ``printf`` of ``values`` (ints, strings, bytes) the way bpftrace's does:
     ``%d``/``%i`` signed 64-bit, ``%u %x %X %o`` unsigned, ``%s`` text,
     ``%c`` a character, ``%p`` an address; length modifiers are ignored."""
+    import re
     it = iter(values)
 
-    def conv(m: "_re.Match[str]") -> str:
+    def conv(m: "re.Match[str]") -> str:
         c = m.group("conv")
         if c == "%":
             return "%"
@@ -157,7 +162,7 @@ def format_printf(fmt: str, values: list[Any]) -> str:
             return (spec + "c") % chr(v & 0xFF)
         return (spec + "s") % (f"0x{v & ((1 << 64) - 1):x}",)
 
-    return _SPEC.sub(conv, fmt)
+    return re.sub(_SPEC, conv, fmt)
 
 
 def hist_json(buckets: Mapping[int, int], bucket_range: Callable[[int], tuple]) -> list[dict]:

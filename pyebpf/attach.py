@@ -56,7 +56,8 @@ if TYPE_CHECKING:
     from typing import Any, Iterable, Sequence
 
 from . import elf as _elf
-from .errors import AttachError, KernelError, NotSupportedError, PermissionDeniedError
+from .errors import (AttachError, KernelError, NotSupportedError, PermissionDeniedError,
+                     close_matches)
 from .kernel import features, perf
 from .kernel import syscall as _sys
 from .kernel.constants import (PERF_ATTR_FLAG_FREQ, PERF_TYPE_HARDWARE, PERF_TYPE_SOFTWARE,
@@ -100,12 +101,12 @@ def _close_groups(groups: Sequence[Sequence[Fd]], parallel: bool) -> None:
     Closing a perf-event uprobe blocks ~100 ms in the kernel (a synchronous
     unregister); doing them from threads overlaps part of that wait.
     """
-    import threading
     groups = [g for g in groups if g]
     if not parallel or len(groups) < 2:
         for g in groups:
             _close_group(g)
         return
+    import threading
     threads = []
     try:
         for g in groups:
@@ -660,17 +661,16 @@ def list_tracepoints(category: str | None = None) -> list[str]:
 
 
 def _tp_dir(name: str) -> tuple[str, str, str]:
-    import difflib
     cat, event = _split_tp(name)
     d = os.path.join(tracefs_dir(), "events", cat, event)
     if not os.path.isfile(os.path.join(d, "id")):
         full = f"{cat}:{event}"
         in_cat = list_tracepoints(cat) if os.path.isdir(os.path.dirname(d)) else []
         everything = list_tracepoints()
-        close = difflib.get_close_matches(full, in_cat, n=5, cutoff=0.6) or \
-            difflib.get_close_matches(full, everything, n=5, cutoff=0.6)
+        close = close_matches(full, in_cat, n=5, cutoff=0.6) or \
+            close_matches(full, everything, n=5, cutoff=0.6)
         if not close and not in_cat:
-            close = difflib.get_close_matches(cat, sorted({t.split(':')[0] for t in everything}),
+            close = close_matches(cat, sorted({t.split(':')[0] for t in everything}),
                                               n=3, cutoff=0.6)
             close = [f"category {c}" for c in close]
         raise AttachError(E.ENOENT, "tracepoint", f"no tracepoint {full!r} "
@@ -737,12 +737,11 @@ class TracepointFormat:
         return max((f.offset + f.size for f in self.fields), default=0)
 
     def field(self, name: str) -> TracepointField:
-        import difflib
         for f in self.fields:
             if f.name == name:
                 return f
         names = [f.name for f in self.fields]
-        close = difflib.get_close_matches(name, names, n=4, cutoff=0.5)
+        close = close_matches(name, names, n=4, cutoff=0.5)
         raise KeyError(f"{self.category}:{self.name} has no field {name!r}; fields: "
                        f"{', '.join(names)}" + (f" (close: {', '.join(close)})" if close else ""))
 
@@ -857,7 +856,6 @@ def attach_raw_tracepoint(prog: Any, name: str) -> Link:
     """Attach a RAW_TRACEPOINT program to kernel tracepoint ``name`` (``"sys_enter"``,
     ``"sched_switch"``); no tracefs needed.  The context is ``u64 args[]``, the
     tracepoint's raw arguments."""
-    import difflib
     t0 = time.perf_counter()
     prog, owned = _prepare(prog, ProgType.RAW_TRACEPOINT, "attach_raw_tracepoint")
     try:
@@ -867,7 +865,7 @@ def attach_raw_tracepoint(prog: Any, name: str) -> Link:
             prog.close()
         if exc.errno == E.ENOENT:
             known = list_raw_tracepoints()
-            close = difflib.get_close_matches(name, known, n=5, cutoff=0.6)
+            close = close_matches(name, known, n=5, cutoff=0.6)
             raise AttachError(E.ENOENT, "attach_raw_tracepoint",
                               f"no raw tracepoint {name!r} ({len(known)} exist)",
                               ("close matches: " + ", ".join(close)) if close else

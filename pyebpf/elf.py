@@ -48,7 +48,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Iterable, Sequence
 
-from .errors import PyebpfError
+from .errors import PyebpfError, close_matches as _close_matches
 from ._record import record
 
 __all__ = [
@@ -724,7 +724,6 @@ class ElfFile:
             "Use name@VERSION / name@@VERSION, or give the address (\"0x...\")", top)
 
     def _not_found(self, name: str) -> SymbolNotFoundError:
-        import difflib
         idx = self._name_index()
         spec = parse_location(name)
         base = spec.name or name
@@ -740,7 +739,7 @@ class ElfFile:
                 f"{' as default (@@)' if spec.default_only else ''}; it has: "
                 f"{', '.join(versions)}", name, self.path, versions, len(idx))
         names = list(idx)
-        close = difflib.get_close_matches(base, names, n=6, cutoff=0.6)
+        close = _close_matches(base, names, n=6, cutoff=0.6)
         if len(base) >= 3:
             close += sorted((n for n in names if base in n and n not in close),
                             key=len)[:max(0, 8 - len(close))]
@@ -1101,7 +1100,6 @@ def resolve_library(name: str, pid: int | None = None) -> str:
 
     Raises :class:`LibraryNotFoundError` with close matches.
     """
-    import difflib
     if not name:
         raise LibraryNotFoundError("empty library/program name")
     if "/" in name:
@@ -1139,7 +1137,7 @@ def resolve_library(name: str, pid: int | None = None) -> str:
         if exe:
             return exe
     known = sorted({soname for soname, _f, _p in ld_so_cache()})
-    close = difflib.get_close_matches(name, known, n=6, cutoff=0.5)
+    close = _close_matches(name, known, n=6, cutoff=0.5)
     close += [k for k in known if k.startswith(name) and k not in close][:3]
     where = f" mapped by pid {pid}," if pid is not None else ""
     raise LibraryNotFoundError(

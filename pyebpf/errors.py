@@ -15,6 +15,14 @@ class PyebpfError(Exception):
     """Base class of every pyebpf error."""
 
 
+def close_matches(word: str, candidates, n: int = 3, cutoff: float = 0.6) -> list[str]:
+    """The candidates closest to ``word`` (``difflib.get_close_matches``), for
+    "did you mean" hints; difflib is imported on the first call, which is an
+    error path (importing it up front cost every start-up ~5 ms)."""
+    import difflib
+    return difflib.get_close_matches(word, candidates, n=n, cutoff=cutoff)
+
+
 # --------------------------------------------------------------------------
 # Pure (no kernel) errors
 

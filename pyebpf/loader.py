@@ -13,8 +13,9 @@ The :class:`LoadedProgram` it returns owns the program's fd and offers
 """
 from __future__ import annotations
 
-import re
-from typing import Any, Iterable, Mapping
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Iterable, Mapping
 
 from .errors import ProgramError, VerifierError
 from .isa import Insn, decode, encode, opcodes as op
@@ -47,8 +48,8 @@ def prog_type_of(value: "str | int | ProgType") -> int:
 # ---------------------------------------------------------------------------
 # verifier log -> failing instruction
 
-_INSN_LINE = re.compile(r"^(\d+): \(([0-9a-f]{2})\) (.*?)(?:\s+; .*)?$")
-_INSN_IN_MESSAGE = re.compile(r"\binsn (?:#)?(\d+)\b|\bfrom insn (\d+)\b|\binsn_idx (\d+)\b")
+_INSN_LINE = r"^(\d+): \(([0-9a-f]{2})\) (.*?)(?:\s+; .*)?$"
+_INSN_IN_MESSAGE = r"\binsn (?:#)?(\d+)\b|\bfrom insn (\d+)\b|\binsn_idx (\d+)\b"
 
 
 def failing_instruction(log: str, message: str) -> tuple[int | None, str | None]:
@@ -59,14 +60,16 @@ def failing_instruction(log: str, message: str) -> tuple[int | None, str | None]
     (``unreachable insn 5``, ``back-edge from insn 7 to 2``); otherwise it is
     the last instruction the verifier printed before giving up.
     """
+    import re                 # (a rejection's path: not imported at start-up)
     index = text = None
     printed: dict[int, str] = {}
+    insn_line = re.compile(_INSN_LINE)
     for line in log.splitlines():
-        m = _INSN_LINE.match(line)
+        m = insn_line.match(line)
         if m:
             index, text = int(m.group(1)), m.group(3)
             printed[index] = text
-    m = _INSN_IN_MESSAGE.search(message or "")
+    m = re.search(_INSN_IN_MESSAGE, message or "")
     if m:
         named = int(next(g for g in m.groups() if g is not None))
         return named, printed.get(named)

@@ -27,6 +27,7 @@ Argument kinds:
 from __future__ import annotations
 
 from .._record import record
+from ..errors import close_matches
 
 
 @record
@@ -266,7 +267,6 @@ _BY_NAME = {h.name: h for h in HELPERS}
 def helper(name_or_id: str | int) -> Helper:
     """Look a helper up by id, by name (``map_lookup_elem``) or by C name
     (``bpf_map_lookup_elem``).  Raises ``KeyError`` naming close matches."""
-    import difflib
     if isinstance(name_or_id, int):
         if 0 <= name_or_id < len(HELPERS):
             return HELPERS[name_or_id]
@@ -275,8 +275,7 @@ def helper(name_or_id: str | int) -> Helper:
     try:
         return _BY_NAME[name]
     except KeyError:
-        import difflib
-        close = difflib.get_close_matches(name, _BY_NAME, n=4)
+        close = close_matches(name, _BY_NAME, n=4)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise KeyError(f"unknown helper {name_or_id!r}{hint}") from None
 

@@ -20,17 +20,21 @@ verifier stays the judge of everything else.
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from ..errors import ProgramError
 from ..isa import Insn, classify, helper as _helper, opcodes as op
 from ..isa.insn import jump_offset
+from .._record import record
 
 GPL_COMPATIBLE = {"GPL", "GPL v2", "GPL and additional rights", "Dual BSD/GPL", "Dual MIT/GPL",
                   "Dual MPL/GPL"}
 
 
-class Val(NamedTuple):
+@record
+class Val:
     """Abstract value of a register."""
 
     kind: str                 # uninit scalar ctx stack map map_value map_value_or_null func unknown

@@ -3,7 +3,8 @@
 usage: pyebpf_count.py BINARY SYMBOL -- CMD...
 
 Loads a counting uprobe program (a per-CPU counter), attaches it to
-BINARY:SYMBOL, runs CMD, then prints ``@count: N`` like bpftrace does.  It
+BINARY:SYMBOL, runs CMD, prints ``@count: N`` like bpftrace does as soon as
+CMD has exited, then detaches.  It
 imports only what it needs: the "embedded in your program" use.  The time
 spent in each phase goes to stderr (``phases imports=... load=...``, in ms
 from the interpreter's first line) so the harness can say where it went.
@@ -35,8 +36,10 @@ def main() -> int:
                 pid = os.posix_spawn(cmd[0], cmd, os.environ)
                 _, status = os.waitpid(pid, 0)
                 marks.append(("run", time.perf_counter()))
+                # the program has exited: the count is final, print it, then detach
+                print(f"@count: {count.read()}", flush=True)
+                marks.append(("print", time.perf_counter()))
             marks.append(("detach", time.perf_counter()))
-        print(f"@count: {count.read()}", flush=True)
     marks.append(("close", time.perf_counter()))
     prev, out = _T0, []
     for name, t in marks:

@@ -191,6 +191,12 @@ def run(args: argparse.Namespace) -> int:
                           interval=args.interval, clear=args.clear, table=args.table)
         except KeyboardInterrupt:
             pass
+        if child is not None and child.poll():
+            # the command has exited, so the results are final: print them
+            # before detaching (the kernel unregisters uprobes synchronously)
+            live.print_final(session, sys.stdout, err, args.json, args.table)
+            session.detach()
+            return 0
         session.detach()
         if child is not None and not child.poll():
             child.kill()                   # --duration / -n / Ctrl-C: the command goes too

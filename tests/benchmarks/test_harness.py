@@ -77,6 +77,7 @@ def test_numbers_are_sane(quick_run):
         assert "error" not in cold, cold
         assert cold["count"] == P["cold_calls"]
         assert 0.01 < cold["wall_s"] < 60 and 1 < cold["rss_mb"] < 4096
+        assert 0 < cold["result_s"] <= cold["wall_s"]
         st = res["stream"][tool]
         assert "error" not in st, st
         assert st["received"] + st["lost"] + st["missing"] == P["stream_events"]

@@ -864,10 +864,12 @@ def markdown(res: dict, why: bool = True) -> str:
         [_num(_ratio(_get(s, "pyebpf", "cpu_s"), _get(s, "bcc", "cpu_s")))],
     ])
     L.append("")
-    L.append("Lost: reported by the kernel (PERF_RECORD_LOST); unaccounted: neither received nor "
-             "reported lost (the kernel reports a loss only before the next event that fits, "
-             "so the last losses of a run can go unreported).  Drain rate: events received "
-             "per second from the loop's start to the last event received.")
+    L.append("Lost: for a perf ring, reported by the kernel (PERF_RECORD_LOST); for pyebpf's "
+             "ring buffer, outputs that failed, counted by the program itself (the kernel "
+             "reports ring-buffer drops to no one).  Unaccounted: neither received nor "
+             "reported lost (the kernel reports a perf loss only before the next event that "
+             "fits, so the last losses of a run can go unreported).  Drain rate: events "
+             "received per second from the loop's start to the last event received.")
     method = _get(s, "pyebpf", "method")
     if method == "uprobe-at-note":
         L.append("")

@@ -1141,6 +1141,12 @@ class RingBufferReader(_Reader):
     The producer page and the data pages are mapped read-only, the data
     twice in a row, so every record is contiguous; the consumer page is
     mapped read-write and the consumer position is stored once per drain.
+
+    Wakeups: by default the kernel wakes a waiting reader when an output
+    lands in a ring it had emptied.  For the least cost to the traced
+    program, output with ``flags=BPF_RB_NO_WAKEUP`` and drain on a timer
+    (``read_batch(timeout=0.01)``): the ring must then hold what arrives in
+    one period.
     A record still being written (busy bit) ends the drain; discarded
     records are skipped.
     """

@@ -51,6 +51,7 @@ import errno as E
 import os
 import time
 import weakref
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Iterable, Sequence

@@ -44,6 +44,7 @@ import functools
 import os
 import struct
 from _thread import allocate_lock as _allocate_lock
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Iterable, Sequence

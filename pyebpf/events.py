@@ -123,6 +123,8 @@ def _position_cell(view: memoryview, offset: int) -> memoryview:
     million events in a ring never more than half full).
     """
     return view[offset:offset + 8].cast("Q")
+
+
 _first = itemgetter(0)
 _gc_isenabled, _gc_disable, _gc_enable = gc.isenabled, gc.disable, gc.enable
 
@@ -1141,14 +1143,14 @@ class RingBufferReader(_Reader):
     The producer page and the data pages are mapped read-only, the data
     twice in a row, so every record is contiguous; the consumer page is
     mapped read-write and the consumer position is stored once per drain.
+    A record still being written (busy bit) ends the drain; discarded
+    records are skipped.
 
     Wakeups: by default the kernel wakes a waiting reader when an output
     lands in a ring it had emptied.  For the least cost to the traced
     program, output with ``flags=BPF_RB_NO_WAKEUP`` and drain on a timer
     (``read_batch(timeout=0.01)``): the ring must then hold what arrives in
     one period.
-    A record still being written (busy bit) ends the drain; discarded
-    records are skipped.
     """
 
     _hdr = 8           # struct bpf_ringbuf_hdr

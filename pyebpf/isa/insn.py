@@ -16,6 +16,7 @@ fields.
 from __future__ import annotations
 
 import struct
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Iterable, Iterator

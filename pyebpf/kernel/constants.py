@@ -19,8 +19,8 @@ class _NumbersMeta(type):
 
     def __new__(mcls, name: str, bases: tuple, ns: dict):
         cls = super().__new__(mcls, name, bases, ns)
-        members: dict[str, int] = {}
-        by_value: dict[int, int] = {}
+        members: dict[str, _Numbers] = {}
+        by_value: dict[int, _Numbers] = {}
         for key, value in ns.items():
             if key.isupper() and type(value) is int:
                 member = by_value.get(value)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import os
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any

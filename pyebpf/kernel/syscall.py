@@ -18,6 +18,7 @@ import errno as E
 import fcntl
 import os
 import weakref
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Iterable, Sequence

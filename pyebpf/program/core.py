@@ -10,6 +10,7 @@ so any later error -- including the kernel verifier's -- can point at it.
 from __future__ import annotations
 
 import sys
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Iterable, Iterator

@@ -9,6 +9,7 @@ program (or the stack offset it allocated, where noted).
 from __future__ import annotations
 
 import itertools
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any

@@ -844,7 +844,7 @@ def markdown(res: dict, why: bool = True) -> str:
     L.append(f"**2. Streaming** -- {P['stream_events']:,} USDT events (two u64 arguments) to "
              f"user space; 1 MiB of ring per CPU for each tool (bpftrace, BCC: a perf "
              f"ring per CPU; pyebpf: one BPF ring buffer of that total, never waking the "
-             f"reader, which drains every 10 ms); median of "
+             f"reader, which drains every 2 ms); median of "
              f"{P['stream_rounds']} alternated rounds.  Untraced loop: "
              f"{s['untraced_ns_per_call']:.1f} ns/call.")
     L.append("")

@@ -6,8 +6,8 @@ Attaches to ``loop:hit`` in BINARY for process PID, sends both arguments
 (16 bytes) per hit through a BPF ring buffer (one ring shared by the CPUs,
 1 MiB per CPU like the others' perf rings), prints ``ready``, and drains
 until N events are received or lost (or SIGINT).  The outputs never wake the
-reader (BPF_RB_NO_WAKEUP): it drains every 10 ms, so the traced program
-never pays for a wakeup, and 10 ms of events (~13,000) use a fraction of
+reader (BPF_RB_NO_WAKEUP): it drains every 2 ms, so the traced program
+never pays for a wakeup, and 2 ms of events (~2,600) use a small fraction of
 the ring's ~87,000 records.  A failed output is counted (the kernel does
 not report ring-buffer drops: the program counts them in a per-CPU map).
 Ends with ``received R lost L last_ns T`` (T: CLOCK_MONOTONIC of the last
@@ -42,7 +42,7 @@ def main() -> int:
         with pyebpf_usdt.load(source, p) as prog, source.attach(prog, pid=pid):
             print("ready", flush=True)
             while received + lost < n and not stop:
-                batch = reader.read_batch(timeout=0.01)
+                batch = reader.read_batch(timeout=0.002)
                 if batch:
                     received += len(batch)
                     last = time.monotonic_ns()

@@ -12,7 +12,7 @@ from types import ModuleType
 
 from ..errors import AssemblyError, ProgramError
 from ..isa import Insn
-from ..program.core import Program
+from ..program.core import Program, RawSlot
 from . import common, llvm, mnemonic
 from .lexer import TextError, Tok, fast_tokenize, split_line, tokenize
 
@@ -35,10 +35,32 @@ def _dialect(name: str) -> ModuleType:
         raise ValueError(f"unknown dialect {name!r} (use 'llvm' or 'mnemonic')") from None
 
 
+def raw_slots(values: list[tuple[int, int]]) -> list[Insn]:
+    """Instructions from ``.8byte`` values ``[(value, col), ...]``: each value
+    is one slot; an ld_imm64 slot (opcode 0x18) followed in the same directive
+    by a valid second slot makes one ld_imm64, and one without it stays a
+    :class:`~pyebpf.program.core.RawSlot` (its exact 8 bytes, which the
+    disassembler prints for such a slot)."""
+    out: list[Insn] = []
+    i, n = 0, len(values)
+    while i < n:
+        value, col = values[i]
+        if not 0 <= value <= 0xFFFFFFFFFFFFFFFF:
+            raise TextError("a .8byte value must fit in 64 bits", col)
+        if value & 0xFF == 0x18 and not (i + 1 < n and values[i + 1][0] & 0xFFFFFFFF == 0):
+            out.append(RawSlot(value))
+            i += 1
+            continue
+        take = 2 if value & 0xFF == 0x18 else 1
+        out += common.raw_insns(values[i:i + take])
+        i += take
+    return out
+
+
 def _directive(toks: list[Tok]) -> list[Insn]:
     name = toks[0].value
     if name in (".8byte", ".quad", ".dword"):
-        return common.raw_insns(common.parse_raw_values(toks))
+        return raw_slots(common.parse_raw_values(toks))
     raise TextError(f"unknown directive {name!r} (only .8byte is supported)", toks[0].col)
 
 

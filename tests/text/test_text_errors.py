@@ -61,7 +61,7 @@ def col_of(line: str, token: str) -> int:
     ("llvm", "*(s8 *)(r2 + 0) = r1", "s8", "only for sign-extending loads"),
     ("llvm", "r1 = foo(3) ll", "foo", "unknown ld_imm64 pseudo source"),
     ("llvm", ".word 5", ".word", "unknown directive"),
-    ("llvm", ".8byte 0x18", "0x18", "second slot"),
+    ("llvm", ".8byte 0x18, 0x1ffffffffffffffff", "0x1ffffffffffffffff", "64 bits"),
 ])
 def test_error_points_at_token(dialect, text, token, words):
     source = "    exit\n" + text + "\n    exit\n"

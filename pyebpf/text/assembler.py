@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from types import ModuleType
 
-from ..errors import AssemblyError, ProgramError
+from ..errors import AssemblyError, OptionError, ProgramError
 from ..isa import Insn
 from ..program.core import Program, RawSlot
 from . import common, llvm, mnemonic
@@ -32,7 +32,7 @@ def _dialect(name: str) -> ModuleType:
     try:
         return DIALECTS[name]
     except KeyError:
-        raise ValueError(f"unknown dialect {name!r} (use 'llvm' or 'mnemonic')") from None
+        raise OptionError(f"unknown dialect {name!r} (use 'llvm' or 'mnemonic')") from None
 
 
 def raw_slots(values: list[tuple[int, int]]) -> list[Insn]:

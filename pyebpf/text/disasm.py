@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from typing import Iterable, Mapping, NamedTuple
 
-from ..errors import EncodingError
+from ..errors import EncodingError, OptionError
 from ..isa import Form, HELPERS, Insn, classify, is_jump, jump_offset, opcodes as op
 from ..program.core import Program, RawSlot
 from . import common
@@ -101,7 +101,7 @@ def get_instructions(data: bytes | bytearray | memoryview | Iterable[Insn] | Pro
     """One :class:`Instruction` per instruction of ``data`` (bytes, Insns or a Program)."""
     mod = _dialect(dialect)
     if style not in ("objdump", "verifier"):
-        raise ValueError(f"unknown style {style!r} (use 'objdump' or 'verifier')")
+        raise OptionError(f"unknown style {style!r} (use 'objdump' or 'verifier')")
     fmt = mod.format_insn
     items = _as_insns(data)
     # pass 1: slots, forms, targets

@@ -28,8 +28,10 @@ by :func:`codec`:
 Per-CPU maps hold one value per *possible* CPU: reading gives a list,
 writing takes a list of that length (or a single value for every CPU).
 
-Wrong key/value sizes raise :class:`~pyebpf.errors.SizeError` before any
-system call; a missing key raises :class:`~pyebpf.errors.MapKeyError` (a
+Wrong key/value sizes, and shapes beyond the kernel's limits (sizes and
+``max_entries`` are u32, a per-CPU value is at most 32 KiB, a ring buffer at
+most 2 GiB), raise :class:`~pyebpf.errors.SizeError` before any system call
+(:func:`check_map_shape`); :class:`MapSpec` describes a map without creating it; a missing key raises :class:`~pyebpf.errors.MapKeyError` (a
 ``KeyError``).
 """
 from __future__ import annotations

@@ -159,6 +159,8 @@ def assemble(text: str, dialect: str = "llvm", filename: str = "<string>") -> Pr
                     append(insn)
         except TextError as exc:
             raise AssemblyError(exc.message, filename, lineno, exc.col, line) from None
+        except ValueError as exc:      # e.g. int() of a number over 4300 digits in the lexer
+            raise AssemblyError(_unreadable(exc), filename, lineno, 1, line) from None
     _check_targets(prog, lines, filename)
     return prog
 
@@ -215,6 +217,15 @@ def parse_insn(line: str, dialect: str = "llvm") -> Insn:
         return mod.parse_tokens(toks, piece.opcode)
     except TextError as exc:
         raise AssemblyError(exc.message, "<string>", 1, exc.col, line) from None
+    except ValueError as exc:
+        raise AssemblyError(_unreadable(exc), "<string>", 1, 1, line) from None
+
+
+def _unreadable(exc: ValueError) -> str:
+    """The message for a line whose reading failed outside the parser's checks."""
+    if "digits" in str(exc):
+        return "a number is too long (more than 4300 digits)"
+    return f"cannot read this line ({exc})"
 
 
 def format_insn(insn: Insn, dialect: str = "llvm", style: str = "objdump") -> str:

@@ -11,7 +11,12 @@ The histogram buckets follow bpftrace's, so both outputs can be compared:
 * log2: bucket 0 holds negative values, bucket 1 holds 0, and bucket
   ``k >= 2`` holds ``[2**(k-2), 2**(k-1))``.
 * linear ``(lo, hi, step)``: bucket 0 holds values below ``lo``, bucket
-  ``1 + (v - lo) // step`` the values in ``[lo, hi)``, the last one ``>= hi``.
+  ``1 + (v - lo) // step`` the values in ``[lo, hi)``, the last one ``>= hi``;
+  at most :data:`LHIST_MAX_BUCKETS` (1000) buckets in ``[lo, hi)``.
+
+``create=False`` describes the map (a :class:`~pyebpf.maps.MapSpec`) instead
+of creating it: the emitters work the same (programs refer to maps by name),
+and :meth:`Aggregation.open` creates it before the program is loaded.
 
 Keys: a keyed aggregation takes its key either as a register (a u64, the
 default ``key_size=8``) or as the stack offset (an ``int``) of ``key_size``

@@ -17,7 +17,11 @@ split like a shell does, so ``"a b"`` is one argument).  See
     ``HOW`` -- how ``pyebpf run`` prints it at the end: ``count`` (each
     key: value, bpftrace's ``@name[key]: value``), ``hist`` (an array
     indexed by log2 bucket), ``lhist:LO:HI:STEP`` (by linear bucket), or
-    ``none`` (the default).  Per-CPU values are added up.
+    ``none`` (the default).  Per-CPU values are added up.  ``entries``
+    defaults to 1024 (a ``ringbuf``: 262144 bytes, a power of two and a
+    multiple of the page size, at most 2 GiB); ``lhist`` has at most 1000
+    buckets between LO and HI.  Every field is checked when the file is read
+    (an error names ``file:line``), so a run never fails on its header.
 ``# pyebpf: output MAP fields=NAME:T,... [format=FMT]``
     the events a program sends to a ``perf_event_array`` or ``ringbuf``
     map: a C struct of those fields (natural alignment), printed with the

@@ -157,7 +157,8 @@ class Trace:
             other probes filter in the program).
         strlen: default size of ``str()`` buffers (bpftrace's is 64).
         ring: send events through a ring buffer instead of the perf buffer.
-        buffer_size: bytes of each perf ring (per CPU) or of the ring buffer.
+        buffer_size: bytes of each perf ring (per CPU) or of the ring buffer
+            (1 byte to 2 GiB, rounded up to a power-of-two number of pages).
         filters: conditions every action needs (``"arg0 > 10"``...).
 
     Building methods return the trace, so calls chain.
@@ -245,7 +246,9 @@ class Trace:
 
     def lhist(self, value: Any, lo: int, hi: int, step: int, by: Any = None,
               name: str | None = None) -> "Trace":
-        """``@name[by] = lhist(value, lo, hi, step)``: a linear histogram."""
+        """``@name[by] = lhist(value, lo, hi, step)``: a linear histogram of
+        at most 1000 buckets in ``[lo, hi)`` (bpftrace's cap; checked here,
+        before anything is built) plus the two open-ended ones."""
         _agg.linear_buckets(lo, hi, step)       # the bucket cap, checked before anything is built
         return self._add("lhist", value, by, name, (lo, hi, step))
 

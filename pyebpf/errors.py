@@ -66,6 +66,12 @@ class AssemblyError(PyebpfError, ValueError):
         super().__init__(body)
 
 
+class OptionError(PyebpfError, ValueError):
+    """A function or command was given an option it does not know or accept
+    (an unknown dialect or style, a map used the wrong way); the message
+    lists what it takes."""
+
+
 class ProgramError(PyebpfError, ValueError):
     """A DSL program is inconsistent: an undefined label, a jump that does not
     fit in 16 bits, a stack frame over 512 bytes, a helper given the wrong

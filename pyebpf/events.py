@@ -82,6 +82,7 @@ from .kernel.constants import MapType
 from .kernel.cpus import online_cpus, possible_cpus
 from .kernel.perf import bpf_output_attr
 from .maps import (BytesCodec, Codec, CtypesCodec, Map, PerCpuArrayMap, PerfEventArray,
+                   perf_ring_size,
                    RingBuf, StructCodec, codec)
 
 __all__ = ["PerfBuffer", "RingBufferReader", "ReaderClosedError", "PAGE_SIZE",
@@ -951,12 +952,7 @@ class PerfBuffer(_Reader):
             raise
 
     def _open(self, array, size, watermark, wakeup_events, cpus) -> None:
-        if not isinstance(size, int) or size <= 0:
-            raise SizeError(f"size must be a positive number of bytes, not {size!r}")
-        pages = 1
-        while pages * PAGE_SIZE < size:
-            pages *= 2
-        ring = pages * PAGE_SIZE
+        ring = perf_ring_size(size)
         if wakeup_events is not None and watermark is not None:
             raise ValueError("give watermark= (bytes) or wakeup_events= (count), not both")
         if wakeup_events is None:

@@ -28,8 +28,10 @@ by :func:`codec`:
 Per-CPU maps hold one value per *possible* CPU: reading gives a list,
 writing takes a list of that length (or a single value for every CPU).
 
-Wrong key/value sizes raise :class:`~pyebpf.errors.SizeError` before any
-system call; a missing key raises :class:`~pyebpf.errors.MapKeyError` (a
+Wrong key/value sizes, and shapes beyond the kernel's limits (sizes and
+``max_entries`` are u32, a per-CPU value is at most 32 KiB, a ring buffer at
+most 2 GiB), raise :class:`~pyebpf.errors.SizeError` before any system call
+(:func:`check_map_shape`); :class:`MapSpec` describes a map without creating it; a missing key raises :class:`~pyebpf.errors.MapKeyError` (a
 ``KeyError``).
 """
 from __future__ import annotations
@@ -50,7 +52,8 @@ if TYPE_CHECKING:
 
     M = TypeVar("M", bound="Map")
 
-from .errors import (KernelError, MapKeyError, NotSupportedError, SizeError)
+from .errors import (KernelError, MapError, MapKeyError, NotSupportedError, OptionError,
+                     SizeError)
 from .kernel import syscall as _sys
 from .kernel.constants import (BPF_ANY, BPF_EXIST, BPF_F_STACK_BUILD_ID,
                                BPF_NOEXIST, PERF_MAX_STACK_DEPTH, MapType, enum_name)
@@ -377,6 +380,108 @@ def _default_codec(size: int) -> Codec:
 
 
 # =========================================================================
+# The kernel's limits on a map's shape
+
+U32_MAX = 0xFFFFFFFF
+#: PCPU_MIN_UNIT_SIZE: the largest value of a per-CPU map (larger gives E2BIG)
+PERCPU_VALUE_MAX = 32768
+#: the largest ring buffer: a power of two that max_entries (a u32) can hold
+RINGBUF_MAX = 1 << 31
+_PERCPU_TYPES = (MapType.PERCPU_HASH, MapType.PERCPU_ARRAY, MapType.LRU_PERCPU_HASH)
+
+
+def check_map_shape(map_type: int, key_size: int, value_size: int, max_entries: int,
+                    flags: int = 0) -> None:
+    """Raise :class:`~pyebpf.errors.SizeError` unless a map of this shape fits
+    the kernel's fields (u32 sizes and count) and limits: ``max_entries``
+    1..4294967295, per-CPU values up to 32768 bytes.  Called before any
+    system call (the kernel's own, type-specific checks come after)."""
+    what = enum_name(MapType, map_type)
+    for field, v in (("key_size", key_size), ("value_size", value_size), ("flags", flags),
+                     ("max_entries", max_entries)):
+        if not isinstance(v, int):
+            raise SizeError(f"{what} map: {field} must be an integer, not {v!r}")
+    for field, v in (("key_size", key_size), ("value_size", value_size), ("flags", flags)):
+        if not 0 <= v <= U32_MAX:
+            raise SizeError(f"{what} map: {field} {v} does not fit the kernel's u32 "
+                            f"(0..{U32_MAX})")
+    if not 1 <= max_entries <= U32_MAX:
+        raise SizeError(f"{what} map: max_entries must be 1..{U32_MAX} (the kernel's u32), "
+                        f"got {max_entries}")
+    if map_type in _PERCPU_TYPES and value_size > PERCPU_VALUE_MAX:
+        raise SizeError(f"{what} map: a per-CPU value is at most {PERCPU_VALUE_MAX} bytes "
+                        f"(the kernel's PCPU_MIN_UNIT_SIZE), got {value_size}")
+
+
+def ring_buffer_size(size: int) -> int:
+    """``size`` checked as the data size of a BPF ring buffer: a power of two,
+    a multiple of the page size, at most 2 GiB (:data:`RINGBUF_MAX`)."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    if (not isinstance(size, int) or size < page or size & (size - 1) or size % page
+            or size > RINGBUF_MAX):
+        raise SizeError(f"ring buffer size must be a power of two, a multiple of the page size "
+                        f"({page}) and at most {RINGBUF_MAX} bytes (2 GiB); got {size!r}")
+    return size
+
+
+def perf_ring_size(size: int) -> int:
+    """The bytes of one perf ring for a requested ``size``: rounded up to a
+    power-of-two number of pages, at most 2 GiB per CPU (:data:`RINGBUF_MAX`;
+    the kernel's watermark and data offsets are 32-bit)."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    if not isinstance(size, int) or isinstance(size, bool) or not 0 < size <= RINGBUF_MAX:
+        raise SizeError(f"a perf ring size must be 1..{RINGBUF_MAX} bytes (2 GiB, rounded up to "
+                        f"a power-of-two number of {page}-byte pages); got {size!r}")
+    pages = 1
+    while pages * page < size:
+        pages *= 2
+    return pages * page
+
+
+class MapSpec:
+    """A map described but not created: the name, type and shape a program
+    needs to refer to it (:meth:`Program.ld_map <pyebpf.program.dsl.InstructionBuilder.ld_map>`
+    takes it), with every check a real map makes before its system call.
+    ``create()`` makes the map in the kernel.  Showing a program built on
+    specs needs no privilege and allocates nothing in the kernel.
+
+    ``MapSpec(PerCpuArrayMap, "u64", 100, name="hist")`` takes the class and
+    the arguments the class takes.
+    """
+
+    def __init__(self, cls: "type[Map]", *args: "Any", **kw: "Any") -> None:
+        shape = cls.__new__(cls)
+        shape._described_only = True
+        cls.__init__(shape, *args, **kw)
+        self.cls = cls
+        self.args = args
+        self.kw = dict(kw, name=shape.name)
+        self.name = shape.name
+        self.map_type = cls.map_type
+        self.key_size = shape.key_size
+        self.value_size = shape.value_size
+        self.max_entries = shape.max_entries
+        self.flags = shape.flags
+        self.key_codec = shape.key_codec
+        self.value_codec = shape.value_codec
+
+    def create(self) -> "Map":
+        """The map, created in the kernel."""
+        return self.cls(*self.args, **self.kw)
+
+    @property
+    def fd(self) -> int:
+        raise MapError(f"map {self.name!r} is only described (a MapSpec): create() it before "
+                       "loading a program that uses it")
+
+    def close(self) -> None:
+        """Nothing to close (for symmetry with :class:`Map`)."""
+
+    def __repr__(self) -> str:
+        return (f"<MapSpec {self.cls.__name__} {self.name!r}: key {self.key_size}, "
+                f"value {self.value_size}, max_entries {self.max_entries}>")
+
+
 # Maps
 
 _name_counter = itertools.count(1)
@@ -414,13 +519,16 @@ class Map:
                  flags: int = 0, numa_node: int | None = None, map_extra: int = 0,
                  inner_map_fd: int = 0) -> None:
         if not self.map_type:
-            raise TypeError("Map is the base class; create a HashMap, ArrayMap, PerCpuHashMap, "
+            raise OptionError("Map is the base class; create a HashMap, ArrayMap, PerCpuHashMap, "
                             "QueueMap, RingBuf ... (or open one with Map.from_pin/from_fd)")
         kc = codec(key, "key") if key is not None else None
         vc = codec(value, "value") if value is not None else None
         self._setup_codecs(kc, vc)
         name = name if name else _auto_name(self._prefix)
-        self._validate(max_entries)
+        check_map_shape(self.map_type, self.key_size, self.value_size, max_entries, flags)
+        if getattr(self, "_described_only", False):     # a MapSpec: no system call
+            self.name, self.max_entries, self.flags = name, max_entries, flags
+            return
         fd = _sys.map_create(self.map_type, self.key_size, self.value_size, max_entries,
                              flags=flags, name=name, numa_node=numa_node,
                              map_extra=map_extra, inner_map_fd=inner_map_fd)
@@ -432,10 +540,6 @@ class Map:
         self.value_codec = vc
         self.key_size = kc.size if kc else 0
         self.value_size = vc.size if vc else 0
-
-    def _validate(self, max_entries: int) -> None:
-        if max_entries <= 0:
-            raise SizeError(f"max_entries must be positive, got {max_entries}")
 
     def _init_common(self, fd: _sys.Fd, name: str, max_entries: int, flags: int) -> None:
         self._fd = fd
@@ -565,7 +669,7 @@ class Map:
         """Remove the pin (``path`` defaults to where :meth:`pin` put it)."""
         path = path or self._pinned
         if path is None:
-            raise ValueError("this map was not pinned; pass the path to unpin")
+            raise OptionError("this map was not pinned; pass the path to unpin")
         try:
             os.unlink(path)
         except OSError as exc:
@@ -906,7 +1010,7 @@ class _DictMap(Map):
                flags: int = BPF_ANY, **kw: Any) -> None:
         """Store many entries with BPF_MAP_UPDATE_BATCH (per-element when unavailable)."""
         if kw:
-            raise TypeError("map keys are not strings; pass a mapping")
+            raise OptionError("map keys are not strings; pass a mapping")
         items = list(other.items() if isinstance(other, Mapping) else other)
         if not items:
             return
@@ -1255,11 +1359,7 @@ class RingBuf(Map):
     _prefix = "ringbuf"
 
     def __init__(self, size: int = 256 * 1024, *, name: str | None = None) -> None:
-        page = os.sysconf("SC_PAGE_SIZE")
-        if size < page or size & (size - 1) or size % page:
-            raise SizeError(f"ring buffer size must be a power of two and a multiple of the "
-                            f"page size ({page}); got {size}")
-        super().__init__(None, None, size, name=name)
+        super().__init__(None, None, ring_buffer_size(size), name=name)
 
     @property
     def size(self) -> int:

@@ -50,6 +50,51 @@ def caller_origin(depth: int = 2) -> str:
     return "<pyebpf>"  # pragma: no cover - called from inside pyebpf only
 
 
+class RawSlot(Insn):
+    """One 8-byte slot kept as its raw little-endian ``value`` because no
+    instruction can hold it: the first half of an ``ld_imm64`` (opcode 0x18)
+    whose second half is missing or is not a valid second slot.
+
+    Such bytes come from ``.8byte`` text and from disassembled bytes; a
+    RawSlot keeps them exact.  It counts as one slot, :meth:`Program.encode`
+    writes exactly its 8 bytes, and it is never a valid instruction: its
+    ``code`` field reads 0x00 (an opcode nothing accepts, so the checker and
+    the kernel refuse it like the lone slot it stands for); ``dst``, ``src``,
+    ``off`` and ``imm`` are the slot's own.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: int, *, origin: str | None = None) -> None:
+        value &= 0xFFFFFFFFFFFFFFFF
+        self.value = value
+        regs = (value >> 8) & 0xFF
+        off = (value >> 16) & 0xFFFF
+        imm = value >> 32
+        super().__init__(0, regs & 15, regs >> 4, off - ((off & 0x8000) << 1),
+                         imm - ((imm & 0x80000000) << 1), origin=origin)
+
+    def encode(self) -> bytes:
+        """The slot's 8 bytes, exactly."""
+        return self.value.to_bytes(8, "little")
+
+    def fields(self) -> tuple:
+        return ("raw", self.value)
+
+    def copy(self) -> "RawSlot":
+        return RawSlot(self.value, origin=self._origin)
+
+    def __repr__(self) -> str:
+        return f"RawSlot(0x{self.value:016x})"
+
+
+def encode_insns(insns: "list[Insn]") -> bytes:
+    """The bytes of ``insns`` (:func:`pyebpf.isa.encode`, and RawSlots exactly)."""
+    if any(type(i) is RawSlot for i in insns):
+        return b"".join(i.encode() for i in insns)
+    return _encode(insns)
+
+
 class StackFrame:
     """Allocates space on the 512-byte BPF stack (addressed as ``r10 - N``).
 
@@ -225,7 +270,7 @@ class Program(InstructionBuilder, Idioms, Output):
     # ------------------------------------------------------------ output
     def encode(self) -> bytes:
         """The program as raw instruction bytes (8-byte little-endian slots)."""
-        return _encode(self.finalize())
+        return encode_insns(self.finalize())
 
     def __iter__(self) -> Iterator[Insn]:
         return iter(self.finalize())

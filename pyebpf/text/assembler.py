@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from types import ModuleType
 
-from ..errors import AssemblyError, ProgramError
+from ..errors import AssemblyError, OptionError, ProgramError
 from ..isa import Insn
-from ..program.core import Program
+from ..program.core import Program, RawSlot
 from . import common, llvm, mnemonic
 from .lexer import TextError, Tok, fast_tokenize, split_line, tokenize
 
@@ -32,13 +32,35 @@ def _dialect(name: str) -> ModuleType:
     try:
         return DIALECTS[name]
     except KeyError:
-        raise ValueError(f"unknown dialect {name!r} (use 'llvm' or 'mnemonic')") from None
+        raise OptionError(f"unknown dialect {name!r} (use 'llvm' or 'mnemonic')") from None
+
+
+def raw_slots(values: list[tuple[int, int]]) -> list[Insn]:
+    """Instructions from ``.8byte`` values ``[(value, col), ...]``: each value
+    is one slot; an ld_imm64 slot (opcode 0x18) followed in the same directive
+    by a valid second slot makes one ld_imm64, and one without it stays a
+    :class:`~pyebpf.program.core.RawSlot` (its exact 8 bytes, which the
+    disassembler prints for such a slot)."""
+    out: list[Insn] = []
+    i, n = 0, len(values)
+    while i < n:
+        value, col = values[i]
+        if not 0 <= value <= 0xFFFFFFFFFFFFFFFF:
+            raise TextError("a .8byte value must fit in 64 bits", col)
+        if value & 0xFF == 0x18 and not (i + 1 < n and values[i + 1][0] & 0xFFFFFFFF == 0):
+            out.append(RawSlot(value))
+            i += 1
+            continue
+        take = 2 if value & 0xFF == 0x18 else 1
+        out += common.raw_insns(values[i:i + take])
+        i += take
+    return out
 
 
 def _directive(toks: list[Tok]) -> list[Insn]:
     name = toks[0].value
     if name in (".8byte", ".quad", ".dword"):
-        return common.raw_insns(common.parse_raw_values(toks))
+        return raw_slots(common.parse_raw_values(toks))
     raise TextError(f"unknown directive {name!r} (only .8byte is supported)", toks[0].col)
 
 
@@ -137,6 +159,8 @@ def assemble(text: str, dialect: str = "llvm", filename: str = "<string>") -> Pr
                     append(insn)
         except TextError as exc:
             raise AssemblyError(exc.message, filename, lineno, exc.col, line) from None
+        except ValueError as exc:      # e.g. int() of a number over 4300 digits in the lexer
+            raise AssemblyError(_unreadable(exc), filename, lineno, 1, line) from None
     _check_targets(prog, lines, filename)
     return prog
 
@@ -193,6 +217,15 @@ def parse_insn(line: str, dialect: str = "llvm") -> Insn:
         return mod.parse_tokens(toks, piece.opcode)
     except TextError as exc:
         raise AssemblyError(exc.message, "<string>", 1, exc.col, line) from None
+    except ValueError as exc:
+        raise AssemblyError(_unreadable(exc), "<string>", 1, 1, line) from None
+
+
+def _unreadable(exc: ValueError) -> str:
+    """The message for a line whose reading failed outside the parser's checks."""
+    if "digits" in str(exc):
+        return "a number is too long (more than 4300 digits)"
+    return f"cannot read this line ({exc})"
 
 
 def format_insn(insn: Insn, dialect: str = "llvm", style: str = "objdump") -> str:

@@ -12,15 +12,16 @@ from __future__ import annotations
 import struct
 from typing import Iterable, Mapping, NamedTuple
 
-from ..errors import EncodingError
+from ..errors import EncodingError, OptionError
 from ..isa import Form, HELPERS, Insn, classify, is_jump, jump_offset, opcodes as op
-from ..program.core import Program
+from ..program.core import Program, RawSlot
 from . import common
 from .assembler import _dialect
 
 __all__ = ["Instruction", "get_instructions", "disassemble", "decode_lenient"]
 
 _SLOT = struct.Struct("<BBhi")
+_U64 = struct.Struct("<Q")
 
 
 class Instruction(NamedTuple):
@@ -51,8 +52,9 @@ def decode_lenient(data: bytes | bytearray | memoryview) -> list[tuple[Insn, str
     """Decode every slot of ``data``, never raising: ``(insn, problem)`` pairs.
 
     An ld_imm64 whose second slot is missing or not all-zero besides its
-    immediate comes back as a one-slot problem (its bytes cannot round-trip
-    through :class:`Insn`); trailing bytes that are not a whole slot are
+    immediate comes back as a one-slot problem, a
+    :class:`~pyebpf.program.core.RawSlot` holding its exact bytes (printed as
+    ``.8byte``, which assembles back to them); trailing bytes that are not a whole slot are
     reported as a problem and dropped.
     """
     mv = memoryview(data).cast("B")
@@ -67,7 +69,7 @@ def decode_lenient(data: bytes | bytearray | memoryview) -> list[tuple[Insn, str
                 out.append((Insn(code, regs & 15, regs >> 4, off, imm, slots[i + 1][3]), None))
                 i += 2
                 continue
-            out.append((Insn(code, regs & 15, regs >> 4, off, imm),
+            out.append((RawSlot(_U64.unpack(mv[i * 8:i * 8 + 8])[0]),
                         "ld_imm64 without a valid second slot"))
             i += 1
             continue
@@ -99,7 +101,7 @@ def get_instructions(data: bytes | bytearray | memoryview | Iterable[Insn] | Pro
     """One :class:`Instruction` per instruction of ``data`` (bytes, Insns or a Program)."""
     mod = _dialect(dialect)
     if style not in ("objdump", "verifier"):
-        raise ValueError(f"unknown style {style!r} (use 'objdump' or 'verifier')")
+        raise OptionError(f"unknown style {style!r} (use 'objdump' or 'verifier')")
     fmt = mod.format_insn
     items = _as_insns(data)
     # pass 1: slots, forms, targets
@@ -162,9 +164,8 @@ def get_instructions(data: bytes | bytearray | memoryview | Iterable[Insn] | Pro
 
 
 def _raw_text(insn: Insn, problem: str | None) -> str:
-    if problem is not None and insn.code == op.OP_LD_IMM64:
-        value = common.slot_value(insn.code, insn.dst, insn.src, insn.off, insn.imm)
-        return f".8byte 0x{value:016x}"
+    if isinstance(insn, RawSlot):
+        return f".8byte 0x{insn.value:016x}"
     if problem is not None and "trailing" in problem:
         return ""
     return common.raw_directive(insn)

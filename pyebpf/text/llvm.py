@@ -49,7 +49,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..isa import Insn, classify, opcodes as op
-from ..errors import EncodingError
+from ..errors import EncodingError, OptionError
 from . import common
 from .lexer import TextError, Tok, imm32, imm64, off16, reg, rel32, tokenize
 
@@ -811,7 +811,7 @@ def format_insn(insn: Insn, style: str = "objdump", label: str | None = None,
     printed as is.  An instruction that is not valid prints as ``.8byte``.
     """
     if style not in STYLES:
-        raise ValueError(f"unknown style {style!r} (use 'objdump' or 'verifier')")
+        raise OptionError(f"unknown style {style!r} (use 'objdump' or 'verifier')")
     if form is None:
         try:
             form = classify(insn)

@@ -11,7 +11,12 @@ The histogram buckets follow bpftrace's, so both outputs can be compared:
 * log2: bucket 0 holds negative values, bucket 1 holds 0, and bucket
   ``k >= 2`` holds ``[2**(k-2), 2**(k-1))``.
 * linear ``(lo, hi, step)``: bucket 0 holds values below ``lo``, bucket
-  ``1 + (v - lo) // step`` the values in ``[lo, hi)``, the last one ``>= hi``.
+  ``1 + (v - lo) // step`` the values in ``[lo, hi)``, the last one ``>= hi``;
+  at most :data:`LHIST_MAX_BUCKETS` (1000) buckets in ``[lo, hi)``.
+
+``create=False`` describes the map (a :class:`~pyebpf.maps.MapSpec`) instead
+of creating it: the emitters work the same (programs refer to maps by name),
+and :meth:`Aggregation.open` creates it before the program is loaded.
 
 Keys: a keyed aggregation takes its key either as a register (a u64, the
 default ``key_size=8``) or as the stack offset (an ``int``) of ``key_size``
@@ -82,17 +87,65 @@ def log2_bucket_range(bucket: int) -> tuple[int | None, int | None]:
     return 1 << (bucket - 2), 1 << (bucket - 1)
 
 
-def emit_linear_bucket(p: Program, dst: Reg, value: Reg, lo: int, hi: int, step: int) -> None:
-    """``dst = linear bucket of value`` for ``(lo, hi, step)`` (signed compare)."""
+#: the most buckets a linear histogram may have between its lo and hi (bpftrace's
+#: cap too): one per-CPU u64 each, so the map stays small and is made at once
+LHIST_MAX_BUCKETS = 1000
+_S64 = (-(1 << 63), 1 << 63)
+
+
+def linear_buckets(lo: int, hi: int, step: int) -> int:
+    """The number of buckets of a linear histogram ``(lo, hi, step)``, the two
+    open-ended ones (below ``lo``, ``>= hi``) included.
+
+    The one check of the parameters, made before anything is built: integers
+    (signed 64-bit), ``lo < hi``, ``step > 0`` and at most
+    :data:`LHIST_MAX_BUCKETS` buckets in ``[lo, hi)``.  Raises
+    :class:`~pyebpf.errors.ProgramError` (a ``ValueError``).
+    """
+    for name, v in (("min", lo), ("max", hi), ("step", step)):
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise ProgramError(f"lhist {name} must be an integer, not {v!r}")
+        if not _S64[0] <= v < _S64[1]:
+            raise ProgramError(f"lhist {name} {v} does not fit in signed 64 bits")
     if step <= 0 or hi <= lo:
-        raise ProgramError(f"linear histogram needs lo < hi and step > 0 (got {lo}, {hi}, {step})")
-    nb = (hi - lo + step - 1) // step
+        raise ProgramError(f"lhist needs min < max and step > 0 (got {lo}, {hi}, {step})")
+    inside = (hi - lo + step - 1) // step
+    if inside > LHIST_MAX_BUCKETS:
+        raise ProgramError(f"lhist({lo}, {hi}, {step}) would have {inside} buckets; at most "
+                           f"{LHIST_MAX_BUCKETS} are allowed (raise step or narrow min..max)")
+    return inside + 2
+
+
+def linear_bucket_range(bucket: int, lo: int, hi: int, step: int) -> tuple[int | None, int | None]:
+    """``[start, end)`` of a linear histogram's bucket (None for an open end)."""
+    if bucket == 0:
+        return None, lo
+    if bucket == linear_buckets(lo, hi, step) - 1:
+        return hi, None
+    start = lo + (bucket - 1) * step
+    return start, min(start + step, hi)
+
+
+def emit_linear_bucket(p: Program, dst: Reg, value: Reg, lo: int, hi: int, step: int,
+                       tmp: Reg | None = None) -> None:
+    """``dst = linear bucket of value`` for ``(lo, hi, step)`` (signed compare).
+
+    Constants beyond 32 bits are loaded into ``tmp`` (needed only then)."""
+    nb = linear_buckets(lo, hi, step) - 2
+
+    def const(v: int) -> Reg | int:
+        if -(1 << 31) <= v < (1 << 31):
+            return v
+        if tmp is None:
+            raise ProgramError(f"linear histogram constant {v} needs a scratch register (tmp=)")
+        p.lddw(tmp, v & ((1 << 64) - 1))
+        return tmp
     below, above, done = (p.fresh_label(n) for n in ("lin_below", "lin_above", "lin_done"))
-    p.jslt(value, lo, below)
-    p.jsge(value, hi, above)
+    p.jslt(value, const(lo), below)
+    p.jsge(value, const(hi), above)
     p.mov(dst, value)
-    p.sub(dst, lo)
-    p.div(dst, step)
+    p.sub(dst, const(lo))
+    p.div(dst, const(step))
     p.add(dst, 1)
     p.ja(done)
     p.label(below)
@@ -141,24 +194,40 @@ class Aggregation:
 
     kind = "aggregation"
 
-    def __init__(self, name: str, keyed: bool, max_keys: int, key_size: int = 8) -> None:
+    def __init__(self, name: str, keyed: bool, max_keys: int, key_size: int = 8,
+                 create: bool = True) -> None:
         if key_size <= 0 or key_size % 8:
             raise ProgramError(f"{name}: key_size must be a positive multiple of 8, not {key_size}")
         self.name = name
         self.keyed = keyed
         self.max_keys = max_keys
         self.key_size = key_size
+        self.create = create
         self.map: Any = None
 
     def _key_spec(self) -> Any:
         from ..maps import Bytes
         return "u64" if self.key_size == 8 else Bytes(self.key_size)
 
+    def _make(self, cls: Any, *args: Any, **kw: Any) -> Any:
+        """A map of class ``cls``: created now, or (``create=False``) only
+        described by a :class:`~pyebpf.maps.MapSpec` until :meth:`open`."""
+        if self.create:
+            return cls(*args, **kw)
+        from ..maps import MapSpec
+        return MapSpec(cls, *args, **kw)
+
     def _new_map(self, value: Any = "u64", entries: int = 1) -> Any:
         if self.keyed:
-            return PerCpuHashMap(key=self._key_spec(), value=value, max_entries=self.max_keys,
-                                 name=self.name)
-        return PerCpuArrayMap(value, entries, name=self.name)
+            return self._make(PerCpuHashMap, key=self._key_spec(), value=value,
+                              max_entries=self.max_keys, name=self.name)
+        return self._make(PerCpuArrayMap, value, entries, name=self.name)
+
+    def open(self) -> None:
+        """Create the map in the kernel if it is only described (``create=False``)."""
+        from ..maps import MapSpec
+        if isinstance(self.map, MapSpec):
+            self.map = self.map.create()
 
     def clear(self) -> None:
         """Forget every value (keyed: delete the keys; otherwise zero the slots)."""
@@ -217,8 +286,8 @@ class Count(Aggregation):
     kind = "count"
 
     def __init__(self, name: str = "count", keyed: bool = False, max_keys: int = 10240,
-                 key_size: int = 8):
-        super().__init__(name, keyed, max_keys, key_size)
+                 key_size: int = 8, create: bool = True):
+        super().__init__(name, keyed, max_keys, key_size, create)
         self.map = self._new_map()
 
     def emit(self, p: Program, key: "Reg | int | None" = None) -> None:
@@ -238,8 +307,8 @@ class Sum(Aggregation):
     kind = "sum"
 
     def __init__(self, name: str = "sum", keyed: bool = False, max_keys: int = 10240,
-                 key_size: int = 8):
-        super().__init__(name, keyed, max_keys, key_size)
+                 key_size: int = 8, create: bool = True):
+        super().__init__(name, keyed, max_keys, key_size, create)
         self.map = self._new_map()
 
     def emit(self, p: Program, value: Reg, key: "Reg | int | None" = None) -> None:
@@ -260,21 +329,20 @@ class Histogram(Aggregation):
     kind = "hist"
 
     def __init__(self, name: str = "hist", keyed: bool = False, linear: tuple[int, int, int] | None = None,
-                 max_keys: int = 10240, key_size: int = 8):
-        super().__init__(name, keyed, max_keys, key_size)
+                 max_keys: int = 10240, key_size: int = 8,
+                 create: bool = True):
+        super().__init__(name, keyed, max_keys, key_size, create)
         self.linear = linear
         if linear is not None:
-            lo, hi, step = linear
-            if step <= 0 or hi <= lo:
-                raise ProgramError(f"linear histogram needs lo < hi and step > 0 (got {linear})")
-            self.buckets = (hi - lo + step - 1) // step + 2
+            self.buckets = linear_buckets(*linear)
         else:
             self.buckets = LOG2_BUCKETS
         if keyed:
             kspec = "<QQ" if key_size == 8 else f"<{key_size}sQ"
-            self.map = PerCpuHashMap(key=kspec, value="u64", max_entries=max_keys, name=name)
+            self.map = self._make(PerCpuHashMap, key=kspec, value="u64", max_entries=max_keys,
+                                  name=name)
         else:
-            self.map = PerCpuArrayMap("u64", self.buckets, name=name)
+            self.map = self._make(PerCpuArrayMap, "u64", self.buckets, name=name)
 
     def emit(self, p: Program, value: Reg, key: "Reg | int | None" = None) -> None:
         """Record ``value`` (keep it and ``key`` out of r3-r5: the bucket is
@@ -287,7 +355,7 @@ class Histogram(Aggregation):
         if self.linear is None:
             emit_log2_bucket(p, bucket, value, R4, R5)
         else:
-            emit_linear_bucket(p, bucket, value, *self.linear)
+            emit_linear_bucket(p, bucket, value, *self.linear, tmp=R4)
         if self.keyed:
             off = self._key_slot(p, key, bucket)
         else:
@@ -309,20 +377,15 @@ class Histogram(Aggregation):
     def bucket_range(self, bucket: int) -> tuple[int | None, int | None]:
         if self.linear is None:
             return log2_bucket_range(bucket)
-        lo, hi, step = self.linear
-        if bucket == 0:
-            return None, lo
-        if bucket == self.buckets - 1:
-            return hi, None
-        start = lo + (bucket - 1) * step
-        return start, min(start + step, hi)
+        return linear_bucket_range(bucket, *self.linear)
 
 
 class _Pair(Aggregation):
     """Base of the aggregations whose per-CPU value is two u64s."""
 
-    def __init__(self, name: str, keyed: bool, max_keys: int, key_size: int) -> None:
-        super().__init__(name, keyed, max_keys, key_size)
+    def __init__(self, name: str, keyed: bool, max_keys: int, key_size: int,
+                 create: bool = True) -> None:
+        super().__init__(name, keyed, max_keys, key_size, create)
         self.map = self._new_map("<QQ")
 
     def _per_key(self) -> dict[Any, list[tuple[int, int]]] | list[tuple[int, int]]:
@@ -336,8 +399,9 @@ class _Extreme(_Pair):
 
     _jump = "jsle"   # max: keep the current value when value <= current
 
-    def __init__(self, name: str, keyed: bool = False, max_keys: int = 10240, key_size: int = 8):
-        super().__init__(name, keyed, max_keys, key_size)
+    def __init__(self, name: str, keyed: bool = False, max_keys: int = 10240, key_size: int = 8,
+                 create: bool = True):
+        super().__init__(name, keyed, max_keys, key_size, create)
 
     def emit(self, p: Program, value: Reg, key: "Reg | int | None" = None) -> None:
         """Record ``value`` (signed 64-bit).  Clobbers r0-r5."""
@@ -383,8 +447,8 @@ class Min(_Extreme):
     _jump = "jsge"
 
     def __init__(self, name: str = "min", keyed: bool = False, max_keys: int = 10240,
-                 key_size: int = 8):
-        super().__init__(name, keyed, max_keys, key_size)
+                 key_size: int = 8, create: bool = True):
+        super().__init__(name, keyed, max_keys, key_size, create)
 
 
 class Max(_Extreme):
@@ -394,8 +458,8 @@ class Max(_Extreme):
     _jump = "jsle"
 
     def __init__(self, name: str = "max", keyed: bool = False, max_keys: int = 10240,
-                 key_size: int = 8):
-        super().__init__(name, keyed, max_keys, key_size)
+                 key_size: int = 8, create: bool = True):
+        super().__init__(name, keyed, max_keys, key_size, create)
 
 
 class Stats(_Pair):
@@ -407,8 +471,8 @@ class Stats(_Pair):
     kind = "stats"
 
     def __init__(self, name: str = "stats", keyed: bool = False, max_keys: int = 10240,
-                 key_size: int = 8):
-        super().__init__(name, keyed, max_keys, key_size)
+                 key_size: int = 8, create: bool = True):
+        super().__init__(name, keyed, max_keys, key_size, create)
 
     def emit(self, p: Program, value: Reg, key: "Reg | int | None" = None) -> None:
         """Record ``value``.  Clobbers r0-r5."""
@@ -453,8 +517,8 @@ class Avg(Stats):
     kind = "avg"
 
     def __init__(self, name: str = "avg", keyed: bool = False, max_keys: int = 10240,
-                 key_size: int = 8):
-        super().__init__(name, keyed, max_keys, key_size)
+                 key_size: int = 8, create: bool = True):
+        super().__init__(name, keyed, max_keys, key_size, create)
 
     def read(self) -> Any:
         data = super().read()

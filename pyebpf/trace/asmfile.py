@@ -17,7 +17,11 @@ split like a shell does, so ``"a b"`` is one argument).  See
     ``HOW`` -- how ``pyebpf run`` prints it at the end: ``count`` (each
     key: value, bpftrace's ``@name[key]: value``), ``hist`` (an array
     indexed by log2 bucket), ``lhist:LO:HI:STEP`` (by linear bucket), or
-    ``none`` (the default).  Per-CPU values are added up.
+    ``none`` (the default).  Per-CPU values are added up.  ``entries``
+    defaults to 1024 (a ``ringbuf``: 262144 bytes, a power of two and a
+    multiple of the page size, at most 2 GiB); ``lhist`` has at most 1000
+    buckets between LO and HI.  Every field is checked when the file is read
+    (an error names ``file:line``), so a run never fails on its header.
 ``# pyebpf: output MAP fields=NAME:T,... [format=FMT]``
     the events a program sends to a ``perf_event_array`` or ``ringbuf``
     map: a C struct of those fields (natural alignment), printed with the
@@ -60,7 +64,7 @@ _INTS = {"u8": "B", "u16": "H", "u32": "I", "u64": "Q", "s8": "b", "s16": "h", "
 _PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_.]*)\}")
 #: bytes at the bottom of the stack (r10 - 512 ...) that '.arg' may use as scratch
 ARG_SCRATCH = 64
-_ARG_DIRECTIVE = re.compile(r"^\s*\.arg\s+(r\d+)\s*,\s*(\d+)\s*,\s*(r\d+)\s*(?:(?:#|//).*)?$")
+_ARG_DIRECTIVE = re.compile(r"^\s*\.arg\s+(r\d{1,2})\s*,\s*(\d{1,3})\s*,\s*(r\d{1,2})\s*(?:(?:#|//).*)?$")
 
 
 class AsmFileError(PyebpfError, ValueError):
@@ -106,7 +110,7 @@ def parse_type(text: str) -> TypeSpec:
     if m and 0 < int(m.group(1)) <= 4096:
         n = int(m.group(1))
         return TypeSpec(t, n, f"{n}s")
-    raise ValueError(f"unknown type {text!r}: use u8..u64, s8..s64 or char[N]")
+    raise AsmFileError(f"unknown type {text!r}: use u8..u64, s8..s64 or char[N] (N 1..4096)")
 
 
 @dataclasses.dataclass
@@ -118,13 +122,32 @@ class MapDecl:
     entries: int
     show: str = "none"
     line: int = 0
+    linear: tuple[int, int, int] | None = None     # show=lhist:LO:HI:STEP
 
-    @property
-    def linear(self) -> tuple[int, int, int] | None:
-        if self.show.startswith("lhist:"):
-            lo, hi, step = (int(x, 0) for x in self.show.split(":")[1:])
-            return lo, hi, step
-        return None
+    def spec(self) -> Any:
+        """The :class:`~pyebpf.maps.MapSpec` of this map: every check a map
+        makes before it is created (sizes, the kernel's limits), no kernel."""
+        from .. import maps as M
+        t = self.type
+        if t in ("perf_event_array", "ringbuf", "stack_trace") and (self.key or self.value):
+            raise AsmFileError(f"a {t} map takes no key= or value=")
+        if t == "perf_event_array":
+            return M.MapSpec(M.PerfEventArray, name=self.name)
+        if t == "ringbuf":
+            return M.MapSpec(M.RingBuf, self.entries, name=self.name)
+        if t == "stack_trace":
+            return M.MapSpec(M.StackTraceMap, self.entries, name=self.name)
+        key = self.key.text if self.key and not self.key.is_string else (
+            M.Bytes(self.key.size) if self.key else None)
+        value = self.value.text if self.value and not self.value.is_string else (
+            M.Bytes(self.value.size) if self.value else None)
+        cls = {"hash": M.HashMap, "array": M.ArrayMap, "percpu_hash": M.PerCpuHashMap,
+               "percpu_array": M.PerCpuArrayMap, "lru_hash": M.LruHashMap}[t]
+        if t in ("array", "percpu_array"):
+            if self.key is not None and self.key.size != 4:
+                raise AsmFileError(f"an {t} map's key is its u32 index (key=u32), not {self.key.text}")
+            return M.MapSpec(cls, value or "u64", self.entries, name=self.name)
+        return M.MapSpec(cls, key or "u64", value or "u64", self.entries, name=self.name)
 
 
 @dataclasses.dataclass
@@ -242,38 +265,32 @@ def parse_asm_file(text: str, filename: str = "<string>") -> AsmFile:
             if mtype not in _MAP_TYPES:
                 raise AsmFileError(f"unknown map type {mtype!r}; one of {', '.join(_MAP_TYPES)}",
                                    filename, lineno)
-            kv = _kv(args[2:], {"key", "value", "entries", "show"}, filename, lineno)
-            try:
-                key = parse_type(kv["key"]) if "key" in kv else None
-                value = parse_type(kv["value"]) if "value" in kv else None
-                entries = int(kv.get("entries", "1024"), 0)
-            except ValueError as exc:
-                raise AsmFileError(str(exc), filename, lineno) from None
-            show = kv.get("show", "none")
-            if not (show in ("none", "count", "hist") or re.fullmatch(r"lhist:-?\d+:-?\d+:\d+", show)):
-                raise AsmFileError(f"show={show}: one of none, count, hist, lhist:LO:HI:STEP",
-                                   filename, lineno)
-            af.maps[name] = MapDecl(name, mtype, key, value, entries, show, lineno)
+            af.maps[name] = _map_decl(af, name, mtype, args[2:], filename, lineno)
         elif d == "output":
             if not args:
                 raise AsmFileError("output needs the MAP", filename, lineno)
+            if af.outputs:
+                raise AsmFileError(f"a second output (the first is at line {af.outputs[0].line}): "
+                                   "pyebpf run reads one output map", filename, lineno)
             kv = _kv(args[1:], {"fields", "format"}, filename, lineno)
-            fields = []
-            try:
-                for f in kv.get("fields", "").split(","):
-                    fname, colon, ftype = f.partition(":")
-                    if not colon:
-                        raise ValueError(f"field {f!r} is NAME:TYPE")
-                    fields.append((fname.strip(), parse_type(ftype)))
-            except ValueError as exc:
-                raise AsmFileError(str(exc), filename, lineno) from None
-            af.outputs.append(OutputDecl(args[0], fields, kv.get("format"), lineno))
+            af.outputs.append(OutputDecl(args[0], _fields(kv, filename, lineno), kv.get("format"),
+                                         lineno))
         elif d == "program":
             if not args:
                 raise AsmFileError("program needs NAME attach=PROBE", filename, lineno)
             kv = _kv(args[1:], {"attach", "type"}, filename, lineno)
             if "attach" not in kv:
                 raise AsmFileError("program needs attach=PROBE", filename, lineno)
+            if not kv["attach"]:
+                raise AsmFileError("program needs attach=PROBE (it is empty)", filename, lineno)
+            if any(p.name == args[0] for p in af.programs):
+                raise AsmFileError(f"a second program named {args[0]!r}", filename, lineno)
+            if "type" in kv:
+                from ..loader import prog_type_of
+                try:
+                    prog_type_of(kv["type"])
+                except ValueError as exc:
+                    raise AsmFileError(f"type={kv['type']}: {exc}", filename, lineno) from None
             current = ProgramDecl(args[0], kv["attach"], kv.get("type"), lineno)
             af.programs.append(current)
         else:
@@ -290,9 +307,101 @@ def parse_asm_file(text: str, filename: str = "<string>") -> AsmFile:
     return af
 
 
+_MAP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,14}")
+_LHIST = re.compile(r"lhist:(-?\d+):(-?\d+):(\d+)")
+
+
+def _map_decl(af: AsmFile, name: str, mtype: str, args: list[str], fn: str,
+              line: int) -> MapDecl:
+    """A ``map`` line's declaration, every field checked (errors name ``fn:line``)."""
+    if not _MAP_NAME.fullmatch(name):
+        raise AsmFileError(f"map name {name!r}: 1-15 letters, digits and _ (not starting with a "
+                           "digit)", fn, line)
+    if name in af.maps:
+        raise AsmFileError(f"a second map named {name!r} (the first is at line "
+                           f"{af.maps[name].line})", fn, line)
+    kv = _kv(args, {"key", "value", "entries", "show"}, fn, line)
+    try:
+        key = parse_type(kv["key"]) if "key" in kv else None
+        value = parse_type(kv["value"]) if "value" in kv else None
+    except AsmFileError as exc:
+        raise AsmFileError(exc.reason, fn, line) from None
+    text = kv.get("entries")
+    if text is None:
+        entries = 256 * 1024 if mtype == "ringbuf" else 1024
+    else:
+        entries = _integer(text, f"entries={text}", fn, line)
+        if mtype == "perf_event_array":
+            raise AsmFileError("a perf_event_array has one slot per CPU: drop entries=", fn, line)
+    show = kv.get("show", "none")
+    linear = None
+    m = _LHIST.fullmatch(show)
+    if m:
+        from .aggregate import linear_buckets
+        linear = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        try:
+            linear_buckets(*linear)
+        except PyebpfError as exc:
+            raise AsmFileError(f"show={show}: {exc}", fn, line) from None
+    elif show not in ("none", "count", "hist"):
+        raise AsmFileError(f"show={show}: one of none, count, hist, lhist:LO:HI:STEP", fn, line)
+    if show != "none" and mtype not in ("hash", "array", "percpu_hash", "percpu_array",
+                                        "lru_hash"):
+        raise AsmFileError(f"show={show}: a {mtype} map holds no values to show", fn, line)
+    decl = MapDecl(name, mtype, key, value, entries, show, line, linear)
+    try:
+        decl.spec()
+    except PyebpfError as exc:
+        raise AsmFileError(f"map {name}: {getattr(exc, 'reason', None) or exc}", fn,
+                           line) from None
+    return decl
+
+
+def _integer(text: str, what: str, fn: str, line: int) -> int:
+    if len(text) > 24:
+        raise AsmFileError(f"{what[:40]}...: the number is too long", fn, line)
+    try:
+        return int(text, 0)
+    except ValueError:
+        raise AsmFileError(f"{what}: not an integer (decimal without a leading 0, or 0x...)",
+                           fn, line) from None
+
+
+def _fields(kv: dict[str, str], fn: str, line: int) -> list[tuple[str, TypeSpec]]:
+    """The ``fields=NAME:T,...`` of an ``output`` line, checked."""
+    if not kv.get("fields"):
+        raise AsmFileError("output needs fields=NAME:TYPE,...", fn, line)
+    fields: list[tuple[str, TypeSpec]] = []
+    for f in kv["fields"].split(","):
+        fname, colon, ftype = f.partition(":")
+        fname = fname.strip()
+        if not colon or not fname.isidentifier():
+            raise AsmFileError(f"field {f!r} is NAME:TYPE (NAME an identifier)", fn, line)
+        if any(n == fname for n, _ in fields):
+            raise AsmFileError(f"field {fname!r} appears twice", fn, line)
+        try:
+            fields.append((fname, parse_type(ftype)))
+        except AsmFileError as exc:
+            raise AsmFileError(f"field {fname}: {exc.reason}", fn, line) from None
+    fmt = kv.get("format")
+    if fmt is not None:
+        from .render import printf_specs, unescape
+        n = len(printf_specs(unescape(fmt)))
+        if n != len(fields):
+            raise AsmFileError(f"format={fmt!r} has {n} conversion(s) but there are "
+                               f"{len(fields)} field(s)", fn, line)
+    return fields
+
+
 def read_asm_file(path: str) -> AsmFile:
+    """Read and parse an asm file (every header field checked, errors name
+    ``file:line``)."""
     with open(path, encoding="utf-8") as f:
-        return parse_asm_file(f.read(), path)
+        try:
+            text = f.read()
+        except UnicodeDecodeError as exc:
+            raise AsmFileError(f"not UTF-8 text (byte {exc.start})", path) from None
+    return parse_asm_file(text, path)
 
 
 def substitute(text: str, values: dict[str, str], filename: str, line: int,
@@ -353,31 +462,10 @@ class AsmSession:
 
     # ------------------------------------------------------------ setup
     def _make_maps(self) -> None:
-        from .. import maps as M
         for d in self.af.maps.values():
-            key = d.key.text if d.key and not d.key.is_string else (
-                M.Bytes(d.key.size) if d.key else None)
-            value = d.value.text if d.value and not d.value.is_string else (
-                M.Bytes(d.value.size) if d.value else None)
-            t = d.type
-            if t == "perf_event_array":
-                m = M.PerfEventArray(name=d.name)
-            elif t == "ringbuf":
-                m = M.RingBuf(d.entries if d.entries >= 4096 else 256 * 1024, name=d.name)
-            elif t == "stack_trace":
-                m = M.StackTraceMap(d.entries, name=d.name)
-            else:
-                cls = {"hash": M.HashMap, "array": M.ArrayMap, "percpu_hash": M.PerCpuHashMap,
-                       "percpu_array": M.PerCpuArrayMap, "lru_hash": M.LruHashMap}[t]
-                if t in ("array", "percpu_array"):
-                    m = cls(value or "u64", d.entries, name=d.name)
-                else:
-                    m = cls(key or "u64", value or "u64", d.entries, name=d.name)
-            self.maps[d.name] = m
+            self.maps[d.name] = d.spec().create()
         for o in self.af.outputs:
             from ..events import PerfBuffer, RingBufferReader
-            if self.reader is not None:
-                raise AsmFileError("pyebpf run reads one output map", self.af.filename, o.line)
             fmt = o.struct_format()
             m = self.maps[o.map]
             self.output = o
@@ -492,7 +580,7 @@ class AsmSession:
         return out
 
     def json_objects(self) -> list[dict]:
-        from .aggregate import log2_bucket_range
+        from .aggregate import linear_bucket_range, log2_bucket_range
         from .render import hist_json
         objs = []
         for name in sorted(self.af.maps):
@@ -507,16 +595,8 @@ class AsmSession:
                 if lin is None:
                     rng = log2_bucket_range
                 else:
-                    lo, hi, step = lin
-                    nb = (hi - lo + step - 1) // step + 2
-
-                    def rng(b: int, lo=lo, hi=hi, step=step, nb=nb) -> tuple:
-                        if b == 0:
-                            return None, lo
-                        if b == nb - 1:
-                            return hi, None
-                        s = lo + (b - 1) * step
-                        return s, min(s + step, hi)
+                    def rng(b: int, lin: tuple[int, int, int] = lin) -> tuple:
+                        return linear_bucket_range(b, *lin)
                 objs.append({"type": "hist", "data": {"@" + name: hist_json(data, rng)}})
         return objs
 

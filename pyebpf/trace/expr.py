@@ -104,6 +104,24 @@ _TOKEN = re.compile(r"\s*(?:(?P<num>0[xX][0-9a-fA-F]+|\d+)|(?P<name>[A-Za-z_][A-
                     r"|(?P<str>\"(?:[^\"\\]|\\.)*\")|(?P<op><<|>>|->|==|!=|<=|>=|[-+*/%&|^(),.<>]))")
 
 
+#: how deeply parentheses and str() may nest in one expression
+MAX_DEPTH = 64
+
+
+def _number(text: str, source: str) -> int:
+    """The value of a number token (decimal or 0x hex), an unsigned 64-bit
+    constant; anything else is an :class:`ExprError`."""
+    if len(text) > 24 or (len(text) > 1 and text[0] == "0" and text[1] not in "xX"):
+        what = ("has a leading 0 (write it in decimal, or 0x... in hex)"
+                if len(text) <= 24 else "is too long")
+        raise ExprError(f"{source!r}: the number {text[:24]}{'...' if len(text) > 24 else ''} "
+                        f"{what}")
+    value = int(text, 0)
+    if value >= 1 << 64:
+        raise ExprError(f"{source!r}: the number {text} does not fit in 64 bits")
+    return value
+
+
 def _tokens(text: str) -> list[tuple[str, str, int]]:
     out, pos = [], 0
     text = text.rstrip()
@@ -123,6 +141,14 @@ class _Parser:
         self.toks = _tokens(text)
         self.i = 0
         self.strlen = strlen
+        self.depth = 0
+
+    def nest(self) -> None:
+        """Enter one more level of parentheses (or ``str(``); refuse too many."""
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise ExprError(f"{self.text[:60]!r}{'...' if len(self.text) > 60 else ''}: "
+                            f"parentheses nest more than {MAX_DEPTH} levels deep")
 
     def peek(self) -> tuple[str, str, int] | None:
         return self.toks[self.i] if self.i < len(self.toks) else None
@@ -147,7 +173,7 @@ class _Parser:
                 raise ExprError(f"{self.text!r}: '{op}' takes an integer constant (column "
                                 f"{col + 1}); operations between two expressions are not "
                                 "supported")
-            ops.append((op, int(val, 0)))
+            ops.append((op, _number(val, self.text)))
         if ops:
             if base.kind != INT:
                 raise ExprError(f"{self.text!r}: arithmetic on {base.text} ({base.kind}) makes "
@@ -160,16 +186,20 @@ class _Parser:
     def atom(self) -> Expr:
         kind, val, col = self.take()
         if kind == "num":
-            return Expr(val, INT, "const", int(val, 0))
+            return Expr(val, INT, "const", _number(val, self.text))
         if val == "(":
+            self.nest()
             inner = self.expr()
             self.take(")")
+            self.depth -= 1
             return inner
         if kind != "name":
             raise ExprError(f"{self.text!r}: expected a value at column {col + 1}, found {val!r}")
-        m = re.fullmatch(r"arg(\d+)", val)
+        m = re.fullmatch(r"arg(\d{1,4})", val)
         if m:
             return Expr(val, INT, "arg", int(m.group(1)))
+        if re.fullmatch(r"arg\d+", val):
+            raise ExprError(f"{self.text!r}: argument number {val[3:20]}... is too large")
         if val == "args":
             sep = self.take()[1]
             if sep not in (".", "->"):
@@ -180,15 +210,17 @@ class _Parser:
             return Expr(f"args.{fname[1]}", INT, "field", fname[1])
         if val == "str":
             self.take("(")
+            self.nest()
             inner = self.expr()
             size = self.strlen
             if self.peek() is not None and self.peek()[1] == ",":
                 self.take(",")
                 k, v, c = self.take()
-                if k != "num" or not 1 <= int(v, 0) <= 256:
+                if k != "num" or not 1 <= _number(v, self.text) <= 256:
                     raise ExprError(f"{self.text!r}: the length of str() is 1..256 bytes")
-                size = int(v, 0)
+                size = _number(v, self.text)
             self.take(")")
+            self.depth -= 1
             if inner.kind != INT:
                 raise ExprError(f"{self.text!r}: str() takes an address (an integer expression)")
             size = max(1, size)
@@ -208,7 +240,9 @@ class _Parser:
 
 def parse_expr(text: str, strlen: int = 64) -> Expr:
     """Parse one expression (see the module docs)."""
-    if not 1 <= strlen <= 256:
+    if not isinstance(text, str):
+        raise ExprError(f"an expression is a string, not {text!r}")
+    if not isinstance(strlen, int) or not 1 <= strlen <= 256:
         raise ExprError(f"string length must be 1..256 bytes, not {strlen}")
     p = _Parser(text, strlen)
     if not p.toks:
@@ -234,6 +268,8 @@ class Filter:
 
 def parse_filter(text: str, strlen: int = 64) -> Filter:
     """Parse ``EXPR OP EXPR`` or ``STRING_EXPR ==|!= "literal"``."""
+    if not isinstance(text, str):
+        raise ExprError(f"a filter is a string, not {text!r}")
     toks = _tokens(text)
     depth = 0
     for i, (kind, val, col) in enumerate(toks):
@@ -249,7 +285,7 @@ def parse_filter(text: str, strlen: int = 64) -> Filter:
                     raise ExprError(f"{text!r}: a string literal compares with comm or str(...)")
                 if val not in ("==", "!="):
                     raise ExprError(f"{text!r}: strings compare with == or != only")
-                lit = bytes(rest[1:-1], "utf-8").decode("unicode_escape").encode("latin-1")
+                lit = _string_literal(rest[1:-1], text)
                 if len(lit) >= left.size:
                     raise ExprError(f"{text!r}: the literal is longer than {left.text} can hold")
                 return Filter(text, left, val, lit)
@@ -259,6 +295,34 @@ def parse_filter(text: str, strlen: int = 64) -> Filter:
                                 '"literal")')
             return Filter(text, left, val, right)
     raise ExprError(f"{text!r}: a filter is a comparison, e.g. 'arg0 > 100' or 'comm == \"bash\"'")
+
+
+_LIT_ESCAPES = {"n": 10, "t": 9, "r": 13, "0": 0, "a": 7, "b": 8, "f": 12, "v": 11, "e": 27,
+                "\\": 92, '"': 34, "'": 39}
+
+
+def _string_literal(body: str, source: str) -> bytes:
+    """The bytes of a filter's string literal (UTF-8, with C escapes:
+    ``\\n \\t \\" \\\\ \\0 \\xHH``...); a bad escape is an :class:`ExprError`."""
+    out = bytearray()
+    i, n = 0, len(body)
+    while i < n:
+        ch = body[i]
+        if ch != "\\":
+            out += ch.encode("utf-8", "surrogatepass")
+            i += 1
+            continue
+        esc = body[i + 1] if i + 1 < n else ""
+        if esc in _LIT_ESCAPES:
+            out.append(_LIT_ESCAPES[esc])
+            i += 2
+        elif esc == "x" and re.fullmatch(r"[0-9a-fA-F]{2}", body[i + 2:i + 4]):
+            out.append(int(body[i + 2:i + 4], 16))
+            i += 4
+        else:
+            raise ExprError(f"{source!r}: unknown escape \\{esc} in the string literal (use "
+                            "\\n \\t \\\\ \\\" \\0 or \\xHH)")
+    return bytes(out)
 
 
 # ----------------------------------------------------------------- emission

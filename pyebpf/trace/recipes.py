@@ -157,7 +157,8 @@ class Trace:
             other probes filter in the program).
         strlen: default size of ``str()`` buffers (bpftrace's is 64).
         ring: send events through a ring buffer instead of the perf buffer.
-        buffer_size: bytes of each perf ring (per CPU) or of the ring buffer.
+        buffer_size: bytes of each perf ring (per CPU) or of the ring buffer
+            (1 byte to 2 GiB, rounded up to a power-of-two number of pages).
         filters: conditions every action needs (``"arg0 > 10"``...).
 
     Building methods return the trace, so calls chain.
@@ -167,7 +168,9 @@ class Trace:
                  ring: bool = False, buffer_size: int = 1 << 20,
                  filters: Iterable["str | Filter"] = ()) -> None:
         if not probes:
-            raise ValueError("a Trace needs at least one probe spec")
+            raise ProgramError("a Trace needs at least one probe spec")
+        from ..maps import perf_ring_size
+        perf_ring_size(buffer_size)     # 1 byte .. 2 GiB, checked before anything is built
         self.specs = [parse_probe(p) if isinstance(p, str) else p for p in probes]
         self.pid = pid
         self.strlen = strlen
@@ -183,6 +186,8 @@ class Trace:
         self._stack_map: Any = None
         self._events_map: Any = None
         self._drops: Any = None
+        self._start_maps: list[Any] = []
+        self._opened: dict[str, Any] | None = None
         self._func_names: list[str] = []
         self._func_base: list[int] = []
         self.start_ns = 0
@@ -207,7 +212,7 @@ class Trace:
         if name is not None:
             name = name.lstrip("@")
             if name and not name.replace("_", "a").isalnum():
-                raise ValueError(f"an aggregation name is letters, digits and _, not {name!r}")
+                raise ExprError(f"an aggregation name is letters, digits and _, not {name!r}")
         self.aggregates.append(Aggregate(kind, val, _as_keys(by, self.strlen), name, linear))
         return self
 
@@ -241,9 +246,10 @@ class Trace:
 
     def lhist(self, value: Any, lo: int, hi: int, step: int, by: Any = None,
               name: str | None = None) -> "Trace":
-        """``@name[by] = lhist(value, lo, hi, step)``: a linear histogram."""
-        if step <= 0 or hi <= lo:
-            raise ValueError(f"lhist needs lo < hi and step > 0 (got {lo}, {hi}, {step})")
+        """``@name[by] = lhist(value, lo, hi, step)``: a linear histogram of
+        at most 1000 buckets in ``[lo, hi)`` (bpftrace's cap; checked here,
+        before anything is built) plus the two open-ended ones."""
+        _agg.linear_buckets(lo, hi, step)       # the bucket cap, checked before anything is built
         return self._add("lhist", value, by, name, (lo, hi, step))
 
     def print(self, fmt: str | None, *fields: Any) -> "Trace":
@@ -252,7 +258,7 @@ class Trace:
         expression, or ``name=expression`` to choose its name in JSON."""
         self._check_not_built()
         if self.event_fields is not None:
-            raise ValueError("a trace has one event format (one print())")
+            raise ProgramError("a trace has one event format (one print())")
         named = []
         for f in fields:
             if isinstance(f, Expr):
@@ -264,12 +270,12 @@ class Trace:
             else:
                 named.append((str(f).strip(), parse_expr(str(f), self.strlen)))
         if not named:
-            raise ValueError("print() needs at least one field")
+            raise ExprError("print() needs at least one field")
         if fmt is not None:
             fmt = unescape(fmt)
             n = len(printf_specs(fmt))
             if n != len(named):
-                raise ValueError(f"the format {fmt!r} has {n} conversion(s) but {len(named)} "
+                raise ExprError(f"the format {fmt!r} has {n} conversion(s) but {len(named)} "
                                  "field(s) were given")
             if not fmt.endswith("\n"):
                 fmt += "\n"
@@ -281,7 +287,7 @@ class Trace:
 
     def _check_not_built(self) -> None:
         if self.built:
-            raise RuntimeError("this trace is already built; make a new Trace")
+            raise ProgramError("this trace is already built; make a new Trace")
 
     # ------------------------------------------------------------ resolution
     def _exprs(self) -> list[Expr]:
@@ -326,10 +332,12 @@ class Trace:
         names = [a.name for a in self.aggregates]
         dup = {n for n in names if names.count(n) > 1}
         if dup:
-            raise ValueError(f"two aggregations are named @{sorted(dup)[0]}")
+            raise ExprError(f"two aggregations are named @{sorted(dup)[0]}")
 
     def build(self, pid: int | None = None) -> "Trace":
-        """Create the maps and generate the programs (no loading yet).
+        """Describe the maps and generate the programs (nothing is created in
+        the kernel: :meth:`show` needs no privilege; :meth:`start` creates the
+        maps, loads and attaches).
 
         ``pid`` (default: the one given at construction) is compiled into the
         programs as a filter.
@@ -365,21 +373,43 @@ class Trace:
                 kw["key_size"] = a.key_size
             if a.kind == "lhist":
                 kw["linear"] = a.linear
-            a.impl = cls(mname, **kw)
+            a.impl = cls(mname, create=False, **kw)
             self._maps.append(a.impl)
+        from ..maps import MapSpec, PerCpuArrayMap, PerfEventArray, RingBuf
         if self.uses("ustack"):
-            self._stack_map = make_stack_map()
-            self._maps.append(self._stack_map)
+            self._stack_map = make_stack_map(create=False)
         if self.event_fields is not None:
-            from ..maps import PerCpuArrayMap, PerfEventArray, RingBuf
             if self.ring:
                 size = 1 << max(12, (self.buffer_size - 1).bit_length())
-                self._events_map = RingBuf(size, name="events")
-                self._drops = PerCpuArrayMap("u64", 1, name="drops")
-                self._maps += [self._events_map, self._drops]
+                self._events_map = MapSpec(RingBuf, size, name="events")
+                self._drops = MapSpec(PerCpuArrayMap, "u64", 1, name="drops")
             else:
-                self._events_map = PerfEventArray(name="events")
-                self._maps.append(self._events_map)
+                self._events_map = MapSpec(PerfEventArray, name="events")
+
+    def open_maps(self) -> dict[str, Any]:
+        """Create in the kernel every map the built programs use (once);
+        returns them by the name the programs use."""
+        from ..maps import MapSpec
+        if self._opened is not None:
+            return self._opened
+        out: dict[str, Any] = {}
+
+        def real(m: Any) -> Any:
+            if isinstance(m, MapSpec):
+                m = m.create()
+                self._maps.append(m)
+            if m is not None:
+                out[m.name] = m
+            return m
+        for a in self.aggregates:
+            a.impl.open()
+            out[a.impl.map.name] = a.impl.map
+        self._stack_map = real(self._stack_map)
+        self._events_map = real(self._events_map)
+        self._drops = real(self._drops)
+        self._start_maps = [real(m) for m in self._start_maps]
+        self._opened = out
+        return out
 
     # ------------------------------------------------------------ generation
     def _pid_filter(self, p: Program, out: str) -> None:
@@ -393,10 +423,10 @@ class Trace:
         if self._paired(src):
             entry, ret = src.entry(), src.ret()
             saved = sorted(set().union(*(e.args_used() for e in self._exprs())))
-            from ..maps import HashMap
-            start = HashMap("u64", f"<{1 + len(saved)}Q", max_entries=_MAX_KEYS,
+            from ..maps import HashMap, MapSpec
+            start = MapSpec(HashMap, "u64", f"<{1 + len(saved)}Q", max_entries=_MAX_KEYS,
                             name=f"start{i}")
-            self._maps.append(start)
+            self._start_maps.append(start)
             self.built.append(_Built(f"{spec} (entry: saves the time"
                                      + (f" and arg{', arg'.join(map(str, saved))}" if saved else "")
                                      + ")", entry, self._gen_entry(i, entry, start, saved),
@@ -547,6 +577,11 @@ class Trace:
         """Build (if needed), load and attach every program; returns the
         running :class:`TraceSession` (a context manager that detaches)."""
         self.build(pid)
+        try:
+            self.open_maps()
+        except BaseException:
+            self.close()
+            raise
         return TraceSession(self, log_level=log_level)
 
     def close(self) -> None:
@@ -557,6 +592,7 @@ class Trace:
             except Exception:
                 pass
         self._maps = []
+        self._opened = None
 
     def __enter__(self) -> "Trace":
         return self
@@ -608,7 +644,8 @@ class TraceSession:
             for b in trace.built:
                 opts = dict(b.source.load_options)
                 ptype = opts.pop("prog_type", b.source.prog_type)
-                prog = load(b.program, ptype, log_level=log_level, **opts)
+                prog = load(b.program, ptype, log_level=log_level, maps=trace.open_maps(),
+                            **opts)
                 self.loaded.append(prog)
             # attach the return programs first: an entry then always finds its return
             order = sorted(range(len(trace.built)), key=lambda j: trace.built[j].role == "entry")
@@ -978,7 +1015,7 @@ def latency(function_probe: str, *, by: Any = None, unit: str = "ns", **kw: Any)
     entry and return probes are both attached).  ``unit``: ns, us or ms."""
     div = {"ns": 1, "us": 1000, "ms": 1_000_000}.get(unit)
     if div is None:
-        raise ValueError(f"unit must be ns, us or ms, not {unit!r}")
+        raise ExprError(f"unit must be ns, us or ms, not {unit!r}")
     return Trace(function_probe, **kw).hist("latency" + (f" / {div}" if div > 1 else ""),
                                             by=by, name=f"latency_{unit}")
 

@@ -59,9 +59,13 @@ def demangle(names: Iterable[str]) -> dict[str, str]:
     return {n: _demangled.get(n, n) for n in names}
 
 
-def make_stack_map(max_entries: int = 1024, max_depth: int = 127, name: str = "ustacks") -> Any:
-    """A StackTraceMap of build ids + file offsets (see the module docs)."""
-    from ..maps import StackTraceMap
+def make_stack_map(max_entries: int = 1024, max_depth: int = 127, name: str = "ustacks",
+                   create: bool = True) -> Any:
+    """A StackTraceMap of build ids + file offsets (see the module docs);
+    ``create=False``: only its :class:`~pyebpf.maps.MapSpec`."""
+    from ..maps import MapSpec, StackTraceMap
+    if not create:
+        return MapSpec(StackTraceMap, max_entries, max_depth, name=name, build_id=True)
     return StackTraceMap(max_entries, max_depth, name=name, build_id=True)
 
 

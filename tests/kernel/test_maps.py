@@ -416,3 +416,43 @@ def test_threads_share_a_map(no_fd_leak):
             t.join()
         assert not errors
         assert len(m) == 400
+
+
+# ---------------------------------------------------------------- the kernel's limits
+@pytest.mark.parametrize("make, words", [
+    (lambda: HashMap("u64", "u64", 99999999999999), "max_entries must be 1..4294967295"),
+    (lambda: HashMap("u64", "u64", 0), "max_entries must be 1"),
+    (lambda: ArrayMap("u64", 1 << 32), "max_entries"),
+    (lambda: ArrayMap("u64", 2.5), "must be an integer"),
+    (lambda: HashMap("u64", "u64", 4, flags=1 << 40), "flags"),
+    (lambda: PerCpuArrayMap(Bytes(32769), 1), "at most 32768 bytes"),
+    (lambda: PerCpuHashMap("u64", Bytes(40000), 1), "at most 32768 bytes"),
+    (lambda: RingBuf(1 << 40), "at most 2147483648"),
+    (lambda: RingBuf(1 << 32), "at most 2147483648"),
+    (lambda: maps.perf_ring_size(1 << 40), "2 GiB"),
+    (lambda: maps.perf_ring_size(0), "2 GiB"),
+])
+def test_sizes_are_checked_before_the_system_call(make, words, no_fd_leak):
+    """--buffer-size 2**40 / entries=99999999999999 gave an OverflowError."""
+    with pytest.raises(SizeError, match=words):
+        make()
+
+
+def test_per_cpu_value_at_the_limit_is_created(no_fd_leak):
+    with PerCpuArrayMap(Bytes(maps.PERCPU_VALUE_MAX), 1) as m:
+        assert m.value_size == 32768
+    assert maps.perf_ring_size(1) == os.sysconf("SC_PAGE_SIZE")
+    assert maps.perf_ring_size(1 << 31) == 1 << 31
+
+
+def test_map_spec_describes_without_creating(no_fd_leak):
+    spec = maps.MapSpec(PerCpuHashMap, "u32", "<QQ", 64, name="described")
+    assert (spec.name, spec.map_type, spec.key_size, spec.value_size, spec.max_entries) == \
+        ("described", MapType.PERCPU_HASH, 4, 16, 64)
+    from pyebpf.errors import MapError
+    with pytest.raises(MapError, match="create"):
+        spec.fd
+    with pytest.raises(SizeError):
+        maps.MapSpec(HashMap, "u64", "u64", 1 << 40)
+    with spec.create() as m:
+        assert m.info().name == "described" and m.info().max_entries == 64

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, strategies as st
 
+from budget import fuzz_settings
 from pyebpf.errors import AssemblyError
 from pyebpf.text import assemble, parse_insn
 
@@ -61,7 +63,7 @@ def col_of(line: str, token: str) -> int:
     ("llvm", "*(s8 *)(r2 + 0) = r1", "s8", "only for sign-extending loads"),
     ("llvm", "r1 = foo(3) ll", "foo", "unknown ld_imm64 pseudo source"),
     ("llvm", ".word 5", ".word", "unknown directive"),
-    ("llvm", ".8byte 0x18", "0x18", "second slot"),
+    ("llvm", ".8byte 0x18, 0x1ffffffffffffffff", "0x1ffffffffffffffff", "64 bits"),
 ])
 def test_error_points_at_token(dialect, text, token, words):
     source = "    exit\n" + text + "\n    exit\n"
@@ -130,3 +132,67 @@ def test_parse_insn_errors():
 def test_errors_are_value_errors():
     with pytest.raises(ValueError):
         assemble("nonsense here")
+
+
+# ---------------------------------------------------------------- property tests
+_LINES = {
+    "llvm": ["r0 = 0", "exit", "r1 = *(u32 *)(r2 + 4)", "if w1 > 5 goto +2", "call 1",
+             "r1 = counts ll", "r2 = 0x1122334455667788 ll", "lock *(u64 *)(r1 + 0) += r2",
+             "r0 = cmpxchg_64(r1 + 0, r0, r2)", "w3 = be16 w3", "goto -1", "L1: r0 <<= 3",
+             ".8byte 0x18, 0", "r0 = map_value(counts) + 8 ll", "callx r1"],
+    "mnemonic": ["mov32 %r0, 1", "exit", "ldxw %r0, [%r1+4]", "jgt32 %r0, 5, +1",
+                 "lddw %r1, 0x1122334455667788", "call 1", "lddw %r1, counts", "neg %r1",
+                 "stxdw [%r10-8], %r1", "ja -1", "x: add %r1, 2", ".8byte 0x95"],
+}
+_NOISE = st.sampled_from(list(" \t,;:#()[]+-*/%&|^<>=!.$@\\\"'0x9fFrwl_") +
+                         ["r11", "w10", "ll", "goto", "%r", "+0x7fffffff", "-0x80000001",
+                          "99999999999999999999", "*(u64 *)", "0" * 5000, "(" * 50, "\x00", "é"])
+
+
+@st.composite
+def _mutated_text(draw, dialect):
+    lines = draw(st.lists(st.sampled_from(_LINES[dialect]), min_size=1, max_size=6))
+    for _ in range(draw(st.integers(0, 4))):
+        k = draw(st.integers(0, len(lines) - 1))
+        line = lines[k]
+        pos = draw(st.integers(0, len(line)))
+        how = draw(st.integers(0, 2))
+        if how == 0:
+            line = line[:pos] + draw(_NOISE) + line[pos:]
+        elif how == 1:
+            line = line[:pos] + line[pos + draw(st.integers(1, 4)):]
+        else:
+            line = line[:pos] + draw(_NOISE) + line[pos + 1:]
+        lines[k] = line
+    return "\n".join(lines)
+
+
+def _assemble_or_documented_error(text: str, dialect: str) -> None:
+    try:
+        prog = assemble(text, dialect, "fuzz.s")
+        prog.encode()
+    except AssemblyError as exc:
+        assert exc.filename == "fuzz.s" and exc.line >= 1
+
+
+@fuzz_settings(300)
+@given(st.sampled_from(["llvm", "mnemonic"]).flatmap(
+    lambda d: st.tuples(st.just(d), _mutated_text(d))))
+def test_mutated_text_gives_only_assembly_errors(case):
+    dialect, text = case
+    _assemble_or_documented_error(text, dialect)
+
+
+@fuzz_settings(200)
+@given(st.sampled_from(["llvm", "mnemonic"]), st.text(max_size=120))
+def test_arbitrary_text_gives_only_assembly_errors(dialect, text):
+    _assemble_or_documented_error(text, dialect)
+
+
+def test_unknown_dialect_or_style_is_an_option_error():
+    from pyebpf.errors import OptionError
+    from pyebpf.text import disassemble
+    with pytest.raises(OptionError):
+        assemble("exit", "intel")
+    with pytest.raises(OptionError):
+        disassemble(b"\x95" + bytes(7), style="gnu")

@@ -3,10 +3,14 @@ from __future__ import annotations
 
 import struct
 
+import pytest
+
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from budget import fuzz_settings
 from insn_strategies import FORM_KINDS, insns
 from pyebpf.isa import Insn, classify, decode, encode, opcodes as op
+from pyebpf.program import RawSlot
 from pyebpf.text import assemble, disassemble, format_insn, get_instructions, parse_insn
 
 SETTINGS = settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -85,7 +89,7 @@ def _slots(draw_values):
 
 @st.composite
 def programs(draw):
-    """Programs of valid and random slots (ld_imm64 always with a well-formed second slot)."""
+    """Programs of valid and random slots, lone ld_imm64 first slots among them."""
     out = []
     for _ in range(draw(st.integers(1, 30))):
         if draw(st.integers(0, 3)) == 0:
@@ -93,7 +97,9 @@ def programs(draw):
             code = value & 0xFF
             if code == op.OP_LD_IMM64:
                 out.append(value)
-                out.append(draw(st.integers(0, (1 << 32) - 1)) << 32)
+                if draw(st.booleans()):
+                    out.append(draw(st.integers(0, (1 << 32) - 1)) << 32)
+                # else: a lone ld_imm64 slot (whatever follows is not a second slot)
             else:
                 out.append(value)
         else:
@@ -173,3 +179,45 @@ def test_labels_and_func_references_assemble():
 def test_encode_of_decoded_program_is_identity():
     data = encode([Insn(0xb7, 0, 0, 0, 1), Insn(0x18, 1, 0, 0, -1, 5), Insn(0x95)])
     assert encode(decode(data)) == data
+
+
+ALL_SPELLINGS = [("llvm", "objdump"), ("llvm", "verifier"), ("mnemonic", "objdump"),
+                 ("mnemonic", "verifier")]
+
+
+def _assert_reassembles(data: bytes) -> None:
+    for dialect, style in ALL_SPELLINGS:
+        for labels in (True, False):
+            text = disassemble(data, dialect, style, labels=labels)
+            assert assemble(text, dialect).encode() == data, (dialect, style, text)
+
+
+@fuzz_settings(300)
+@given(st.integers(0, 12).flatmap(lambda n: st.binary(min_size=8 * n, max_size=8 * n)))
+def test_any_bytes_disassemble_and_assemble_back(data):
+    """Whatever the disassembler prints for any bytes (a multiple of 8),
+    the assembler turns back into the same bytes, in every dialect/style."""
+    _assert_reassembles(data)
+
+
+@pytest.mark.parametrize("data", [
+    bytes.fromhex("1801000000000000"),                                   # lone, last slot
+    bytes.fromhex("18010000ffffffff" "b700000001000000" "9500000000000000"),  # bad 2nd slot
+    bytes.fromhex("b700000001000000" "1800000000000000" "1800000000000000"),  # two lone
+    bytes.fromhex("1801000000000000" "0001000000000000"),                # 2nd slot: dst set
+])
+def test_lone_ld_imm64_slot_roundtrips(data):
+    _assert_reassembles(data)
+    text = disassemble(data)
+    assert "ld_imm64 without a valid second slot" in text
+
+
+def test_lone_ld_imm64_slot_is_a_raw_slot():
+    prog = assemble(".8byte 0x0000000500001018\nexit")
+    first = prog.finalize()[0]
+    assert isinstance(first, RawSlot) and first.value == 0x0000000500001018
+    assert prog.encode() == bytes.fromhex("1810000005000000" "9500000000000000")
+    assert prog.slot_count == 2
+    # a valid pair in one directive is still one ld_imm64
+    pair = assemble(".8byte 0x0000000500001018, 0x0000000700000000").finalize()
+    assert len(pair) == 1 and pair[0].imm64 == (7 << 32) | 5

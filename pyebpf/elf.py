@@ -475,7 +475,11 @@ class ElfFile:
         from elftools.elf.elffile import ELFFile
 
         try:
-            with open(path, "rb") as fh:
+            fh = open(path, "rb")
+        except IsADirectoryError:
+            raise ElfError(f"{path} is a directory, not an ELF file") from None
+        with fh:
+            try:
                 ef = ELFFile(fh)
                 hdr = ef.header
                 self.type = str(hdr.e_type)
@@ -492,15 +496,12 @@ class ElfFile:
                              s.header.sh_offset, s.header.sh_size, s.header.sh_link,
                              s.header.sh_entsize, s.header.sh_flags)
                     for s in ef.iter_sections())
-        except IsADirectoryError:
-            raise ElfError(f"{path} is a directory, not an ELF file") from None
-        except OSError:
-            raise
-        except _PyElfError as exc:
-            raise ElfError(f"{path} is not an ELF file ({exc})") from None
-        except Exception as exc:  # noqa: BLE001 - pyelftools' many errors on bad input
-            raise ElfError(f"{path}: malformed ELF file ({type(exc).__name__}: {exc})") \
-                from None
+            except _PyElfError as exc:
+                raise ElfError(f"{path} is not an ELF file ({exc})") from None
+            except Exception as exc:  # noqa: BLE001 - pyelftools' many errors on bad input
+                # (struct, construct, seek errors on offsets past the largest file ...)
+                raise ElfError(f"{path}: malformed ELF file ({type(exc).__name__}: {exc})") \
+                    from None
 
     def __repr__(self) -> str:
         return f"<ElfFile {self.path} {self.type} {self.machine}>"
@@ -1346,15 +1347,19 @@ def _ld_so_cache_cached(path: str, _key: tuple) -> tuple[tuple[str, int, str], .
         return ()
     base = 0
     if data.startswith(_LD_CACHE_OLD):
+        if len(data) < len(_LD_CACHE_OLD) + 5:
+            return ()
         (nlibs,) = struct.unpack_from("<I", data, len(_LD_CACHE_OLD) + 1)
         base = (len(_LD_CACHE_OLD) + 1 + 4 + nlibs * 12 + 7) & ~7
         pos = data.find(_LD_CACHE_NEW, base)
         if pos < 0:
             return ()
         base = pos
-    if data[base:base + len(_LD_CACHE_NEW)] != _LD_CACHE_NEW:
+    if data[base:base + len(_LD_CACHE_NEW)] != _LD_CACHE_NEW or len(data) < base + 28:
         return ()
     nlibs, _len_strings = struct.unpack_from("<II", data, base + 20)
+    if base + 48 + nlibs * 24 > len(data):
+        return ()                               # a damaged cache: the linker ignores it too
     out = []
     for i in range(nlibs):
         flags, key, value = struct.unpack_from("<iII", data, base + 48 + i * 24)
@@ -1366,7 +1371,8 @@ def ld_so_cache(path: str = "/etc/ld.so.cache") -> list[tuple[str, int, str]]:
     """Entries of the dynamic linker's cache: ``(soname, flags, path)``, in cache order.
 
     Parses the ``glibc-ld.so.cache1.1`` format (also when it follows the old
-    ``ld.so-1.7.0`` table).  Returns an empty list when the file is missing.
+    ``ld.so-1.7.0`` table).  Returns an empty list when the file is missing
+    or damaged (its table does not fit in it).
     The ``flags`` say the ABI (``0x303`` = libc6 x86-64); callers filter on
     the ELF machine of the file instead, which works on every architecture.
     """

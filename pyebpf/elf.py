@@ -16,6 +16,15 @@ What it answers
   start with capstone, x86-64/i386; fixed-width ISAs are checked by
   alignment).  A string holding only a number (``"0x401136"``) is an ELF
   virtual address, as ``nm``/``objdump`` print it.
+* **instruction starts without symbols**: an address or file offset that no
+  function symbol covers (a stripped binary, the PLT, code between symbols)
+  is checked by disassembling from the nearest instruction start known
+  without symbols -- a function start in ``.eh_frame`` (which ``strip``
+  keeps; :func:`parse_eh_frame`), the entry point, an executable section's
+  start -- and refused with :class:`InstructionBoundaryError` unless it
+  starts one of the instructions decoded (see
+  :meth:`ElfFile.check_instruction_address`).  ``check_boundary=False``
+  (``unsafe=True`` in :mod:`pyebpf.attach`) skips every such check.
 * **virtual address ↔ file offset** through the PT_LOAD segment that holds the
   address (correct for PIE and non-PIE files and for layouts where a
   segment's ``p_vaddr`` differs from its ``p_offset``).
@@ -380,6 +389,10 @@ class ElfFile:
     Attributes: ``path``, ``type`` (``"ET_EXEC"``/``"ET_DYN"``), ``machine``
     (``"EM_X86_64"``...), ``elfclass`` (32/64), ``little_endian``,
     ``segments`` (PT_LOAD only), ``sections``.
+
+    A damaged file gives :class:`ElfError` from the constructor or from the
+    reader that meets the damage (an offset, size or count that does not fit
+    in the file), never another exception.
     """
 
     def __init__(self, path: str) -> None:

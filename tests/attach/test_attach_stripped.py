@@ -282,3 +282,17 @@ def test_trace_cli_refuses_and_unsafe_allows(builds):
     assert "Traceback" not in r.stderr
     r = subprocess.run(cmd + ["--unsafe"], capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.kernel
+def test_run_cli_refuses_and_unsafe_allows(builds):
+    full, stripped = builds["nopie"]
+    mid, _before, _after = mid_instruction(full, "target_mul")
+    asm = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "asm", "count_calls.s")
+    cmd = [sys.executable, "-m", "pyebpf", "run", asm, "-D", f"BINARY={stripped}",
+           "-D", f"FUNC={mid:#x}", "-d", "0.2", "-q"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "middle of an instruction" in r.stderr, r.stderr
+    r = subprocess.run(cmd + ["--unsafe"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr

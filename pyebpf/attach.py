@@ -41,6 +41,14 @@ Locations are resolved by :mod:`pyebpf.elf`: ``"sym"``, ``"sym+off"``,
 :class:`pyebpf.elf.Location`.  Binaries are paths or bpftrace-like names
 (``"libc"``, ``"libc.so.6"``, ``"python3"``).
 
+A location must provably start an instruction: a uprobe's breakpoint written
+into the middle of one corrupts the traced program.  Inside a function symbol
+this is checked by disassembling the function; elsewhere (stripped binaries,
+raw addresses and file offsets between symbols) from the nearest instruction
+start known without symbols (a function start in ``.eh_frame``, the entry
+point, a section start).  Whatever cannot be proven is refused with
+:class:`pyebpf.elf.InstructionBoundaryError`; ``unsafe=True`` skips the check.
+
 Tracepoints need tracefs for the event id; it is mounted at
 /sys/kernel/tracing when absent (root only).  Raw tracepoints, perf events
 and uprobes never need it.
@@ -344,23 +352,27 @@ def _one_location(ef: _elf.ElfFile, path: str, where: Any, check_boundary: bool,
 
 
 def resolve_uprobes(binary: str, where: Iterable[Any], *, pid: int | None = None,
-                    check_boundary: bool = True,
-                    retprobe: bool = False) -> tuple[str, list[_elf.Location]]:
+                    check_boundary: bool = True, retprobe: bool = False,
+                    unsafe: bool = False) -> tuple[str, list[_elf.Location]]:
     """Resolve a binary name and its probe locations: ``(path, [Location...])``.
 
     Pure (no kernel): use it to check a probe before attaching.  See the
-    module docstring for the forms of ``where``.
+    module docstring for the forms of ``where``; ``unsafe=True`` (or
+    ``check_boundary=False``) accepts locations not proven to start an
+    instruction.
     """
     path = _binary_path(binary, pid)
     ef = _elf.open_elf(path)
-    return path, [_one_location(ef, path, w, check_boundary, retprobe) for w in where]
+    check = check_boundary and not unsafe
+    return path, [_one_location(ef, path, w, check, retprobe) for w in where]
 
 
 def resolve_uprobe(binary: str, where: Any, *, pid: int | None = None,
-                   check_boundary: bool = True, retprobe: bool = False) -> _elf.Location:
+                   check_boundary: bool = True, retprobe: bool = False,
+                   unsafe: bool = False) -> _elf.Location:
     """Resolve one probe location (see :func:`resolve_uprobes`)."""
     return resolve_uprobes(binary, [where], pid=pid, check_boundary=check_boundary,
-                           retprobe=retprobe)[1][0]
+                           retprobe=retprobe, unsafe=unsafe)[1][0]
 
 
 def _check_pid(pid: int | None) -> None:
@@ -379,7 +391,8 @@ def _check_pid(pid: int | None) -> None:
 
 def attach_uprobe(prog: Any, binary: str, where: Any, *, pid: int | None = None,
                   retprobe: bool = False, cookie: int = 0, ref_ctr_offset: int = 0,
-                  method: str = "auto", check_boundary: bool = True) -> Link:
+                  method: str = "auto", check_boundary: bool = True,
+                  unsafe: bool = False) -> Link:
     """Attach ``prog`` to one uprobe (or uretprobe).
 
     Args:
@@ -394,7 +407,10 @@ def attach_uprobe(prog: Any, binary: str, where: Any, *, pid: int | None = None,
         ref_ctr_offset: file offset of a USDT semaphore the kernel increments
             while the probe is attached.
         method: ``"auto"``, ``"uprobe_multi"``, ``"perf_link"`` or ``"perf_ioctl"``.
-        check_boundary: refuse offsets that are not on an instruction boundary.
+        check_boundary: refuse locations not proven to start an instruction.
+        unsafe: attach even where that is not proven (same as
+            ``check_boundary=False``): the caller vouches for the address, since a
+            breakpoint inside an instruction corrupts the traced program.
 
     Raises:
         SymbolNotFoundError, InstructionBoundaryError, LibraryNotFoundError
@@ -403,7 +419,7 @@ def attach_uprobe(prog: Any, binary: str, where: Any, *, pid: int | None = None,
     """
     return attach_uprobes(prog, binary, [where], pid=pid, retprobe=retprobe,
                           cookies=[cookie], ref_ctr_offsets=[ref_ctr_offset],
-                          method=method, check_boundary=check_boundary)
+                          method=method, check_boundary=check_boundary, unsafe=unsafe)
 
 
 def attach_uretprobe(prog: Any, binary: str, where: Any, **kw: Any) -> Link:
@@ -415,14 +431,15 @@ def attach_uprobes(prog: Any, binary: str, where: Sequence[Any], *,
                    cookies: Sequence[int] | None = None,
                    ref_ctr_offsets: Sequence[int] | None = None, pid: int | None = None,
                    retprobe: bool = False, method: str = "auto",
-                   check_boundary: bool = True) -> Link:
+                   check_boundary: bool = True, unsafe: bool = False) -> Link:
     """Attach ``prog`` to many locations of one binary as one :class:`Link`.
 
     ``where`` holds locations in any form :func:`attach_uprobe` accepts (ints
     are file offsets, e.g. USDT probe sites); ``cookies`` and
     ``ref_ctr_offsets`` have one entry per location.  With uprobe_multi this
     is one kernel link; with perf events one event per location, all closed
-    together (concurrently) on detach.
+    together (concurrently) on detach.  ``unsafe`` and ``check_boundary`` are
+    those of :func:`attach_uprobe`.
     """
     where = list(where)
     if not where:
@@ -438,7 +455,7 @@ def attach_uprobes(prog: Any, binary: str, where: Sequence[Any], *,
     kind = "uretprobe" if retprobe else "uprobe"
     t0 = time.perf_counter()
     path, locs = resolve_uprobes(binary, where, pid=pid, check_boundary=check_boundary,
-                                 retprobe=retprobe)
+                                 retprobe=retprobe, unsafe=unsafe)
     _check_pid(pid)
     chosen = uprobe_method(method)
     known_eat = None

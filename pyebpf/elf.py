@@ -16,6 +16,15 @@ What it answers
   start with capstone, x86-64/i386; fixed-width ISAs are checked by
   alignment).  A string holding only a number (``"0x401136"``) is an ELF
   virtual address, as ``nm``/``objdump`` print it.
+* **instruction starts without symbols**: an address or file offset that no
+  function symbol covers (a stripped binary, the PLT, code between symbols)
+  is checked by disassembling from the nearest instruction start known
+  without symbols -- a function start in ``.eh_frame`` (which ``strip``
+  keeps; :func:`parse_eh_frame`), the entry point, an executable section's
+  start -- and refused with :class:`InstructionBoundaryError` unless it
+  starts one of the instructions decoded (see
+  :meth:`ElfFile.check_instruction_address`).  ``check_boundary=False``
+  (``unsafe=True`` in :mod:`pyebpf.attach`) skips every such check.
 * **virtual address ↔ file offset** through the PT_LOAD segment that holds the
   address (correct for PIE and non-PIE files and for layouts where a
   segment's ``p_vaddr`` differs from its ``p_offset``).
@@ -55,7 +64,7 @@ from ._record import record
 __all__ = [
     "ElfError", "SymbolNotFoundError", "AmbiguousSymbolError", "InstructionBoundaryError",
     "LibraryNotFoundError", "Symbol", "Segment", "Location", "ElfFile", "open_elf",
-    "parse_location", "resolve_library", "ld_so_cache", "library_search_dirs",
+    "parse_location", "parse_eh_frame", "resolve_library", "ld_so_cache", "library_search_dirs",
     "MapEntry", "Module", "process_maps", "process_modules",
     "STT_NOTYPE", "STT_OBJECT", "STT_FUNC", "STT_GNU_IFUNC",
     "STB_LOCAL", "STB_GLOBAL", "STB_WEAK",
@@ -95,9 +104,11 @@ class AmbiguousSymbolError(ElfError):
 
 
 class InstructionBoundaryError(ElfError):
-    """A probe offset does not fall on the first byte of an instruction.
+    """A probe address is not (or cannot be proven to be) the first byte of an
+    instruction; a uprobe there could corrupt the traced program.
 
-    ``boundaries`` holds the valid offsets (from the function start) near it.
+    ``boundaries`` holds instruction starts near it: offsets from the function
+    start when a symbol covers the address, else virtual addresses.
     """
 
     def __init__(self, message: str, boundaries: Sequence[int] = ()):
@@ -125,6 +136,17 @@ STB_GNU_UNIQUE = 10
 SHN_UNDEF, SHN_ABS, SHN_COMMON = 0, 0xFFF1, 0xFFF2
 PF_X, PF_W, PF_R = 1, 2, 4
 VERSYM_HIDDEN = 0x8000
+_SHF_EXECINSTR = 0x4
+#: ISAs whose instructions all have one width (or a multiple of it): the
+#: alignment proves a boundary
+_FIXED_WIDTH = {"EM_AARCH64": 4, "EM_PPC64": 4, "EM_MIPS": 4, "EM_S390": 2, "EM_RISCV": 2,
+                "EM_ARM": 2, "EM_LOONGARCH": 4}
+#: ISAs decoded with capstone to find instruction starts
+_VARIABLE_WIDTH = ("EM_X86_64", "EM_386")
+#: the farthest a linear disassembly goes from a known instruction start
+_MAX_SWEEP = 1 << 20
+_UNSAFE_HINT = (". To attach there anyway, pass unsafe=True (Python) or --unsafe (command "
+                "line)")
 
 _TYPE_NAMES = {STT_NOTYPE: "NOTYPE", STT_OBJECT: "OBJECT", STT_FUNC: "FUNC",
                STT_GNU_IFUNC: "IFUNC"}
@@ -296,9 +318,21 @@ def parse_location(spec: "str | int") -> _Spec:
 
 
 # ---------------------------------------------------------------- ELF files
-def _read_at(path: str, offset: int, size: int) -> bytes:
+def _read_at(path: str, offset: int, size: int, what: str | None = None) -> bytes:
+    """``size`` bytes of ``path`` at ``offset``.
+
+    With ``what`` (a name for the error) every byte must be in the file, else
+    :class:`ElfError`; without it the read stops at the end of the file.
+    Nothing is allocated for sizes the file cannot hold.
+    """
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
+        fsize = os.fstat(fd).st_size
+        if offset < 0 or size < 0 or offset + size > fsize:
+            if what is not None or offset < 0 or size < 0:
+                raise ElfError(f"{path}: {what or 'a read'} (file offset {offset:#x}, "
+                               f"{size:#x} bytes) is not inside the file ({fsize:#x} bytes)")
+            size = max(0, fsize - offset)
         out = bytearray()
         while len(out) < size:
             chunk = os.pread(fd, size - len(out), offset + len(out))
@@ -355,6 +389,10 @@ class ElfFile:
     Attributes: ``path``, ``type`` (``"ET_EXEC"``/``"ET_DYN"``), ``machine``
     (``"EM_X86_64"``...), ``elfclass`` (32/64), ``little_endian``,
     ``segments`` (PT_LOAD only), ``sections``.
+
+    A damaged file gives :class:`ElfError` from the constructor or from the
+    reader that meets the damage (an offset, size or count that does not fit
+    in the file), never another exception.
     """
 
     def __init__(self, path: str) -> None:
@@ -366,6 +404,9 @@ class ElfFile:
         self._by_name: dict[str, list[Symbol]] | None = None
         self._sorted: tuple[list[int], list[Symbol]] | None = None
         self._boundaries: dict[int, list[int] | None] = {}
+        self._eh_frame: list[tuple[int, int]] | None = None
+        self._known: tuple[list[int], dict[int, str]] | None = None
+        self._sweeps: dict[tuple[int, int], tuple[list[int], int]] = {}
         self._build_id: bytes | None | bool = False
 
     def _parse_fast(self, path: str) -> bool:
@@ -447,7 +488,11 @@ class ElfFile:
         from elftools.elf.elffile import ELFFile
 
         try:
-            with open(path, "rb") as fh:
+            fh = open(path, "rb")
+        except IsADirectoryError:
+            raise ElfError(f"{path} is a directory, not an ELF file") from None
+        with fh:
+            try:
                 ef = ELFFile(fh)
                 hdr = ef.header
                 self.type = str(hdr.e_type)
@@ -464,14 +509,12 @@ class ElfFile:
                              s.header.sh_offset, s.header.sh_size, s.header.sh_link,
                              s.header.sh_entsize, s.header.sh_flags)
                     for s in ef.iter_sections())
-        except FileNotFoundError:
-            raise
-        except IsADirectoryError:
-            raise ElfError(f"{path} is a directory, not an ELF file") from None
-        except _PyElfError as exc:
-            raise ElfError(f"{path} is not an ELF file ({exc})") from None
-        except (struct.error, ValueError, KeyError) as exc:
-            raise ElfError(f"{path}: malformed ELF file ({exc})") from None
+            except _PyElfError as exc:
+                raise ElfError(f"{path} is not an ELF file ({exc})") from None
+            except Exception as exc:  # noqa: BLE001 - pyelftools' many errors on bad input
+                # (struct, construct, seek errors on offsets past the largest file ...)
+                raise ElfError(f"{path}: malformed ELF file ({type(exc).__name__}: {exc})") \
+                    from None
 
     def __repr__(self) -> str:
         return f"<ElfFile {self.path} {self.type} {self.machine}>"
@@ -484,17 +527,28 @@ class ElfFile:
 
     @property
     def build_id(self) -> bytes | None:
-        """The GNU build id (``.note.gnu.build-id``), or None."""
+        """The GNU build id (``.note.gnu.build-id``), or None when the file has none.
+
+        Raises :class:`ElfError` when that note is malformed (shorter than its
+        header, or its fields run past the section).
+        """
         if self._build_id is False:
             bid = None
             sec = self.section(".note.gnu.build-id")
-            if sec is not None and sec.size >= 16:
+            if sec is not None and sec.type != "SHT_NOBITS":
                 data = self.section_data(sec)
                 e = "<" if self.little_endian else ">"
+                if len(data) < 12:
+                    raise ElfError(f"{self.path}: the .note.gnu.build-id section is "
+                                   f"{len(data)} bytes, shorter than a note header")
                 namesz, descsz, ntype = struct.unpack_from(e + "III", data)
                 start = 12 + ((namesz + 3) & ~3)
-                if ntype == 3:
-                    bid = data[start:start + descsz]
+                if start + descsz > len(data):
+                    raise ElfError(f"{self.path}: the build-id note (name {namesz} bytes, "
+                                   f"id {descsz} bytes) runs past its section "
+                                   f"({len(data)} bytes)")
+                if ntype == 3:                  # NT_GNU_BUILD_ID
+                    bid = data[start:start + descsz] or None
             self._build_id = bid
         return self._build_id  # type: ignore[return-value]
 
@@ -505,9 +559,14 @@ class ElfFile:
         return None
 
     def section_data(self, sec: _Section) -> bytes:
+        """The bytes of a section (empty for SHT_NOBITS).
+
+        Raises :class:`ElfError` when the section header puts them (partly)
+        outside the file.
+        """
         if sec.type == "SHT_NOBITS":
             return b""
-        return _read_at(self.path, sec.offset, sec.size)
+        return _read_at(self.path, sec.offset, sec.size, f"section {sec.name or '(unnamed)'}")
 
     # -- address <-> offset
     def segment_for_address(self, vaddr: int) -> Segment | None:
@@ -546,7 +605,9 @@ class ElfFile:
         return offset - seg.offset + seg.vaddr
 
     def read(self, vaddr: int, size: int) -> bytes:
-        """``size`` bytes of the file at virtual address ``vaddr``."""
+        """``size`` bytes of the file at virtual address ``vaddr`` (fewer when the
+        file ends first).  Raises :class:`ElfError` for an address no segment
+        maps from the file, or a negative size."""
         return _read_at(self.path, self.address_to_offset(vaddr), size)
 
     # -- symbols
@@ -579,6 +640,8 @@ class ElfFile:
                 if pos + 16 > len(data):
                     break
                 if sec.type == "SHT_GNU_verdef":
+                    if pos + 20 > len(data):
+                        break
                     _v, _flags, ndx, cnt, _hash, aux, nxt = struct.unpack_from(e + "HHHHIII",
                                                                                data, pos)
                     if cnt and pos + aux + 8 <= len(data):
@@ -615,6 +678,10 @@ class ElfFile:
             data = self.section_data(sec)
             strtab = self.section_data(self.sections[sec.link])
             entsize = sec.entsize or fmt.size
+            if entsize < fmt.size:
+                raise ElfError(f"{self.path}: the symbol table {sec.name or '(unnamed)'} has "
+                               f"entries of {entsize} bytes; an ELF{self.elfclass} symbol "
+                               f"takes {fmt.size}")
             count = len(data) // entsize
             versym = None
             vernames: dict[int, tuple[str, bool]] = {}
@@ -794,6 +861,27 @@ class ElfFile:
         return None
 
     # -- instruction boundaries
+    def _decode(self, vaddr: int, size: int) -> tuple[list[int], int]:
+        """Disassemble (x86) ``size`` bytes from ``vaddr`` in one linear sweep.
+
+        Returns the addresses where instructions start and the address just
+        past the last one decoded (capstone stops at bytes that are no
+        instruction).  Never reads past the file-backed part of the segment.
+        """
+        seg = self.segment_for_address(vaddr)
+        if seg is None:
+            return [], vaddr
+        code = self.read(vaddr, max(0, min(size, seg.vaddr + seg.filesz - vaddr)))
+        import capstone
+        mode = capstone.CS_MODE_64 if self.machine == "EM_X86_64" else capstone.CS_MODE_32
+        starts: list[int] = []
+        end = vaddr
+        for addr, length, _m, _o in capstone.Cs(capstone.CS_ARCH_X86, mode).disasm_lite(code,
+                                                                                       vaddr):
+            starts.append(addr)
+            end = addr + length
+        return starts, end
+
     def instruction_boundaries(self, sym: Symbol, limit: int | None = None) -> list[int] | None:
         """Offsets (from the function start) where instructions begin.
 
@@ -802,18 +890,14 @@ class ElfFile:
         for architectures where every aligned offset is a boundary (see
         :meth:`check_instruction_boundary`) or that are not supported.
         """
-        if self.machine not in ("EM_X86_64", "EM_386"):
+        if self.machine not in _VARIABLE_WIDTH:
             return None
         cached = self._boundaries.get(sym.address)
         if cached is not None and (sym.size or (limit is not None and cached
                                                 and cached[-1] >= limit)):
             return cached
-        import capstone
         size = sym.size or max(limit or 0, 0) + 16
-        code = self.read(sym.address, size)
-        mode = capstone.CS_MODE_64 if self.machine == "EM_X86_64" else capstone.CS_MODE_32
-        md = capstone.Cs(capstone.CS_ARCH_X86, mode)
-        starts = [addr - sym.address for addr, _sz, _m, _o in md.disasm_lite(code, sym.address)]
+        starts = [a - sym.address for a in self._decode(sym.address, size)[0]]
         if sym.size:
             self._boundaries[sym.address] = starts
         return starts
@@ -827,14 +911,14 @@ class ElfFile:
         if sym.size and offset >= sym.size:
             raise InstructionBoundaryError(
                 f"offset {offset:#x} is past the end of {sym.versioned_name} in {self.path} "
-                f"(the function is {sym.size:#x} bytes long)")
-        align = {"EM_AARCH64": 4, "EM_PPC64": 4, "EM_MIPS": 4, "EM_S390": 2,
-                 "EM_RISCV": 2, "EM_ARM": 2, "EM_LOONGARCH": 4}.get(self.machine)
+                f"(the function is {sym.size:#x} bytes long){_UNSAFE_HINT}")
+        align = _FIXED_WIDTH.get(self.machine)
         if align is not None:
             if offset % align:
                 raise InstructionBoundaryError(
                     f"{sym.versioned_name}+{offset:#x} in {self.path} is not a multiple of "
-                    f"{align}, so it is not an instruction boundary on {self.machine}")
+                    f"{align}, so it is not an instruction boundary on {self.machine}"
+                    f"{_UNSAFE_HINT}")
             return
         starts = self.instruction_boundaries(sym, offset)
         if starts is None or offset in starts:
@@ -844,15 +928,159 @@ class ElfFile:
             raise InstructionBoundaryError(
                 f"cannot check {sym.versioned_name}+{offset:#x} in {self.path}: capstone "
                 f"stopped decoding at +{covered:#x} (data in code, or a symbol size that is "
-                "wrong); give the offset of a known instruction", starts)
+                f"wrong); give the offset of a known instruction{_UNSAFE_HINT}", starts)
         k = bisect.bisect_left(starts, offset)
         near = starts[max(0, k - 3):k + 3]
         before = starts[k - 1] if k else 0
         raise InstructionBoundaryError(
             f"{sym.versioned_name}+{offset:#x} in {self.path} is in the middle of the "
             f"instruction that starts at +{before:#x}; a uprobe there would corrupt the "
-            f"code. Instructions near it start at: {', '.join(f'+{x:#x}' for x in near)}",
-            near)
+            f"code. Instructions near it start at: {', '.join(f'+{x:#x}' for x in near)}"
+            f"{_UNSAFE_HINT}", near)
+
+    def eh_frame_functions(self) -> list[tuple[int, int]]:
+        """``[(start, size), ...]`` of the functions ``.eh_frame`` describes.
+
+        Every FDE of the unwind table gives a function's first address and
+        length; :func:`strip` keeps ``.eh_frame`` (unwinding needs it), so
+        this finds function starts that no symbol names.  Sorted; empty when
+        the file has no ``.eh_frame``; parsed once.  Raises :class:`ElfError`
+        for a malformed section.
+        """
+        if self._eh_frame is None:
+            fdes: list[tuple[int, int]] = []
+            sec = self.section(".eh_frame")
+            if sec is not None and sec.type != "SHT_NOBITS" and sec.size:
+                fdes = parse_eh_frame(self.section_data(sec), sec.addr,
+                                      address_size=self.elfclass // 8,
+                                      little_endian=self.little_endian)
+            self._eh_frame = fdes
+        return self._eh_frame
+
+    def known_instruction_starts(self) -> dict[int, str]:
+        """Addresses known to start an instruction without disassembling,
+        each with where that is known from.
+
+        They are: function symbols, function starts in ``.eh_frame``, the
+        entry point and the starts of executable sections -- those inside an
+        executable segment.  (A malformed ``.eh_frame`` adds nothing.)
+        """
+        if self._known is None:
+            known: dict[int, str] = {}
+
+            def add(addr: int, why: str) -> None:
+                seg = self.segment_for_address(addr)
+                if addr and seg is not None and seg.executable:
+                    known.setdefault(addr, why)
+
+            for sec in self.sections:
+                if sec.flags & _SHF_EXECINSTR and sec.size and sec.type != "SHT_NOBITS":
+                    add(sec.addr, f"the start of section {sec.name or '(unnamed)'}")
+            add(self.entry, "the entry point")
+            try:
+                fdes = self.eh_frame_functions()
+            except ElfError:
+                fdes = []
+            for start, _size in fdes:
+                add(start, "a function start in .eh_frame")
+            for sym in self.symbols():
+                if sym.is_function:
+                    add(sym.address, f"function {sym.versioned_name}")
+            self._known = (sorted(known), known)
+        return self._known[1]
+
+    def _sweep_from(self, start: int, stop: int) -> tuple[list[int], int]:
+        """:meth:`_decode` from a known instruction start up to ``stop`` (the
+        next one, or the end of the segment), cached per start."""
+        hit = self._sweeps.get((start, stop))
+        if hit is None:
+            hit = self._sweeps[(start, stop)] = self._decode(start, stop - start)
+        return hit
+
+    def check_instruction_address(self, vaddr: int) -> None:
+        """Raise :class:`InstructionBoundaryError` unless ``vaddr`` provably
+        starts an instruction.
+
+        Inside a function symbol with a size this is
+        :meth:`check_instruction_boundary`.  Elsewhere (a stripped binary, code
+        between symbols, the PLT, a symbol without a size) the proof
+        is a linear disassembly from the nearest :meth:`known_instruction_starts`
+        at or below ``vaddr``: the address must start one of the instructions
+        decoded.  Fixed-width ISAs need the address aligned; others cannot be
+        checked and are refused.  The address must also be in an executable
+        segment.
+        """
+        hit = self.function_at(vaddr)
+        if hit is not None and (hit[0].size or not hit[1]):
+            self.check_instruction_boundary(*hit)
+            return
+        # no symbol, or one of size 0 whose extent is a guess (``_init`` is
+        # taken to run on into the PLT): disassemble from the nearest known start
+        seg = self.segment_for_address(vaddr)
+        if seg is None or not seg.executable:
+            raise InstructionBoundaryError(
+                f"{vaddr:#x} in {self.path} is not in executable code "
+                f"({seg or 'in no loadable segment'}), so it cannot start an instruction; a "
+                f"uprobe there would never fire, or would corrupt data{_UNSAFE_HINT}")
+        align = _FIXED_WIDTH.get(self.machine)
+        if align is not None:
+            if vaddr % align:
+                raise InstructionBoundaryError(
+                    f"{vaddr:#x} in {self.path} is not a multiple of {align}, so it is not "
+                    f"an instruction boundary on {self.machine}{_UNSAFE_HINT}")
+            return
+        if self.machine not in _VARIABLE_WIDTH:
+            raise InstructionBoundaryError(
+                f"cannot check that {vaddr:#x} in {self.path} starts an instruction: no "
+                f"symbol covers it and {self.machine} code is not decoded here"
+                f"{_UNSAFE_HINT}")
+        self._check_by_sweep(vaddr, seg)
+
+    def _check_by_sweep(self, vaddr: int, seg: Segment) -> None:
+        why = self.known_instruction_starts()
+        known = self._known[0]  # type: ignore[index]
+        i = bisect.bisect_right(known, vaddr) - 1
+        if i >= 0 and known[i] == vaddr:
+            return
+        seg_end = seg.vaddr + seg.filesz
+        after = known[i + 1] if i + 1 < len(known) and known[i + 1] < seg_end else None
+        if i < 0 or not seg.has_address(known[i]):
+            raise InstructionBoundaryError(
+                f"{vaddr:#x} in {self.path} cannot be proven to start an instruction: no "
+                "symbol covers it and no known instruction start (function in .eh_frame, "
+                "entry point, section start) precedes it in its segment"
+                + (f"; the next known one is {after:#x}" if after is not None else "")
+                + _UNSAFE_HINT, [a for a in (after,) if a is not None])
+        start = known[i]
+        stop = after if after is not None else seg_end
+        if vaddr - start > _MAX_SWEEP:
+            raise InstructionBoundaryError(
+                f"{vaddr:#x} in {self.path} cannot be proven to start an instruction: no "
+                f"symbol covers it and the nearest known instruction start, {start:#x} "
+                f"({why[start]}), is {vaddr - start:#x} bytes before it"
+                + (f" (the next is {after:#x})" if after is not None else "") + _UNSAFE_HINT,
+                [a for a in (start, after) if a is not None])
+        if stop - start > _MAX_SWEEP:
+            starts, end = self._decode(start, vaddr + 16 - start)
+        else:
+            starts, end = self._sweep_from(start, stop)
+        k = bisect.bisect_left(starts, vaddr)
+        if k < len(starts) and starts[k] == vaddr:
+            return
+        if vaddr >= end:
+            raise InstructionBoundaryError(
+                f"{vaddr:#x} in {self.path} cannot be proven to start an instruction: no "
+                f"symbol covers it, and disassembling from {start:#x} ({why[start]}) "
+                f"stopped at {end:#x}, before it (data in code?)" + _UNSAFE_HINT,
+                starts[-3:] + ([after] if after is not None else []))
+        near = starts[max(0, k - 3):k + 3]
+        nxt = starts[k] if k < len(starts) else end
+        raise InstructionBoundaryError(
+            f"{vaddr:#x} in {self.path} is in the middle of an instruction: no symbol covers "
+            f"it, and disassembling from {start:#x} ({why[start]}) finds instructions "
+            f"starting at {starts[k - 1]:#x} and {nxt:#x} around it; a uprobe there would "
+            f"corrupt the traced program. Instructions near it start at: "
+            f"{', '.join(f'{x:#x}' for x in near)}{_UNSAFE_HINT}", near)
 
     # -- resolution
     def resolve(self, where: "str | int", *, check_boundary: bool = True,
@@ -865,15 +1093,8 @@ class ElfFile:
         """
         spec = parse_location(where)
         if spec.address is not None:
-            vaddr = spec.address
-            foff = self.address_to_offset(vaddr)
-            hit = self.function_at(vaddr)
-            if hit is None:
-                return Location(self.path, foff, vaddr, None, 0)
-            sym, delta = hit
-            if check_boundary:
-                self.check_instruction_boundary(sym, delta)
-            return Location(self.path, foff, vaddr, sym, delta)
+            return self._address_location(spec.address, self.address_to_offset(spec.address),
+                                          check_boundary)
         sym = self._symbol_for_spec(spec, functions_only)
         if sym.type == STT_GNU_IFUNC:
             raise ElfError(
@@ -893,14 +1114,20 @@ class ElfFile:
         return self.symbol(name, functions_only=functions_only)
 
     def location_at_offset(self, file_offset: int, *, check_boundary: bool = True) -> Location:
-        """A :class:`Location` for a raw file offset (with its symbol when known)."""
-        vaddr = self.offset_to_address(file_offset, executable=True)
-        hit = self.function_at(vaddr)
-        if hit is None:
-            return Location(self.path, file_offset, vaddr, None, 0)
-        sym, delta = hit
+        """A :class:`Location` for a raw file offset (with its symbol when known).
+
+        Checked like an address by :meth:`check_instruction_address` unless
+        ``check_boundary`` is False.
+        """
+        return self._address_location(self.offset_to_address(file_offset, executable=True),
+                                      file_offset, check_boundary)
+
+    def _address_location(self, vaddr: int, file_offset: int,
+                          check_boundary: bool) -> Location:
         if check_boundary:
-            self.check_instruction_boundary(sym, delta)
+            self.check_instruction_address(vaddr)
+        hit = self.function_at(vaddr)
+        sym, delta = hit if hit is not None else (None, 0)
         return Location(self.path, file_offset, vaddr, sym, delta)
 
 
@@ -909,6 +1136,183 @@ def _cstr(table: bytes, offset: int) -> str:
     if end < 0:
         end = len(table)
     return table[offset:end].decode("utf-8", "surrogateescape")
+
+
+# ---------------------------------------------------------------- .eh_frame
+# DW_EH_PE pointer encodings: the low nibble is the format, bits 4-6 what the
+# value is relative to, 0x80 "indirect" (the value is where the pointer is).
+_EH_FORMATS = {0x02: "H", 0x03: "I", 0x04: "Q", 0x0A: "h", 0x0B: "i", 0x0C: "q"}
+_EH_PCREL, _EH_INDIRECT, _EH_OMIT = 0x10, 0x80, 0xFF
+
+
+def _uleb(data: bytes, pos: int, limit: int) -> tuple[int, int]:
+    """An unsigned LEB128 at ``pos`` (ending before ``limit``): ``(value, next pos)``."""
+    value = shift = 0
+    while True:
+        if pos >= limit:
+            raise ElfError("a LEB128 number runs past the end of its section")
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, pos
+        if shift > 70:
+            raise ElfError("a LEB128 number is longer than 10 bytes")
+
+
+def _sleb(data: bytes, pos: int, limit: int) -> tuple[int, int]:
+    """A signed LEB128 at ``pos`` (ending before ``limit``): ``(value, next pos)``."""
+    start = pos
+    value, pos = _uleb(data, pos, limit)
+    bits = 7 * (pos - start)
+    if data[pos - 1] & 0x40:
+        value -= 1 << bits
+    return value, pos
+
+
+def _eh_pointer(data: bytes, pos: int, limit: int, enc: int, addr_size: int, e: str,
+                base: int) -> tuple[int | None, int]:
+    """A DW_EH_PE-encoded pointer at ``pos`` (ending before ``limit``) of a
+    section loaded at ``base``.
+
+    Returns ``(value, next pos)``; value is None when it cannot be known
+    from the file alone (an indirect pointer, or one relative to the text,
+    data or function base), but the field is still skipped.
+    """
+    fmt = enc & 0x0F
+    if fmt == 0x01:
+        value, end = _uleb(data, pos, limit)
+    elif fmt == 0x09:
+        value, end = _sleb(data, pos, limit)
+    else:
+        code = ("Q" if addr_size == 8 else "I") if fmt == 0 else _EH_FORMATS.get(fmt, "")
+        if not code:
+            raise ElfError(f"unknown pointer encoding {enc:#04x} in .eh_frame")
+        end = pos + struct.calcsize(code)
+        if end > limit:
+            raise ElfError("a pointer runs past the end of .eh_frame")
+        (value,) = struct.unpack_from(e + code, data, pos)
+    app = enc & 0x70
+    if app == _EH_PCREL:
+        value += base + pos
+    elif app or enc & _EH_INDIRECT:
+        return None, end
+    return value & ((1 << (8 * addr_size)) - 1), end
+
+
+def _eh_cie(data: bytes, pos: int, end: int, addr_size: int, e: str,
+            base: int) -> int | None:
+    """The FDE pointer encoding a CIE (whose version byte is at ``pos``)
+    gives, or None when its augmentation cannot be read."""
+    if pos >= end:
+        raise ElfError(f"a CIE at {pos:#x} of .eh_frame is truncated")
+    version = data[pos]
+    aug_end = data.find(b"\0", pos + 1, end)
+    if aug_end < 0:
+        raise ElfError(f"the augmentation string of the CIE at {pos:#x} has no end")
+    aug = data[pos + 1:aug_end]
+    p = aug_end + 1
+    if aug.startswith(b"eh"):
+        p += addr_size                          # old GNU: an eh_data pointer
+    if version == 4:
+        p += 2                                  # address_size, segment_selector_size
+    _code_align, p = _uleb(data, p, end)
+    _data_align, p = _sleb(data, p, end)
+    if version == 1:
+        p += 1
+    else:
+        _ra, p = _uleb(data, p, end)
+    if not aug.startswith(b"z"):
+        return 0 if aug in (b"", b"eh") else None
+    length, p = _uleb(data, p, end)
+    stop = p + length
+    if stop > end:
+        raise ElfError(f"the augmentation data of the CIE at {pos:#x} runs past its end")
+    fde_enc = 0                                 # DW_EH_PE_absptr
+    for ch in aug[1:]:
+        if ch == 0x52:                          # 'R': the FDE pointer encoding
+            if p >= stop:
+                raise ElfError(f"the CIE at {pos:#x} lacks its 'R' augmentation byte")
+            fde_enc = data[p]
+            p += 1
+        elif ch == 0x4C:                        # 'L': LSDA encoding
+            p += 1
+        elif ch == 0x50:                        # 'P': personality encoding and pointer
+            if p >= stop:
+                raise ElfError(f"the CIE at {pos:#x} lacks its 'P' augmentation byte")
+            enc = data[p]
+            _pers, p = _eh_pointer(data, p + 1, stop, enc & 0x7F, addr_size, e, base)
+        elif ch in b"SBG":                      # signal frame, ARM64 B key, MTE: no data
+            continue
+        else:
+            break                               # unknown: the length skips the rest
+    return fde_enc if fde_enc != _EH_OMIT else None
+
+
+def parse_eh_frame(data: bytes, address: int, *, address_size: int = 8,
+                   little_endian: bool = True) -> list[tuple[int, int]]:
+    """The functions an ``.eh_frame`` section describes: ``[(start, size), ...]``.
+
+    ``data`` is the section, ``address`` its virtual address (pc-relative
+    pointers are relative to it).  Each FDE (frame description entry) gives
+    one function's first address and length; the result is sorted by start
+    and keeps FDEs whose start can be computed from the file (the usual
+    ``DW_EH_PE_pcrel|sdata4`` and absolute encodings).  Raises
+    :class:`ElfError` for a malformed section.
+    """
+    e = "<" if little_endian else ">"
+    cies: dict[int, int | None] = {}
+    out: list[tuple[int, int]] = []
+    pos = 0
+    size = len(data)
+    while pos + 4 <= size:
+        (length,) = struct.unpack_from(e + "I", data, pos)
+        id_pos, id_size = pos + 4, 4
+        if length == 0xFFFFFFFF:
+            if pos + 12 > size:
+                raise ElfError(f"the 64-bit length at {pos:#x} of .eh_frame is truncated")
+            (length,) = struct.unpack_from(e + "Q", data, pos + 4)
+            id_pos, id_size = pos + 12, 8
+        end = id_pos + length
+        if length == 0:                         # a terminator (crtend.o's) or padding
+            pos = end
+            continue
+        if end > size or length < id_size:
+            raise ElfError(f"the .eh_frame entry at {pos:#x} ({length} bytes) runs past the "
+                           f"end of the section ({size} bytes)")
+        (cie_ptr,) = struct.unpack_from(e + ("Q" if id_size == 8 else "I"), data, id_pos)
+        body = id_pos + id_size
+        if cie_ptr == 0:                        # a CIE
+            cies[pos] = _eh_cie(data, body, end, address_size, e, address)
+        else:                                   # an FDE: cie_ptr is the distance back to its CIE
+            cie_pos = id_pos - cie_ptr
+            if cie_pos not in cies:
+                if cie_pos < 0:
+                    raise ElfError(f"the FDE at {pos:#x} of .eh_frame points before the "
+                                   "section")
+                cies[cie_pos] = _eh_cie_at(data, cie_pos, address_size, e, address)
+            enc = cies[cie_pos]
+            if enc is not None:
+                start, p = _eh_pointer(data, body, end, enc, address_size, e, address)
+                length_, _p = _eh_pointer(data, p, end, enc & 0x0F, address_size, e,
+                                          address)
+                if start is not None and length_ is not None:
+                    out.append((start, length_))
+        pos = end
+    out.sort()
+    return out
+
+
+def _eh_cie_at(data: bytes, pos: int, address_size: int, e: str, base: int) -> int | None:
+    """The FDE encoding of the CIE that starts at ``pos`` (an FDE's pointer
+    to a CIE not met yet, or to something that is not a CIE)."""
+    if pos + 8 > len(data):
+        raise ElfError(f"an FDE of .eh_frame points to {pos:#x}, outside the section")
+    (length, cie_id) = struct.unpack_from(e + "II", data, pos)
+    if length == 0xFFFFFFFF or cie_id != 0 or pos + 4 + length > len(data):
+        raise ElfError(f"an FDE of .eh_frame points to {pos:#x}, which is not a CIE")
+    return _eh_cie(data, pos + 8, pos + 4 + length, address_size, e, base)
 
 
 _CACHE: dict[tuple[int, int, int, int], ElfFile] = {}
@@ -956,15 +1360,19 @@ def _ld_so_cache_cached(path: str, _key: tuple) -> tuple[tuple[str, int, str], .
         return ()
     base = 0
     if data.startswith(_LD_CACHE_OLD):
+        if len(data) < len(_LD_CACHE_OLD) + 5:
+            return ()
         (nlibs,) = struct.unpack_from("<I", data, len(_LD_CACHE_OLD) + 1)
         base = (len(_LD_CACHE_OLD) + 1 + 4 + nlibs * 12 + 7) & ~7
         pos = data.find(_LD_CACHE_NEW, base)
         if pos < 0:
             return ()
         base = pos
-    if data[base:base + len(_LD_CACHE_NEW)] != _LD_CACHE_NEW:
+    if data[base:base + len(_LD_CACHE_NEW)] != _LD_CACHE_NEW or len(data) < base + 28:
         return ()
     nlibs, _len_strings = struct.unpack_from("<II", data, base + 20)
+    if base + 48 + nlibs * 24 > len(data):
+        return ()                               # a damaged cache: the linker ignores it too
     out = []
     for i in range(nlibs):
         flags, key, value = struct.unpack_from("<iII", data, base + 48 + i * 24)
@@ -976,7 +1384,8 @@ def ld_so_cache(path: str = "/etc/ld.so.cache") -> list[tuple[str, int, str]]:
     """Entries of the dynamic linker's cache: ``(soname, flags, path)``, in cache order.
 
     Parses the ``glibc-ld.so.cache1.1`` format (also when it follows the old
-    ``ld.so-1.7.0`` table).  Returns an empty list when the file is missing.
+    ``ld.so-1.7.0`` table).  Returns an empty list when the file is missing
+    or damaged (its table does not fit in it).
     The ``flags`` say the ABI (``0x303`` = libc6 x86-64); callers filter on
     the ELF machine of the file instead, which works on every architecture.
     """

@@ -42,6 +42,8 @@ def register(subparsers) -> None:
                    help="the process to trace (${PID}; uprobes attach for it); stop when it exits")
     p.add_argument("-c", "--command", dest="cmd", metavar="CMD",
                    help="start CMD once attached, trace it (${PID}), stop when it exits")
+    p.add_argument("--unsafe", action="store_true",
+                   help="attach uprobes even where no instruction start is proven")
     p.add_argument("-d", "--duration", type=float, metavar="S", help="stop after S seconds")
     p.add_argument("-n", "--max-events", type=int, metavar="N", help="stop after N events")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
@@ -79,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
                 return 2
             child = live.Child(argv)
         pid = child.pid if child else args.pid
-        session = asmfile.AsmSession(af, values, pid)
+        session = asmfile.AsmSession(af, values, pid, unsafe=args.unsafe)
         if not args.quiet:
             n = len(session.links)
             print(f"Attached {n} program{'s' if n != 1 else ''} of {args.file} in "

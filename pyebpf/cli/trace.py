@@ -83,6 +83,8 @@ def register(subparsers) -> None:
     o.add_argument("-c", "--command", dest="cmd", metavar="CMD",
                    help="start CMD (split like a shell would, not run by one) once the probes "
                         "are attached, trace only it, and stop when it exits")
+    o.add_argument("--unsafe", action="store_true",
+                   help="attach uprobes even where no instruction start is proven")
     o.add_argument("-d", "--duration", type=float, metavar="S", help="stop after S seconds")
     o.add_argument("-n", "--max-events", type=int, metavar="N", help="stop after N printed events")
     out = p.add_argument_group("output")
@@ -115,7 +117,7 @@ def build_trace(args: argparse.Namespace):
     """A :class:`pyebpf.trace.Trace` from the parsed arguments."""
     from ..trace.recipes import Trace
     t = Trace(*args.probes, pid=args.pid, strlen=args.strlen, ring=args.ringbuf,
-              buffer_size=args.buffer_size, filters=args.filter)
+              buffer_size=args.buffer_size, filters=args.filter, unsafe=args.unsafe)
     for key in args.count or []:
         t.count(by=key or None)
     by = args.by

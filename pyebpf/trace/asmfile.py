@@ -426,11 +426,13 @@ class AsmSession:
         values: parameter values (defaults filled in; missing required ones
             raise :class:`AsmFileError`).
         pid: the traced process (``${PID}``, and the uprobes'/USDT pid).
+        unsafe: let uprobes go on addresses not proven to start an instruction.
     """
 
     def __init__(self, af: AsmFile, values: dict[str, str] | None = None,
-                 pid: int | None = None) -> None:
+                 pid: int | None = None, unsafe: bool = False) -> None:
         self.af = af
+        self.unsafe = unsafe
         self.maps: dict[str, Any] = {}
         self.loaded: list[Any] = []
         self.links: list[Any] = []
@@ -480,7 +482,7 @@ class AsmSession:
     def _source(self, pd: ProgramDecl, attach: str, pid: int | None) -> Any:
         from .probes import probe_source
         try:
-            return probe_source(attach, pid)
+            return probe_source(attach, pid, unsafe=self.unsafe)
         except PyebpfError as exc:
             raise AsmFileError(f"program {pd.name}: {exc}", self.af.filename, pd.line) from None
 

@@ -132,12 +132,15 @@ class UprobeSource:
     glob (``*``, ``?``, ``[``) matched against the binary's function names;
     with several functions, ``bpf_get_attach_cookie()`` is the index of the
     function in :attr:`functions` (the ``func`` expression reads it).
+    ``unsafe=True`` accepts an address not proven to start an instruction
+    (see :func:`pyebpf.attach.attach_uprobe`).
     """
 
     arg_count = 6   # in registers; more are read from the stack (see emit_arg)
 
     def __init__(self, binary: str, symbol: str, *, retprobe: bool = False,
-                 pid: int | None = None, spec: ProbeSpec | None = None) -> None:
+                 pid: int | None = None, spec: ProbeSpec | None = None,
+                 unsafe: bool = False) -> None:
         from .. import elf
         self.retprobe = retprobe
         self.kind = "uretprobe" if retprobe else "uprobe"
@@ -157,7 +160,7 @@ class UprobeSource:
             self.locations = [ef.resolve(n) for n in names]
         else:
             try:
-                self.locations = [ef.resolve(symbol)]
+                self.locations = [ef.resolve(symbol, check_boundary=not unsafe)]
             except LookupError as exc:
                 raise ProbeSpecError(f"{self.kind}:{binary}:{symbol}: {exc}") from None
         if retprobe:
@@ -394,13 +397,18 @@ def usdt_source(target: str, provider: str | None, name: str, pid: int | None = 
     return src
 
 
-def probe_source(spec: "ProbeSpec | str", pid: int | None = None) -> Any:
-    """Resolve a probe spec into its probe source (see the module docs)."""
+def probe_source(spec: "ProbeSpec | str", pid: int | None = None, *,
+                 unsafe: bool = False) -> Any:
+    """Resolve a probe spec into its probe source (see the module docs).
+
+    ``unsafe=True`` lets a uprobe go where no instruction start is proven
+    (``--unsafe`` on the command line).
+    """
     if isinstance(spec, str):
         spec = parse_probe(spec)
     if spec.kind in ("uprobe", "uretprobe"):
         return UprobeSource(spec.target, spec.name, retprobe=spec.kind == "uretprobe",
-                            pid=pid, spec=spec)
+                            pid=pid, spec=spec, unsafe=unsafe)
     if spec.kind == "tracepoint":
         return TracepointSource(spec.target, spec.name, spec)
     if spec.kind == "usdt":

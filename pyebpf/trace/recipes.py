@@ -160,19 +160,22 @@ class Trace:
         buffer_size: bytes of each perf ring (per CPU) or of the ring buffer
             (1 byte to 2 GiB, rounded up to a power-of-two number of pages).
         filters: conditions every action needs (``"arg0 > 10"``...).
+        unsafe: let uprobes go on addresses not proven to start an
+            instruction (see :func:`pyebpf.attach.attach_uprobe`).
 
     Building methods return the trace, so calls chain.
     """
 
     def __init__(self, *probes: "str | ProbeSpec", pid: int | None = None, strlen: int = 64,
                  ring: bool = False, buffer_size: int = 1 << 20,
-                 filters: Iterable["str | Filter"] = ()) -> None:
+                 filters: Iterable["str | Filter"] = (), unsafe: bool = False) -> None:
         if not probes:
             raise ProgramError("a Trace needs at least one probe spec")
         from ..maps import perf_ring_size
         perf_ring_size(buffer_size)     # 1 byte .. 2 GiB, checked before anything is built
         self.specs = [parse_probe(p) if isinstance(p, str) else p for p in probes]
         self.pid = pid
+        self.unsafe = unsafe
         self.strlen = strlen
         self.ring = ring
         self.buffer_size = buffer_size
@@ -307,7 +310,7 @@ class Trace:
         """Resolve the probe specs into probe sources (reads ELF files and
         tracefs; raises on a bad probe before anything is loaded)."""
         if self.sources is None:
-            self.sources = [probe_source(s, self.pid) for s in self.specs]
+            self.sources = [probe_source(s, self.pid, unsafe=self.unsafe) for s in self.specs]
         return self.sources
 
     def _paired(self, src: Any) -> bool:

@@ -13,6 +13,7 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from types import FrameType
     from typing import Any, Iterable, Iterator
 
 from ..errors import EncodingError, ProgramError
@@ -25,13 +26,13 @@ from .output import Output
 
 
 _INSIDE = _dsl._INSIDE    # code object -> True when it belongs to the pyebpf package
-_ORIGINS: dict = {}       # (filename, line) -> the shared "file:line" string
+_ORIGINS: dict[tuple[str, int], str] = {}       # (filename, line) -> the shared "file:line" string
 _PKG_DIR = _dsl._PKG_DIR
 
 
 def caller_origin(depth: int = 2) -> str:
     """``file:line`` of the nearest frame outside the pyebpf package."""
-    frame = sys._getframe(depth)
+    frame: FrameType | None = sys._getframe(depth)
     inside = _INSIDE
     while frame is not None:
         code = frame.f_code
@@ -82,10 +83,11 @@ class StackFrame:
 
     @property
     def free(self) -> int:
+        """Bytes of stack still free."""
         return self.LIMIT - self.used
 
 
-class Program(InstructionBuilder, Idioms, Output):
+class Program(Output, Idioms, InstructionBuilder):
     """A sequence of eBPF instructions under construction.
 
     Args:
@@ -120,6 +122,7 @@ class Program(InstructionBuilder, Idioms, Output):
         return insn
 
     def extend(self, insns: Iterable[Insn]) -> None:
+        """Append each of ``insns`` (see :meth:`append`)."""
         for insn in insns:
             self.append(insn)
 
@@ -236,6 +239,7 @@ class Program(InstructionBuilder, Idioms, Output):
 
     @property
     def slot_count(self) -> int:
+        """Number of 8-byte slots after layout (``ld_imm64`` takes two), as the kernel counts."""
         return sum(i.slots for i in self.finalize())
 
     def origins(self) -> list[str | None]:

@@ -126,7 +126,7 @@ class Insn:
         return data
 
     # -- python protocol
-    def fields(self) -> tuple[int, int, int, int, int, int | None]:
+    def fields(self) -> tuple[int | str | None, ...]:
         """The encoded fields, for comparison: (code, dst, src, off, imm, next_imm)."""
         return (self.code, self.dst, self.src, self.off, self.imm, self.next_imm)
 

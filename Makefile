@@ -43,3 +43,24 @@ bench: debs venv
 
 clean:
 	rm -rf $(VENV) tests/build
+
+# docs: the API reference, built from the docstrings by pdoc into docs/api/ (not
+# committed), in a venv of its own; a pdoc warning fails the build.
+DOCS_VENV   := .docs-venv
+DOC_MODULES  = pyebpf $(shell find pyebpf -name '*.py' ! -name '_*' ! -path '*/_*' \
+                 | sed 's|/__init__.py$$||; s|\.py$$||; s|/|.|g' | sort)
+
+$(DOCS_VENV)/.stamp: pyproject.toml
+	test -x $(DOCS_VENV)/bin/python || $(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/python -m pip install -q --upgrade pip
+	$(DOCS_VENV)/bin/python -m pip install -q pdoc typing_extensions .
+	touch $@
+
+.PHONY: docs
+docs: $(DOCS_VENV)/.stamp
+	rm -rf docs/api
+	@out=$$(PYTHONPATH=$(CURDIR) $(DOCS_VENV)/bin/pdoc -d restructuredtext -o docs/api \
+		$(DOC_MODULES) 2>&1) || { echo "$$out" >&2; exit 1; }; \
+	if [ -n "$$out" ]; then echo "$$out" >&2; echo "make docs: pdoc warned (above)" >&2; \
+		rm -rf docs/api; exit 1; fi
+	@echo "API reference: docs/api/index.html"

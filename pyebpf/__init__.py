@@ -14,8 +14,19 @@ command line) start in milliseconds:
 from __future__ import annotations
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:
+if TYPE_CHECKING:       # what __getattr__ imports on first use, as type checkers see it
     from typing import Any
+
+    # ("X as X": an explicit re-export, as mypy --strict wants it)
+    from .isa import Insn as Insn, decode as decode, encode as encode
+    from .loader import LoadedProgram as LoadedProgram, load as load
+    from .program import Program as Program
+    from .program import (R0 as R0, R1 as R1, R2 as R2, R3 as R3, R4 as R4, R5 as R5,
+                          R6 as R6, R7 as R7, R8 as R8, R9 as R9, R10 as R10)
+    from .program import (W0 as W0, W1 as W1, W2 as W2, W3 as W3, W4 as W4, W5 as W5,
+                          W6 as W6, W7 as W7, W8 as W8, W9 as W9, W10 as W10)
+    from .text import (assemble as assemble, disassemble as disassemble,
+                       get_instructions as get_instructions)
 
 __version__ = "0.1.0"
 

@@ -1,10 +1,10 @@
 """``@record``: ``typing.NamedTuple``-style classes without importing typing.
 
-Write a record as a class with annotated fields (defaults after the fields
-without), docstring, properties and methods::
+Write a record as a class deriving from :class:`Record`, with annotated fields
+(defaults after the fields without), docstring, properties and methods::
 
     @record
-    class Segment:
+    class Segment(Record):
         vaddr: int
         flags: int = 0
 
@@ -16,27 +16,48 @@ named fields, ``_replace``, ``_asdict``, ``_fields``, equality and hashing as
 tuples, pickling.  ``typing`` (with the ``re``, ``enum`` and ``contextlib`` it
 imports) costs every interpreter ~10 ms to import, and its ``NamedTuple`` ~0.2 ms
 per class; pyebpf's start-up path has a score of records.
+
+To a type checker :class:`Record` *is* ``typing.NamedTuple`` and ``record`` is
+the identity, so it sees each record as the named tuple it is at run time
+(constructor, field types, ``_replace``, unpacking).
 """
 from __future__ import annotations
 
 from collections import namedtuple
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple as Record
+    from typing import TypeVar
 
-def record(cls: type) -> type:
-    """Turn ``cls`` (annotated fields, optional defaults) into a named tuple class."""
-    ns = dict(cls.__dict__)
-    fields = list(ns.get("__annotations__", {}))
-    defaults = []
-    for name in fields:
-        if name in ns:
-            defaults.append(ns.pop(name))
-        elif defaults:
-            raise TypeError(f"{cls.__qualname__}: field {name!r} without a default "
-                            "follows a field with one")
-    ns.pop("__dict__", None)
-    ns.pop("__weakref__", None)
-    ns["__slots__"] = ()
-    base = namedtuple(cls.__name__, fields, defaults=defaults or None, module=cls.__module__)
-    new = type(cls.__name__, (base,), ns)
-    new.__qualname__ = cls.__qualname__
-    return new
+    _C = TypeVar("_C")
+
+    def record(cls: _C) -> _C:
+        """Turn ``cls`` (annotated fields, optional defaults) into a named tuple class."""
+else:
+    class Record:
+        """Base of a :func:`record` class (at run time a marker; replaced by the named tuple)."""
+
+        __slots__ = ()
+
+    def record(cls: type) -> type:
+        """Turn ``cls`` (annotated fields, optional defaults) into a named tuple class."""
+        ns = dict(cls.__dict__)
+        fields = list(ns.get("__annotations__", {}))
+        defaults = []
+        for name in fields:
+            if name in ns:
+                defaults.append(ns.pop(name))
+            elif defaults:
+                raise TypeError(f"{cls.__qualname__}: field {name!r} without a default "
+                                "follows a field with one")
+        ns.pop("__dict__", None)
+        ns.pop("__weakref__", None)
+        ns["__slots__"] = ()
+        base = namedtuple(cls.__name__, fields, defaults=defaults or None,
+                          module=cls.__module__)
+        new = type(cls.__name__, (base,), ns)
+        new.__qualname__ = cls.__qualname__
+        return new
+
+__all__ = ["Record", "record"]

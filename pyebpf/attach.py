@@ -74,7 +74,7 @@ from .kernel.constants import (PERF_ATTR_FLAG_FREQ, PERF_TYPE_HARDWARE, PERF_TYP
 from .kernel.cpus import online_cpus
 from .kernel.ffi import ffi, lib
 from .kernel.syscall import Fd
-from ._record import record
+from ._record import Record, record
 
 __all__ = [
     "Link", "UPROBE_MULTI", "PERF_LINK", "PERF_IOCTL",
@@ -706,7 +706,7 @@ def tracepoint_id(name: str) -> int:
 
 
 @record
-class TracepointField:
+class TracepointField(Record):
     """One field of a tracepoint's record (the context of a TRACEPOINT program).
 
     ``type`` is the C declaration's type (``"const char *"``), ``array_len``
@@ -740,7 +740,7 @@ class TracepointField:
 
 
 @record
-class TracepointFormat:
+class TracepointFormat(Record):
     """The parsed ``events/<category>/<event>/format`` file."""
 
     category: str

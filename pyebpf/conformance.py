@@ -20,12 +20,15 @@ from __future__ import annotations
 import os
 import pathlib
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from .errors import AssemblyError, KernelError, ProgramError, VerifierError
 from .isa import decode
 from .program import R0, R1, R2, R3, R6, Program
 from .text import ConformanceTest, load_conformance
+
+if TYPE_CHECKING:
+    from .maps import ArrayMap
 
 ETH_HLEN = 14  # XDP test runs need at least an Ethernet header of data
 
@@ -41,6 +44,7 @@ class Outcome:
     detail: str = ""
 
     def line(self) -> str:
+        """One line of the report: ``PASS     name``, or the status, name and why."""
         if self.status == "pass":
             return f"PASS     {self.name}"
         if self.status == "fail":
@@ -81,7 +85,7 @@ def wrap(test_program: Program, mem_len: int) -> Program:
     return p
 
 
-def run_test(test: ConformanceTest, result_map=None) -> Outcome:
+def run_test(test: ConformanceTest, result_map: ArrayMap | None = None) -> Outcome:
     """Run one parsed test in the kernel."""
     from .loader import load
     from .maps import ArrayMap
@@ -101,7 +105,7 @@ def run_test(test: ConformanceTest, result_map=None) -> Outcome:
     except (AssemblyError, ProgramError, ValueError) as exc:
         return Outcome(name, "error", detail=f"does not assemble: {exc}")
     own_map = result_map is None
-    result = ArrayMap("u64", 1, name="result") if own_map else result_map
+    result = result_map if result_map is not None else ArrayMap("u64", 1, name="result")
     try:
         wrapped = wrap(prog, len(test.mem))
         data = test.mem + bytes(max(0, ETH_HLEN - len(test.mem)))
@@ -124,7 +128,7 @@ def run_test(test: ConformanceTest, result_map=None) -> Outcome:
             result.close()
 
 
-def data_files(directory: str | os.PathLike) -> list[pathlib.Path]:
+def data_files(directory: str | os.PathLike[str]) -> list[pathlib.Path]:
     """The ``*.data`` files of a bpf_conformance directory, sorted (a ``tests/``
     subdirectory is used when the directory is the suite's root)."""
     root = pathlib.Path(directory)
@@ -138,7 +142,7 @@ def data_files(directory: str | os.PathLike) -> list[pathlib.Path]:
     return files
 
 
-def run_directory(directory: str | os.PathLike) -> Iterator[Outcome]:
+def run_directory(directory: str | os.PathLike[str]) -> Iterator[Outcome]:
     """Run every test of a directory, yielding outcomes as they come."""
     from .maps import ArrayMap
 
@@ -153,6 +157,7 @@ def run_directory(directory: str | os.PathLike) -> Iterator[Outcome]:
 
 
 def summary(outcomes: Iterable[Outcome]) -> dict[str, int]:
+    """How many outcomes have each status (``pass``, ``fail``, ``rejected``, ``error``, ``skip``)."""
     counts = {"pass": 0, "fail": 0, "rejected": 0, "error": 0, "skip": 0}
     for o in outcomes:
         counts[o.status] += 1

@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from typing import Iterable, Sequence
 
 from .errors import PyebpfError, close_matches as _close_matches
-from ._record import record
+from ._record import Record, record
 
 __all__ = [
     "ElfError", "SymbolNotFoundError", "AmbiguousSymbolError", "InstructionBoundaryError",
@@ -159,7 +159,7 @@ _BIND_RANK = {STB_GLOBAL: 0, STB_GNU_UNIQUE: 0, STB_WEAK: 1, STB_LOCAL: 2}
 
 # -------------------------------------------------------------------- records
 @record
-class Symbol:
+class Symbol(Record):
     """One defined symbol.
 
     ``address`` is ``st_value``, the ELF virtual address (relative to the
@@ -204,7 +204,7 @@ class Symbol:
 
 
 @record
-class Segment:
+class Segment(Record):
     """A PT_LOAD program header."""
 
     vaddr: int
@@ -237,7 +237,7 @@ class Segment:
 
 
 @record
-class Location:
+class Location(Record):
     """A resolved probe point in a file.
 
     ``file_offset`` is what the kernel needs; ``address`` the ELF virtual
@@ -276,7 +276,7 @@ def _number(text: str) -> int | None:
 
 
 @record
-class _Spec:
+class _Spec(Record):
     name: str | None
     version: str | None
     default_only: bool
@@ -345,7 +345,7 @@ def _read_at(path: str, offset: int, size: int, what: str | None = None) -> byte
 
 
 @record
-class _Section:
+class _Section(Record):
     name: str
     type: str
     addr: int
@@ -1559,7 +1559,7 @@ def resolve_library(name: str, pid: int | None = None) -> str:
 
 # ----------------------------------------------------------- process maps
 @record
-class MapEntry:
+class MapEntry(Record):
     """One line of ``/proc/PID/maps``."""
 
     start: int
@@ -1577,7 +1577,7 @@ class MapEntry:
 
 
 @record
-class Module:
+class Module(Record):
     """A file mapped by a process (an executable or a shared library).
 
     ``path`` is the path /proc/PID/maps shows; ``open_path`` one this process

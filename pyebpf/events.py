@@ -76,6 +76,17 @@ import weakref
 from operator import itemgetter
 from typing import Any, Callable, Iterator
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from typing_extensions import Self
+
+    from .kernel.syscall import Fd
+
+#: what a decoder reads records from: a memoryview of a ring, or bytes
+_Buf = Any
+
 from .errors import LostEventsWarning, PyebpfError, SizeError
 from .kernel import syscall as _sys
 from .kernel.constants import MapType
@@ -142,7 +153,7 @@ class ReaderClosedError(PyebpfError, ValueError):
     """The reader was used after :meth:`close`."""
 
 
-def _numpy():
+def _numpy() -> Any:
     try:
         import numpy
     except ImportError:  # pragma: no cover - numpy is optional
@@ -216,7 +227,7 @@ def _explicit_body(fmt: str) -> tuple[str, str]:
     return order, "".join(parts)
 
 
-def _format_dtype(fmt: str):
+def _format_dtype(fmt: str) -> Any:
     """The numpy dtype with the layout of struct format ``fmt`` (fields f0, f1 ...)."""
     np = _numpy()
     order, fields, size = _parse_format(fmt)
@@ -252,10 +263,10 @@ class _Decoder:
     def __init__(self, hdr: int) -> None:
         self.hdr = hdr
 
-    def run(self, d, off: int, n: int, stride: int, plen: int, out: list) -> None:
+    def run(self, d: _Buf, off: int, n: int, stride: int, plen: int, out: list[Any]) -> None:
         raise NotImplementedError
 
-    def one(self, buf, off: int, plen: int, out: list) -> None:
+    def one(self, buf: _Buf, off: int, plen: int, out: list[Any]) -> None:
         raise NotImplementedError
 
 
@@ -268,7 +279,7 @@ class _RawDecoder(_Decoder):
         self.need = size or 0
         self._structs: dict[tuple[int, int], Any] = {}
 
-    def run(self, d, off, n, stride, plen, out):
+    def run(self, d: _Buf, off: int, n: int, stride: int, plen: int, out: list[Any]) -> None:
         take = self.size or plen
         st = self._structs.get((stride, take))
         if st is None:
@@ -276,7 +287,7 @@ class _RawDecoder(_Decoder):
                 f"{self.hdr}x{take}s{stride - self.hdr - take}x")
         out.extend(map(_first, st.iter_unpack(d[off:off + n * stride])))
 
-    def one(self, buf, off, plen, out):
+    def one(self, buf: _Buf, off: int, plen: int, out: list[Any]) -> None:
         out.append(bytes(buf[off:off + (self.size or plen)]))
 
 
@@ -289,17 +300,19 @@ class _StructDecoder(_Decoder):
         self.need = sc.size
         self.scalar = sc.scalar
         self._unpack = sc.struct.unpack_from
+        self._body: str | None
         try:
             self._order, self._body = _explicit_body(sc.format)
         except SizeError:                     # decode record by record instead
             self._order, self._body = "", None
         self._structs: dict[int, Any] = {}
 
-    def _struct_for(self, stride: int):
+    def _struct_for(self, stride: int) -> Any:    # a struct.Struct, or False
         if self._body is None:
             self._structs[stride] = False
             return False
-        st = struct.Struct(f"{self._order}{self.hdr}x{self._body}{stride - self.hdr - self.need}x")
+        st: Any = struct.Struct(
+            f"{self._order}{self.hdr}x{self._body}{stride - self.hdr - self.need}x")
         # paranoia: the combined layout must decode like the user's format
         probe = bytes((i * 37 + 11) & 0xFF for i in range(stride))
         if repr(st.unpack_from(probe)) != repr(self._unpack(probe, self.hdr)):
@@ -307,7 +320,7 @@ class _StructDecoder(_Decoder):
         self._structs[stride] = st
         return st
 
-    def run(self, d, off, n, stride, plen, out):
+    def run(self, d: _Buf, off: int, n: int, stride: int, plen: int, out: list[Any]) -> None:
         st = self._structs.get(stride)
         if st is None:
             st = self._struct_for(stride)
@@ -321,7 +334,7 @@ class _StructDecoder(_Decoder):
         it = st.iter_unpack(d[off:off + n * stride])
         out.extend(map(_first, it) if self.scalar else it)
 
-    def one(self, buf, off, plen, out):
+    def one(self, buf: _Buf, off: int, plen: int, out: list[Any]) -> None:
         t = self._unpack(buf, off)
         out.append(t[0] if self.scalar else t)
 
@@ -334,11 +347,11 @@ class _UnpackDecoder(_Decoder):
         self.need = c.size
         self._unpack = c.unpack_from
 
-    def run(self, d, off, n, stride, plen, out):
+    def run(self, d: _Buf, off: int, n: int, stride: int, plen: int, out: list[Any]) -> None:
         u = self._unpack
         out.extend([u(d, a) for a in range(off + self.hdr, off + n * stride, stride)])
 
-    def one(self, buf, off, plen, out):
+    def one(self, buf: _Buf, off: int, plen: int, out: list[Any]) -> None:
         out.append(self._unpack(buf, off))
 
 
@@ -347,14 +360,14 @@ class _CtypesDecoder(_RawDecoder):
 
     def __init__(self, hdr: int, c: CtypesCodec) -> None:
         super().__init__(hdr, c.size)
-        self._make = c.ctype.from_buffer_copy
+        self._make: Callable[..., Any] = c.ctype.from_buffer_copy  # type: ignore[attr-defined]
 
-    def run(self, d, off, n, stride, plen, out):
-        tmp: list = []
+    def run(self, d: _Buf, off: int, n: int, stride: int, plen: int, out: list[Any]) -> None:
+        tmp: list[Any] = []
         super().run(d, off, n, stride, plen, tmp)
         out.extend(map(self._make, tmp))
 
-    def one(self, buf, off, plen, out):
+    def one(self, buf: _Buf, off: int, plen: int, out: list[Any]) -> None:
         out.append(self._make(buf, off))
 
 
@@ -366,38 +379,38 @@ class _CallDecoder(_Decoder):
         self.fn = fn
         self._raw = _RawDecoder(hdr)
 
-    def run(self, d, off, n, stride, plen, out):
-        tmp: list = []
+    def run(self, d: _Buf, off: int, n: int, stride: int, plen: int, out: list[Any]) -> None:
+        tmp: list[Any] = []
         self._raw.run(d, off, n, stride, plen, tmp)
         out.extend(map(self.fn, tmp))
 
-    def one(self, buf, off, plen, out):
+    def one(self, buf: _Buf, off: int, plen: int, out: list[Any]) -> None:
         out.append(self.fn(bytes(buf[off:off + plen])))
 
 
 class _ArrayDecoder(_Decoder):
     """numpy: runs become array chunks (one strided copy), single records bytes."""
 
-    def __init__(self, hdr: int, np, dtype) -> None:
+    def __init__(self, hdr: int, np: Any, dtype: Any) -> None:
         super().__init__(hdr)
         self.np = np
         self.dtype = dtype
         self.need = dtype.itemsize
         self._wraps: dict[int, Any] = {}
 
-    def run(self, d, off, n, stride, plen, out):
+    def run(self, d: _Buf, off: int, n: int, stride: int, plen: int, out: list[Any]) -> None:
         w = self._wraps.get(stride)
         if w is None:
             w = self._wraps[stride] = self.np.dtype({"names": ["p"], "formats": [self.dtype],
                                                      "offsets": [self.hdr], "itemsize": stride})
         out.append(self.np.frombuffer(d, w, n, off)["p"].copy())
 
-    def one(self, buf, off, plen, out):
+    def one(self, buf: _Buf, off: int, plen: int, out: list[Any]) -> None:
         out.append(bytes(buf[off:off + self.need]))
 
-    def finish(self, chunks: list):
+    def finish(self, chunks: list[Any]) -> Any:
         np = self.np
-        parts = []
+        parts: list[Any] = []
         raw: list[bytes] = []
         for c in chunks:
             if isinstance(c, bytes):
@@ -414,7 +427,7 @@ class _ArrayDecoder(_Decoder):
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-_CTYPES_BASES = (ctypes._SimpleCData, ctypes.Structure, ctypes.Union, ctypes.Array)  # type: ignore[attr-defined]
+_CTYPES_BASES = (ctypes._SimpleCData, ctypes.Structure, ctypes.Union, ctypes.Array)
 
 
 def _make_decoder(spec: Any, hdr: int) -> tuple[_Decoder, Codec | None]:
@@ -438,7 +451,7 @@ def _make_decoder(spec: Any, hdr: int) -> tuple[_Decoder, Codec | None]:
 
 def _stacklevel() -> int:
     """The ``stacklevel`` that makes a warning point at the caller of this module."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     level = 1
     while frame is not None and frame.f_code.co_filename == __file__:
         frame = frame.f_back
@@ -446,7 +459,7 @@ def _stacklevel() -> int:
     return level
 
 
-def _uniform_prefix(a: list, av: int, b: list | None = None, bv: int = 0) -> int:
+def _uniform_prefix(a: list[int], av: int, b: list[int] | None = None, bv: int = 0) -> int:
     """How many leading items have ``a[i] == av`` (and ``b[i] == bv``)."""
     n = 0
     if b is None:
@@ -544,7 +557,7 @@ class _Reader:
         self.callback = callback
         self.on_lost = on_lost
         self.flush_interval = float(flush_interval)
-        self._pending: list = []
+        self._pending: list[Any] = []
         self._lock = threading.Lock()
         self._stop = False
         self._closed = False
@@ -567,7 +580,7 @@ class _Reader:
         self._res.epoll.register(self._res.wake_fd, select.EPOLLIN)
 
     # --------------------------------------------------------------- subclass API
-    def _drain_all(self, dec: _Decoder, out: list) -> int:
+    def _drain_all(self, dec: _Decoder, out: list[Any]) -> int:
         """Drain every ring into ``out`` with ``dec``; return the number of
         records decoded.  Called with the lock held."""
         raise NotImplementedError
@@ -599,7 +612,7 @@ class _Reader:
             self._closed = True
             self._finalizer()
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -636,7 +649,7 @@ class _Reader:
         self._wake()
 
     # --------------------------------------------------------------- core
-    def _drain(self, dec: _Decoder, out: list) -> int:
+    def _drain(self, dec: _Decoder, out: list[Any]) -> int:
         with self._lock:
             if self._closed:
                 return 0
@@ -653,7 +666,7 @@ class _Reader:
             self.received += n
             return n
 
-    def _collect(self, dec: _Decoder, out: list, timeout: float | None) -> bool:
+    def _collect(self, dec: _Decoder, out: list[Any], timeout: float | None) -> bool:
         """Drain into ``out``; if nothing came and ``timeout`` allows, wait
         (re-draining every ``flush_interval``, so data below the wakeup
         watermark is delivered too).  Returns True if it stopped because of
@@ -689,7 +702,7 @@ class _Reader:
         self._report_lost()
         return stopped
 
-    def _take(self, timeout: float | None, consume_stop: bool = True) -> list:
+    def _take(self, timeout: float | None, consume_stop: bool = True) -> list[Any]:
         """All pending events plus a fresh drain (waiting as ``_collect``)."""
         pending = self._pending
         stopped = self._collect(self._dec, pending, 0 if pending else timeout)
@@ -698,7 +711,7 @@ class _Reader:
         out, self._pending = self._pending, []
         return out
 
-    def _deliver(self, batch: list, cb: Callable[[Any], Any]) -> int:
+    def _deliver(self, batch: list[Any], cb: Callable[[Any], Any]) -> int:
         it = iter(batch)
         try:
             for ev in it:
@@ -727,7 +740,7 @@ class _Reader:
                              "at construction, or use read_batch() / iteration")
         return self._deliver(self._take(timeout), cb)
 
-    def read_batch(self, timeout: float | None = None, max_events: int | None = None) -> list:
+    def read_batch(self, timeout: float | None = None, max_events: int | None = None) -> list[Any]:
         """Wait up to ``timeout`` seconds (None: until events arrive or
         :meth:`stop`; 0: not at all), drain, and return the decoded events
         (``bytes`` without ``decode=``).  With ``max_events`` the rest stay
@@ -738,11 +751,11 @@ class _Reader:
             del out[max_events:]
         return out
 
-    def drain(self) -> list:
+    def drain(self) -> list[Any]:
         """The events available now, without waiting (``read_batch(0)``)."""
         return self.read_batch(0)
 
-    def read_array(self, dtype: Any = None, timeout: float | None = None):
+    def read_array(self, dtype: Any = None, timeout: float | None = None) -> Any:
         """Like :meth:`read_batch`, as a numpy structured array.
 
         ``dtype`` defaults to the layout of ``decode=`` (a struct format gives
@@ -753,7 +766,7 @@ class _Reader:
         np = _numpy()
         dt = self._numpy_dtype(np, dtype)
         dec = _ArrayDecoder(self._hdr, np, dt)
-        chunks: list = []
+        chunks: list[Any] = []
         if self._pending:
             old, self._pending = self._pending, []
             chunks.append(self._pending_array(np, dt, old))
@@ -763,7 +776,7 @@ class _Reader:
             self._clear_stop()
         return dec.finish(chunks)
 
-    def _numpy_dtype(self, np, dtype: Any):
+    def _numpy_dtype(self, np: Any, dtype: Any) -> Any:
         if dtype is not None:
             return np.dtype(dtype)
         c = self._codec
@@ -774,7 +787,7 @@ class _Reader:
         raise ValueError("read_array needs dtype= (or decode= with a struct format or a "
                          "ctypes Structure at construction)")
 
-    def _pending_array(self, np, dt, events: list):
+    def _pending_array(self, np: Any, dt: Any, events: list[Any]) -> Any:
         if events and isinstance(events[0], (bytes, bytearray)):
             return np.frombuffer(b"".join(bytes(e[:dt.itemsize]) for e in events), dt).copy()
         if events and isinstance(events[0], (ctypes.Structure, ctypes.Union, ctypes.Array)):
@@ -894,6 +907,14 @@ class _Reader:
 
 class _PerfRing:
     __slots__ = ("cpu", "fd", "mm", "meta", "data", "size", "tail", "tail_cell")
+    cpu: int
+    fd: Fd
+    mm: mmap.mmap
+    meta: memoryview
+    data: memoryview
+    size: int
+    tail: int
+    tail_cell: memoryview
 
 
 class PerfBuffer(_Reader):
@@ -951,7 +972,8 @@ class PerfBuffer(_Reader):
             self.close()
             raise
 
-    def _open(self, array, size, watermark, wakeup_events, cpus) -> None:
+    def _open(self, array: PerfEventArray | None, size: int, watermark: int | None,
+              wakeup_events: int | None, cpus: list[int] | None) -> None:
         ring = perf_ring_size(size)
         if wakeup_events is not None and watermark is not None:
             raise ValueError("give watermark= (bytes) or wakeup_events= (count), not both")
@@ -1033,14 +1055,14 @@ class PerfBuffer(_Reader):
         self.pause(False)
 
     # ------------------------------------------------------------ the walk
-    def _drain_all(self, dec: _Decoder, out: list) -> int:
+    def _drain_all(self, dec: _Decoder, out: list[Any]) -> int:
         total = 0
         for r in self._rings:
             if _U64(r.meta, _DATA_HEAD)[0] != r.tail:
                 total += self._drain_ring(r, dec, out)
         return total
 
-    def _drain_ring(self, r: _PerfRing, dec: _Decoder, out: list) -> int:
+    def _drain_ring(self, r: _PerfRing, dec: _Decoder, out: list[Any]) -> int:
         meta = r.meta
         head = _U64(meta, _DATA_HEAD)[0]      # load (x86: acquire for free)
         pos = r.tail
@@ -1050,6 +1072,7 @@ class PerfBuffer(_Reader):
         need = dec.need
         count = lost = bad = 0
         region = None
+        buf: _Buf = None
         win = _WIN_START
         try:
             while pos < head:
@@ -1167,7 +1190,8 @@ class RingBufferReader(_Reader):
             self.close()
             raise
 
-    def _open(self, ringbuf, size, drops, drop_slot, drop_check_interval) -> None:
+    def _open(self, ringbuf: RingBuf | None, size: int, drops: PerCpuArrayMap | bool | None,
+              drop_slot: int, drop_check_interval: float) -> None:
         res = self._res
         if ringbuf is None:
             ringbuf = RingBuf(size)
@@ -1243,7 +1267,7 @@ class RingBufferReader(_Reader):
                 self._add_lost(cpus[i], v - base[i])  # type: ignore[index]
                 base[i] = v                    # type: ignore[index]
 
-    def _drain_all(self, dec: _Decoder, out: list) -> int:
+    def _drain_all(self, dec: _Decoder, out: list[Any]) -> int:
         prod = _ULONG.unpack_from(self._prod_view, 0)[0]   # load (x86: acquire)
         cons = self._cons
         if cons >= prod:

@@ -106,10 +106,12 @@ class LoadedProgram:
         return self._fd.fileno()
 
     def fileno(self) -> int:
+        """The program's file descriptor."""
         return self._fd.fileno()
 
     @property
     def closed(self) -> bool:
+        """True once :meth:`close` has run (the fd is closed)."""
         return self._fd.closed
 
     def close(self) -> None:
@@ -348,6 +350,6 @@ def _explain(exc: VerifierError, insns: list[Insn]) -> VerifierError:
                         text = None
                 break
             slot += insn.slots
-    new = VerifierError(exc.errno, exc.log, exc.message, index=index, origin=origin,
+    new = VerifierError(exc.errno or 0, exc.log, exc.message, index=index, origin=origin,
                         instruction=text, hint=exc.hint)
     return new

@@ -52,6 +52,27 @@ if TYPE_CHECKING:
 
     M = TypeVar("M", bound="Map")
 
+# Keyed maps are generic in (key, value) to type checkers: ``HashMap[int, int]``;
+# at run time the subscript gives the class back, and typing is not imported.
+if TYPE_CHECKING:
+    from typing import Generic
+
+    from typing_extensions import TypeVar as _TypeVarWithDefault
+
+    _K = _TypeVarWithDefault("_K", default=Any)
+    _V = _TypeVarWithDefault("_V", default=Any)
+    _D = TypeVar("_D")
+else:
+    class Generic:
+        """Run-time stand-in for ``typing.Generic``: ``HashMap[int, int]`` is ``HashMap``."""
+
+        __slots__ = ()
+
+        def __class_getitem__(cls, params):
+            return cls
+
+    _K = _V = None
+
 from .errors import (KernelError, MapError, MapKeyError, NotSupportedError, OptionError,
                      SizeError)
 from .kernel import syscall as _sys
@@ -696,8 +717,13 @@ class Map:
 # -------------------------------------------------------------------------
 # dict-like maps
 
-class _DictMap(Map):
-    """Maps with keys: lookup/update/delete, iteration, batch operations."""
+class _DictMap(Map, Generic[_K, _V]):
+    """Maps with keys: lookup/update/delete, iteration, batch operations.
+
+    To a type checker a map is generic in its key and value types, which
+    default to ``Any`` (they follow from the codecs, at run time):
+    ``counts: HashMap[int, int] = HashMap("u32", "u64")`` makes ``counts[k]`` an ``int``.
+    """
 
     _default_chunk_bytes = 1 << 20
 
@@ -782,7 +808,7 @@ class _DictMap(Map):
             return self._new_slot()
 
     # -- single elements -----------------------------------------------------
-    def __getitem__(self, key: Any) -> Any:
+    def __getitem__(self, key: _K) -> _V:
         pool = self._pool
         try:
             s = pool.pop()
@@ -804,7 +830,7 @@ class _DictMap(Map):
         finally:
             pool.append(s)
 
-    def get(self, key: Any, default: Any = None) -> Any:
+    def get(self, key: _K, default: _D = None) -> _V | _D:  # type: ignore[assignment]
         """The value for ``key``, or ``default`` when absent."""
         try:
             return self[key]
@@ -819,7 +845,7 @@ class _DictMap(Map):
         finally:
             self._pool.append(s)
 
-    def __setitem__(self, key: Any, value: Any) -> None:
+    def __setitem__(self, key: _K, value: _V) -> None:
         self.set(key, value)
 
     def set(self, key: Any, value: Any, flags: int = BPF_ANY) -> None:
@@ -969,28 +995,28 @@ class _DictMap(Map):
         if keys:
             yield keys, values
 
-    def items(self) -> list[tuple[Any, Any]]:
+    def items(self) -> list[tuple[_K, _V]]:
         """A snapshot list of ``(key, value)`` pairs (BPF_MAP_LOOKUP_BATCH when available)."""
-        out: list[tuple[Any, Any]] = []
+        out: list[tuple[_K, _V]] = []
         for ks, vs in self._iter_chunks():
             out.extend(zip(ks, vs))
         return out
 
-    def keys(self) -> list[Any]:
+    def keys(self) -> list[_K]:
         """A snapshot list of the keys."""
-        out: list[Any] = []
+        out: list[_K] = []
         for ks, _ in self._iter_chunks():
             out.extend(ks)
         return out
 
-    def values(self) -> list[Any]:
+    def values(self) -> list[_V]:
         """A snapshot list of the values."""
-        out: list[Any] = []
+        out: list[_V] = []
         for _, vs in self._iter_chunks():
             out.extend(vs)
         return out
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[_K]:
         for ks, _ in self._iter_chunks():
             yield from ks
 
@@ -1001,7 +1027,7 @@ class _DictMap(Map):
     def __bool__(self) -> bool:
         return True
 
-    def to_dict(self) -> dict[Any, Any]:
+    def to_dict(self) -> dict[_K, _V]:
         """A snapshot ``dict`` of the map (keys must be hashable)."""
         return dict(self.items())
 
@@ -1052,7 +1078,7 @@ class _DictMap(Map):
             ops.delete()
 
 
-class HashMap(_DictMap):
+class HashMap(_DictMap[_K, _V]):
     """BPF_MAP_TYPE_HASH: ``HashMap(key, value, max_entries=1024, *, name=None, flags=0)``."""
 
     map_type = MapType.HASH
@@ -1063,7 +1089,7 @@ class HashMap(_DictMap):
         super().__init__(key, value, max_entries, name=name, flags=flags, numa_node=numa_node)
 
 
-class LruHashMap(HashMap):
+class LruHashMap(HashMap[_K, _V]):
     """BPF_MAP_TYPE_LRU_HASH: a hash that evicts the least recently used entry when full."""
 
     map_type = MapType.LRU_HASH

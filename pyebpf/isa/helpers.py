@@ -26,22 +26,23 @@ Argument kinds:
 """
 from __future__ import annotations
 
-from .._record import record
+from .._record import Record, record
 from ..errors import close_matches
 
 
 @record
-class Helper:
+class Helper(Record):
     """One BPF helper function."""
 
     id: int
     name: str            #: without the ``bpf_`` prefix
     ret: str             #: ``scalar``, ``ptr`` (may be NULL) or ``void``
-    args: tuple          #: argument kinds, see the module docstring
+    args: tuple[str, ...]  #: argument kinds, see the module docstring
     gpl_only: bool
 
     @property
     def c_name(self) -> str:
+        """The C name, ``bpf_`` + :attr:`name`."""
         return "bpf_" + self.name
 
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 from ..errors import EncodingError
 from . import opcodes as op
-from .._record import record
+from .._record import Record, record
 
 _SLOT = struct.Struct("<BBhi")
 SLOT_SIZE = 8
@@ -52,6 +52,8 @@ class Insn:
     """
 
     __slots__ = ("code", "dst", "src", "off", "imm", "next_imm", "target", "map_ref", "_origin")
+    # a "file:line", or (filename, line) as the DSL records it cheaply
+    _origin: str | tuple[str, int] | None
 
     def __init__(self, code: int, dst: int = 0, src: int = 0, off: int = 0, imm: int = 0,
                  next_imm: int | None = None, *, target: str | None = None,
@@ -70,7 +72,7 @@ class Insn:
     def origin(self) -> str | None:
         """``file:line`` of the source that emitted this instruction (or None)."""
         o = self._origin
-        if type(o) is tuple:  # (filename, line), recorded cheaply by the DSL
+        if isinstance(o, tuple):  # (filename, line), recorded cheaply by the DSL
             o = self._origin = f"{o[0]}:{o[1]}"
         return o
 
@@ -91,6 +93,7 @@ class Insn:
 
     @property
     def cls(self) -> int:
+        """The instruction class: the low 3 bits of the opcode (``BPF_LD`` .. ``BPF_ALU64``)."""
         return self.code & 0x07
 
     @property
@@ -123,7 +126,7 @@ class Insn:
         return data
 
     # -- python protocol
-    def fields(self) -> tuple:
+    def fields(self) -> tuple[int | str | None, ...]:
         """The encoded fields, for comparison: (code, dst, src, off, imm, next_imm)."""
         return (self.code, self.dst, self.src, self.off, self.imm, self.next_imm)
 
@@ -147,8 +150,11 @@ class Insn:
         return f"Insn({', '.join(parts)})"
 
     def copy(self) -> "Insn":
-        return Insn(self.code, self.dst, self.src, self.off, self.imm, self.next_imm,
-                    target=self.target, map_ref=self.map_ref, origin=self._origin)
+        """A new instruction with the same fields, symbols and origin."""
+        new = Insn(self.code, self.dst, self.src, self.off, self.imm, self.next_imm,
+                   target=self.target, map_ref=self.map_ref)
+        new._origin = self._origin
+        return new
 
 
 # ---------------------------------------------------------------------------
@@ -157,7 +163,7 @@ class Insn:
 def encode(insns: Iterable[Insn]) -> bytes:
     """Concatenate the encodings of ``insns``."""
     pack = _SLOT.pack
-    out = []
+    out: list[bytes] = []
     append = out.append
     for insn in insns:
         code = insn.code
@@ -202,7 +208,7 @@ def decode(data: bytes | bytearray | memoryview) -> list[Insn]:
 # forms
 
 @record
-class Form:
+class Form(Record):
     """What an instruction is, independent of how a dialect spells it.
 
     ``kind`` is one of:

@@ -41,6 +41,7 @@ def bpf_available() -> str | None:
     if _available is not False:
         return _available  # type: ignore[return-value]
     from ..errors import KernelError
+    reason: str | None
     try:
         fd = map_create(MapType.ARRAY, 4, 4, 1, name="pyebpf_probe")
     except KernelError as exc:

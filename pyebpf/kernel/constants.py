@@ -5,6 +5,12 @@ a name absent here is simply newer than this table (pass the number instead).
 """
 from __future__ import annotations
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Iterator, TypeVar
+
+    _N = TypeVar("_N", bound="_Numbers")
+
 
 class _NumbersMeta(type):
     """Makes a class of upper-case ``NAME = number`` lines behave like an
@@ -17,15 +23,19 @@ class _NumbersMeta(type):
     ~0.1 ms, and every program that touches the kernel imports these tables.
     """
 
-    def __new__(mcls, name: str, bases: tuple, ns: dict):
+    if TYPE_CHECKING:
+        _members: dict[str, Any]       # each value an instance of the class
+        _by_value: dict[int, Any]
+
+    def __new__(mcls, name: str, bases: tuple[type, ...], ns: dict[str, Any]) -> _NumbersMeta:
         cls = super().__new__(mcls, name, bases, ns)
-        members: dict[str, _Numbers] = {}
-        by_value: dict[int, _Numbers] = {}
+        members: dict[str, Any] = {}
+        by_value: dict[int, Any] = {}
         for key, value in ns.items():
             if key.isupper() and type(value) is int:
-                member = by_value.get(value)
+                member: Any = by_value.get(value)
                 if member is None:
-                    member = int.__new__(cls, value)
+                    member = int.__new__(cls, value)  # type: ignore[arg-type]
                     member._name = key
                     by_value[value] = member
                 members[key] = member
@@ -34,16 +44,16 @@ class _NumbersMeta(type):
         type.__setattr__(cls, "_by_value", by_value)
         return cls
 
-    def __call__(cls, value: int):
+    def __call__(cls: type[_N], value: int) -> _N:  # type: ignore[misc]
         try:
-            return cls._by_value[value]
+            return cls._by_value[value]  # type: ignore[no-any-return]
         except (KeyError, TypeError):
             raise ValueError(f"{value!r} is not a valid {cls.__name__}") from None
 
-    def __getitem__(cls, name: str):
-        return cls._members[name]
+    def __getitem__(cls: type[_N], name: str) -> _N:  # type: ignore[misc]
+        return cls._members[name]  # type: ignore[no-any-return]
 
-    def __iter__(cls):
+    def __iter__(cls: type[_N]) -> Iterator[_N]:  # type: ignore[misc]
         return iter(cls._by_value.values())
 
     def __len__(cls) -> int:
@@ -53,7 +63,7 @@ class _NumbersMeta(type):
         return isinstance(member, cls)
 
     @property
-    def __members__(cls) -> dict:
+    def __members__(cls: type[_N]) -> dict[str, _N]:  # type: ignore[misc]
         return dict(cls._members)
 
     def __setattr__(cls, name: str, value: object) -> None:
@@ -63,12 +73,16 @@ class _NumbersMeta(type):
 class _Numbers(int, metaclass=_NumbersMeta):
     """Base of the number tables below (see :class:`_NumbersMeta`)."""
 
+    _name: str
+
     @property
     def name(self) -> str:
+        """The member's name (``"HASH"``)."""
         return self._name
 
     @property
     def value(self) -> int:
+        """The member's number, as a plain ``int``."""
         return int(self)
 
     def __repr__(self) -> str:
@@ -77,11 +91,11 @@ class _Numbers(int, metaclass=_NumbersMeta):
     __str__ = int.__repr__
     __format__ = int.__format__
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type, tuple[int]]:
         return type(self), (int(self),)
 
 
-def enum_name(cls: type, value: int) -> str:
+def enum_name(cls: type[_Numbers], value: int) -> str:
     """``MapType.HASH`` -> ``"HASH"``; an unknown number -> ``"#<n>"``."""
     try:
         return cls(value).name

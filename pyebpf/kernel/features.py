@@ -12,6 +12,12 @@ import functools
 import os
 import struct
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
+    from .ffi import CData
+
 from ..errors import KernelError, VerifierError
 from .constants import (BPF_F_MMAPABLE, BPF_F_NO_PREALLOC, BPF_F_SLEEPABLE, AttachType, MapType,
                         ProgType, enum_name)
@@ -19,7 +25,7 @@ from .ffi import ffi
 from .perf import EVENT_SOURCE_DIR, kprobe_pmu_type, uprobe_pmu_type
 from .syscall import (BatchOps, Fd, _addr, attr_size, map_create, new_attr,
                       prog_load, try_bpf)
-from .._record import record
+from .._record import Record, record
 
 __all__ = ["Feature", "kernel_version", "kernel_version_code", "has_map_type",
            "has_prog_type", "has_helper", "has_perf_link", "has_uprobe_multi",
@@ -31,7 +37,7 @@ RETURN_ZERO = b"\xb7\x00\x00\x00\x00\x00\x00\x00\x95\x00\x00\x00\x00\x00\x00\x00
 
 
 @record
-class Feature:
+class Feature(Record):
     """The answer of a probe: ``supported`` and, either way, why."""
 
     name: str
@@ -115,7 +121,7 @@ def has_map_type(map_type: int) -> Feature:
                         inner_map_fd=inner.fileno() if inner else 0,
                         map_extra=0)
     except KernelError as exc:
-        return _no(name, f"{name} is not available: {exc.strerror.splitlines()[0]}")
+        return _no(name, f"{name} is not available: {str(exc.strerror).splitlines()[0]}")
     finally:
         if inner is not None:
             inner.close()
@@ -133,7 +139,8 @@ _PROG_EXPECTED_ATTACH = {
 _NEEDS_BTF_PROGS = {ProgType.TRACING, ProgType.EXT, ProgType.LSM, ProgType.STRUCT_OPS}
 
 
-def _probe_load(prog_type: int, insns: bytes = RETURN_ZERO, expected_attach_type: int = 0):
+def _probe_load(prog_type: int, insns: bytes = RETURN_ZERO,
+                expected_attach_type: int = 0) -> tuple[Fd | None, KernelError | None]:
     """Load a probe program; returns ``(fd or None, exception or None)``."""
     flags = BPF_F_SLEEPABLE if prog_type == ProgType.SYSCALL else 0
     try:
@@ -190,7 +197,8 @@ def has_helper(prog_type: int, helper_id: int) -> Feature:
 
 
 # -------------------------------------------------------------------- links
-def _link_probe(name: str, prog_kw: dict, link_setup, size: int) -> Feature:
+def _link_probe(name: str, prog_kw: dict[str, int], link_setup: Callable[[CData, int], object],
+                size: int) -> Feature:
     fd, exc = _probe_load(ProgType.KPROBE, RETURN_ZERO, **prog_kw)
     if fd is None:
         return _no(name, f"the probe program could not be loaded: "
@@ -215,7 +223,7 @@ def _link_probe(name: str, prog_kw: dict, link_setup, size: int) -> Feature:
 @functools.lru_cache(maxsize=None)
 def has_perf_link() -> Feature:
     """Can programs be attached to perf events with BPF links (Linux 5.15+)?"""
-    def setup(attr, prog_fd):
+    def setup(attr: CData, prog_fd: int) -> None:
         attr.link_create.prog_fd = prog_fd
         attr.link_create.target_fd = 0
         attr.link_create.attach_type = AttachType.PERF_EVENT
@@ -227,7 +235,7 @@ def has_perf_link() -> Feature:
 @functools.lru_cache(maxsize=None)
 def has_uprobe_multi() -> Feature:
     """Is BPF_TRACE_UPROBE_MULTI available (Linux 6.6+)?"""
-    def setup(attr, prog_fd):
+    def setup(attr: CData, prog_fd: int) -> tuple[CData, CData]:
         path = ffi.new("char[]", b"/")
         offs = ffi.new("uint64_t[1]")
         lc = attr.link_create
@@ -289,7 +297,7 @@ def has_map_batch() -> Feature:
         ops.lookup(True)
     except KernelError as exc:
         return _no("map batch ops", f"BPF_MAP_LOOKUP_BATCH failed: "
-                                    f"{exc.strerror.splitlines()[0]}")
+                                    f"{str(exc.strerror).splitlines()[0]}")
     finally:
         fd.close()
     return _yes("map batch ops", "BPF_MAP_LOOKUP_BATCH works")

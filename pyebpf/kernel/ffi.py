@@ -32,6 +32,13 @@ import os
 import sys
 import zlib
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    #: A cffi object (``ffi.new``/``ffi.cast`` result); cffi ships no type information.
+    CData = Any
+
 __all__ = ["ffi", "lib", "offsetofend", "sys_bpf", "sys_perf_event_open",
            "NR_BPF", "NR_PERF_EVENT_OPEN", "CDEF"]
 
@@ -473,7 +480,7 @@ CDEF_DIGEST = f"{zlib.crc32(CDEF.encode()):08x}-{len(CDEF)}"
 _GENERATED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_ffi_abi.py")
 
 
-def _parsed_ffi():
+def _parsed_ffi() -> Any:
     """An FFI with CDEF parsed now (slow path: cffi + pycparser)."""
     import cffi
     parsed = cffi.FFI()
@@ -492,7 +499,7 @@ def regenerate(path: str = _GENERATED) -> None:
         fh.write(f"\nCDEF_DIGEST = {CDEF_DIGEST!r}  # of pyebpf.kernel.ffi.CDEF\n")
 
 
-def _load_ffi():
+def _load_ffi() -> Any:
     try:
         from . import _ffi_abi
     except ImportError:
@@ -531,13 +538,14 @@ def offsetofend(ctype: str, *fields: str) -> int:
 
     ``offsetofend("union bpf_attr", "prog_load", "log_true_size") == 144``.
     """
-    off = ffi.offsetof(ctype, *fields)
+    off: int = ffi.offsetof(ctype, *fields)
     t = ffi.typeof(ctype)
     for name in fields:
         while t.kind == "pointer":  # pragma: no cover - defensive
             t = t.item
         t = dict(t.fields)[name].type
-    return off + ffi.sizeof(t)
+    size: int = ffi.sizeof(t)
+    return off + size
 
 
 if __name__ == "__main__":  # pragma: no cover - a maintenance command

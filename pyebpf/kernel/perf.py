@@ -153,11 +153,11 @@ def uprobe_attr(path: str, offset: int, *, retprobe: bool = False,
         fmt = pmu_format_field("uprobe", "retprobe") or ("config", 0, 0)
         config |= 1 << fmt[1]
     if ref_ctr_offset:
-        fmt = pmu_format_field("uprobe", "ref_ctr_offset")
-        if fmt is None:
+        ref_fmt = pmu_format_field("uprobe", "ref_ctr_offset")
+        if ref_fmt is None:
             raise NotSupportedError(95, "perf_event_open", "the uprobe PMU has no "
                                     "ref_ctr_offset format", "needs Linux 4.20+")
-        config |= ref_ctr_offset << fmt[1]
+        config |= ref_ctr_offset << ref_fmt[1]
     a = PerfAttr()
     p = a.ptr
     p.type = ptype

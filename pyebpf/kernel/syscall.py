@@ -23,6 +23,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Iterable, Sequence
 
+    from .ffi import CData
+
 from ..errors import (AttachError, EncodingError, KernelError, MapFullError,
                       NotSupportedError, PermissionDeniedError,
                       ResourceLimitError, VerifierError)
@@ -34,7 +36,7 @@ from .constants import (BPF_ANY, BPF_STATS_RUN_TIME, PERF_EVENT_IOC_DISABLE,
                         MapType, ProgType, enum_name)
 from .ffi import NR_BPF, NR_PERF_EVENT_OPEN, ffi, lib, offsetofend, sys_bpf, \
     sys_ioctl, sys_perf_event_open
-from .._record import record
+from .._record import Record, record
 
 __all__ = [
     "ENOTSUPP", "Fd", "bpf", "try_bpf", "error_for", "new_attr", "attr_size",
@@ -88,12 +90,12 @@ _SZ_LINK_DETACH = attr_size("link_detach", "link_fd")
 _SZ_ENABLE_STATS = attr_size("enable_stats", "type")
 
 
-def new_attr():
+def new_attr() -> CData:
     """A zeroed ``union bpf_attr *`` (owned by the returned cdata)."""
     return ffi.new(_ATTR_P)
 
 
-def _addr(cdata) -> int:
+def _addr(cdata: CData) -> int:
     """Address of a cffi object as the u64 an attr field wants."""
     return int(ffi.cast("uintptr_t", cdata))
 
@@ -194,7 +196,7 @@ def error_for(err: int, operation: str, detail: str = "", hint: str = "",
 
 
 # ------------------------------------------------------------------------ bpf()
-def try_bpf(cmd: int, attr, size: int) -> int:
+def try_bpf(cmd: int, attr: CData, size: int) -> int:
     """Call ``bpf(cmd, attr, size)``; return the result (>= 0) or ``-errno``.
 
     Retries EAGAIN/EINTR up to 5 times.  ``attr`` is a cffi pointer (usually
@@ -204,17 +206,17 @@ def try_bpf(cmd: int, attr, size: int) -> int:
         _raise_memlock()
     tries = 0
     while True:
-        ret = sys_bpf(NR_BPF, cmd, attr, size)
+        ret: int = sys_bpf(NR_BPF, cmd, attr, size)
         if ret >= 0:
             return ret
-        err = ffi.errno
+        err: int = ffi.errno
         if err in (E.EAGAIN, E.EINTR) and tries < _RETRIES:
             tries += 1
             continue
         return -err
 
 
-def bpf(cmd: int, attr, size: int, detail: str = "") -> int:
+def bpf(cmd: int, attr: CData, size: int, detail: str = "") -> int:
     """``bpf(cmd, attr, size)`` that raises a :class:`KernelError` subclass on failure.
 
     ``size`` should be the offset-end of the last field set (see :func:`attr_size`).
@@ -356,7 +358,7 @@ def map_create(map_type: int, key_size: int, value_size: int, max_entries: int, 
     return Fd(ret)
 
 
-def _elem_attr(fd: int, key_cd, value_cd, flags: int):
+def _elem_attr(fd: int, key_cd: CData, value_cd: CData, flags: int) -> CData:
     attr = new_attr()
     el = attr.elem
     el.map_fd = fd
@@ -397,7 +399,7 @@ def _map_elem_error(cmd: int, err: int, fd: int) -> KernelError:
     return error_for(err, op, f"map fd {fd}")
 
 
-def _buf(data: bytes | bytearray | memoryview | None):
+def _buf(data: bytes | bytearray | memoryview | None) -> CData:
     return ffi.from_buffer(data) if data else None
 
 
@@ -542,7 +544,7 @@ class MapOps:
         for i in range(6):
             self._attrs[i].elem.map_fd = 0xFFFFFFFF
 
-    def _fail(self, cmd: int, attr) -> bool:
+    def _fail(self, cmd: int, attr: CData) -> bool:
         err = ffi.errno
         tries = 0
         while err in (E.EAGAIN, E.EINTR) and tries < _RETRIES:
@@ -690,7 +692,7 @@ class BatchOps:
             b.elem_flags = elem_flags
             b.flags = 0
             ret = self._call(cmd)
-            got = b.count
+            got: int = b.count
             if ret >= 0:
                 return deleted + got
             err = -ret
@@ -1010,7 +1012,7 @@ def _prog_load_error(err: int, log: str, prog_type: int, expected_attach_type: i
 
 
 @record
-class TestRun:
+class TestRun(Record):
     """Result of :func:`prog_test_run` (a tuple: ``retval, data_out, duration_ns, ctx_out``)."""
 
     retval: int
@@ -1087,7 +1089,7 @@ def prog_test_run(fd: "int | Fd", data: bytes = b"", repeat: int = 1,
 
 
 # ------------------------------------------------------------------- obj info
-def obj_get_info_by_fd(fd: "int | Fd", info) -> None:
+def obj_get_info_by_fd(fd: "int | Fd", info: CData) -> None:
     """BPF_OBJ_GET_INFO_BY_FD into ``info`` (a cffi ``struct bpf_*_info *``)."""
     fd = _as_fd(fd)
     attr = new_attr()
@@ -1099,12 +1101,13 @@ def obj_get_info_by_fd(fd: "int | Fd", info) -> None:
         raise error_for(-ret, "BPF_OBJ_GET_INFO_BY_FD", f"fd {fd}")
 
 
-def _cstr(arr) -> str:
-    return ffi.string(arr).decode("utf-8", "replace")
+def _cstr(arr: CData) -> str:
+    raw: bytes = ffi.string(arr)
+    return raw.decode("utf-8", "replace")
 
 
 @record
-class ProgInfo:
+class ProgInfo(Record):
     """What the kernel tells about a loaded program (``struct bpf_prog_info``)."""
 
     type: int
@@ -1126,11 +1129,12 @@ class ProgInfo:
 
     @property
     def type_name(self) -> str:
+        """The program type's name (``"XDP"``; ``"#<n>"`` when unknown here)."""
         return enum_name(ProgType, self.type)
 
 
 @record
-class MapInfo:
+class MapInfo(Record):
     """What the kernel tells about a map (``struct bpf_map_info``)."""
 
     type: int
@@ -1145,11 +1149,12 @@ class MapInfo:
 
     @property
     def type_name(self) -> str:
+        """The map type's name (``"HASH"``; ``"#<n>"`` when unknown here)."""
         return enum_name(MapType, self.type)
 
 
 @record
-class UprobeMultiLinkInfo:
+class UprobeMultiLinkInfo(Record):
     """The uprobe_multi part of a link's info."""
 
     path: str
@@ -1161,7 +1166,7 @@ class UprobeMultiLinkInfo:
 
 
 @record
-class LinkInfo:
+class LinkInfo(Record):
     """What the kernel tells about a link (``struct bpf_link_info``)."""
 
     type: int
@@ -1173,11 +1178,12 @@ class LinkInfo:
 
     @property
     def type_name(self) -> str:
+        """The link type's name (``"UPROBE_MULTI"``; ``"#<n>"`` when unknown here)."""
         return enum_name(LinkType, self.type)
 
 
 @record
-class JitedImage:
+class JitedImage(Record):
     """JIT'd machine code of a program and where its functions live."""
 
     code: bytes
@@ -1351,7 +1357,8 @@ def _get_next_id(cmd: int, start: int) -> int | None:
         if ret == -E.ENOENT:
             return None
         raise error_for(-ret, _cmd_name(cmd))
-    return attr.get_id.next_id
+    next_id: int = attr.get_id.next_id
+    return next_id
 
 
 def prog_get_next_id(start: int = 0) -> int | None:
@@ -1504,7 +1511,7 @@ def link_detach(link_fd: "int | Fd") -> None:
 
 
 @record
-class TaskFdQuery:
+class TaskFdQuery(Record):
     """What BPF_TASK_FD_QUERY reports about a perf event / raw tracepoint fd."""
 
     prog_id: int
@@ -1530,7 +1537,7 @@ def task_fd_query(pid: int, fd: int, flags: int = 0) -> TaskFdQuery:
 
 
 # -------------------------------------------------------------- perf events
-def perf_event_open(attr, pid: int = -1, cpu: int = 0, group_fd: int = -1,
+def perf_event_open(attr: CData, pid: int = -1, cpu: int = 0, group_fd: int = -1,
                     flags: int = PERF_FLAG_FD_CLOEXEC) -> Fd:
     """perf_event_open(2).  ``attr`` is a ``struct perf_event_attr *`` (see :mod:`.perf`).
 
@@ -1572,7 +1579,7 @@ def perf_event_open(attr, pid: int = -1, cpu: int = 0, group_fd: int = -1,
 
 def _ioctl(fd: "int | Fd", request: int, arg: int, name: str) -> int:
     fdn = _as_fd(fd)
-    ret = sys_ioctl(fdn, request, arg)
+    ret: int = sys_ioctl(fdn, request, arg)
     if ret < 0:
         raise error_for(ffi.errno, name, f"fd {fdn}")
     return ret
@@ -1613,5 +1620,6 @@ def perf_event_id(fd: "int | Fd") -> int:
     """PERF_EVENT_IOC_ID: the event's unique id (as in sample ids)."""
     out = ffi.new("uint64_t *")
     _ioctl(fd, PERF_EVENT_IOC_ID, _addr(out), "PERF_EVENT_IOC_ID")
-    return out[0]
+    event_id: int = out[0]
+    return event_id
 

@@ -22,19 +22,22 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Callable, NoReturn
+
+    _Fail = Callable[[str], NoReturn]
+    _Step = list[tuple["int | None", "_State"]]
 
 from ..errors import ProgramError
 from ..isa import Insn, classify, helper as _helper, opcodes as op
 from ..isa.insn import jump_offset
-from .._record import record
+from .._record import Record, record
 
 GPL_COMPATIBLE = {"GPL", "GPL v2", "GPL and additional rights", "Dual BSD/GPL", "Dual MIT/GPL",
                   "Dual MPL/GPL"}
 
 
 @record
-class Val:
+class Val(Record):
     """Abstract value of a register."""
 
     kind: str                 # uninit scalar ctx stack map map_value map_value_or_null func unknown
@@ -66,7 +69,7 @@ def _join(a: Val, b: Val) -> Val:
 class _State:
     __slots__ = ("regs", "init")
 
-    def __init__(self, regs: tuple, init: frozenset):
+    def __init__(self, regs: tuple[Val, ...], init: frozenset[int]) -> None:
         self.regs = regs
         self.init = init  # initialised stack bytes, as negative offsets from r10
 
@@ -121,7 +124,8 @@ def check_program(insns: list[Insn], *, license: str = "GPL", maps: dict[str, An
         _walk(insns, entry, _State(tuple(regs), frozenset()), slot_of, index_at_slot, gpl, maps)
 
 
-def _walk(insns, entry, start, slot_of, index_at_slot, gpl, maps) -> None:
+def _walk(insns: list[Insn], entry: int, start: _State, slot_of: list[int],
+          index_at_slot: dict[int, int], gpl: bool, maps: dict[str, Any]) -> None:
     states: dict[int, _State] = {entry: start}
     work = [entry]
     visits: dict[int, int] = {}
@@ -141,7 +145,8 @@ def _walk(insns, entry, start, slot_of, index_at_slot, gpl, maps) -> None:
                 work.append(j)
 
 
-def _step(insns, i, st: _State, slot_of, index_at_slot, gpl, maps):
+def _step(insns: list[Insn], i: int, st: _State, slot_of: list[int],
+          index_at_slot: dict[int, int], gpl: bool, maps: dict[str, Any]) -> _Step:
     insn = insns[i]
     try:
         form = classify(insn)
@@ -152,7 +157,7 @@ def _step(insns, i, st: _State, slot_of, index_at_slot, gpl, maps):
     kind = form.kind
     nxt = i + 1
 
-    def fail(msg: str):
+    def fail(msg: str) -> NoReturn:
         raise ProgramError(msg, insn.origin)
 
     def use(r: int, what: str) -> Val:
@@ -274,7 +279,8 @@ def _step(insns, i, st: _State, slot_of, index_at_slot, gpl, maps):
     return [(nxt, _State(tuple(regs), init))]
 
 
-def _check_call(insn: Insn, regs: list, init: frozenset, gpl: bool, maps: dict, fail) -> frozenset:
+def _check_call(insn: Insn, regs: list[Val], init: frozenset[int], gpl: bool,
+                maps: dict[str, Any], fail: _Fail) -> frozenset[int]:
     """Check one helper call; return the stack bytes the helper writes (its
     output buffers of known size), which count as initialised afterwards."""
     try:
@@ -288,7 +294,7 @@ def _check_call(insn: Insn, regs: list, init: frozenset, gpl: bool, maps: dict, 
         fail(f"{name} is GPL-only: the program's licence must be GPL-compatible (e.g. license='GPL')")
     args = [a for a in h.args if a != "varargs"]
     map_obj = None
-    written: frozenset = frozenset()
+    written: frozenset[int] = frozenset()
     for n, kind in enumerate(args, start=1):
         v = regs[n]
         where = f"{name} argument {n} (r{n})"
@@ -330,7 +336,8 @@ def _check_call(insn: Insn, regs: list, init: frozenset, gpl: bool, maps: dict, 
     return written
 
 
-def _check_mem(where, v: Val, size, init, must_init: bool, fail, what: str) -> None:
+def _check_mem(where: str, v: Val, size: int | None, init: frozenset[int], must_init: bool,
+               fail: _Fail, what: str) -> None:
     if v.kind in ("map_value", "unknown"):
         return
     if v.kind == "map_value_or_null":

@@ -13,6 +13,7 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from types import FrameType
     from typing import Any, Iterable, Iterator
 
 from ..errors import EncodingError, ProgramError
@@ -25,13 +26,13 @@ from .output import Output
 
 
 _INSIDE = _dsl._INSIDE    # code object -> True when it belongs to the pyebpf package
-_ORIGINS: dict = {}       # (filename, line) -> the shared "file:line" string
+_ORIGINS: dict[tuple[str, int], str] = {}       # (filename, line) -> the shared "file:line" string
 _PKG_DIR = _dsl._PKG_DIR
 
 
 def caller_origin(depth: int = 2) -> str:
     """``file:line`` of the nearest frame outside the pyebpf package."""
-    frame = sys._getframe(depth)
+    frame: FrameType | None = sys._getframe(depth)
     inside = _INSIDE
     while frame is not None:
         code = frame.f_code
@@ -78,11 +79,15 @@ class RawSlot(Insn):
         """The slot's 8 bytes, exactly."""
         return self.value.to_bytes(8, "little")
 
-    def fields(self) -> tuple:
+    def fields(self) -> tuple[int | str | None, ...]:
+        """What makes two slots equal: the raw value."""
         return ("raw", self.value)
 
     def copy(self) -> "RawSlot":
-        return RawSlot(self.value, origin=self._origin)
+        """A copy with the same value and origin."""
+        new = RawSlot(self.value)
+        new._origin = self._origin
+        return new
 
     def __repr__(self) -> str:
         return f"RawSlot(0x{self.value:016x})"
@@ -127,10 +132,11 @@ class StackFrame:
 
     @property
     def free(self) -> int:
+        """Bytes of stack still free."""
         return self.LIMIT - self.used
 
 
-class Program(InstructionBuilder, Idioms, Output):
+class Program(Output, Idioms, InstructionBuilder):
     """A sequence of eBPF instructions under construction.
 
     Args:
@@ -165,6 +171,7 @@ class Program(InstructionBuilder, Idioms, Output):
         return insn
 
     def extend(self, insns: Iterable[Insn]) -> None:
+        """Append each of ``insns`` (see :meth:`append`)."""
         for insn in insns:
             self.append(insn)
 
@@ -281,6 +288,7 @@ class Program(InstructionBuilder, Idioms, Output):
 
     @property
     def slot_count(self) -> int:
+        """Number of 8-byte slots after layout (``ld_imm64`` takes two), as the kernel counts."""
         return sum(i.slots for i in self.finalize())
 
     def origins(self) -> list[str | None]:

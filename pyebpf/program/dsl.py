@@ -21,6 +21,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from types import CodeType, FrameType
+
+    from typing_extensions import Self
+
+    from .core import StackFrame
+
 from ..errors import ProgramError
 from ..isa import Insn, helper as _helper, opcodes as op, s32
 
@@ -30,7 +36,7 @@ class Reg:
 
     __slots__ = ("index", "is32")
 
-    def __init__(self, index: int, is32: bool = False):
+    def __init__(self, index: int, is32: bool = False) -> None:
         if not 0 <= index <= 10:
             raise ProgramError(f"register r{index} does not exist (r0-r10)")
         self.index = index
@@ -84,7 +90,7 @@ def _size_code(size: int | str) -> int:
         raise ProgramError(f"memory size must be 1, 2, 4 or 8 bytes, not {size!r}") from None
 
 
-def _imm(value: int, what: str = "immediate") -> int:
+def _imm(value: object, what: str = "immediate") -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise ProgramError(f"{what} must be an int or a register, not {value!r}")
     try:
@@ -99,7 +105,7 @@ def _off(value: int) -> int:
     return value
 
 
-_INSIDE: dict = {}   # shared with core: code object -> belongs to the pyebpf package
+_INSIDE: dict[CodeType, bool] = {}   # shared with core: code object -> belongs to the pyebpf package
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _getframe = sys._getframe
 
@@ -108,13 +114,23 @@ class InstructionBuilder:
     """Mixin that gives :class:`Program` one method per instruction."""
 
     # provided by Program
+    if TYPE_CHECKING:
+        insns: list[Insn]
+        maps: dict[str, Any]
+        stack: StackFrame
+        _cache: list[Insn] | None
+
+        def label(self, name: str, *, origin: str | None = None) -> str:
+            """Define label ``name`` at the current end of the program."""
+
     def append(self, insn: Insn) -> Insn:  # pragma: no cover - overridden
+        """Append one instruction (implemented by :class:`Program`)."""
         raise NotImplementedError
 
-    def _emit(self, insn: Insn) -> "InstructionBuilder":
+    def _emit(self, insn: Insn) -> Self:
         # The hot path of every builder method: Program.append with the
         # origin lookup of core.caller_origin inlined (it dominates the cost).
-        frame = _getframe(2)
+        frame: FrameType | None = _getframe(2)
         inside = _INSIDE
         while frame is not None:
             code = frame.f_code
@@ -130,7 +146,7 @@ class InstructionBuilder:
         return self
 
     # ------------------------------------------------------------------ ALU
-    def _alu(self, aop: int, dst: Reg, src: Operand, off: int = 0) -> "InstructionBuilder":
+    def _alu(self, aop: int, dst: Reg, src: Operand, off: int = 0) -> Self:
         if type(dst) is not Reg:
             _reg(dst, "destination")
         cls = op.ALU if dst.is32 else op.ALU64
@@ -142,93 +158,93 @@ class InstructionBuilder:
             src = _imm(src)
         return self._emit(Insn(cls | aop, dst.index, 0, off, src))
 
-    def mov(self, dst: Reg, src: Operand) -> "InstructionBuilder":
+    def mov(self, dst: Reg, src: Operand) -> Self:
         """``dst = src``."""
         return self._alu(op.MOV, dst, src)
 
-    def add(self, dst: Reg, src: Operand):
+    def add(self, dst: Reg, src: Operand) -> Self:
         """``dst += src``."""
         return self._alu(op.ADD, dst, src)
 
-    def sub(self, dst: Reg, src: Operand):
+    def sub(self, dst: Reg, src: Operand) -> Self:
         """``dst -= src``."""
         return self._alu(op.SUB, dst, src)
 
-    def mul(self, dst: Reg, src: Operand):
+    def mul(self, dst: Reg, src: Operand) -> Self:
         """``dst *= src``."""
         return self._alu(op.MUL, dst, src)
 
-    def div(self, dst: Reg, src: Operand):
+    def div(self, dst: Reg, src: Operand) -> Self:
         """``dst /= src`` (unsigned; division by zero gives 0)."""
         return self._alu(op.DIV, dst, src)
 
-    def sdiv(self, dst: Reg, src: Operand):
+    def sdiv(self, dst: Reg, src: Operand) -> Self:
         """``dst s/= src`` (signed, cpu v4)."""
         return self._alu(op.DIV, dst, src, op.OFF_SIGNED)
 
-    def mod(self, dst: Reg, src: Operand):
+    def mod(self, dst: Reg, src: Operand) -> Self:
         """``dst %= src`` (unsigned)."""
         return self._alu(op.MOD, dst, src)
 
-    def smod(self, dst: Reg, src: Operand):
+    def smod(self, dst: Reg, src: Operand) -> Self:
         """``dst s%= src`` (signed, truncated, cpu v4)."""
         return self._alu(op.MOD, dst, src, op.OFF_SIGNED)
 
-    def or_(self, dst: Reg, src: Operand):
+    def or_(self, dst: Reg, src: Operand) -> Self:
         """``dst |= src``."""
         return self._alu(op.OR, dst, src)
 
-    def and_(self, dst: Reg, src: Operand):
+    def and_(self, dst: Reg, src: Operand) -> Self:
         """``dst &= src``."""
         return self._alu(op.AND, dst, src)
 
-    def xor(self, dst: Reg, src: Operand):
+    def xor(self, dst: Reg, src: Operand) -> Self:
         """``dst ^= src``."""
         return self._alu(op.XOR, dst, src)
 
-    def lsh(self, dst: Reg, src: Operand):
+    def lsh(self, dst: Reg, src: Operand) -> Self:
         """``dst <<= src``."""
         return self._alu(op.LSH, dst, src)
 
-    def rsh(self, dst: Reg, src: Operand):
+    def rsh(self, dst: Reg, src: Operand) -> Self:
         """``dst >>= src`` (logical)."""
         return self._alu(op.RSH, dst, src)
 
-    def arsh(self, dst: Reg, src: Operand):
+    def arsh(self, dst: Reg, src: Operand) -> Self:
         """``dst s>>= src`` (arithmetic)."""
         return self._alu(op.ARSH, dst, src)
 
-    def neg(self, dst: Reg):
+    def neg(self, dst: Reg) -> Self:
         """``dst = -dst``."""
         dst = _reg(dst, "destination")
         return self._emit(Insn((op.ALU if dst.is32 else op.ALU64) | op.NEG, dst.index))
 
-    def movsx(self, dst: Reg, src: Reg, bits: int):
+    def movsx(self, dst: Reg, src: Reg, bits: int) -> Self:
         """``dst = (s<bits>) src``: sign-extending move (cpu v4); bits 8, 16 (or 32 for 64-bit)."""
         src = _reg(src, "source")
         if bits not in ((8, 16) if _reg(dst, "destination").is32 else (8, 16, 32)):
             raise ProgramError(f"movsx width must be 8 or 16 (or 32 for 64-bit registers), not {bits}")
         return self._alu(op.MOV, dst, src, bits)
 
-    def le(self, dst: Reg, bits: int):
+    def le(self, dst: Reg, bits: int) -> Self:
         """``dst = le<bits> dst`` (convert to little endian; a no-op on x86 apart from truncation)."""
         return self._end(op.ALU | op.END | op.TO_LE, dst, bits)
 
-    def be(self, dst: Reg, bits: int):
+    def be(self, dst: Reg, bits: int) -> Self:
         """``dst = be<bits> dst`` (convert to big endian)."""
         return self._end(op.ALU | op.END | op.TO_BE, dst, bits)
 
-    def bswap(self, dst: Reg, bits: int):
+    def bswap(self, dst: Reg, bits: int) -> Self:
         """``dst = bswap<bits> dst`` (unconditional byte swap, cpu v4)."""
         return self._end(op.ALU64 | op.END, dst, bits)
 
-    def _end(self, code: int, dst: Reg, bits: int):
+    def _end(self, code: int, dst: Reg, bits: int) -> Self:
         if bits not in (16, 32, 64):
             raise ProgramError(f"byte swap width must be 16, 32 or 64, not {bits}")
         return self._emit(Insn(code, _reg(dst, "destination").index, 0, 0, bits))
 
     # ---------------------------------------------------------- 64-bit loads
-    def lddw(self, dst: Reg, value: int):
+    def lddw(self, dst: Reg, value: int) -> Self:
         """``dst = value ll``: load a 64-bit constant (two slots)."""
         if not -(1 << 63) <= value < (1 << 64):
             raise ProgramError(f"constant {value} does not fit in 64 bits")
@@ -236,7 +252,7 @@ class InstructionBuilder:
         insn.imm64 = value
         return self._emit(insn)
 
-    def ld_map(self, dst: Reg, map_: Any):
+    def ld_map(self, dst: Reg, map_: Any) -> Self:
         """``dst = map``: a map pointer, by map object (with ``.name``) or by name.
 
         The reference is symbolic: the loader puts the map's fd in when the
@@ -246,13 +262,13 @@ class InstructionBuilder:
         return self._emit(Insn(op.OP_LD_IMM64, _reg(dst, "destination").index, op.PSEUDO_MAP_FD,
                                map_ref=name))
 
-    def ld_map_value(self, dst: Reg, map_: Any, offset: int = 0):
+    def ld_map_value(self, dst: Reg, map_: Any, offset: int = 0) -> Self:
         """``dst = &map.value[0] + offset``: direct value access of an array map."""
         name = self._map_name(map_)
         return self._emit(Insn(op.OP_LD_IMM64, _reg(dst, "destination").index, op.PSEUDO_MAP_VALUE,
                                0, 0, _imm(offset, "value offset"), map_ref=name))
 
-    def ld_func(self, dst: Reg, function: str):
+    def ld_func(self, dst: Reg, function: str) -> Self:
         """``dst = &function``: address of a subprogram, for callbacks (bpf_loop...)."""
         return self._emit(Insn(op.OP_LD_IMM64, _reg(dst, "destination").index, op.PSEUDO_FUNC,
                                target=function))
@@ -260,7 +276,7 @@ class InstructionBuilder:
     def _map_name(self, map_: Any) -> str:
         if isinstance(map_, str):
             return map_
-        name = getattr(map_, "name", None)
+        name: str | None = getattr(map_, "name", None)
         if not name:
             raise ProgramError(f"{map_!r} is not a map (it needs a .name) nor a map name")
         maps = getattr(self, "maps", None)
@@ -272,7 +288,7 @@ class InstructionBuilder:
         return name
 
     # ---------------------------------------------------------- memory
-    def load(self, dst: Reg, src: Reg, off: int = 0, size: int | str = 8, signed: bool = False):
+    def load(self, dst: Reg, src: Reg, off: int = 0, size: int | str = 8, signed: bool = False) -> Self:
         """``dst = *(u<size> *)(src + off)`` (``signed``: sign-extending, cpu v4)."""
         sz = _SIZE_OF_BYTES.get(size) if type(size) is int else None
         if sz is None:
@@ -285,7 +301,7 @@ class InstructionBuilder:
             off = _off(off)
         return self._emit(Insn(op.LDX | (op.MEMSX if signed else op.MEM) | sz, dst.index, src.index, off))
 
-    def store(self, dst: Reg, off: int, src: Operand, size: int | str = 8):
+    def store(self, dst: Reg, off: int, src: Operand, size: int | str = 8) -> Self:
         """``*(u<size> *)(dst + off) = src`` (a register or an immediate)."""
         sz = _SIZE_OF_BYTES.get(size) if type(size) is int else None
         if sz is None:
@@ -298,74 +314,74 @@ class InstructionBuilder:
             return self._emit(Insn(op.STX | op.MEM | sz, dst.index, src.index, off))
         return self._emit(Insn(op.ST | op.MEM | sz, dst.index, 0, off, _imm(src)))
 
-    def ldxb(self, dst: Reg, src: Reg, off: int = 0):
+    def ldxb(self, dst: Reg, src: Reg, off: int = 0) -> Self:
         """``dst = *(u8 *)(src + off)``."""
         return self.load(dst, src, off, 1)
 
-    def ldxh(self, dst: Reg, src: Reg, off: int = 0):
+    def ldxh(self, dst: Reg, src: Reg, off: int = 0) -> Self:
         """``dst = *(u16 *)(src + off)``."""
         return self.load(dst, src, off, 2)
 
-    def ldxw(self, dst: Reg, src: Reg, off: int = 0):
+    def ldxw(self, dst: Reg, src: Reg, off: int = 0) -> Self:
         """``dst = *(u32 *)(src + off)``."""
         return self.load(dst, src, off, 4)
 
-    def ldxdw(self, dst: Reg, src: Reg, off: int = 0):
+    def ldxdw(self, dst: Reg, src: Reg, off: int = 0) -> Self:
         """``dst = *(u64 *)(src + off)``."""
         return self.load(dst, src, off, 8)
 
-    def ldxsb(self, dst: Reg, src: Reg, off: int = 0):
+    def ldxsb(self, dst: Reg, src: Reg, off: int = 0) -> Self:
         """``dst = *(s8 *)(src + off)``."""
         return self.load(dst, src, off, 1, signed=True)
 
-    def ldxsh(self, dst: Reg, src: Reg, off: int = 0):
+    def ldxsh(self, dst: Reg, src: Reg, off: int = 0) -> Self:
         """``dst = *(s16 *)(src + off)``."""
         return self.load(dst, src, off, 2, signed=True)
 
-    def ldxsw(self, dst: Reg, src: Reg, off: int = 0):
+    def ldxsw(self, dst: Reg, src: Reg, off: int = 0) -> Self:
         """``dst = *(s32 *)(src + off)``."""
         return self.load(dst, src, off, 4, signed=True)
 
-    def stxb(self, dst: Reg, off: int, src: Reg):
+    def stxb(self, dst: Reg, off: int, src: Reg) -> Self:
         """``*(u8 *)(dst + off) = src``."""
         return self.store(dst, off, _reg(src, "source"), 1)
 
-    def stxh(self, dst: Reg, off: int, src: Reg):
+    def stxh(self, dst: Reg, off: int, src: Reg) -> Self:
         """``*(u16 *)(dst + off) = src``."""
         return self.store(dst, off, _reg(src, "source"), 2)
 
-    def stxw(self, dst: Reg, off: int, src: Reg):
+    def stxw(self, dst: Reg, off: int, src: Reg) -> Self:
         """``*(u32 *)(dst + off) = src``."""
         return self.store(dst, off, _reg(src, "source"), 4)
 
-    def stxdw(self, dst: Reg, off: int, src: Reg):
+    def stxdw(self, dst: Reg, off: int, src: Reg) -> Self:
         """``*(u64 *)(dst + off) = src``."""
         return self.store(dst, off, _reg(src, "source"), 8)
 
-    def stb(self, dst: Reg, off: int, imm: int):
+    def stb(self, dst: Reg, off: int, imm: int) -> Self:
         """``*(u8 *)(dst + off) = imm``."""
         return self.store(dst, off, _imm(imm), 1)
 
-    def sth(self, dst: Reg, off: int, imm: int):
+    def sth(self, dst: Reg, off: int, imm: int) -> Self:
         """``*(u16 *)(dst + off) = imm``."""
         return self.store(dst, off, _imm(imm), 2)
 
-    def stw(self, dst: Reg, off: int, imm: int):
+    def stw(self, dst: Reg, off: int, imm: int) -> Self:
         """``*(u32 *)(dst + off) = imm``."""
         return self.store(dst, off, _imm(imm), 4)
 
-    def stdw(self, dst: Reg, off: int, imm: int):
+    def stdw(self, dst: Reg, off: int, imm: int) -> Self:
         """``*(u64 *)(dst + off) = imm`` (imm sign-extended to 64 bits)."""
         return self.store(dst, off, _imm(imm), 8)
 
-    def ldabs(self, size: int | str, imm: int):
+    def ldabs(self, size: int | str, imm: int) -> Self:
         """Legacy packet load ``r0 = *(u<size> *)skb[imm]`` (socket filters)."""
         code = op.LD | op.ABS | _size_code(size)
         if code & 0x18 == op.DW:
             raise ProgramError("LD_ABS exists for 1, 2 and 4 bytes only")
         return self._emit(Insn(code, 0, 0, 0, _imm(imm)))
 
-    def ldind(self, size: int | str, src: Reg, imm: int = 0):
+    def ldind(self, size: int | str, src: Reg, imm: int = 0) -> Self:
         """Legacy packet load ``r0 = *(u<size> *)skb[src + imm]``."""
         code = op.LD | op.IND | _size_code(size)
         if code & 0x18 == op.DW:
@@ -373,68 +389,68 @@ class InstructionBuilder:
         return self._emit(Insn(code, 0, _reg(src, "index").index, 0, _imm(imm)))
 
     # ---------------------------------------------------------- atomics
-    def _atomic(self, dst: Reg, off: int, src: Reg, imm: int, size: int | str):
+    def _atomic(self, dst: Reg, off: int, src: Reg, imm: int, size: int | str) -> Self:
         sz = _size_code(size)
         return self._emit(Insn(op.STX | op.ATOMIC | sz, _reg(dst, "base").index,
                                _reg(src, "source").index, _off(off), imm))
 
-    def atomic_add(self, dst: Reg, off: int, src: Reg, size: int = 8, fetch: bool = False):
+    def atomic_add(self, dst: Reg, off: int, src: Reg, size: int = 8, fetch: bool = False) -> Self:
         """``lock *(u<size> *)(dst + off) += src``; with ``fetch`` the old value goes to src."""
         return self._atomic(dst, off, src, op.ATOMIC_ADD | (op.FETCH if fetch else 0), size)
 
-    def atomic_or(self, dst: Reg, off: int, src: Reg, size: int = 8, fetch: bool = False):
+    def atomic_or(self, dst: Reg, off: int, src: Reg, size: int = 8, fetch: bool = False) -> Self:
         """``lock *(u<size> *)(dst + off) |= src``."""
         return self._atomic(dst, off, src, op.ATOMIC_OR | (op.FETCH if fetch else 0), size)
 
-    def atomic_and(self, dst: Reg, off: int, src: Reg, size: int = 8, fetch: bool = False):
+    def atomic_and(self, dst: Reg, off: int, src: Reg, size: int = 8, fetch: bool = False) -> Self:
         """``lock *(u<size> *)(dst + off) &= src``."""
         return self._atomic(dst, off, src, op.ATOMIC_AND | (op.FETCH if fetch else 0), size)
 
-    def atomic_xor(self, dst: Reg, off: int, src: Reg, size: int = 8, fetch: bool = False):
+    def atomic_xor(self, dst: Reg, off: int, src: Reg, size: int = 8, fetch: bool = False) -> Self:
         """``lock *(u<size> *)(dst + off) ^= src``."""
         return self._atomic(dst, off, src, op.ATOMIC_XOR | (op.FETCH if fetch else 0), size)
 
-    def xchg(self, dst: Reg, off: int, src: Reg, size: int = 8):
+    def xchg(self, dst: Reg, off: int, src: Reg, size: int = 8) -> Self:
         """``src = xchg(dst + off, src)``."""
         return self._atomic(dst, off, src, op.XCHG, size)
 
-    def cmpxchg(self, dst: Reg, off: int, src: Reg, size: int = 8):
+    def cmpxchg(self, dst: Reg, off: int, src: Reg, size: int = 8) -> Self:
         """``r0 = cmpxchg(dst + off, r0, src)``: store src if the memory equals r0."""
         return self._atomic(dst, off, src, op.CMPXCHG, size)
 
-    def load_acquire(self, dst: Reg, src: Reg, off: int = 0, size: int = 8):
+    def load_acquire(self, dst: Reg, src: Reg, off: int = 0, size: int = 8) -> Self:
         """``dst = load_acquire((u<size> *)(src + off))``."""
         sz = _size_code(size)
         return self._emit(Insn(op.STX | op.ATOMIC | sz, _reg(dst, "destination").index,
                                _reg(src, "base").index, _off(off), op.LOAD_ACQ))
 
-    def store_release(self, dst: Reg, off: int, src: Reg, size: int = 8):
+    def store_release(self, dst: Reg, off: int, src: Reg, size: int = 8) -> Self:
         """``store_release((u<size> *)(dst + off), src)``."""
         return self._atomic(dst, off, src, op.STORE_REL, size)
 
     # ---------------------------------------------------------- control flow
-    def _jump_insn(self, code: int, dst: int, src: int, imm: int, target: Target) -> "InstructionBuilder":
+    def _jump_insn(self, code: int, dst: int, src: int, imm: int, target: Target) -> Self:
         if isinstance(target, str):
             return self._emit(Insn(code, dst, src, 0, imm, target=target))
         if code == op.OP_GOTOL:
             return self._emit(Insn(code, dst, src, 0, _imm(target, "jump offset")))
         return self._emit(Insn(code, dst, src, _off(target), imm))
 
-    def ja(self, target: Target):
+    def ja(self, target: Target) -> Self:
         """``goto target``."""
         return self._jump_insn(op.OP_JA, 0, 0, 0, target)
 
     goto = ja
 
-    def gotol(self, target: Target):
+    def gotol(self, target: Target) -> Self:
         """``gotol target``: unconditional jump with a 32-bit offset (cpu v4)."""
         return self._jump_insn(op.OP_GOTOL, 0, 0, 0, target)
 
-    def may_goto(self, target: Target):
+    def may_goto(self, target: Target) -> Self:
         """``may_goto target``: the kernel jumps once its loop budget is spent."""
         return self._jump_insn(op.OP_MAY_GOTO, 0, 0, 0, target)
 
-    def jump_if(self, cond: str, dst: Reg, src: Operand, target: Target):
+    def jump_if(self, cond: str, dst: Reg, src: Operand, target: Target) -> Self:
         """``if dst <cond> src goto target``; cond is a mnemonic (``jeq``) or an
         operator (``==``, ``!=``, ``>``, ``>=``, ``<``, ``<=``, ``s>``, ``s>=``,
         ``s<``, ``s<=``, ``&``)."""
@@ -450,51 +466,51 @@ class InstructionBuilder:
             return self._jump_insn(code | op.X, dst.index, src.index, 0, target)
         return self._jump_insn(code, dst.index, 0, _imm(src), target)
 
-    def jeq(self, dst: Reg, src: Operand, target: Target):
+    def jeq(self, dst: Reg, src: Operand, target: Target) -> Self:
         """``if dst == src goto target``."""
         return self.jump_if("jeq", dst, src, target)
 
-    def jne(self, dst: Reg, src: Operand, target: Target):
+    def jne(self, dst: Reg, src: Operand, target: Target) -> Self:
         """``if dst != src goto target``."""
         return self.jump_if("jne", dst, src, target)
 
-    def jgt(self, dst: Reg, src: Operand, target: Target):
+    def jgt(self, dst: Reg, src: Operand, target: Target) -> Self:
         """``if dst > src goto target`` (unsigned)."""
         return self.jump_if("jgt", dst, src, target)
 
-    def jge(self, dst: Reg, src: Operand, target: Target):
+    def jge(self, dst: Reg, src: Operand, target: Target) -> Self:
         """``if dst >= src goto target`` (unsigned)."""
         return self.jump_if("jge", dst, src, target)
 
-    def jlt(self, dst: Reg, src: Operand, target: Target):
+    def jlt(self, dst: Reg, src: Operand, target: Target) -> Self:
         """``if dst < src goto target`` (unsigned)."""
         return self.jump_if("jlt", dst, src, target)
 
-    def jle(self, dst: Reg, src: Operand, target: Target):
+    def jle(self, dst: Reg, src: Operand, target: Target) -> Self:
         """``if dst <= src goto target`` (unsigned)."""
         return self.jump_if("jle", dst, src, target)
 
-    def jsgt(self, dst: Reg, src: Operand, target: Target):
+    def jsgt(self, dst: Reg, src: Operand, target: Target) -> Self:
         """``if dst s> src goto target``."""
         return self.jump_if("jsgt", dst, src, target)
 
-    def jsge(self, dst: Reg, src: Operand, target: Target):
+    def jsge(self, dst: Reg, src: Operand, target: Target) -> Self:
         """``if dst s>= src goto target``."""
         return self.jump_if("jsge", dst, src, target)
 
-    def jslt(self, dst: Reg, src: Operand, target: Target):
+    def jslt(self, dst: Reg, src: Operand, target: Target) -> Self:
         """``if dst s< src goto target``."""
         return self.jump_if("jslt", dst, src, target)
 
-    def jsle(self, dst: Reg, src: Operand, target: Target):
+    def jsle(self, dst: Reg, src: Operand, target: Target) -> Self:
         """``if dst s<= src goto target``."""
         return self.jump_if("jsle", dst, src, target)
 
-    def jset(self, dst: Reg, src: Operand, target: Target):
+    def jset(self, dst: Reg, src: Operand, target: Target) -> Self:
         """``if dst & src goto target``."""
         return self.jump_if("jset", dst, src, target)
 
-    def call(self, function: str | int):
+    def call(self, function: str | int) -> Self:
         """Call a helper by name (``"map_lookup_elem"``, ``"bpf_ktime_get_ns"``)
         or id.  To call a subprogram of this program, use :meth:`call_local`."""
         if isinstance(function, str):
@@ -506,25 +522,25 @@ class InstructionBuilder:
             hid = _imm(function, "helper id")
         return self._emit(Insn(op.OP_CALL, 0, op.CALL_HELPER, 0, hid))
 
-    def call_local(self, function: Target):
+    def call_local(self, function: Target) -> Self:
         """bpf-to-bpf call of a subprogram (by name) or a relative slot offset."""
         if isinstance(function, str):
             return self._emit(Insn(op.OP_CALL, 0, op.CALL_LOCAL, 0, 0, target=function))
         return self._emit(Insn(op.OP_CALL, 0, op.CALL_LOCAL, 0, _imm(function, "call offset")))
 
-    def call_kfunc(self, btf_id: int, module_index: int = 0):
+    def call_kfunc(self, btf_id: int, module_index: int = 0) -> Self:
         """Call a kernel function by BTF id (``off`` selects a module BTF in fd_array)."""
         return self._emit(Insn(op.OP_CALL, 0, op.CALL_KFUNC, _off(module_index), _imm(btf_id, "BTF id")))
 
-    def callx(self, reg: Reg):
+    def callx(self, reg: Reg) -> Self:
         """``callx reg`` (bpf_conformance extension; Linux rejects it)."""
         return self._emit(Insn(op.OP_CALLX, _reg(reg, "target register").index))
 
-    def exit(self):
+    def exit(self) -> Self:
         """``exit``: return r0."""
         return self._emit(Insn(op.OP_EXIT))
 
-    def ret(self, value: Operand):
+    def ret(self, value: Operand) -> Self:
         """``r0 = value; exit``."""
         if isinstance(value, Reg) and value.index == 0 and not value.is32:
             return self.exit()
@@ -532,7 +548,7 @@ class InstructionBuilder:
         return self.exit()
 
     def raw(self, code: int, dst: int = 0, src: int = 0, off: int = 0, imm: int = 0,
-            next_imm: int | None = None):
+            next_imm: int | None = None) -> Self:
         """Append an instruction from raw fields (for experiments; checked at encode)."""
         return self._emit(Insn(code, dst, src, off, imm, next_imm))
 

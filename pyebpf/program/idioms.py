@@ -14,14 +14,16 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from typing_extensions import Self
+
 from ..errors import ProgramError
-from .dsl import R0, R1, R2, R3, R4, R10, Operand, Reg
+from .dsl import R0, R1, R2, R3, R4, R10, InstructionBuilder, Operand, Reg
 
 _counter = itertools.count()
 
 
-class Idioms:
-    """Mixin of :class:`Program` with verifier-friendly multi-instruction idioms."""
+class Idioms(InstructionBuilder):
+    """Part of :class:`Program`: verifier-friendly multi-instruction idioms."""
 
     def fresh_label(self, prefix: str = "L") -> str:
         """A label name not used anywhere else (``.prefix_N``)."""
@@ -46,12 +48,12 @@ class Idioms:
             pos += step
         return offset
 
-    def stack_pointer(self, dst: Reg, offset: int):
+    def stack_pointer(self, dst: Reg, offset: int) -> Self:
         """``dst = r10 + offset``."""
         self.mov(dst, R10)
         return self.add(dst, offset)
 
-    def map_lookup(self, map_: Any, key_offset: int, on_null: str, dst: Reg = R0):
+    def map_lookup(self, map_: Any, key_offset: int, on_null: str, dst: Reg = R0) -> Self:
         """Look the key at ``r10 + key_offset`` up in ``map_``; jump to
         ``on_null`` when absent; otherwise ``dst`` holds the value pointer
         (already checked for NULL, so it can be dereferenced)."""
@@ -63,7 +65,7 @@ class Idioms:
             self.mov(dst, R0)
         return self
 
-    def map_update(self, map_: Any, key_offset: int, value_offset: int, flags: int = 0):
+    def map_update(self, map_: Any, key_offset: int, value_offset: int, flags: int = 0) -> Self:
         """``bpf_map_update_elem(map, r10+key_offset, r10+value_offset, flags)``; r0 = result."""
         self.ld_map(R1, map_)
         self.stack_pointer(R2, key_offset)
@@ -71,7 +73,7 @@ class Idioms:
         self.mov(R4, flags)
         return self.call("map_update_elem")
 
-    def map_increment(self, map_: Any, key_offset: int, amount: Operand = 1, value_size: int = 8):
+    def map_increment(self, map_: Any, key_offset: int, amount: Operand = 1, value_size: int = 8) -> Self:
         """Atomically add ``amount`` to the value under the key at
         ``r10 + key_offset``, creating the entry (with ``amount``) when absent.
 
@@ -134,7 +136,7 @@ class _BoundedLoop:
     """The ``with`` block of :meth:`Idioms.bounded_loop`: the loop's head on
     entry, the increment and the jump back on a normal exit."""
 
-    def __init__(self, p: Any, counter: Reg, count: int) -> None:
+    def __init__(self, p: Idioms, counter: Reg, count: int) -> None:
         self.p, self.counter, self.count = p, counter, count
 
     def __enter__(self) -> str:

@@ -23,9 +23,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Sequence
 
+    from typing_extensions import Self
+
 from ..errors import ProgramError
 from .dsl import R0, R1, R2, R3, R4, R5, R6, R10, W3, Operand, Reg
-from .._record import record
+from .idioms import Idioms
+from .._record import Record, record
 
 __all__ = ["Output", "RecordLayout", "record_layout", "BPF_F_CURRENT_CPU"]
 
@@ -40,7 +43,7 @@ _CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}
 
 
 @record
-class RecordLayout:
+class RecordLayout(Record):
     """Where each field of an :meth:`Output.output_record` record lives.
 
     ``offsets[i]`` is field *i*'s byte offset, ``size`` the record size (C
@@ -60,7 +63,7 @@ def _field_size(size: Any) -> int:
         size = _SIZE_NAMES.get(size.lower(), size)
     if size not in (1, 2, 4, 8):
         raise ProgramError(f"a record field is 1, 2, 4 or 8 bytes (or u8..u64), not {size!r}")
-    return size
+    return int(size)
 
 
 def record_layout(sizes: Sequence[Any]) -> RecordLayout:
@@ -90,11 +93,11 @@ def _map_type(map_: Any) -> int | None:
     return int(t) if t is not None else None
 
 
-class Output:
-    """Mixin of :class:`Program`: idioms that send events to user space."""
+class Output(Idioms):
+    """Part of :class:`Program`: idioms that send events to user space."""
 
     def perf_event_output(self, map_: Any, offset: int, size: int, *, ctx: Reg = R6,
-                          cpu: int | None = None):
+                          cpu: int | None = None) -> Self:
         """``r0 = bpf_perf_event_output(ctx, map_, BPF_F_CURRENT_CPU, r10 + offset, size)``.
 
         Sends the ``size`` bytes of stack at ``r10 + offset`` to the perf ring
@@ -132,7 +135,7 @@ class Output:
         return self.call("perf_event_output")
 
     def ringbuf_output(self, map_: Any, offset: int, size: int, *, flags: int = 0,
-                       drops: Any = None, drop_slot: int = 0):
+                       drops: Any = None, drop_slot: int = 0) -> Self:
         """``r0 = bpf_ringbuf_output(map_, r10 + offset, size, flags)``.
 
         ``flags``: 0 (the kernel wakes the reader when it has caught up),
@@ -166,7 +169,7 @@ class Output:
             self.label(done)
         return self
 
-    def count_drop(self, drops: Any, slot: int = 0):
+    def count_drop(self, drops: Any, slot: int = 0) -> Self:
         """Atomically add 1 to ``drops[slot]`` (this CPU's copy) of a per-CPU
         array map of ``u64``.  Clobbers r0-r5 and 4 bytes of stack."""
         t = _map_type(drops)

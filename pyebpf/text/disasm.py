@@ -10,8 +10,9 @@ disassembler never fails on input bytes.
 from __future__ import annotations
 
 import struct
-from typing import Iterable, Mapping, NamedTuple
+from typing import Iterable, Mapping
 
+from .._record import Record, record
 from ..errors import EncodingError, OptionError
 from ..isa import Form, HELPERS, Insn, classify, is_jump, jump_offset, opcodes as op
 from ..program.core import Program, RawSlot
@@ -24,7 +25,8 @@ _SLOT = struct.Struct("<BBhi")
 _U64 = struct.Struct("<Q")
 
 
-class Instruction(NamedTuple):
+@record
+class Instruction(Record):
     """One disassembled instruction (compare :class:`dis.Instruction`)."""
 
     index: int                  #: slot index (an ld_imm64 takes two slots)

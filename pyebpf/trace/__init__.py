@@ -14,6 +14,15 @@ Modules: :mod:`~pyebpf.trace.recipes` (Trace, the shortcuts), :mod:`~pyebpf.trac
 from .aggregate import Avg, Count, Histogram, Max, Min, Stats, Sum, log2_bucket
 from .render import format_count, format_hist, format_value
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:       # what __getattr__ imports on first use, as type checkers see it
+    from typing import Any
+
+    # ("X as X": an explicit re-export, as mypy --strict wants it)
+    from .recipes import (Trace as Trace, TraceSession as TraceSession, count as count,
+                          events as events, histogram as histogram, latency as latency,
+                          stacks as stacks, stats as stats)
+
 __all__ = ["Avg", "Count", "Histogram", "Max", "Min", "Stats", "Sum", "log2_bucket",
            "format_count", "format_hist", "format_value", "Trace", "TraceSession",
            "count", "histogram", "latency", "events", "stacks", "stats"]
@@ -21,7 +30,7 @@ __all__ = ["Avg", "Count", "Histogram", "Max", "Min", "Stats", "Sum", "log2_buck
 _LAZY = {"Trace", "TraceSession", "count", "histogram", "latency", "events", "stacks", "stats"}
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> "Any":
     if name in _LAZY:
         from . import recipes
         return getattr(recipes, name)

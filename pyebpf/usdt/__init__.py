@@ -23,6 +23,8 @@ Modules: :mod:`~pyebpf.usdt.notes` (notes, offsets, probes),
 :class:`~pyebpf.errors.UsdtSpecError`, :class:`~pyebpf.errors.UsdtTargetError`
 (all :class:`~pyebpf.errors.UsdtError`, a ``ValueError``).
 """
+from __future__ import annotations
+
 from ..errors import UsdtError, UsdtNoteError, UsdtSpecError, UsdtTargetError
 from .notes import (NT_STAPSDT, ElfInfo, LoadSegment, UsdtFile, UsdtNote, UsdtProbe,
                     group_probes, host_arch, iter_notes, read_notes, read_probes)
@@ -48,6 +50,19 @@ __all__ = [
 #   (pyebpf.usdt.source).
 from ..errors import UsdtProbeLookupError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:       # what __getattr__ imports on first use, as type checkers see it
+    from typing import Any
+
+    # ("X as X": an explicit re-export, as mypy --strict wants it)
+    from .args import ArgReader as ArgReader
+    from .attach import (Usdt as Usdt, UsdtCounter as UsdtCounter, UsdtTrace as UsdtTrace,
+                         attach_usdt as attach_usdt, find_usdt as find_usdt, usdt as usdt,
+                         usdt_files as usdt_files)
+    from .provider import Provider as Provider, ProviderProbe as ProviderProbe
+    from .source import (UsdtProbeSource as UsdtProbeSource,
+                         usdt_probe_source as usdt_probe_source)
+
 _LAZY = {
     "ArgReader": "args",
     "Usdt": "attach", "UsdtCounter": "attach", "UsdtTrace": "attach", "attach_usdt": "attach",
@@ -59,7 +74,7 @@ _LAZY = {
 __all__ += ["UsdtProbeLookupError", *_LAZY]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     mod = _LAZY.get(name)
     if mod is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -101,7 +101,7 @@ def cookie_address(cookie: int) -> int:
 # symbols
 
 @functools.lru_cache(maxsize=64)
-def _got_slots(path: str, key: tuple) -> dict[str, int] | dict[int, int]:
+def _got_slots(path: str, key: tuple[int, ...]) -> dict[str | int, int]:
     """GOT slots of ``path``: symbol name -> slot vaddr (GLOB_DAT/64 relocs)
     and, under int keys, addend -> slot vaddr (RELATIVE relocs)."""
     from elftools.elf.elffile import ELFFile
@@ -114,7 +114,7 @@ def _got_slots(path: str, key: tuple) -> dict[str, int] | dict[int, int]:
         for sec in ef.iter_sections():
             if not isinstance(sec, RelocationSection) or not sec.is_RELA():
                 continue
-            symtab = None
+            symtab: Any = None
             if sec["sh_link"]:
                 try:
                     symtab = ef.get_section(sec["sh_link"])
@@ -134,7 +134,7 @@ def _got_slots(path: str, key: tuple) -> dict[str, int] | dict[int, int]:
     return out
 
 
-def _file_key(path: str) -> tuple:
+def _file_key(path: str) -> tuple[int, ...]:
     st = os.stat(path)
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
@@ -157,13 +157,15 @@ def _resolve_symbol(path: str, name: str, overrides: Mapping[str, int]) -> int:
     for s in cands:
         by_addr.setdefault(s.address, s)
     if len(by_addr) == 1:
-        return next(iter(by_addr))
+        only: int = next(iter(by_addr))
+        return only
     locals_ = [s for s in by_addr.values() if s.bind == _elf.STB_LOCAL]
     if not locals_:
         # only global/weak definitions at several addresses: the global wins
         globals_ = [s for s in by_addr.values() if s.bind != _elf.STB_WEAK]
         if len(globals_) == 1:
-            return globals_[0].address
+            address: int = globals_[0].address
+            return address
     listing = "; ".join(f"{s.name} at {s.address:#x} ({s.bind_name} {s.type_name}, {s.table})"
                         for s in sorted(by_addr.values(), key=lambda s: s.address))
     raise ValueError(f"symbol {name!r} is ambiguous in {path}: {len(by_addr)} definitions "
@@ -205,7 +207,7 @@ def _fail(spec: Any, where: _Where, reason: str) -> UsdtSpecError:
                          spec=text, arch="x86_64", probe=where.probe, index=where.index)
 
 
-def _check(spec: Any, where: _Where, float_bits: bool) -> ArgSpec:
+def _check(spec: ArgSpec | UndecodableArg | None, where: _Where, float_bits: bool) -> ArgSpec:
     """The spec if this module can read it; raise UsdtSpecError otherwise."""
     if spec is _MISSING:
         raise UsdtSpecError(f"the probe has no argument {where.index} at {where.locations}",
@@ -275,7 +277,7 @@ def _load_reg(p: Program, dst: Reg, ctx: Reg, name: str, width: int | None,
 def _symbol_value(spec: ArgSpec, where: _Where) -> int:
     """st_value of the spec's symbol (raises UsdtSpecError)."""
     try:
-        return _resolve_symbol(where.path, spec.symbol, where.symbols or {})
+        return _resolve_symbol(where.path, str(spec.symbol), where.symbols or {})
     except (LookupError, ValueError, OSError) as exc:
         raise _fail(spec, where, f"cannot place symbol {spec.symbol!r}: {exc}") from None
 
@@ -394,7 +396,7 @@ def emit_spec(p: Program, dst: Reg, spec: ArgSpec, ctx: Reg, where: _Where,
         return
     if k is ArgKind.REG:
         w = min(spec.size, spec.reg_width or 8)
-        _load_reg(p, dst, ctx, spec.reg, w, spec.reg_shift)
+        _load_reg(p, dst, ctx, str(spec.reg), w, spec.reg_shift)
         _extend(p, dst, w, signed)
         return
     if k is ArgKind.ADDRESS:
@@ -460,8 +462,8 @@ class ArgReader:
         self.symbols = dict(symbols or {})
         first = notes[0]
         self.probe = first.probe
-        keys: dict[tuple, int] = {}
-        groups: list[tuple] = []
+        keys: dict[tuple[Any, ...], int] = {}
+        groups: list[tuple[Any, ...]] = []
         members: list[list[UsdtNote]] = []
         loc_groups = []
         for n in notes:
@@ -477,7 +479,7 @@ class ArgReader:
         if len(groups) > MAX_GROUPS:
             raise UsdtSpecError(f"{len(groups)} distinct argument-spec groups; at most "
                                 f"{MAX_GROUPS} can be dispatched", probe=self.probe)
-        self.groups: tuple[tuple, ...] = tuple(groups)
+        self.groups: tuple[tuple[Any, ...], ...] = tuple(groups)
         self._members = members
         self.location_groups: tuple[int, ...] = tuple(loc_groups)
         # does any location need its own address (globals in a PIE/shared

@@ -47,7 +47,10 @@ from __future__ import annotations
 import difflib
 import os
 import struct
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 from .. import elf as _elf
 from ..errors import UsdtError, UsdtNoteError, UsdtProbeLookupError, UsdtTargetError
@@ -113,7 +116,7 @@ def _process_files(pid: int) -> list[tuple[str, str]]:
     return list(seen.values())
 
 
-def usdt_files(target: "str | os.PathLike | None", pid: int | None = None) -> list[str]:
+def usdt_files(target: "str | os.PathLike[str] | None", pid: int | None = None) -> list[str]:
     """The files to look for probes in.
 
     ``target``: a path, a library/program name (resolved like bpftrace, in
@@ -258,6 +261,7 @@ class Usdt:
 
     @property
     def arg_count(self) -> int:
+        """How many arguments the probe has (the most over its locations)."""
         return self.reader.arg_count
 
     @property
@@ -419,7 +423,7 @@ class _Recipe:
 
     detach = close
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -459,7 +463,7 @@ class UsdtCounter(_Recipe):
         """Hits so far (after :meth:`close`, the count at detach)."""
         if self._final is not None:
             return self._final
-        return self.count.read()
+        return self.count.read()  # type: ignore[return-value]  # an unkeyed Count: an int
 
     def close(self) -> None:
         """Detach (the count stays readable in :attr:`value`) and free the map."""
@@ -468,7 +472,7 @@ class UsdtCounter(_Recipe):
             try:
                 if not self.link.closed:
                     self.link.detach()
-                self._final = self.count.read()
+                self._final = self.count.read()  # type: ignore[assignment]  # unkeyed: an int
             except Exception:  # noqa: BLE001 - closing must not fail
                 pass
         super().close()
@@ -554,7 +558,7 @@ class UsdtTrace(_Recipe):
             self.close()
             raise
 
-    def _decode(self, raw: bytes) -> tuple:
+    def _decode(self, raw: bytes) -> tuple[Any, ...]:
         out = []
         for i, off, n in self._layout:
             if n:
@@ -565,17 +569,18 @@ class UsdtTrace(_Recipe):
                 out.append(struct.unpack_from("<q" if self._signed[i] else "<Q", raw, off)[0])
         return tuple(out)
 
-    def read(self, timeout: float | None = None) -> list[tuple]:
+    def read(self, timeout: float | None = None) -> list[tuple[Any, ...]]:
         """Wait up to ``timeout`` seconds (None: forever) for events; return them."""
         return self.reader.read_batch(timeout)
 
-    def drain(self) -> list[tuple]:
+    def drain(self) -> list[tuple[Any, ...]]:
         """The events waiting now (no wait)."""
         return self.reader.drain()
 
-    def __iter__(self) -> Iterator[tuple]:
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
         return iter(self.reader)
 
     @property
     def lost(self) -> int:
+        """Events the kernel could not deliver (the ring was full)."""
         return self.reader.lost

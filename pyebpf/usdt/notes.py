@@ -87,9 +87,11 @@ class LoadSegment(NamedTuple):
 
     @property
     def executable(self) -> bool:
+        """True for an executable segment (``PF_X``)."""
         return bool(self.flags & _PF_X)
 
     def contains(self, vaddr: int) -> bool:
+        """Whether virtual address ``vaddr`` lies in the segment's memory image."""
         return self.vaddr <= vaddr < self.vaddr + self.memsz
 
 
@@ -184,10 +186,12 @@ class UsdtNote:
     # -- identity --------------------------------------------------------
     @property
     def path(self) -> str:
+        """The ELF file the note is in."""
         return self.elf.path
 
     @property
     def arch(self) -> str:
+        """The file's architecture (``x86_64``, ``aarch64``...)."""
         return self.elf.arch
 
     @property
@@ -199,7 +203,7 @@ class UsdtNote:
         return (f"UsdtNote({self.provider}:{self.name} @ {self.location:#x}, "
                 f"sema={self.semaphore:#x}, args={self.args!r})")
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[Any, ...]:
         return (self.elf.path, self.provider, self.name, self.location, self.base,
                 self.semaphore, self.args)
 
@@ -248,7 +252,7 @@ class UsdtNote:
                 except UsdtNoteError as exc:
                     out.append(exc.reason)
         for a in self.arguments:
-            if not a.decodable:
+            if isinstance(a, UndecodableArg):
                 out.append(f"argument {a.index} {a.text!r}: {a.error.reason}")
         return out
 
@@ -265,6 +269,7 @@ class UsdtNote:
 
     @property
     def arg_count(self) -> int:
+        """How many arguments this site has."""
         return len(self.arguments)
 
     def arg(self, i: int) -> ArgSpec:
@@ -296,7 +301,7 @@ class UsdtNote:
         d["traceable"] = self.elf.traceable
         d["arguments"] = [a.to_dict() for a in self.arguments]
         errors += [f"argument {a.index}: {a.error.reason}" for a in self.arguments
-                   if not a.decodable]
+                   if isinstance(a, UndecodableArg)]
         if not self.elf.traceable:
             errors.insert(0, self.elf.untraceable_reason or "not traceable on this host")
         d["errors"] = errors
@@ -331,14 +336,17 @@ class UsdtProbe:
 
     @property
     def path(self) -> str:
+        """The ELF file of the first location (``""`` without locations)."""
         return self.locations[0].elf.path if self.locations else ""
 
     @property
     def elf(self) -> ElfInfo:
+        """The ELF file of the first location."""
         return self.locations[0].elf
 
     @property
     def probe(self) -> str:
+        """``provider:name``."""
         return f"{self.provider}:{self.name}"
 
     @property
@@ -573,7 +581,7 @@ class UsdtFile:
     the list; :meth:`probes` groups them into :class:`UsdtProbe`.
     """
 
-    def __init__(self, path: str | os.PathLike, *, display_path: str | None = None):
+    def __init__(self, path: str | os.PathLike[str], *, display_path: str | None = None):
         p = os.fspath(path)
         shown = display_path or p
         with open(p, "rb") as f:
@@ -596,6 +604,7 @@ class UsdtFile:
 
     @property
     def path(self) -> str:
+        """The file's path."""
         return self.elf.path
 
     @property
@@ -651,17 +660,17 @@ def group_probes(notes: Iterable[UsdtNote]) -> list[UsdtProbe]:
     return [UsdtProbe(k[1], k[2], v) for k, v in groups.items()]
 
 
-def iter_notes(path: str | os.PathLike) -> Iterator[UsdtNote]:
+def iter_notes(path: str | os.PathLike[str]) -> Iterator[UsdtNote]:
     """Lazily yield the stapsdt notes of the ELF file at ``path``."""
     yield from UsdtFile(path).iter_notes()
 
 
-def read_notes(path: str | os.PathLike) -> list[UsdtNote]:
+def read_notes(path: str | os.PathLike[str]) -> list[UsdtNote]:
     """All stapsdt notes of the ELF file at ``path``."""
     return UsdtFile(path).notes()
 
 
-def read_probes(path: str | os.PathLike, provider: str | None = None,
+def read_probes(path: str | os.PathLike[str], provider: str | None = None,
                 name: str | None = None) -> list[UsdtProbe]:
     """The probes of the ELF file at ``path`` (see :meth:`UsdtFile.probes`)."""
     return UsdtFile(path).probes(provider, name)

@@ -235,12 +235,14 @@ class UndecodableArg:
         raise self.error
 
     def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict: the text, ``kind`` None and the error."""
         return {"text": self.text, "kind": None, "error": str(self.error)}
 
     def __str__(self) -> str:
         return self.text
 
     def describe(self) -> str:
+        """``undecodable: <reason>``."""
         return f"undecodable: {self.error.reason}"
 
     def __getattr__(self, name: str) -> Any:
@@ -439,7 +441,11 @@ _X86_RELOCS = {"GOTPCREL", "GOTOFF", "GOT", "PLT", "TPOFF", "NTPOFF", "DTPOFF", 
                "GOTPCRELX", "SIZE"}
 
 
-def _x86_tables() -> tuple[dict, dict, dict, dict]:
+_RegTable = dict[str, tuple[str, int, int]]        # name -> (full register, width, shift)
+_RegNames = dict[tuple[str, int, int], str]        # the reverse, to canonical names
+
+
+def _x86_tables() -> tuple[_RegTable, _RegTable, _RegNames, _RegNames]:
     """Register name -> (full register, width, shift), for 64- and 32-bit mode,
     and the reverse maps (full, width, shift) -> canonical name."""
     r64: dict[str, tuple[str, int, int]] = {}
@@ -481,7 +487,7 @@ _X86_R64, _X86_R32, _X86_REV64, _X86_REV32 = _x86_tables()
 _X86_SEGMENTS = ("cs", "ds", "es", "fs", "gs", "ss")
 
 
-def _x86_regs(arch: str) -> tuple[dict, dict]:
+def _x86_regs(arch: str) -> tuple[_RegTable, _RegNames]:
     return (_X86_R32, _X86_REV32) if arch == "i386" else (_X86_R64, _X86_REV64)
 
 
@@ -578,7 +584,7 @@ def _x86_parse(body: str, size: int, signed: bool, is_float: bool, size_given: b
 
 def _x86_regname(reg: str, width: int | None, shift: int, arch: str) -> str:
     _, rev = _x86_regs(arch)
-    return rev[(reg, width, shift)]
+    return rev[(reg, width, shift)]  # type: ignore[index]  # width None: KeyError, as meant
 
 
 def _x86_format(a: ArgSpec) -> str:
@@ -588,7 +594,7 @@ def _x86_format(a: ArgSpec) -> str:
     elif k is ArgKind.ADDRESS:
         op = "$" + _fmt_disp(a.symbol, a.reloc, a.offset, True)
     elif k is ArgKind.REG:
-        op = "%" + _x86_regname(a.reg, a.reg_width, a.reg_shift, a.arch)
+        op = "%" + _x86_regname(a.reg or "", a.reg_width, a.reg_shift, a.arch)
     else:
         seg = f"%{a.segment}:" if a.segment else ""
         if k is ArgKind.ABSOLUTE:
@@ -616,7 +622,7 @@ def _reg_written(a: ArgSpec) -> str | None:
     if fam == "x86":
         return _x86_regname(a.reg, a.reg_width, a.reg_shift, a.arch)
     if fam == "aarch64":
-        return _a64_regname(a.reg, a.reg_width)
+        return _a64_regname(a.reg or '', a.reg_width)
     return a.reg
 
 
@@ -729,17 +735,17 @@ def _a64_format(a: ArgSpec) -> str:
     if k is ArgKind.CONST:
         op = str(a.imm)
     elif k is ArgKind.REG:
-        op = _a64_regname(a.reg, a.reg_width)
+        op = _a64_regname(a.reg or '', a.reg_width)
     elif k is ArgKind.DEREF:
-        base = _a64_regname(a.reg, a.reg_width)
+        base = _a64_regname(a.reg or '', a.reg_width)
         op = f"[{base}, {a.offset}]" if a.offset else f"[{base}]"
     elif k is ArgKind.SIB:
-        op = f"[{_a64_regname(a.reg, a.reg_width)}, {_a64_regname(a.index, a.index_width)}"
+        op = f"[{_a64_regname(a.reg or '', a.reg_width)}, {_a64_regname(a.index or '', a.index_width)}"
         if a.scale != 1:
             op += f", lsl #{a.scale.bit_length() - 1}"
         op += "]"
     elif k is ArgKind.SYM_REG:
-        op = (f"[{_a64_regname(a.reg, a.reg_width)}, "
+        op = (f"[{_a64_regname(a.reg or '', a.reg_width)}, "
               f"#:{a.reloc}:{_fmt_disp(a.symbol, None, a.offset, True)}]")
     else:  # pragma: no cover - the parser makes no other kind
         raise ValueError(f"cannot format {k} for aarch64")
@@ -808,7 +814,7 @@ def _arm_format(a: ArgSpec) -> str:
     if k is ArgKind.CONST:
         op = f"#{a.imm}"
     elif k is ArgKind.REG:
-        op = a.reg
+        op = str(a.reg)
     elif k is ArgKind.DEREF:
         op = f"[{a.reg}, #{a.offset}]" if a.offset else f"[{a.reg}]"
     elif k is ArgKind.SIB:
@@ -868,7 +874,7 @@ def _rv_format(a: ArgSpec) -> str:
     if k is ArgKind.CONST:
         op = str(a.imm)
     elif k is ArgKind.REG:
-        op = a.reg
+        op = str(a.reg)
     elif k is ArgKind.DEREF:
         op = f"{a.offset}({a.reg})"
     else:  # pragma: no cover

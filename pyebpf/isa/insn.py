@@ -114,16 +114,8 @@ class Insn:
 
     # -- bytes
     def encode(self) -> bytes:
-        """The 8 (or 16) little-endian bytes of this instruction."""
-        try:
-            data = _SLOT.pack(self.code, (self.src << 4) | self.dst, self.off, self.imm)
-            if self.code == op.OP_LD_IMM64:
-                data += _SLOT.pack(0, 0, 0, self.next_imm or 0)
-        except struct.error as exc:
-            raise EncodingError(f"field out of range in {self!r}: {exc}", origin=self.origin) from None
-        if not (0 <= self.dst <= 15 and 0 <= self.src <= 15):
-            raise EncodingError(f"register number out of range in {self!r}", origin=self.origin)
-        return data
+        """The 8 (or 16) little-endian bytes of this instruction (see :func:`encode`)."""
+        return encode((self,))
 
     # -- python protocol
     def fields(self) -> tuple[int | str | None, ...]:
@@ -161,14 +153,22 @@ class Insn:
 # encode / decode whole programs
 
 def encode(insns: Iterable[Insn]) -> bytes:
-    """Concatenate the encodings of ``insns``."""
+    """Concatenate the encodings of ``insns``: the one encoder of pyebpf
+    (:meth:`Insn.encode` and :meth:`Program.encode` both come here), so every
+    instruction is validated the same way.  Raises :class:`EncodingError` for
+    a register outside r0..r15 (the 4-bit fields) or a field out of range."""
     pack = _SLOT.pack
     out: list[bytes] = []
     append = out.append
     for insn in insns:
         code = insn.code
+        dst = insn.dst
+        src = insn.src
+        if (dst | src) >> 4:               # non-zero for anything outside 0..15, negatives too
+            raise EncodingError(f"register number out of range in {insn!r}: dst and src are "
+                                "4-bit fields (r0..r15)", origin=insn.origin)
         try:
-            append(pack(code, (insn.src << 4) | insn.dst, insn.off, insn.imm))
+            append(pack(code, (src << 4) | dst, insn.off, insn.imm))
             if code == op.OP_LD_IMM64:
                 append(pack(0, 0, 0, insn.next_imm or 0))
         except struct.error as exc:

@@ -80,3 +80,19 @@ def test_helper_table():
     assert helper_name(5) == "ktime_get_ns" and helper_name(9999) is None
     with pytest.raises(KeyError, match="did you mean map_lookup_elem"):
         helper("map_lookup_elemm")
+
+
+@pytest.mark.parametrize("dst, src", [(16, 0), (0, 16), (-1, 0), (0, -3), (255, 255)])
+def test_one_encoder_refuses_a_bad_register(dst, src):
+    """Insn.encode, isa.encode and Program.encode share one encoder: none of
+    them lets a register outside r0..r15 spill into the other 4-bit field."""
+    from pyebpf.isa import encode
+    from pyebpf.program import Program
+
+    bad = Insn(0x07, dst, src, 0, 1)          # r{dst} += 1
+    p = Program("bad")
+    p.insns.append(bad)
+    p.exit()
+    for encode_it in (bad.encode, lambda: encode([bad]), p.encode):
+        with pytest.raises(EncodingError, match="register number out of range"):
+            encode_it()

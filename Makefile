@@ -29,13 +29,13 @@ $(VENV)/.stamp: pyproject.toml $(SOURCES)
 	$(PY) -m compileall -q pyebpf >/dev/null
 	touch $@
 
-# The test extra (pytest, hypothesis, numpy...) on top.
-$(VENV)/.stamp-test: $(VENV)/.stamp
+# The test extra (pytest, hypothesis, numpy...) on top; again only when it changes.
+$(VENV)/.stamp-test: pyproject.toml | $(VENV)/.stamp
 	$(PY) -m pip install -q '.[test]'
 	touch $@
 
 venv: python-venv $(VENV)/.stamp
-venv-test: python-venv $(VENV)/.stamp-test
+venv-test: python-venv $(VENV)/.stamp $(VENV)/.stamp-test
 
 debs:
 	@missing=$$(for p in $(DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \

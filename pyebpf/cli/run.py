@@ -64,6 +64,13 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..trace import asmfile, live
 
+    if args.list:
+        print(list_programs())
+        return 0
+    if args.file is None:
+        print("pyebpf run: error: a PROGRAM is required: a file, or the name of a ready "
+              "program ('pyebpf run --list' lists them)", file=sys.stderr)
+        return 2
     if args.pid is not None and args.cmd:
         print("pyebpf run: error: -p and -c exclude each other", file=sys.stderr)
         return 2
@@ -74,13 +81,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"pyebpf run: error: -D {d!r}: expected NAME=VALUE", file=sys.stderr)
             return 2
         values[name] = value
-    if args.list:
-        print(list_programs())
-        return 0
-    if args.file is None:
-        print("pyebpf run: error: a PROGRAM is required: a file, or the name of a ready "
-              "program ('pyebpf run --list' lists them)", file=sys.stderr)
-        return 2
     t0 = time.perf_counter()
     af = asmfile.read_asm_file(resolve_program(args.file))
     if args.info:

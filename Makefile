@@ -1,14 +1,23 @@
-# Two entry points on a fresh Debian machine (as root):
-#   make demo   -- the main job
-#   make test   -- the test suite (installs the Debian packages the tests use)
+# Entry points on a fresh Debian machine (as root):
+#   make demo          -- the main job; installs pyebpf (and its three dependencies) in .venv
+#   make test          -- the test suite (installs the Debian packages the tests use)
+#   make test-pythons  -- the tests that need no kernel, under every CPython >= 3.10 found
 PYTHON ?= /usr/bin/python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-DEBS   := clang llvm gcc make systemtap-sdt-dev bpftrace python3-venv
+# What the tests use (pyebpf itself needs none of it): C compilers and USDT
+# headers to build test programs, bpftrace to compare outputs with.
+DEBS   := clang llvm gcc make systemtap-sdt-dev bpftrace
 
-.PHONY: demo test bench debs venv clean
+.PHONY: demo test test-pythons bench debs venv venv-test python-venv clean
 
-SOURCES := $(shell find pyebpf -name '*.py' 2>/dev/null)
+SOURCES := $(shell find pyebpf asm -name '*.py' -o -name '*.s' 2>/dev/null)
+
+# Debian's python3 makes virtual environments only with python3-venv.
+python-venv:
+	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { \
+		echo "installing Debian packages: python3-venv"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null; }
 
 # A regular (not editable) install, as a user's `pip install` makes it: an
 # editable install adds an import hook that costs every interpreter ~17 ms at
@@ -16,11 +25,17 @@ SOURCES := $(shell find pyebpf -name '*.py' 2>/dev/null)
 $(VENV)/.stamp: pyproject.toml $(SOURCES)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q '.[test]'
+	$(PY) -m pip install -q .
 	$(PY) -m compileall -q pyebpf >/dev/null
 	touch $@
 
-venv: $(VENV)/.stamp
+# The test extra (pytest, hypothesis, numpy...) on top; again only when it changes.
+$(VENV)/.stamp-test: pyproject.toml | $(VENV)/.stamp
+	$(PY) -m pip install -q '.[test]'
+	touch $@
+
+venv: python-venv $(VENV)/.stamp
+venv-test: python-venv $(VENV)/.stamp $(VENV)/.stamp-test
 
 debs:
 	@missing=$$(for p in $(DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -29,20 +44,27 @@ debs:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-demo: debs venv
+demo: venv
 	$(PY) -m pyebpf demo
+	@echo
+	@echo "pyebpf is installed in $(VENV): run $(VENV)/bin/pyebpf --help (or 'source $(VENV)/bin/activate', then pyebpf)"
 
-test: debs venv
+test: debs venv-test
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# The tests marked `kernel` need root and the running kernel; the others run
+# under each CPython 3.10+ found (.venv-3.X each; absent ones are skipped).
+test-pythons: debs python-venv
+	sh .ci/test-pythons $(PYTEST_ARGS)
 
 # bench: sets up the peers (bpftrace, BCC + kernel headers, tracefs; each change announced),
 # runs every benchmark and the comparison, writes benchmarks/results/ and README's table.
-bench: debs venv
+bench: debs venv-test
 	sh benchmarks/peers/setup.sh
 	$(PY) -m benchmarks --readme
 
 clean:
-	rm -rf $(VENV) tests/build
+	rm -rf $(VENV) $(VENV)-3.* tests/build build dist *.egg-info $(DOCS_VENV) docs/api
 
 # docs: the API reference, built from the docstrings by pdoc into docs/api/ (not
 # committed), in a venv of its own; a pdoc warning fails the build.

@@ -17,12 +17,28 @@ import sys
 COMMANDS = ["demo", "asm", "disasm", "conformance", "list", "trace", "run"]
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: print ``pyebpf X.Y.Z`` and exit (before the sub-command
+    is required, as argparse's own version action does)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                         nargs=0, help="print pyebpf's version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        from .. import __version__
+        print(f"pyebpf {__version__}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pyebpf",
         description="A pure-Python eBPF toolkit: assemble, load, attach and read eBPF "
                     "programs with no LLVM, BCC or libbpf.",
     )
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMANDS:

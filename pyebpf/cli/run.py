@@ -1,7 +1,10 @@
-"""``pyebpf run FILE.s``: load, attach and run a program of asm/ (text + header)."""
+"""``pyebpf run FILE.s|NAME``: load, attach and run a program written in text
+assembly with a header -- a file, or one of the ready programs of asm/ that
+come with pyebpf (``pyebpf run --list``)."""
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 import time
@@ -11,6 +14,9 @@ Load a program written in text assembly (llvm dialect) whose header declares
 its maps, its attach point(s) and its output -- the files of asm/ -- then
 attach it, print its events as they come, and its maps at the end (bpftrace's
 format, or JSON lines).  'pyebpf run FILE --info' describes a file.
+
+PROGRAM is a file, or the name of a ready program that comes with pyebpf
+(the files of asm/: 'pyebpf run opensnoop'); 'pyebpf run --list' lists them.
 
 header lines (see asm/README.md):
   # pyebpf: description TEXT
@@ -22,20 +28,25 @@ header lines (see asm/README.md):
 
 EPILOG = """\
 examples:
-  pyebpf run asm/count_calls.s -D BINARY=./app -D FUNC=work -c './app 100'
-  pyebpf run asm/latency_hist.s -D BINARY=./app -D FUNC=slow -p 1234 -d 10
-  pyebpf run asm/opensnoop.s --json
-  pyebpf run asm/execsnoop.s --info
+  pyebpf run --list
+  pyebpf run count_calls -D BINARY=./app -D FUNC=work -c './app 100'
+  pyebpf run latency_hist -D BINARY=./app -D FUNC=slow -p 1234 -d 10
+  pyebpf run opensnoop --json
+  pyebpf run execsnoop --info
+  pyebpf run ./my_program.s -d 5
 
 exit status: 0 ok (also after Ctrl-C), 1 error (file, verifier, attach), 2 usage error
 """
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("run", help="load and run a program of asm/ (text with a header)",
+    p = subparsers.add_parser("run", help="load and run a ready program (asm/) or a file of text assembly",
                               description=DESCRIPTION, epilog=EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("file", metavar="FILE.s", help="the program file")
+    p.add_argument("file", metavar="PROGRAM", nargs="?",
+                   help="a program file (FILE.s), or the name of a ready program (see --list)")
+    p.add_argument("--list", action="store_true",
+                   help="list the ready programs that come with pyebpf, and exit")
     p.add_argument("-D", "--define", action="append", default=[], metavar="NAME=VALUE",
                    help="set a parameter of the file (its ${NAME} placeholders)")
     p.add_argument("-p", "--pid", type=int, metavar="PID",
@@ -55,6 +66,13 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..trace import asmfile, live
 
+    if args.list:
+        print(list_programs())
+        return 0
+    if args.file is None:
+        print("pyebpf run: error: a PROGRAM is required: a file, or the name of a ready "
+              "program ('pyebpf run --list' lists them)", file=sys.stderr)
+        return 2
     if args.pid is not None and args.cmd:
         print("pyebpf run: error: -p and -c exclude each other", file=sys.stderr)
         return 2
@@ -66,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         values[name] = value
     t0 = time.perf_counter()
-    af = asmfile.read_asm_file(args.file)
+    af = asmfile.read_asm_file(resolve_program(args.file))
     if args.info:
         print(af.info())
         return 0
@@ -110,3 +128,68 @@ def run(args: argparse.Namespace) -> int:
             session.close()
         if child is not None:
             child.close()
+
+
+def programs_dir() -> str | None:
+    """The directory of the ready programs: ``pyebpf/programs`` in an install
+    (the wheel maps asm/ there), else the ``asm/`` of the checkout this
+    ``pyebpf`` package is in; None if neither exists."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    installed = os.path.join(package, "programs")
+    if os.path.isdir(installed):
+        return installed
+    checkout = os.path.dirname(package)
+    if os.path.isfile(os.path.join(checkout, "pyproject.toml")):
+        asm = os.path.join(checkout, "asm")
+        if os.path.isdir(asm):
+            return asm
+    return None
+
+
+def bundled_programs() -> dict[str, str]:
+    """The ready programs, ``{name: path}`` (the name is the file's without
+    ``.s``), sorted by name."""
+    directory = programs_dir()
+    if directory is None:
+        return {}
+    return {f[:-2]: os.path.join(directory, f)
+            for f in sorted(os.listdir(directory)) if f.endswith(".s")}
+
+
+def resolve_program(name: str) -> str:
+    """The file ``pyebpf run NAME`` loads: ``NAME`` itself if it exists, else
+    the ready program of that name (with or without ``.s``; not for a
+    path with a ``/``).  Raises :class:`~pyebpf.trace.asmfile.AsmFileError`
+    naming the ready programs (and the closest ones) otherwise."""
+    from ..trace.asmfile import AsmFileError
+
+    if os.path.exists(name):
+        return name
+    programs = bundled_programs()
+    stem = name[:-2] if name.endswith(".s") else name
+    if "/" not in name and stem in programs:
+        return programs[stem]
+    if not programs:
+        raise AsmFileError("no such file (and no ready programs were found with pyebpf)", name)
+    base = os.path.basename(stem)
+    if base in programs:
+        hint = f"; the ready program of that name is 'pyebpf run {base}'"
+    else:
+        from ..errors import close_matches
+        near = close_matches(base, list(programs))
+        hint = f"; did you mean {' or '.join(near)}?" if near else ""
+    what = "no such file" if "/" in name else "no such file or ready program"
+    raise AsmFileError(f"{what}{hint} (ready programs: "
+                       f"{', '.join(programs)}; 'pyebpf run --list' describes them)", name)
+
+
+def list_programs() -> str:
+    """``pyebpf run --list``: each ready program's name and description."""
+    from ..trace.asmfile import read_asm_file
+
+    programs = bundled_programs()
+    if not programs:
+        return "no ready programs were found with pyebpf"
+    width = max(len(n) for n in programs)
+    return "\n".join(f"{n:<{width}}  {read_asm_file(p).description}"
+                     for n, p in programs.items())

@@ -1,0 +1,165 @@
+"""The README's examples are true.
+
+Every ```python block is a whole program that runs as written (as root, from
+any directory) and prints what the block says it prints; every shell line of
+a ```sh block that starts a ``pyebpf`` command parses with the command line's
+parser (its flags exist) and names a ready program that exists; every
+``make TARGET`` is a target of the Makefile.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+
+
+def blocks(language: str, text: str | None = None) -> list[str]:
+    """The fenced code blocks of ``language`` in the README, in order."""
+    text = README.read_text() if text is None else text
+    return re.findall(rf"^```{language}\n(.*?)^```", text, flags=re.M | re.S)
+
+
+def _malloc_histogram(out: str, pid: int) -> None:
+    assert re.search(r"^@bytes:\s*\n(\[.*\|\n)+", out, flags=re.M), out
+    # bytearray(n) for n up to 200,000: some of them in [64K, 128K)
+    assert re.search(r"^\[64K, 128K\)\s+[1-9]", out, flags=re.M), out
+
+
+def _requests(out: str, pid: int) -> None:
+    assert re.search(r"^100 requests$", out, flags=re.M), out
+
+
+def _collections(out: str, pid: int) -> None:
+    m = re.search(r"^(\d+) collections$", out, flags=re.M)
+    assert m and int(m.group(1)) >= 10, out
+
+
+def _map_count(out: str, pid: int) -> None:
+    assert out.splitlines()[0] == "1000", out
+
+
+def _kill_calls(out: str, pid: int) -> None:
+    assert re.findall(r"^kill\((\d+), 0\)$", out, flags=re.M) == [str(pid)] * 3, out
+    assert out.splitlines()[-1] == "0 lost", out
+
+
+# What each python block prints, keyed by a piece of its code (one each).
+EXPECTED = {
+    'Trace("uprobe:libc:malloc"': _malloc_histogram,
+    'Provider("myapp")': _requests,
+    '"python:gc__start"': _collections,
+    "HashMap(": _map_count,
+    "RingBufferReader(": _kill_calls,
+}
+
+
+def expectation(code: str):
+    """The check of a python block (exactly one key of EXPECTED is in it)."""
+    keys = [k for k in EXPECTED if k in code]
+    assert len(keys) == 1, f"give this README block one expected output in EXPECTED:\n{code}"
+    return EXPECTED[keys[0]]
+
+
+def run_block(code: str, python: str, cwd: pathlib.Path, env: dict[str, str],
+              timeout: float = 60) -> None:
+    """Run one python block as a program of its own and check what it prints."""
+    script = cwd / "example.py"
+    script.write_text(code)
+    proc = subprocess.Popen([python, str(script)], cwd=str(cwd), env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"the example did not finish in {timeout} s:\n{code}\n{out}\n{err}")
+    assert proc.returncode == 0, f"{code}\nexit {proc.returncode}\nstdout:\n{out}\nstderr:\n{err}"
+    expectation(code)(out, proc.pid)
+
+
+def has_python_usdt(python: str) -> bool:
+    """Whether ``python``'s binary has the ``python:gc__start`` USDT probe."""
+    from pyebpf.errors import UsdtError
+    from pyebpf.usdt import usdt
+    try:
+        usdt(os.path.realpath(python), "python:gc__start")
+    except UsdtError:
+        return False
+    return True
+
+
+PYTHON_BLOCKS = blocks("python")
+
+
+def test_the_readme_has_python_examples():
+    assert len(PYTHON_BLOCKS) >= 5
+    for code in PYTHON_BLOCKS:
+        compile(code, "README.md", "exec")
+        expectation(code)
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("index", range(len(PYTHON_BLOCKS)))
+def test_python_example_runs_as_written(index, tmp_path):
+    code = PYTHON_BLOCKS[index]
+    if "gc__start" in code and not has_python_usdt(sys.executable):
+        pytest.skip(f"{sys.executable} has no USDT probes (Debian's python3 has them)")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT)           # this checkout's pyebpf
+    run_block(code, sys.executable, tmp_path, env)
+
+
+def _commands(line: str) -> list[str] | None:
+    """The argument list of the ``pyebpf`` command of a shell line, if any."""
+    words = shlex.split(line, comments=True)
+    for sep in ("|", "&&", ";"):
+        if sep in words:
+            words = words[len(words) - 1 - words[::-1].index(sep) + 1:]
+    if words[:1] == ["pyebpf"]:
+        return words[1:]
+    return None
+
+
+def test_shell_lines_use_flags_that_exist(capsys):
+    from pyebpf.cli import build_parser
+    from pyebpf.cli.run import resolve_program
+
+    makefile = (ROOT / "Makefile").read_text()
+    seen = 0
+    for block in blocks("sh"):
+        for line in block.splitlines():
+            if line.startswith("make "):
+                target = line.split()[1]
+                assert re.search(rf"^{re.escape(target)}:", makefile, flags=re.M), line
+                continue
+            if "pyebpf" not in line or line.count("'") % 2:
+                continue                     # (a line inside a multi-line quote)
+            argv = _commands(line)
+            if argv is None:
+                continue
+            seen += 1
+            try:
+                args = build_parser().parse_args(argv)
+            except SystemExit as exc:         # --version, --help: 0
+                if exc.code != 0:
+                    pytest.fail(f"README: {line!r} does not parse: {capsys.readouterr().err}")
+                continue
+            if args.command == "run" and args.file:
+                resolve_program(args.file)
+    assert seen >= 10
+
+
+def test_shell_line_check_fails_on_a_wrong_flag():
+    from pyebpf.cli import build_parser
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(_commands("pyebpf run opensnoop --bogus"))
+    assert _commands("echo x | pyebpf asm - -o p.bin  # c") == ["asm", "-", "-o", "p.bin"]
+    assert _commands("make demo") is None

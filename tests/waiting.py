@@ -94,7 +94,11 @@ def read_until(stream: IO[Any], needle: str, what: str,
     """Read lines of ``stream`` until one contains ``needle``; returns the
     lines read (that one last).  Fails with :class:`WaitTimeout` when the
     line does not come within ``timeout`` seconds, or the pipe closes first
-    (the child exited: its lines are in the message)."""
+    (the child exited: its lines are in the message).
+
+    What ``stream`` read ahead of that line stays in its buffer, where
+    ``stream.read()`` finds it but ``Popen.communicate`` (which reads the
+    file descriptor) does not."""
     deadline = time.monotonic() + timeout
     lines: list[Any] = []
     while True:

@@ -9,6 +9,8 @@ import subprocess
 
 import pytest
 
+from waiting import read_line
+
 HERE = pathlib.Path(__file__).resolve().parent
 BUILD = HERE.parent / "build" / "attach"
 TARGET_C = HERE / "target.c"
@@ -60,14 +62,14 @@ class Target:
         self.path = path
         self.proc = subprocess.Popen([path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, bufsize=1)
-        line = self.proc.stdout.readline().split()
+        line = read_line(self.proc.stdout, f"{path} to start").split()
         assert line and line[0] == "ready", line
         self.pid = int(line[1])
 
     def run(self, command: str) -> tuple[int, int]:
         self.proc.stdin.write(command + "\n")
         self.proc.stdin.flush()
-        line = self.proc.stdout.readline().split()
+        line = read_line(self.proc.stdout, f"the target to answer {command!r}", 60).split()
         assert line and line[0] == "done", f"target answered {line!r} to {command!r}"
         return int(line[1]), int(line[2])
 

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from pyebpf import elf
 from pyebpf.elf import (AmbiguousSymbolError, ElfError, InstructionBoundaryError,
                         LibraryNotFoundError, SymbolNotFoundError, open_elf, parse_location)
+from waiting import read_line
 
 LIBC = elf.resolve_library("libc")
 needs_binutils = pytest.mark.skipif(shutil.which("nm") is None or shutil.which("objdump") is None,
@@ -419,7 +420,7 @@ def test_process_in_other_mount_namespace(tmp_path):
     proc = subprocess.Popen([unshare, "-m", "--propagation", "private", "sh", "-c", script],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
-        line = proc.stdout.readline().split()
+        line = read_line(proc.stdout, "the target in its mount namespace to start").split()
         if not line or line[0] != "ready":
             pytest.skip(f"could not start a process in a new mount namespace: {line}")
         pid = int(line[1])

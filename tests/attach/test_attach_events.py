@@ -16,6 +16,7 @@ from pyebpf.kernel import features
 from pyebpf.loader import load
 from pyebpf.maps import HashMap
 from pyebpf.program import R0, R1, R6, R7, Program
+from waiting import read_line
 
 from . import progs
 
@@ -220,7 +221,7 @@ def test_perf_event_sampling_on_every_cpu(no_fd_leak, target_pie, spawn):
             w.proc.stdin.write("spin 300\n")
             w.proc.stdin.flush()
         for w in workers:
-            w.proc.stdout.readline()
+            read_line(w.proc.stdout, "a worker to end its spin", 60)
         ids = link.link_ids
     samples = dict(m.items())
     assert set(samples) == set(cpus), samples

@@ -1,14 +1,13 @@
 """Events streamed from a uprobe to a reader draining at the same time."""
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from pyebpf import ptregs
 from pyebpf.attach import attach_uprobe
 from pyebpf.events import PerfBuffer, RingBufferReader
 from pyebpf.program import R1, R6, R7, R8, Program
+from waiting import poll_until
 
 pytestmark = pytest.mark.kernel
 
@@ -41,9 +40,7 @@ def test_a_reader_that_keeps_up_loses_nothing(no_fd_leak, kind, target_nopie, sp
         with attach_uprobe(p, target_nopie, "target_add", pid=t.pid):
             thread = reader.start(seen.append)
             t.run(f"add {n} 7")
-            deadline = time.monotonic() + 30
-            while len(seen) + reader.lost < n and time.monotonic() < deadline:
-                time.sleep(0.01)
+            poll_until(lambda: len(seen) + reader.lost >= n, 30)
             reader.stop()
             thread.join(5)
         assert reader.thread_error is None

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from pyebpf.cli import COMMANDS
+from waiting import read_until, wait_until
 
 from .conftest import ROOT, cli
 
@@ -101,23 +102,52 @@ def test_text_events_and_duration(workload):
     assert "Attached 1 probe in" in proc.stderr
 
 
+def voluntary_switches(pid: int) -> int:
+    """How many times process ``pid`` went to sleep (nanosleep, ...)."""
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(x.split()[1]) for x in f if x.startswith("voluntary_ctxt_switches"))
+
+
+#: x86_64 numbers of poll, select, pselect6, ppoll, epoll_wait, epoll_pwait, epoll_pwait2
+_WAITING_SYSCALLS = {"7", "23", "270", "271", "232", "281", "441"}
+
+
+def waits_in_its_loop(pid: int) -> bool:
+    """Whether process ``pid``'s main thread is blocked in select/poll/epoll:
+    for pyebpf trace, the trace loop (its setup waits in none of them)."""
+    with open(f"/proc/{pid}/syscall") as f:
+        return f.read().split()[0] in _WAITING_SYSCALLS
+
+
 @pytest.mark.kernel
 def test_ctrl_c_prints_the_aggregations(workload):
     target = subprocess.Popen([workload, "100000000", "1000"], stdout=subprocess.DEVNULL)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = None
     try:
+        # (SIGINT at its default in the tracer, even if pytest runs with it
+        # ignored, as a background job of a script does)
         proc = subprocess.Popen([sys.executable, "-m", "pyebpf", "trace", f"uprobe:{workload}:work",
                                  "--count", "arg0", "-p", str(target.pid)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                cwd=str(ROOT))
-        deadline = time.monotonic() + 30
-        line = ""
-        while "Attached" not in line and time.monotonic() < deadline:
-            line = proc.stderr.readline()
-        time.sleep(0.5)
+                                cwd=str(ROOT),
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        read_until(proc.stderr, "Attached", "pyebpf trace to attach")
+        # the target sleeps once every 8 calls of work(): 3 more sleeps and
+        # it called work() at least 16 times since the attach, every arg0 0-9
+        slept = voluntary_switches(target.pid)
+        wait_until(lambda: voluntary_switches(target.pid) >= slept + 3,
+                   "the target to call work() 16 times")
+        # and the tracer is in its loop: a Ctrl-C between "Attached" and the
+        # loop exits 130 and prints nothing (a defect of pyebpf.cli, not
+        # what this test is about)
+        wait_until(lambda: waits_in_its_loop(proc.pid), "pyebpf trace to enter its loop")
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
     finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.communicate()
         target.kill()
         target.wait()
     assert proc.returncode == 0, err

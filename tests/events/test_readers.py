@@ -15,6 +15,8 @@ import time
 
 import pytest
 
+from waiting import poll_until
+
 from pyebpf.errors import LostEventsWarning, SizeError
 from pyebpf.events import PerfBuffer, ReaderClosedError, RingBufferReader
 from pyebpf.kernel.cpus import online_cpus
@@ -138,12 +140,20 @@ def test_concurrent_reader_accounts_for_every_event(kind, no_fd_leak):
         for _ in range(20):
             for cpu in CPUS:
                 prod.run(100, cpu=cpu)
-        for cpu in CPUS:                     # flush pending perf LOST records
-            time.sleep(0.05)
-            prod.run(1, cpu=cpu)
-        deadline = time.monotonic() + 5
-        while len(seen) + r.lost < prod.sent and time.monotonic() < deadline:
-            time.sleep(0.02)
+        # A perf ring's LOST record is written by that CPU's next output
+        # once the reader made room: until every event is seen or counted
+        # lost, write one more event on each CPU and give the reader time
+        # to take it (a write into a still-full ring is itself lost, and
+        # the next round reports it)
+        def accounted() -> bool:
+            return len(seen) + r.lost >= prod.sent
+
+        deadline = time.monotonic() + 30
+        while not poll_until(accounted, 0.5):
+            assert time.monotonic() < deadline, \
+                f"{prod.sent} sent, {len(seen)} seen, {r.lost} lost after 30 s"
+            for cpu in CPUS:
+                prod.run(1, cpu=cpu)
         r.stop()
         r._thread.join(5)
         assert r.thread_error is None
@@ -253,9 +263,7 @@ def test_background_thread_stops_on_close(kind, no_fd_leak):
     prod = kind.producer(r, 16)
     t = r.start(seen.append)
     prod.run(50, cpu=CPUS[0])
-    deadline = time.monotonic() + 3
-    while len(seen) < 50 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    poll_until(lambda: len(seen) >= 50, 10)
     r.close()
     assert not t.is_alive() and seen == list(range(50))
     prod.close()
@@ -329,25 +337,39 @@ def test_keyboard_interrupt_in_a_poll_loop_leaves_nothing_open(kind, no_fd_leak)
     r = kind.reader(callback=cb)
     prod = kind.producer(r, 16)
     prod.run(5)
+    deadline = time.monotonic() + 10           # should the callback never fire: fail
     try:
-        while True:
-            r.poll(1)
-    except KeyboardInterrupt:
-        pass
-    r.close()
-    prod.close()
+        with pytest.raises(KeyboardInterrupt):
+            while time.monotonic() < deadline:
+                r.poll(1)
+    finally:
+        r.close()
+        prod.close()
 
 
 def test_ctrl_c_while_waiting(kind, no_fd_leak):
+    # Python keeps SIGINT ignored when it started ignored (pytest run as a
+    # background job of a script, under nohup...): the test sets the handler
+    # Python installs otherwise, so that it does not depend on how it was run
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
     main = threading.get_ident()
-    timer = threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGINT))
+    ctrl_c = threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGINT))
     with kind.reader(decode="u64") as r, kind.producer(r, 16) as prod:
-        timer.start()
-        with pytest.raises(KeyboardInterrupt):
-            r.read_batch(timeout=None)           # blocks: nothing is sent
+        # should the interrupt not come, an event ends the wait after 10 s:
+        # read_batch returns and pytest.raises fails instead of hanging
+        rescue = threading.Timer(10, prod.run, (1,))
+        try:
+            ctrl_c.start()
+            rescue.start()
+            with pytest.raises(KeyboardInterrupt):
+                r.read_batch(timeout=None)       # blocks: nothing is sent
+        finally:
+            rescue.cancel()
+            ctrl_c.join()
+            rescue.join()
+            signal.signal(signal.SIGINT, old)
         prod.run(3)
         assert r.read_batch(1) == [0, 1, 2]    # still usable afterwards
-    timer.join()
 
 
 def test_failed_construction_leaves_nothing_open(no_fd_leak):

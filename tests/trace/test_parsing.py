@@ -159,14 +159,11 @@ def test_symbolizer_by_address_and_by_build_id(workload):
     from pyebpf.trace.stacks import STACK_IP, STACK_VALID, Symbolizer, demangle
     proc = subprocess.Popen([workload, "100000000", "1000"], stdout=subprocess.DEVNULL)
     try:
-        import time
+        from waiting import wait_until
         ef = elf.open_elf(workload)
         sym = ef.symbol("outer")
-        for _ in range(100):
-            mods = [m for m in elf.process_modules(proc.pid) if m.path == workload]
-            if mods:
-                break
-            time.sleep(0.01)
+        mods = wait_until(lambda: [m for m in elf.process_modules(proc.pid) if m.path == workload],
+                          "the workload to be mapped by its process")
         addr = mods[0].runtime_address(sym.address + 10)
         s = Symbolizer()
         assert s.frame(addr, proc.pid) == "outer+10"

@@ -7,7 +7,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
@@ -16,6 +15,7 @@ from pyebpf.usdt import Provider, UsdtFile, usdt
 from pyebpf.usdt.provider import build_provider_elf, _arg_type
 
 from usdt_tracelib import wait_events
+from waiting import read_line, wait_until
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -136,8 +136,7 @@ def test_enabled_follows_the_semaphore(no_fd_leak):
                 a.fire(1)
             assert a.enabled                           # c1 still attached
             a.fire(2)
-            time.sleep(0.02)
-            assert (c1.value, c2.value) == (2, 1)
+            assert (c1.value, c2.value) == (2, 1)   # counted in fire(): nothing to wait for
         assert not a.enabled and a.semaphore == 0
 
 
@@ -207,15 +206,15 @@ def test_traced_from_another_process():
     child = subprocess.Popen([sys.executable, "-c", CHILD.format(root=ROOT)], text=True,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
-        path = child.stdout.readline().strip()
+        path = read_line(child.stdout, "the child to load its provider").strip()
         with usdt(path, "child:evt").trace(strings=[1]) as t:
             child.stdin.write("17\n")
             child.stdin.flush()
-            assert child.stdout.readline().strip() == "1"     # enabled in the child
+            assert read_line(child.stdout, "the child to fire").strip() == "1"  # enabled there
             assert wait_events(t, 1) == [(17, "n=17")]
         child.stdin.write("18\n")
         child.stdin.flush()
-        assert child.stdout.readline().strip() == "0"
+        assert read_line(child.stdout, "the child to fire").strip() == "0"
     finally:
         child.kill()
         child.wait()
@@ -239,11 +238,10 @@ def test_bpftrace_traces_a_provider():
         proc = subprocess.Popen([bpftrace, "-e", script], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
         try:
-            deadline = time.monotonic() + 60
-            while not req.enabled:                 # bpftrace holds the semaphore once attached
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"bpftrace did not attach: {proc.communicate()}")
-                time.sleep(0.05)
+            # bpftrace holds the semaphore once attached
+            wait_until(lambda: req.enabled or proc.poll() is not None, "bpftrace to attach", 60)
+            if not req.enabled:
+                pytest.fail(f"bpftrace did not attach: {proc.communicate(timeout=30)}")
             req.fire(-5, 4_000_000_000, "GET /", -3, 65535, -70000)
             req.fire(6, 1, "POST /x", 127, 0, 2**31 - 1)
             out, err = proc.communicate(timeout=30)

@@ -13,6 +13,7 @@ import time
 
 import pytest
 from usdt_testlib import ElfSpec, build_elf, has_readelf, note_bytes, raw_note, readelf_notes
+from waiting import read_line
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PY311 = "/usr/bin/python3.11"
@@ -150,7 +151,7 @@ def python_process():
     p = subprocess.Popen([PY311, "-c", "import sys, time; print('up', flush=True); "
                                        "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
     try:
-        assert p.stdout.readline().strip() == "up"
+        assert read_line(p.stdout, "python to start").strip() == "up"
         yield p.pid
     finally:
         p.kill()
@@ -194,7 +195,7 @@ def test_pid_in_another_mount_namespace(tmp_path):
                          stdout=subprocess.PIPE, text=True)
     pid = None
     try:
-        assert p.stdout.readline().strip() == "1"
+        assert read_line(p.stdout, "python in its mount namespace to start").strip() == "1"
         # unshare --fork: the traced program is unshare's only child
         with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
             pid = int(f.read().split()[0])

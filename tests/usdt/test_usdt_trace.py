@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 
 import pytest
 
@@ -84,7 +83,8 @@ def test_every_form_reads_the_value_passed(variant, build_dir):
             expected = [tuple(as_int(r[i]) for i in ints) for r in rows]
             got = wait_events(t, len(expected))
             specs = UsdtFile(traced).probes("forms", probe)[0].locations[0].args
-            assert got == expected, f"{variant} forms:{probe} ({specs})"
+            # (per-CPU perf rings: a process that changed CPUs has its events CPU by CPU)
+            assert sorted(got) == sorted(expected), f"{variant} forms:{probe} ({specs})"
     finally:
         _close_all(t for _i, t in traces.values())
 
@@ -128,7 +128,8 @@ def test_hand_written_forms_and_multi_location(variant, build_dir):
         printed = parse_lines(out)
         for n, t in traces:
             expected = [tuple(int(x) for x in row) for row in printed[n]]
-            assert wait_events(t, len(expected)) == expected, f"hand:{n} ({variant})"
+            got = sorted(wait_events(t, len(expected)))       # (per-CPU perf rings)
+            assert got == sorted(expected), f"hand:{n} ({variant})"
     finally:
         _close_all(t for _n, t in traces)
 
@@ -326,8 +327,7 @@ def test_semaphore_hits_fire_only_while_attached(build_dir):
     with u.count() as c:
         out = subprocess.run([exe, "3"], capture_output=True, text=True).stdout
         assert [r[0] for r in parse_lines(out)["sema"]] == ["1", "1", "1"]
-        time.sleep(0.05)
-        assert c.value == 3
+        assert c.value == 3          # counted in the child, before it went on: nothing to wait for
     out = subprocess.run([exe, "1"], capture_output=True, text=True).stdout
     assert parse_lines(out)["sema"][0][0] == "0"
 

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from waiting import read_line
+
 HERE = pathlib.Path(__file__).resolve().parent
 HAND_C = HERE / "usdt_hand.c"
 DUP_C = (HERE / "usdt_dup.c", HERE / "usdt_dup2.c")
@@ -105,7 +107,11 @@ class Waiting:
                  ready_prefix: str = "ready") -> None:
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, env=env)
-        line = self.proc.stdout.readline()
+        try:
+            line = read_line(self.proc.stdout, f"{argv[0]} to be ready")
+        except BaseException:
+            self.kill()
+            raise
         assert line.startswith(ready_prefix), line
         self.pid = self.proc.pid
 

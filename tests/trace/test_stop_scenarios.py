@@ -19,9 +19,9 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
+from waiting import read_line, wait_until
 
 pytestmark = pytest.mark.kernel
 
@@ -66,24 +66,13 @@ RAISING_TRACER = textwrap.dedent("""
             raise t.reader.thread_error
 """)
 
-def _wait_until(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
-
-
 class Target:
     """The traced process (see the module docstring)."""
 
     def __init__(self) -> None:
         self.proc = subprocess.Popen([sys.executable, "-c", TARGET], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True)
-        path, byte = self.proc.stdout.readline().split()
+        path, byte = read_line(self.proc.stdout, "the target's probe path").split()
         self.path = path
         self.original = int(byte)
 
@@ -91,7 +80,7 @@ class Target:
         """Fire the probe ``fire`` times; (semaphore, first byte of the site)."""
         self.proc.stdin.write(f"{fire}\n")
         self.proc.stdin.flush()
-        sema, byte = self.proc.stdout.readline().split()
+        sema, byte = read_line(self.proc.stdout, "the target's report").split()
         return int(sema), int(byte)
 
     def close(self) -> None:
@@ -146,7 +135,7 @@ def _attached(target: Target, tracer: subprocess.Popen) -> dict[str, set[int]]:
         if tracer.poll() is not None:
             pytest.fail(f"the tracer exited early: {tracer.communicate()}")
         return target.report(0) == (1, 0xCC)
-    _wait_until(holds, 30, "the tracer to attach (semaphore 1, int3 at the site)")
+    wait_until(holds, "the tracer to attach (semaphore 1, int3 at the site)", 30)
     ids = _bpf_ids(tracer.pid)
     assert ids["prog"] and ids["link"], ids
     assert _alive_ids(ids) == {k: v for k, v in ids.items() if v}   # the check sees them
@@ -156,7 +145,7 @@ def _attached(target: Target, tracer: subprocess.Popen) -> dict[str, set[int]]:
 def _left_as_it_was(target: Target, ids: dict[str, set[int]]) -> None:
     assert target.report() == (0, target.original)
     # The kernel frees programs and maps after an RCU grace period: wait for it.
-    _wait_until(lambda: not _alive_ids(ids), 10, f"the kernel to free {ids}")
+    wait_until(lambda: not _alive_ids(ids), f"the kernel to free {ids}", 10)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL],
@@ -190,7 +179,7 @@ def test_exception_in_event_handling(target, mode):
     tracer = subprocess.Popen([sys.executable, "-c", RAISING_TRACER, target.path, mode],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        assert tracer.stdout.readline() == "attached\n"
+        assert read_line(tracer.stdout, "the tracer to attach") == "attached\n"
         ids = _attached(target, tracer)
         target.report(5)
         out, err = tracer.communicate(timeout=30)

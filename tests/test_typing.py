@@ -43,7 +43,9 @@ def _as_user(args: list[str], tmp: pathlib.Path) -> tuple[int, str]:
 
 def test_py_typed_marker_ships() -> None:
     assert (ROOT / "pyebpf" / "py.typed").is_file()
-    assert 'pyebpf = ["py.typed"]' in (ROOT / "pyproject.toml").read_text()
+    import tomllib
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "py.typed" in config["tool"]["setuptools"]["package-data"]["pyebpf"]
 
 
 def test_package_passes_mypy(tmp_path: pathlib.Path) -> None:

@@ -1,7 +1,8 @@
 # Entry points on a fresh Debian machine (as root):
 #   make demo          -- the main job; installs pyebpf (and its three dependencies) in .venv
-#   make test          -- the test suite (installs the Debian packages the tests use)
-#   make test-pythons  -- the tests that need no kernel, under every CPython >= 3.10 found
+#   make test          -- the test suite (installs the Debian packages the tests use): all
+#                         of it under $(PYTHON), then the tests that need no kernel under
+#                         every other CPython >= 3.10 found (make test-pythons alone)
 PYTHON ?= /usr/bin/python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -51,6 +52,7 @@ demo: venv
 
 test: debs venv-test
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+	sh .ci/test-pythons --skip $$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])') $(PYTEST_ARGS)
 
 # The tests marked `kernel` need root and the running kernel; the others run
 # under each CPython 3.10+ found (.venv-3.X each; absent ones are skipped).

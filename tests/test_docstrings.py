@@ -23,10 +23,9 @@ NOT_YET_DOCUMENTED = {
     "pyebpf.__main__", "pyebpf.attach", "pyebpf.elf", "pyebpf.maps",
     "pyebpf.cli", "pyebpf.cli.asm", "pyebpf.cli.conformance", "pyebpf.cli.demo",
     "pyebpf.cli.disasm", "pyebpf.cli.list", "pyebpf.cli.run", "pyebpf.cli.trace",
-    "pyebpf.demo.workload", "pyebpf.text.disasm",
-    "pyebpf.trace.aggregate", "pyebpf.trace.asmfile", "pyebpf.trace.expr",
-    "pyebpf.trace.live", "pyebpf.trace.probes", "pyebpf.trace.recipes",
-    "pyebpf.trace.render", "pyebpf.trace.stacks",
+    "pyebpf.text.disasm",
+    "pyebpf.trace.live",
+    "pyebpf.trace.render",
     "pyebpf.usdt.provider",
 }
 

@@ -23,10 +23,19 @@ import sys
 import time
 from typing import TextIO
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..events import RingBufferReader
+    from ..maps import HashMap
+    from ..program import Program
+    from ..trace.aggregate import Histogram
+    from ..usdt.attach import Usdt
+
 PROVIDER = "pyebpfdemo"
 
 
-def _programs(start_probe, done_probe, starts, hist, events):
+def _programs(start_probe: Usdt, done_probe: Usdt, starts: HashMap[int, int], hist: Histogram,
+              events: RingBufferReader) -> tuple[Program, Program]:
     """The two eBPF programs, built with the DSL."""
     from ..program import R0, R1, R2, R6, R7, R8, R9, Program
 
@@ -73,6 +82,7 @@ def run(requests: int = 60, out: TextIO = sys.stdout, show_programs: bool = Fals
     t0 = time.perf_counter()
     child = subprocess.Popen([sys.executable, "-m", "pyebpf.demo.workload", str(requests)],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdin is not None     # (both PIPE)
     try:
         path = child.stdout.readline().strip()      # the provider's ELF, e.g. /proc/PID/fd/N
         if not path:

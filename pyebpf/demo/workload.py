@@ -16,6 +16,9 @@ from ..usdt import Provider
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Serve ``argv[0]`` (default 60) requests once a line arrives on stdin,
+    firing the two probes around each; print the provider's path first and a
+    summary last.  Returns the exit status (0)."""
     args = sys.argv[1:] if argv is None else argv
     n = int(args[0]) if args else 60
     rng = random.Random(42)

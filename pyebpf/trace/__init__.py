@@ -16,8 +16,6 @@ from .render import format_count, format_hist, format_value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:       # what __getattr__ imports on first use, as type checkers see it
-    from typing import Any
-
     # ("X as X": an explicit re-export, as mypy --strict wants it)
     from .recipes import (Trace as Trace, TraceSession as TraceSession, count as count,
                           events as events, histogram as histogram, latency as latency,
@@ -29,9 +27,9 @@ __all__ = ["Avg", "Count", "Histogram", "Max", "Min", "Stats", "Sum", "log2_buck
 
 _LAZY = {"Trace", "TraceSession", "count", "histogram", "latency", "events", "stacks", "stats"}
 
-
-def __getattr__(name: str) -> "Any":
-    if name in _LAZY:
-        from . import recipes
-        return getattr(recipes, name)
-    raise AttributeError(f"module 'pyebpf.trace' has no attribute {name!r}")
+if not TYPE_CHECKING:   # (type checkers see the imports above, and no other name)
+    def __getattr__(name: str) -> object:
+        if name in _LAZY:
+            from . import recipes
+            return getattr(recipes, name)
+        raise AttributeError(f"module 'pyebpf.trace' has no attribute {name!r}")

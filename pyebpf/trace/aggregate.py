@@ -32,9 +32,16 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from typing_extensions import Self
+
+    from ..maps import BytesCodec
+
 from ..errors import ProgramError
-from ..maps import PerCpuArrayMap, PerCpuHashMap
+from ..maps import MapSpec, PerCpuArrayMap, PerCpuHashMap
 from ..program import R0, R1, R2, R3, R4, R5, R10, Program, Reg
+
+#: a key as ``read()`` gives it back: an int (``key_size=8``) or the key's bytes
+AggKey = int | bytes
 
 LOG2_BUCKETS = 66  # negative, zero, and one per power of two below 2**64
 BPF_NOEXIST = 1
@@ -156,7 +163,8 @@ def emit_linear_bucket(p: Program, dst: Reg, value: Reg, lo: int, hi: int, step:
     p.label(done)
 
 
-def emit_percpu_add(p: Program, map_: Any, key_off: int, amount: Reg | int) -> None:
+def emit_percpu_add(p: Program, map_: PerCpuHashMap | PerCpuArrayMap | MapSpec, key_off: int,
+                    amount: Reg | int) -> None:
     """Add ``amount`` to this CPU's value under the key at ``r10 + key_off``
     of a per-CPU map, inserting it when the key is absent.  Clobbers r0-r5."""
     val_off = p.stack.alloc(8)
@@ -203,21 +211,24 @@ class Aggregation:
         self.max_keys = max_keys
         self.key_size = key_size
         self.create = create
-        self.map: Any = None
+        #: the per-CPU map (a :class:`~pyebpf.maps.MapSpec` until :meth:`open`
+        #: when made with ``create=False``)
+        self.map: PerCpuHashMap | PerCpuArrayMap | MapSpec | None = None
 
-    def _key_spec(self) -> Any:
+    def _key_spec(self) -> str | BytesCodec:
         from ..maps import Bytes
         return "u64" if self.key_size == 8 else Bytes(self.key_size)
 
-    def _make(self, cls: Any, *args: Any, **kw: Any) -> Any:
+    def _make(self, cls: type[PerCpuHashMap] | type[PerCpuArrayMap], *args: Any,
+              **kw: Any) -> PerCpuHashMap | PerCpuArrayMap | MapSpec:
         """A map of class ``cls``: created now, or (``create=False``) only
         described by a :class:`~pyebpf.maps.MapSpec` until :meth:`open`."""
         if self.create:
             return cls(*args, **kw)
-        from ..maps import MapSpec
         return MapSpec(cls, *args, **kw)
 
-    def _new_map(self, value: Any = "u64", entries: int = 1) -> Any:
+    def _new_map(self, value: str = "u64",
+                 entries: int = 1) -> PerCpuHashMap | PerCpuArrayMap | MapSpec:
         if self.keyed:
             return self._make(PerCpuHashMap, key=self._key_spec(), value=value,
                               max_entries=self.max_keys, name=self.name)
@@ -225,31 +236,46 @@ class Aggregation:
 
     def open(self) -> None:
         """Create the map in the kernel if it is only described (``create=False``)."""
-        from ..maps import MapSpec
         if isinstance(self.map, MapSpec):
-            self.map = self.map.create()
+            # (create() makes an instance of the class given to _make)
+            self.map = self.map.create()  # type: ignore[assignment]
+
+    def _spec(self) -> PerCpuHashMap | PerCpuArrayMap | MapSpec:
+        """The map, or its description, that emitted instructions refer to (by name)."""
+        if self.map is None:
+            raise ProgramError(f"{self.name}: {type(self).__name__} has no map")
+        return self.map
+
+    def _live(self) -> PerCpuHashMap | PerCpuArrayMap:
+        """The map, created (a :class:`ProgramError` before :meth:`open`)."""
+        m = self.map
+        if m is None or isinstance(m, MapSpec):
+            raise ProgramError(f"{self.name}: the map is not created yet (call open())")
+        return m
 
     def clear(self) -> None:
         """Forget every value (keyed: delete the keys; otherwise zero the slots)."""
+        m = self._live()
         if self.keyed:
-            for k in list(self.map.keys()):
+            for k in list(m.keys()):
                 try:
-                    del self.map[k]
+                    del m[k]
                 except KeyError:
                     pass
         else:
             from ..kernel.cpus import possible_cpus
             n = len(possible_cpus())
-            zero = self.map[0][0]
+            zero = m[0][0]
             zero = tuple(0 for _ in zero) if isinstance(zero, tuple) else 0
-            for i in range(self.map.max_entries):
-                self.map[i] = [zero] * n
+            for i in range(m.max_entries):
+                m[i] = [zero] * n
 
     def close(self) -> None:
+        """Close the map (a described one has nothing to close); idempotent."""
         if self.map is not None:
             self.map.close()
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -269,7 +295,11 @@ class Aggregation:
         if self.keyed and self.key_size != 8:
             raise ProgramError(f"{self.name}: a {self.key_size}-byte key is passed as the stack "
                                "offset where it was built, not as a register")
-        parts = ([key] if self.keyed else []) + ([extra] if extra is not None else [])
+        if self.keyed and not isinstance(key, Reg):
+            raise ProgramError(f"{self.name}: the key is a register or a stack offset, "
+                               f"not {key!r}")
+        parts = ([key] if isinstance(key, Reg) and self.keyed else []) + (
+            [extra] if extra is not None else [])
         if not parts:
             off = p.stack.alloc(4, 4)
             p.stw(R10, off, 0)
@@ -286,19 +316,24 @@ class Count(Aggregation):
     kind = "count"
 
     def __init__(self, name: str = "count", keyed: bool = False, max_keys: int = 10240,
-                 key_size: int = 8, create: bool = True):
+                 key_size: int = 8, create: bool = True) -> None:
         super().__init__(name, keyed, max_keys, key_size, create)
         self.map = self._new_map()
 
     def emit(self, p: Program, key: "Reg | int | None" = None) -> None:
+        """Count one hit (under ``key`` when keyed: a register, or the stack
+        offset of a key built there).  Clobbers r0-r5."""
         if self.keyed and key is None:
             raise ProgramError(f"{self.name}: a keyed count needs a key register")
-        emit_percpu_add(p, self.map, self._key_slot(p, key), 1)
+        emit_percpu_add(p, self._spec(), self._key_slot(p, key), 1)
 
-    def read(self) -> dict[int, int] | int:
+    def read(self) -> dict[AggKey, int] | int:
+        """The count, all CPUs added (keyed: per key)."""
+        m = self._live()
         if self.keyed:
-            return {k: sum(v) for k, v in self.map.items()}
-        return sum(self.map[0])
+            return {k: sum(v) for k, v in m.items()}
+        total: int = sum(m[0])
+        return total
 
 
 class Sum(Aggregation):
@@ -307,20 +342,23 @@ class Sum(Aggregation):
     kind = "sum"
 
     def __init__(self, name: str = "sum", keyed: bool = False, max_keys: int = 10240,
-                 key_size: int = 8, create: bool = True):
+                 key_size: int = 8, create: bool = True) -> None:
         super().__init__(name, keyed, max_keys, key_size, create)
         self.map = self._new_map()
 
     def emit(self, p: Program, value: Reg, key: "Reg | int | None" = None) -> None:
+        """Add ``value`` (under ``key`` when keyed).  Clobbers r0-r5."""
         # emit_percpu_add stores the amount on the stack before any helper call
-        emit_percpu_add(p, self.map, self._key_slot(p, key), value)
+        emit_percpu_add(p, self._spec(), self._key_slot(p, key), value)
 
-    def read(self) -> dict[int, int] | int:
+    def read(self) -> dict[AggKey, int] | int:
+        """The sum as a signed 64-bit integer, all CPUs added (keyed: per key)."""
         def signed(v: int) -> int:
             return v - (1 << 64) if v >= 1 << 63 else v
+        m = self._live()
         if self.keyed:
-            return {k: signed(sum(v) & ((1 << 64) - 1)) for k, v in self.map.items()}
-        return signed(sum(self.map[0]) & ((1 << 64) - 1))
+            return {k: signed(sum(v) & ((1 << 64) - 1)) for k, v in m.items()}
+        return signed(sum(m[0]) & ((1 << 64) - 1))
 
 
 class Histogram(Aggregation):
@@ -330,7 +368,7 @@ class Histogram(Aggregation):
 
     def __init__(self, name: str = "hist", keyed: bool = False, linear: tuple[int, int, int] | None = None,
                  max_keys: int = 10240, key_size: int = 8,
-                 create: bool = True):
+                 create: bool = True) -> None:
         super().__init__(name, keyed, max_keys, key_size, create)
         self.linear = linear
         if linear is not None:
@@ -361,20 +399,23 @@ class Histogram(Aggregation):
         else:
             off = p.stack.alloc(4, 4)
             p.stxw(R10, off, bucket)
-        emit_percpu_add(p, self.map, off, 1)
+        emit_percpu_add(p, self._spec(), off, 1)
 
-    def read(self) -> dict[Any, dict[int, int]] | dict[int, int]:
+    def read(self) -> dict[AggKey, dict[int, int]] | dict[int, int]:
         """Bucket index -> count (per key when keyed); empty buckets omitted."""
+        m = self._live()
         if self.keyed:
-            out: dict[Any, dict[int, int]] = {}
-            for (k, b), v in self.map.items():
+            out: dict[AggKey, dict[int, int]] = {}
+            for (k, b), v in m.items():
                 total = sum(v)
                 if total:
                     out.setdefault(k, {})[b] = total
             return out
-        return {i: sum(v) for i, v in self.map.items() if sum(v)}
+        return {i: sum(v) for i, v in m.items() if sum(v)}
 
     def bucket_range(self, bucket: int) -> tuple[int | None, int | None]:
+        """``[lo, hi)`` of ``bucket`` (None for an open end): see
+        :func:`log2_bucket_range` and :func:`linear_bucket_range`."""
         if self.linear is None:
             return log2_bucket_range(bucket)
         return linear_bucket_range(bucket, *self.linear)
@@ -388,10 +429,11 @@ class _Pair(Aggregation):
         super().__init__(name, keyed, max_keys, key_size, create)
         self.map = self._new_map("<QQ")
 
-    def _per_key(self) -> dict[Any, list[tuple[int, int]]] | list[tuple[int, int]]:
+    def _per_key(self) -> dict[AggKey, list[tuple[int, int]]] | list[tuple[int, int]]:
+        m = self._live()
         if self.keyed:
-            return {k: list(v) for k, v in self.map.items()}
-        return list(self.map[0])
+            return {k: list(v) for k, v in m.items()}
+        return list(m[0])
 
 
 class _Extreme(_Pair):
@@ -400,7 +442,7 @@ class _Extreme(_Pair):
     _jump = "jsle"   # max: keep the current value when value <= current
 
     def __init__(self, name: str, keyed: bool = False, max_keys: int = 10240, key_size: int = 8,
-                 create: bool = True):
+                 create: bool = True) -> None:
         super().__init__(name, keyed, max_keys, key_size, create)
 
     def emit(self, p: Program, value: Reg, key: "Reg | int | None" = None) -> None:
@@ -411,7 +453,7 @@ class _Extreme(_Pair):
         off = self._key_slot(p, key)
         missing, done = p.fresh_label("ext_missing"), p.fresh_label("ext_done")
         store = p.fresh_label("ext_store")
-        p.map_lookup(self.map, off, missing)
+        p.map_lookup(self._spec(), off, missing)
         p.ldxdw(R2, R10, val)
         p.ldxdw(R1, R0, 8)
         p.jeq(R1, 0, store)
@@ -422,7 +464,7 @@ class _Extreme(_Pair):
         p.stdw(R0, 8, 1)
         p.ja(done)
         p.label(missing)
-        p.map_update(self.map, off, val, flags=BPF_NOEXIST)
+        p.map_update(self._spec(), off, val, flags=BPF_NOEXIST)
         p.label(done)
 
     def _combine(self, values: list[tuple[int, int]]) -> int | None:
@@ -431,10 +473,10 @@ class _Extreme(_Pair):
             return None
         return min(got) if self.kind == "min" else max(got)
 
-    def read(self) -> dict[Any, int] | int | None:
+    def read(self) -> dict[AggKey, int] | int | None:
         """The extreme value (per key); None when nothing was recorded."""
         data = self._per_key()
-        if self.keyed:
+        if isinstance(data, dict):
             out = {k: self._combine(v) for k, v in data.items()}
             return {k: v for k, v in out.items() if v is not None}
         return self._combine(data)
@@ -447,7 +489,7 @@ class Min(_Extreme):
     _jump = "jsge"
 
     def __init__(self, name: str = "min", keyed: bool = False, max_keys: int = 10240,
-                 key_size: int = 8, create: bool = True):
+                 key_size: int = 8, create: bool = True) -> None:
         super().__init__(name, keyed, max_keys, key_size, create)
 
 
@@ -458,7 +500,7 @@ class Max(_Extreme):
     _jump = "jsle"
 
     def __init__(self, name: str = "max", keyed: bool = False, max_keys: int = 10240,
-                 key_size: int = 8, create: bool = True):
+                 key_size: int = 8, create: bool = True) -> None:
         super().__init__(name, keyed, max_keys, key_size, create)
 
 
@@ -471,7 +513,7 @@ class Stats(_Pair):
     kind = "stats"
 
     def __init__(self, name: str = "stats", keyed: bool = False, max_keys: int = 10240,
-                 key_size: int = 8, create: bool = True):
+                 key_size: int = 8, create: bool = True) -> None:
         super().__init__(name, keyed, max_keys, key_size, create)
 
     def emit(self, p: Program, value: Reg, key: "Reg | int | None" = None) -> None:
@@ -481,7 +523,7 @@ class Stats(_Pair):
         p.stdw(R10, val + 8, 1)
         off = self._key_slot(p, key)
         missing, done = p.fresh_label("st_missing"), p.fresh_label("st_done")
-        p.map_lookup(self.map, off, missing)
+        p.map_lookup(self._spec(), off, missing)
         p.ldxdw(R1, R0, 0)
         p.ldxdw(R2, R10, val)
         p.add(R1, R2)
@@ -491,7 +533,7 @@ class Stats(_Pair):
         p.stxdw(R0, 8, R1)
         p.ja(done)
         p.label(missing)
-        p.map_update(self.map, off, val, flags=BPF_NOEXIST)
+        p.map_update(self._spec(), off, val, flags=BPF_NOEXIST)
         p.label(done)
 
     @staticmethod
@@ -503,9 +545,11 @@ class Stats(_Pair):
         avg = abs(total) // count * (1 if total >= 0 else -1)   # C division
         return count, avg, total
 
-    def read(self) -> Any:
+    def read(self) -> dict[AggKey, tuple[int, int, int]] | tuple[int, int, int] | None:
+        """``(count, average, total)`` (per key); None (unkeyed) when nothing
+        was recorded, and keys that recorded nothing are left out."""
         data = self._per_key()
-        if self.keyed:
+        if isinstance(data, dict):
             out = {k: self._combine(v) for k, v in data.items()}
             return {k: v for k, v in out.items() if v is not None}
         return self._combine(data)
@@ -517,11 +561,13 @@ class Avg(Stats):
     kind = "avg"
 
     def __init__(self, name: str = "avg", keyed: bool = False, max_keys: int = 10240,
-                 key_size: int = 8, create: bool = True):
+                 key_size: int = 8, create: bool = True) -> None:
         super().__init__(name, keyed, max_keys, key_size, create)
 
-    def read(self) -> Any:
+    # (an int where Stats gives a tuple: Stats.read(avg) still gives the tuple)
+    def read(self) -> dict[AggKey, int] | int | None:  # type: ignore[override]
+        """The integer average (per key); None (unkeyed) when nothing was recorded."""
         data = super().read()
-        if self.keyed:
+        if isinstance(data, dict):
             return {k: v[1] for k, v in data.items()}
         return None if data is None else data[1]

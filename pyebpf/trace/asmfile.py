@@ -50,12 +50,22 @@ import dataclasses
 import re
 import shlex
 import struct
-from typing import Any
+from typing import Any, Callable, cast
 
 from ..errors import PyebpfError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..attach import Link
+    from ..events import PerfBuffer, RingBufferReader
+    from ..loader import LoadedProgram
+    from ..maps import HashMap, Map, MapSpec, PerfEventArray, RingBuf
+    from ..program import Program
+    from .probes import TracepointSource, UprobeSource
+    from ..usdt.source import UsdtProbeSource
+
 __all__ = ["AsmFileError", "AsmFile", "MapDecl", "OutputDecl", "ProgramDecl", "Param",
-           "parse_asm_file", "read_asm_file", "AsmSession"]
+           "parse_asm_file", "read_asm_file", "AsmSession", "AsmEvent"]
 
 _MAP_TYPES = ("hash", "array", "percpu_hash", "percpu_array", "lru_hash", "perf_event_array",
               "ringbuf", "stack_trace")
@@ -79,6 +89,9 @@ class AsmFileError(PyebpfError, ValueError):
 
 @dataclasses.dataclass
 class Param:
+    """A ``param NAME[=DEFAULT] [HELP...]`` line: a ``${NAME}`` placeholder
+    (``default`` None: the value must be given)."""
+
     name: str
     default: str | None
     help: str = ""
@@ -94,15 +107,20 @@ class TypeSpec:
 
     @property
     def is_string(self) -> bool:
+        """Whether this is ``char[N]`` (read as a NUL-terminated string)."""
         return self.code.endswith("s")
 
-    def decode(self, raw: Any) -> Any:
-        if self.is_string:
+    def decode(self, raw: int | bytes) -> int | str:
+        """A value read with :attr:`code` as shown: an int, or the text of a
+        ``char[N]`` up to its first NUL (undecodable bytes replaced)."""
+        if isinstance(raw, bytes):                 # (a char[N]: only those read as bytes)
             return raw.split(b"\0", 1)[0].decode(errors="replace")
         return raw
 
 
 def parse_type(text: str) -> TypeSpec:
+    """The :class:`TypeSpec` of ``u8``..``u64``, ``s8``..``s64`` or ``char[N]``
+    (N 1..4096; case ignored); an :class:`AsmFileError` for anything else."""
     t = text.strip().lower()
     if t in _INTS:
         return TypeSpec(t, struct.calcsize("<" + _INTS[t]), _INTS[t])
@@ -115,6 +133,10 @@ def parse_type(text: str) -> TypeSpec:
 
 @dataclasses.dataclass
 class MapDecl:
+    """A ``map NAME TYPE [key=T] [value=T] [entries=N] [show=HOW]`` line
+    (``line``: where it is; ``linear``: the ``(lo, hi, step)`` of
+    ``show=lhist:LO:HI:STEP``)."""
+
     name: str
     type: str
     key: TypeSpec | None
@@ -124,7 +146,7 @@ class MapDecl:
     line: int = 0
     linear: tuple[int, int, int] | None = None     # show=lhist:LO:HI:STEP
 
-    def spec(self) -> Any:
+    def spec(self) -> MapSpec:
         """The :class:`~pyebpf.maps.MapSpec` of this map: every check a map
         makes before it is created (sizes, the kernel's limits), no kernel."""
         from .. import maps as M
@@ -152,6 +174,10 @@ class MapDecl:
 
 @dataclasses.dataclass
 class OutputDecl:
+    """An ``output MAP fields=NAME:T,... [format=FMT]`` line: the record the
+    programs send to ``map`` and how to print it (``format`` None: the fields
+    separated by spaces)."""
+
     map: str
     fields: list[tuple[str, TypeSpec]]
     format: str | None = None
@@ -175,6 +201,9 @@ class OutputDecl:
 
 @dataclasses.dataclass
 class ProgramDecl:
+    """A ``program NAME attach=PROBE [type=TYPE]`` line and the body after it
+    (``(line, text)`` pairs, llvm-dialect assembly)."""
+
     name: str
     attach: str
     type: str | None
@@ -210,7 +239,7 @@ class AsmFile:
 
 
 def _kv(args: list[str], allowed: set[str], fn: str, line: int) -> dict[str, str]:
-    out = {}
+    out: dict[str, str] = {}
     for a in args:
         k, eq, v = a.partition("=")
         if not eq or k not in allowed:
@@ -405,7 +434,7 @@ def read_asm_file(path: str) -> AsmFile:
 
 
 def substitute(text: str, values: dict[str, str], filename: str, line: int,
-               extra: Any = None) -> str:
+               extra: Callable[[str], object] | None = None) -> str:
     """Replace ``${NAME}`` (and ``${args.X}`` through ``extra(name)``)."""
     def rep(m: "re.Match[str]") -> str:
         name = m.group(1)
@@ -433,10 +462,10 @@ class AsmSession:
                  pid: int | None = None, unsafe: bool = False) -> None:
         self.af = af
         self.unsafe = unsafe
-        self.maps: dict[str, Any] = {}
-        self.loaded: list[Any] = []
-        self.links: list[Any] = []
-        self.reader: Any = None
+        self.maps: dict[str, Map] = {}
+        self.loaded: list[LoadedProgram] = []
+        self.links: list[Link] = []
+        self.reader: PerfBuffer | RingBufferReader | None = None
         self.output: OutputDecl | None = None
         self.lost = 0
         self._closed = False
@@ -472,14 +501,17 @@ class AsmSession:
             m = self.maps[o.map]
             self.output = o
             if self.af.maps[o.map].type == "ringbuf":
-                self.reader = RingBufferReader(m, decode=fmt, on_lost=self._on_lost)
+                self.reader = RingBufferReader(cast("RingBuf", m), decode=fmt,
+                                               on_lost=self._on_lost)
             else:
-                self.reader = PerfBuffer(m, decode=fmt, on_lost=self._on_lost)
+                self.reader = PerfBuffer(cast("PerfEventArray", m), decode=fmt,
+                                         on_lost=self._on_lost)
 
     def _on_lost(self, cpu: int, n: int) -> None:
         self.lost += n
 
-    def _source(self, pd: ProgramDecl, attach: str, pid: int | None) -> Any:
+    def _source(self, pd: ProgramDecl, attach: str,
+                pid: int | None) -> UprobeSource | TracepointSource | UsdtProbeSource:
         from .probes import probe_source
         try:
             return probe_source(attach, pid, unsafe=self.unsafe)
@@ -491,7 +523,8 @@ class AsmSession:
         from ..text import assemble
         af = self.af
         nlines = len(af.text.splitlines())
-        built = []
+        built: list[tuple[ProgramDecl, UprobeSource | TracepointSource | UsdtProbeSource,
+                          Program]] = []
         for pd in af.programs:
             attach = substitute(pd.attach, self.values, af.filename, pd.line)
             src = self._source(pd, attach, pid)
@@ -515,15 +548,18 @@ class AsmSession:
                 ptype = prog_type_of(pd.type)
             self.loaded.append(load(prog, ptype, maps=self.maps, **opts))
         # return probes first, so an entry always finds its return attached
-        order = sorted(range(len(built)), key=lambda i: built[i][1].spec.kind != "uretprobe"
-                       if hasattr(built[i][1], "spec") else True)
+        def entry_last(i: int) -> bool:
+            spec = getattr(built[i][1], "spec", None)
+            return spec.kind != "uretprobe" if spec is not None else True
+        order = sorted(range(len(built)), key=entry_last)
         for i in order:
             pd, src, _ = built[i]
             kind = getattr(src, "kind", "usdt")
             self.links.append(src.attach(self.loaded[i], pid=pid if kind != "tracepoint" else None))
 
     @staticmethod
-    def _expand_arg(src: Any, m: "re.Match[str]", fn: str, line: int) -> str:
+    def _expand_arg(src: UprobeSource | TracepointSource | UsdtProbeSource, m: "re.Match[str]",
+                    fn: str, line: int) -> str:
         from ..program import Program, Reg
         from ..text import format_insn
         dst, n, ctx = int(m.group(1)[1:]), int(m.group(2)), int(m.group(3)[1:])
@@ -538,7 +574,10 @@ class AsmSession:
         return "; ".join(format_insn(i, "llvm") for i in p.finalize())
 
     # ------------------------------------------------------------ output
-    def read_events(self, timeout: float | None = 0) -> list[Any]:
+    def read_events(self, timeout: float | None = 0) -> list[AsmEvent]:
+        """Wait up to ``timeout`` seconds (0: not at all; None: until some
+        come) and return the decoded events of the ``output`` map (none
+        without one)."""
         if self.reader is None:
             return []
         o = self.output
@@ -546,7 +585,7 @@ class AsmSession:
         out = []
         for rec in self.reader.read_batch(timeout):
             values = [t.decode(v) for (_, t), v in zip(o.fields, rec)]
-            out.append(_AsmEvent(o, values))
+            out.append(AsmEvent(o, values))
         return out
 
     def format_text(self) -> str:
@@ -565,10 +604,12 @@ class AsmSession:
                 chunks.append(format_hist(name, data, linear=d.linear))
         return "".join(chunks)
 
-    def map_data(self, d: MapDecl) -> Any:
-        m = self.maps[d.name]
+    def map_data(self, d: MapDecl) -> dict[int | str, int]:
+        """What map ``d`` holds, as printed: ``{key: value}`` with per-CPU
+        values added up, ``char[N]`` keys as text, zero values left out."""
+        m = cast("HashMap[Any, Any]", self.maps[d.name])
         percpu = d.type.startswith("percpu")
-        out = {}
+        out: dict[int | str, int] = {}
         for k, v in m.items():
             if percpu:
                 v = sum(v)
@@ -581,10 +622,12 @@ class AsmSession:
             out = {k: v for k, v in out.items() if v}
         return out
 
-    def json_objects(self) -> list[dict]:
+    def json_objects(self) -> list[dict[str, Any]]:
+        """The maps declared with ``show=`` as bpftrace's JSON objects
+        (``{"type": "map"|"hist", "data": {"@name": ...}}``), by name."""
         from .aggregate import linear_bucket_range, log2_bucket_range
         from .render import hist_json
-        objs = []
+        objs: list[dict[str, Any]] = []
         for name in sorted(self.af.maps):
             d = self.af.maps[name]
             if d.show == "none":
@@ -594,28 +637,35 @@ class AsmSession:
                 objs.append({"type": "map", "data": {"@" + name: {str(k): v for k, v in data.items()}}})
             else:
                 lin = d.linear
+                rng: Callable[[int], tuple[int | None, int | None]]
                 if lin is None:
                     rng = log2_bucket_range
                 else:
-                    def rng(b: int, lin: tuple[int, int, int] = lin) -> tuple:
+                    def rng(b: int, lin: tuple[int, int, int] = lin
+                            ) -> tuple[int | None, int | None]:
                         return linear_bucket_range(b, *lin)
-                objs.append({"type": "hist", "data": {"@" + name: hist_json(data, rng)}})
+                buckets = cast("dict[int, int]", data)     # a histogram's keys are buckets
+                objs.append({"type": "hist", "data": {"@" + name: hist_json(buckets, rng)}})
         return objs
 
     @property
-    def aggregates(self) -> list:
+    def aggregates(self) -> list[MapDecl]:
+        """The maps declared with ``show=`` (what is printed at the end)."""
         return [d for d in self.af.maps.values() if d.show != "none"]
 
     # ------------------------------------------------------------ lifetime
     def detach(self) -> None:
+        """Detach the programs but keep the maps readable."""
         for link in self.links:
             link.detach()
 
     def close(self) -> None:
+        """Detach, unload, close the reader and the maps (idempotent)."""
         if self._closed:
             return
         self._closed = True
-        for x in self.links + self.loaded:
+        done: list[Link | LoadedProgram] = [*self.links, *self.loaded]
+        for x in done:
             try:
                 x.close()
             except Exception:
@@ -639,10 +689,11 @@ class AsmSession:
         self.close()
 
 
-class _AsmEvent:
-    """An event of an asm program's output (the shape :func:`live.run_loop` prints)."""
+class AsmEvent:
+    """An event of an asm program's output (the shape :func:`live.run_loop` prints):
+    ``fields`` by name, the printed ``line``, the output ``map``'s name."""
 
-    def __init__(self, o: OutputDecl, values: list[Any]) -> None:
+    def __init__(self, o: OutputDecl, values: list[int | str]) -> None:
         from .render import format_printf, unescape
         self.fields = {name: v for (name, _), v in zip(o.fields, values)}
         if o.format is not None:
@@ -652,5 +703,6 @@ class _AsmEvent:
             self.line = " ".join(str(v) for v in values) + "\n"
         self.map = o.map
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
+        """The event as a JSON object: ``{"type": "event", "output": MAP, "fields": {...}}``."""
         return {"type": "event", "output": self.map, "fields": self.fields}

@@ -36,10 +36,16 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Callable
 
 from ..errors import PyebpfError
 from ..program import R0, R1, R2, R3, R10, W0, Program, Reg
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
+    from ..maps import MapSpec, StackTraceMap
+    from .probes import ProbeSource
 
 __all__ = ["Expr", "ExprError", "Filter", "parse_expr", "parse_filter", "EmitEnv",
            "INT", "STR", "STACK", "PROBE", "FUNC", "BPF_F_USER_STACK"]
@@ -73,8 +79,8 @@ class Expr:
     text: str
     kind: str
     atom: str
-    arg: Any = None
-    ops: tuple = ()
+    arg: int | str | Expr | None = None
+    ops: tuple[tuple[str, int], ...] = ()
     size: int = 8           # bytes on the wire (strings: the buffer size)
 
     @property
@@ -90,12 +96,13 @@ class Expr:
 
     def args_used(self) -> set[int]:
         """Argument numbers read (``argN``, also inside ``str()``)."""
-        out = {self.arg} if self.atom == "arg" else set()
+        out = {self.arg} if self.atom == "arg" and isinstance(self.arg, int) else set()
         if isinstance(self.arg, Expr):
             out |= self.arg.args_used()
         return out
 
     def __str__(self) -> str:
+        """The expression as written."""
         return self.text
 
 
@@ -123,7 +130,9 @@ def _number(text: str, source: str) -> int:
 
 
 def _tokens(text: str) -> list[tuple[str, str, int]]:
-    out, pos = [], 0
+    """``(kind, text, column)`` of each token of ``text`` (kind: num, name, str, op)."""
+    out: list[tuple[str, str, int]] = []
+    pos = 0
     text = text.rstrip()
     while pos < len(text):
         m = _TOKEN.match(text, pos)
@@ -162,11 +171,16 @@ class _Parser:
         self.i += 1
         return t
 
+    def _peek_text(self) -> str | None:
+        t = self.peek()
+        return None if t is None else t[1]
+
     def expr(self) -> Expr:
-        start = self.peek()[2] if self.peek() else 0
+        first = self.peek()
+        start = first[2] if first else 0
         base = self.atom()
-        ops = []
-        while self.peek() is not None and self.peek()[1] in _OPS:
+        ops: list[tuple[str, int]] = []
+        while self._peek_text() in _OPS:
             op = self.take()[1]
             kind, val, col = self.take()
             if kind != "num":
@@ -213,7 +227,7 @@ class _Parser:
             self.nest()
             inner = self.expr()
             size = self.strlen
-            if self.peek() is not None and self.peek()[1] == ",":
+            if self._peek_text() == ",":
                 self.take(",")
                 k, v, c = self.take()
                 if k != "num" or not 1 <= _number(v, self.text) <= 256:
@@ -248,8 +262,9 @@ def parse_expr(text: str, strlen: int = 64) -> Expr:
     if not p.toks:
         raise ExprError("empty expression")
     e = p.expr()
-    if p.peek() is not None:
-        raise ExprError(f"{text!r}: unexpected {p.peek()[1]!r} at column {p.peek()[2] + 1}")
+    extra = p.peek()
+    if extra is not None:
+        raise ExprError(f"{text!r}: unexpected {extra[1]!r} at column {extra[2] + 1}")
     return e
 
 
@@ -263,6 +278,7 @@ class Filter:
     right: Expr | bytes    # bytes: a string literal (compared with a string expression)
 
     def exprs(self) -> list[Expr]:
+        """The expressions compared (one when the right side is a string literal)."""
         return [self.left] + ([self.right] if isinstance(self.right, Expr) else [])
 
 
@@ -339,18 +355,19 @@ class EmitEnv:
     """
 
     ctx: Reg
-    source: Any
+    source: ProbeSource
     probe_index: int = 0
     func_base: int = 0
     saved_args: dict[int, int] = dataclasses.field(default_factory=dict)
     latency_slot: int | None = None
-    stack_map: Any = None
+    stack_map: StackTraceMap | MapSpec | None = None
     at_return: bool = False
     start_ns: int = 0
 
 
-def signed(e: Expr, source: Any) -> bool:
-    """Whether the value of ``e`` is signed (tracepoint fields may be)."""
+def signed(e: Expr, source: ProbeSource | None) -> bool:
+    """Whether the value of ``e`` is signed (tracepoint fields may be; ``source``
+    None: not known, unsigned)."""
     if e.ops:
         return False
     if e.atom == "field":
@@ -364,12 +381,12 @@ def emit_int(p: Program, e: Expr, dst: Reg, env: EmitEnv) -> None:
         raise ExprError(f"{e.text} is a string; it cannot be used as a number")
     a = e.atom
     src = env.source
-    if a == "const":
+    if a == "const" and isinstance(e.arg, int):
         if -(1 << 31) <= e.arg < (1 << 31):
             p.mov(dst, e.arg)
         else:
             p.lddw(dst, e.arg & ((1 << 64) - 1))
-    elif a == "arg":
+    elif a == "arg" and isinstance(e.arg, int):
         if e.arg in env.saved_args:
             p.load(dst, R10, env.saved_args[e.arg], 8)
         elif env.at_return and hasattr(src, "entry"):
@@ -380,7 +397,7 @@ def emit_int(p: Program, e: Expr, dst: Reg, env: EmitEnv) -> None:
             if count is not None and n >= count and not hasattr(src, "entry"):
                 raise ExprError(f"{e.text}: {src.describe()} has {count} argument(s)")
             src.emit_arg(p, dst, n, env.ctx)
-    elif a == "field":
+    elif a == "field" and isinstance(e.arg, str):
         if not hasattr(src, "emit_field"):
             raise ExprError(f"{e.text}: args.NAME reads tracepoint fields; this probe is "
                             f"{src.describe()} (use argN)")
@@ -447,7 +464,7 @@ def emit_int(p: Program, e: Expr, dst: Reg, env: EmitEnv) -> None:
     for op, val in e.ops:
         if op in ("/", "%") and val == 0:
             raise ExprError(f"{e.text}: division by zero")
-        method: Callable = getattr(p, _OPS[op])
+        method: Callable[[Reg, Reg | int], object] = getattr(p, _OPS[op])
         if -(1 << 31) <= val < (1 << 31):
             method(dst, val)
         else:
@@ -467,6 +484,8 @@ def emit_bytes(p: Program, e: Expr, offset: int, env: EmitEnv, tmp: Reg) -> None
         p.call("get_current_comm")
         return
     inner = e.arg
+    if not isinstance(inner, Expr):  # pragma: no cover - the parser makes str(E) only
+        raise ExprError(f"{e.text}: no address to read the string from")
     src = env.source
     if inner.atom == "field" and not inner.ops and hasattr(src, "emit_field_string"):
         src.emit_field_string(p, inner.arg, offset, e.slot_size, env.ctx)

@@ -33,9 +33,17 @@ from __future__ import annotations
 import dataclasses
 import errno
 import fnmatch
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from ..errors import NotSupportedError, PyebpfError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..attach import Link, TracepointField, TracepointFormat
+    from ..elf import Location
+    from ..loader import LoadedProgram
+    from ..program import Program, Reg
+    from ..usdt.source import UsdtProbeSource
 
 __all__ = ["ProbeSpec", "ProbeSpecError", "ProbeSource", "parse_probe", "probe_source",
            "UprobeSource", "TracepointSource", "KINDS"]
@@ -75,6 +83,7 @@ class ProbeSpec:
         return f"{self.kind}:{self.target}:{self.name}"
 
     def with_kind(self, kind: str) -> "ProbeSpec":
+        """The same spec with another ``kind`` (the entry/return twin of a uprobe)."""
         return dataclasses.replace(self, kind=kind)
 
 
@@ -111,17 +120,40 @@ def parse_probe(text: str) -> ProbeSpec:
 
 @runtime_checkable
 class ProbeSource(Protocol):
-    """What the tracing layer needs from a probe of any kind."""
+    """What the tracing layer needs from a probe of any kind (see the module
+    docs): :class:`UprobeSource`, :class:`TracepointSource` and
+    :class:`pyebpf.usdt.source.UsdtProbeSource` all have this shape."""
 
-    prog_type: int
-    load_options: dict
-    arg_count: int
+    @property
+    def prog_type(self) -> int:
+        """The program type to load (a ``BPF_PROG_TYPE_*`` number)."""
+        ...
 
-    def emit_arg(self, p: Any, dst: Any, n: int, ctx: Any) -> None: ...
+    @property
+    def load_options(self) -> dict[str, int]:
+        """Extra keyword arguments for :func:`pyebpf.loader.load`
+        (``expected_attach_type``; ``prog_type`` overrides :attr:`prog_type`)."""
+        ...
 
-    def attach(self, loaded_program: Any, pid: int | None = None) -> Any: ...
+    @property
+    def arg_count(self) -> int:
+        """How many arguments ``argN`` can read."""
+        ...
 
-    def describe(self) -> str: ...
+    def emit_arg(self, p: Program, dst: Reg, n: int, ctx: Reg) -> None:
+        """Emit into ``p`` the instructions of ``dst = argument n``; ``ctx``
+        holds the program's context.  Clobbers r0-r5."""
+        ...
+
+    def attach(self, loaded_program: LoadedProgram, pid: int | None = None) -> Link:
+        """Attach a program loaded with :attr:`prog_type` and
+        :attr:`load_options` (only for process ``pid`` when given); detach
+        with the returned link."""
+        ...
+
+    def describe(self) -> str:
+        """A one-line description: the kind, the resolved file and what is probed."""
+        ...
 
 
 # ====================================================================== uprobes
@@ -157,7 +189,7 @@ class UprobeSource:
             if not names:
                 raise ProbeSpecError(f"{self.kind}:{binary}:{symbol}: no function of "
                                      f"{self.path} matches {symbol!r}")
-            self.locations = [ef.resolve(n) for n in names]
+            self.locations: list[Location] = [ef.resolve(n) for n in names]
         else:
             try:
                 self.locations = [ef.resolve(symbol, check_boundary=not unsafe)]
@@ -174,11 +206,14 @@ class UprobeSource:
 
     @property
     def prog_type(self) -> int:
+        """``BPF_PROG_TYPE_KPROBE`` (uprobes run kprobe programs)."""
         from ..kernel.constants import ProgType
         return int(ProgType.KPROBE)
 
     @property
-    def load_options(self) -> dict:
+    def load_options(self) -> dict[str, int]:
+        """The ``expected_attach_type`` this kernel's uprobe attach method needs
+        (see :func:`pyebpf.attach.uprobe_load_options`)."""
         from ..attach import uprobe_load_options
         return uprobe_load_options()
 
@@ -198,7 +233,7 @@ class UprobeSource:
         twin.spec = self.spec.with_kind(twin.kind)
         return twin
 
-    def emit_arg(self, p: Any, dst: Any, n: int, ctx: Any) -> None:
+    def emit_arg(self, p: Program, dst: Reg, n: int, ctx: Reg) -> None:
         """``dst = argument n`` (x86-64 SysV: rdi rsi rdx rcx r8 r9, then the
         stack at ``rsp + 8 * (n - 5)`` at function entry).  Clobbers r0-r5."""
         from .. import ptregs
@@ -219,20 +254,25 @@ class UprobeSource:
         p.call("probe_read_user")
         p.load(dst, R10, slot, 8)
 
-    def emit_retval(self, p: Any, dst: Any, ctx: Any) -> None:
+    def emit_retval(self, p: Program, dst: Reg, ctx: Reg) -> None:
         """``dst = return value`` (rax); only at a uretprobe."""
         from .. import ptregs
         if not self.retprobe:
             raise ProbeSpecError("retval is only known at a function's return (uretprobe:)")
         ptregs.load_ret(p, dst, ctx=ctx)
 
-    def attach(self, loaded_program: Any, pid: int | None = None) -> Any:
+    def attach(self, loaded_program: LoadedProgram, pid: int | None = None) -> Link:
+        """Attach ``loaded_program`` to every function of :attr:`functions`
+        (one link; the attach cookie is the function's index when there are
+        several); ``pid`` restricts it to that process."""
         from ..attach import attach_uprobes
         cookies = list(range(len(self.locations))) if len(self.locations) > 1 else None
         return attach_uprobes(loaded_program, self.path, self.locations, pid=pid,
                               retprobe=self.retprobe, cookies=cookies)
 
     def describe(self) -> str:
+        """``uprobe:/usr/lib/.../libc.so.6:malloc`` (the first four functions
+        of a glob, and how many there are)."""
         where = ", ".join(self.functions[:4]) + (f", ... ({len(self.functions)} functions)"
                                                  if len(self.functions) > 4 else "")
         return f"{self.kind}:{self.path}:{where}"
@@ -279,35 +319,44 @@ class TracepointSource:
         from ..attach import tracepoint_format
         from ..errors import AttachError
         try:
-            self.format = tracepoint_format(f"{category}:{name}")
+            self.format: TracepointFormat = tracepoint_format(f"{category}:{name}")
         except AttachError as exc:
             raise ProbeSpecError(f"tracepoint:{category}:{name}: {exc.strerror or exc}") from None
         self.category = category
         self.name = name
-        self.fields = [f for f in self.format.fields if not f.common]
+        #: the fields after the common ones (``argN`` is ``fields[N]``)
+        self.fields: list[TracepointField] = [f for f in self.format.fields if not f.common]
         self.functions = [f"{category}:{name}"]
         self.spec = spec or ProbeSpec("tracepoint", category, name)
 
     @property
     def prog_type(self) -> int:
+        """``BPF_PROG_TYPE_TRACEPOINT``."""
         from ..kernel.constants import ProgType
         return int(ProgType.TRACEPOINT)
 
     @property
-    def load_options(self) -> dict:
+    def load_options(self) -> dict[str, int]:
+        """``{"prog_type": BPF_PROG_TYPE_TRACEPOINT}`` (no attach type needed)."""
         return {"prog_type": self.prog_type}
 
     @property
     def arg_count(self) -> int:
+        """The number of fields after the common ones (``arg0`` ... ``argN``)."""
         return len(self.fields)
 
-    def field(self, name: str) -> Any:
+    def field(self, name: str) -> TracepointField:
+        """The field called ``name`` (common ones included); a
+        :class:`ProbeSpecError` naming the fields when there is none."""
         try:
             return self.format.field(name)
         except KeyError as exc:
             raise ProbeSpecError(exc.args[0]) from None
 
-    def emit_arg(self, p: Any, dst: Any, n: int, ctx: Any) -> None:
+    def emit_arg(self, p: Program, dst: Reg, n: int, ctx: Reg) -> None:
+        """``dst = arg n``: the ``n``-th field after the common ones (see
+        :meth:`emit_field`); a :class:`ProbeSpecError` naming the fields when
+        there are fewer."""
         if not 0 <= n < len(self.fields):
             raise ProbeSpecError(
                 f"tracepoint:{self.category}:{self.name} has {len(self.fields)} fields, so "
@@ -316,10 +365,12 @@ class TracepointSource:
         self.emit_field(p, dst, self.fields[n].name, ctx)
 
     def field_signed(self, name: str) -> bool:
+        """Whether field ``name`` is read as a signed integer (a signed C
+        type, not a string or an array)."""
         f = self._narrowed(self.field(name))
         return f.signed and not f.data_loc and f.array_len is None
 
-    def emit_field(self, p: Any, dst: Any, name: str, ctx: Any) -> None:
+    def emit_field(self, p: Program, dst: Reg, name: str, ctx: Reg) -> None:
         """``dst = args.name`` (sign-extended when the field is signed).
 
         A field wider than its C type (syscall tracepoints store an ``int``
@@ -333,13 +384,13 @@ class TracepointSource:
         f.load(p, dst, ctx)
 
     @staticmethod
-    def _narrowed(f: Any) -> Any:
+    def _narrowed(f: TracepointField) -> TracepointField:
         width = _ctype_size(f.type)
         if width is not None and width < f.size:
             return f._replace(size=width, signed=_ctype_signed(f.type))
         return f
 
-    def emit_field_string(self, p: Any, name: str, offset: int, size: int, ctx: Any) -> None:
+    def emit_field_string(self, p: Program, name: str, offset: int, size: int, ctx: Reg) -> None:
         """Copy the string of field ``name`` into ``size`` bytes of stack at
         ``offset`` (zeroed first): a ``char *`` (user memory for syscalls,
         kernel memory otherwise), a ``__data_loc char[]`` or a ``char[N]``."""
@@ -370,17 +421,21 @@ class TracepointSource:
         else:
             raise ProbeSpecError(f"args.{name} ({f.type}) is not a string field")
 
-    def attach(self, loaded_program: Any, pid: int | None = None) -> Any:
+    def attach(self, loaded_program: LoadedProgram, pid: int | None = None) -> Link:
+        """Attach ``loaded_program`` to the tracepoint (system-wide: ``pid``
+        is ignored, the programs filter on it)."""
         from ..attach import attach_tracepoint
         return attach_tracepoint(loaded_program, f"{self.category}:{self.name}")
 
     def describe(self) -> str:
+        """``tracepoint:CATEGORY:NAME (fields: ...)``."""
         return (f"tracepoint:{self.category}:{self.name} (fields: "
                 f"{', '.join(f.name for f in self.fields)})")
 
 
 # ====================================================================== USDT
-def usdt_source(target: str, provider: str | None, name: str, pid: int | None = None) -> Any:
+def usdt_source(target: str, provider: str | None, name: str,
+                pid: int | None = None) -> UsdtProbeSource:
     """The USDT probe source of :mod:`pyebpf.usdt.source` (imported lazily).
 
     Raises :class:`NotSupportedError` while that module does not exist.
@@ -398,7 +453,7 @@ def usdt_source(target: str, provider: str | None, name: str, pid: int | None = 
 
 
 def probe_source(spec: "ProbeSpec | str", pid: int | None = None, *,
-                 unsafe: bool = False) -> Any:
+                 unsafe: bool = False) -> UprobeSource | TracepointSource | UsdtProbeSource:
     """Resolve a probe spec into its probe source (see the module docs).
 
     ``unsafe=True`` lets a uprobe go where no instruction start is proven

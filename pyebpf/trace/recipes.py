@@ -30,21 +30,66 @@ from __future__ import annotations
 import dataclasses
 import struct
 import time
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence, cast
 
 from ..errors import ProgramError
 from ..program import R0, R1, R2, R6, R7, R8, R9, R10, Program
 from . import aggregate as _agg
 from .expr import (FUNC, INT, PROBE, STACK, STR, EmitEnv, Expr, ExprError, Filter,
                    emit_bytes, emit_filter, emit_int, parse_expr, parse_filter, signed)
-from .probes import ProbeSpec, parse_probe, probe_source
+from .probes import ProbeSpec, UprobeSource, parse_probe, probe_source
 from .render import (format_count, format_hist, format_printf, hist_json, printf_specs,
                      unescape)
 from .stacks import (Symbolizer, demangle, format_stack, make_stack_map, split_stack_key,
                      stack_error)
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TypedDict
+
+    from typing_extensions import Unpack
+
+    from ..attach import Link
+    from ..events import PerfBuffer, RingBufferReader
+    from ..loader import LoadedProgram
+    from ..maps import Map, MapSpec, PerCpuArrayMap, PerfEventArray, RingBuf, StackTraceMap
+    from ..usdt.source import UsdtProbeSource
+    from .probes import TracepointSource
+
+    #: a resolved probe (what :func:`~pyebpf.trace.probes.probe_source` returns)
+    _Source = UprobeSource | TracepointSource | UsdtProbeSource
+    #: the aggregation object behind an :class:`Aggregate`
+    _Impl = _agg.Count | _agg.Sum | _agg.Min | _agg.Max | _agg.Stats | _agg.Histogram
+    #: what ``by=`` takes: one expression, several (a sequence, or a string
+    #: with top-level commas), or None (not keyed)
+    _By = str | Expr | Sequence[str | Expr] | None
+
+    class _TraceOptions(TypedDict, total=False):
+        """The keyword arguments of :class:`Trace` that the shortcuts pass on."""
+
+        pid: int | None
+        strlen: int
+        ring: bool
+        buffer_size: int
+        filters: Iterable[str | Filter]
+        unsafe: bool
+
 __all__ = ["Trace", "TraceSession", "Event", "Aggregate", "count", "histogram", "latency",
-           "events", "stacks", "stats", "AGG_KINDS"]
+           "events", "stacks", "stats", "AGG_KINDS", "KeyPart", "AggValue", "AggResult",
+           "FieldValue"]
+
+#: one part of an aggregation key as shown: a number, a string (``comm``,
+#: ``str(...)``, ``probe``, ``func``), or a user stack (its frames, innermost first)
+KeyPart = int | str | tuple[str, ...]
+#: the value of one key of an aggregation: count/sum/min/max/avg an int (min,
+#: max and avg None while nothing was recorded), stats ``(count, average,
+#: total)`` (None likewise), hist/lhist ``{bucket: count}``
+AggValue = int | tuple[int, int, int] | dict[int, int] | None
+#: what :meth:`TraceSession.results` gives per aggregation: its value, or
+#: when keyed ``{key: value}`` with one :data:`KeyPart` per key expression
+AggResult = AggValue | dict[tuple[KeyPart, ...], AggValue]
+#: the value of an event field: a number, a string, or a stack's frames
+FieldValue = int | str | list[str]
 
 #: aggregation kinds -> class of :mod:`pyebpf.trace.aggregate`
 AGG_KINDS = {"count": _agg.Count, "sum": _agg.Sum, "min": _agg.Min, "max": _agg.Max,
@@ -62,15 +107,24 @@ class Aggregate:
     keys: tuple[Expr, ...]
     name: str | None = None
     linear: tuple[int, int, int] | None = None
-    impl: Any = None          # the aggregate.* object, once built
+    impl: _Impl | None = None          # the aggregate.* object, once built
 
     @property
     def display(self) -> str:
+        """The name as printed: ``@`` then the name (``@`` alone when unnamed)."""
         return "@" + (self.name or "")
 
     @property
     def key_size(self) -> int:
+        """Bytes of the map key: the key expressions' slots (8 when unkeyed)."""
         return sum(k.slot_size for k in self.keys) or 8
+
+    def aggregation(self) -> _Impl:
+        """The :mod:`~pyebpf.trace.aggregate` object (a :class:`ProgramError`
+        before the trace is built)."""
+        if self.impl is None:
+            raise ProgramError(f"{self.display}: the trace is not built yet")
+        return self.impl
 
 
 @dataclasses.dataclass
@@ -78,23 +132,24 @@ class Event:
     """One event: the probe that fired and its fields by name."""
 
     probe: str
-    fields: dict[str, Any]
+    fields: dict[str, FieldValue]
     line: str = ""
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
+        """The event as a JSON object: ``{"type": "event", "probe": ..., "fields": {...}}``."""
         return {"type": "event", "probe": self.probe, "fields": self.fields}
 
 
 @dataclasses.dataclass
 class _Built:
     title: str
-    source: Any
+    source: _Source
     program: Program
     role: str              # "direct", "entry" or "return"
     attach_pid: bool = True
 
 
-def _marker(p: Program, probe: str) -> Any:
+def _marker(p: Program, probe: str) -> Callable[[str | None], None]:
     """``mark(text)`` starts a section of ``p``'s code: its instructions get
     the origin ``<probe: text>`` (a verifier complaint names the action) and
     :meth:`Trace.show` comments the section's first instruction with
@@ -120,20 +175,24 @@ def _as_expr(x: "Expr | str", strlen: int) -> Expr:
     return x if isinstance(x, Expr) else parse_expr(x, strlen)
 
 
-def _as_keys(by: "str | Expr | Sequence | None", strlen: int) -> tuple[Expr, ...]:
+def _as_keys(by: _By, strlen: int) -> tuple[Expr, ...]:
     if by is None:
         return ()
+    many: Sequence[str | Expr]
     if isinstance(by, (str, Expr)):
         if isinstance(by, str) and "," in by and not by.strip().startswith("str("):
-            by = [b for b in _split_top(by)]
+            many = [b for b in _split_top(by)]
         else:
-            by = [by]
-    return tuple(_as_expr(b, strlen) for b in by)
+            many = [by]
+    else:
+        many = by
+    return tuple(_as_expr(b, strlen) for b in many)
 
 
 def _split_top(text: str) -> list[str]:
     """Split ``a, str(b, 8), c`` at top-level commas."""
-    out, depth, cur = [], 0, ""
+    out: list[str] = []
+    depth, cur = 0, ""
     for ch in text:
         if ch == "," and depth == 0:
             out.append(cur.strip())
@@ -183,14 +242,15 @@ class Trace:
         self.filters: list[Filter] = []
         self.event_fields: list[tuple[str, Expr]] | None = None
         self.event_format: str | None = None
-        self.sources: list[Any] | None = None
+        self.sources: list[_Source] | None = None
         self.built: list[_Built] = []
-        self._maps: list[Any] = []
-        self._stack_map: Any = None
-        self._events_map: Any = None
-        self._drops: Any = None
-        self._start_maps: list[Any] = []
-        self._opened: dict[str, Any] | None = None
+        self._maps: list[Map | _agg.Aggregation] = []
+        # described (MapSpec) when built, created (Map) by open_maps()
+        self._stack_map: Map | MapSpec | None = None
+        self._events_map: Map | MapSpec | None = None
+        self._drops: Map | MapSpec | None = None
+        self._start_maps: list[Map | MapSpec | None] = []
+        self._opened: dict[str, Map] | None = None
         self._func_names: list[str] = []
         self._func_base: list[int] = []
         self.start_ns = 0
@@ -206,9 +266,11 @@ class Trace:
                             else condition)
         return self
 
-    def _add(self, kind: str, value: Any, by: Any, name: str | None,
+    def _add(self, kind: str, value: Expr | str | None, by: _By, name: str | None,
              linear: tuple[int, int, int] | None = None) -> "Trace":
         self._check_not_built()
+        if value is None and kind != "count":
+            raise ExprError(f"{kind}() needs a value to aggregate (an expression such as arg0)")
         val = _as_expr(value, self.strlen) if value is not None else None
         if val is not None and val.kind != INT:
             raise ExprError(f"{kind}({val.text}): {val.text} is not a number")
@@ -219,35 +281,35 @@ class Trace:
         self.aggregates.append(Aggregate(kind, val, _as_keys(by, self.strlen), name, linear))
         return self
 
-    def count(self, by: Any = None, name: str | None = None) -> "Trace":
+    def count(self, by: _By = None, name: str | None = None) -> "Trace":
         """``@name[by] = count()``: how many times the probes fired (per key)."""
         return self._add("count", None, by, name)
 
-    def sum(self, value: Any, by: Any = None, name: str | None = None) -> "Trace":
+    def sum(self, value: Expr | str, by: _By = None, name: str | None = None) -> "Trace":
         """``@name[by] = sum(value)``."""
         return self._add("sum", value, by, name)
 
-    def min(self, value: Any, by: Any = None, name: str | None = None) -> "Trace":
+    def min(self, value: Expr | str, by: _By = None, name: str | None = None) -> "Trace":
         """``@name[by] = min(value)`` (signed)."""
         return self._add("min", value, by, name)
 
-    def max(self, value: Any, by: Any = None, name: str | None = None) -> "Trace":
+    def max(self, value: Expr | str, by: _By = None, name: str | None = None) -> "Trace":
         """``@name[by] = max(value)`` (signed)."""
         return self._add("max", value, by, name)
 
-    def avg(self, value: Any, by: Any = None, name: str | None = None) -> "Trace":
+    def avg(self, value: Expr | str, by: _By = None, name: str | None = None) -> "Trace":
         """``@name[by] = avg(value)`` (integer average)."""
         return self._add("avg", value, by, name)
 
-    def stats(self, value: Any, by: Any = None, name: str | None = None) -> "Trace":
+    def stats(self, value: Expr | str, by: _By = None, name: str | None = None) -> "Trace":
         """``@name[by] = stats(value)``: count, average and total."""
         return self._add("stats", value, by, name)
 
-    def hist(self, value: Any, by: Any = None, name: str | None = None) -> "Trace":
+    def hist(self, value: Expr | str, by: _By = None, name: str | None = None) -> "Trace":
         """``@name[by] = hist(value)``: a log2 histogram computed in the kernel."""
         return self._add("hist", value, by, name)
 
-    def lhist(self, value: Any, lo: int, hi: int, step: int, by: Any = None,
+    def lhist(self, value: Expr | str, lo: int, hi: int, step: int, by: _By = None,
               name: str | None = None) -> "Trace":
         """``@name[by] = lhist(value, lo, hi, step)``: a linear histogram of
         at most 1000 buckets in ``[lo, hi)`` (bpftrace's cap; checked here,
@@ -255,14 +317,14 @@ class Trace:
         _agg.linear_buckets(lo, hi, step)       # the bucket cap, checked before anything is built
         return self._add("lhist", value, by, name, (lo, hi, step))
 
-    def print(self, fmt: str | None, *fields: Any) -> "Trace":
+    def print(self, fmt: str | None, *fields: str | Expr) -> "Trace":
         """Send an event per hit with ``fields`` and print it with the C-style
         ``fmt`` (None: the fields separated by spaces).  A field is an
         expression, or ``name=expression`` to choose its name in JSON."""
         self._check_not_built()
         if self.event_fields is not None:
             raise ProgramError("a trace has one event format (one print())")
-        named = []
+        named: list[tuple[str, Expr]] = []
         for f in fields:
             if isinstance(f, Expr):
                 named.append((f.text, f))
@@ -304,21 +366,23 @@ class Trace:
         return out
 
     def uses(self, name: str) -> bool:
+        """Whether an expression of the trace (aggregations, filters, event
+        fields) reads ``name`` (``"latency"``, ``"retval"``, ``"ustack"``...)."""
         return any(e.uses(name) for e in self._exprs())
 
-    def resolve(self) -> list[Any]:
+    def resolve(self) -> list[_Source]:
         """Resolve the probe specs into probe sources (reads ELF files and
         tracefs; raises on a bad probe before anything is loaded)."""
         if self.sources is None:
             self.sources = [probe_source(s, self.pid, unsafe=self.unsafe) for s in self.specs]
         return self.sources
 
-    def _paired(self, src: Any) -> bool:
+    def _paired(self, src: _Source) -> bool:
         if not hasattr(src, "entry"):
             return False
         if self.uses("latency"):
             return True
-        if src.kind == "uprobe":
+        if getattr(src, "kind", None) == "uprobe":
             return self.uses("retval")
         return any(e.args_used() for e in self._exprs())
 
@@ -332,7 +396,7 @@ class Trace:
                 base = a.kind
                 used[base] = used.get(base, 0) + 1
                 a.name = base if used[base] == 1 else f"{base}{used[base]}"
-        names = [a.name for a in self.aggregates]
+        names = [a.name or "" for a in self.aggregates]
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise ExprError(f"two aggregations are named @{sorted(dup)[0]}")
@@ -376,8 +440,9 @@ class Trace:
                 kw["key_size"] = a.key_size
             if a.kind == "lhist":
                 kw["linear"] = a.linear
-            a.impl = cls(mname, create=False, **kw)
-            self._maps.append(a.impl)
+            impl: _Impl = cls(mname, create=False, **kw)
+            a.impl = impl
+            self._maps.append(impl)
         from ..maps import MapSpec, PerCpuArrayMap, PerfEventArray, RingBuf
         if self.uses("ustack"):
             self._stack_map = make_stack_map(create=False)
@@ -389,15 +454,15 @@ class Trace:
             else:
                 self._events_map = MapSpec(PerfEventArray, name="events")
 
-    def open_maps(self) -> dict[str, Any]:
+    def open_maps(self) -> dict[str, Map]:
         """Create in the kernel every map the built programs use (once);
         returns them by the name the programs use."""
         from ..maps import MapSpec
         if self._opened is not None:
             return self._opened
-        out: dict[str, Any] = {}
+        out: dict[str, Map] = {}
 
-        def real(m: Any) -> Any:
+        def real(m: Map | MapSpec | None) -> Map | None:
             if isinstance(m, MapSpec):
                 m = m.create()
                 self._maps.append(m)
@@ -405,8 +470,10 @@ class Trace:
                 out[m.name] = m
             return m
         for a in self.aggregates:
-            a.impl.open()
-            out[a.impl.map.name] = a.impl.map
+            impl = a.aggregation()
+            impl.open()
+            created = impl._live()
+            out[created.name] = created
         self._stack_map = real(self._stack_map)
         self._events_map = real(self._events_map)
         self._drops = real(self._drops)
@@ -421,11 +488,12 @@ class Trace:
             p.rsh(R0, 32)
             p.jne(R0, self.pid, out)
 
-    def _gen(self, i: int, src: Any) -> None:
+    def _gen(self, i: int, src: _Source) -> None:
         spec = str(self.specs[i])
-        if self._paired(src):
+        if self._paired(src) and isinstance(src, UprobeSource):    # (only uprobes pair)
             entry, ret = src.entry(), src.ret()
-            saved = sorted(set().union(*(e.args_used() for e in self._exprs())))
+            used: set[int] = set().union(*(e.args_used() for e in self._exprs()))
+            saved = sorted(used)
             from ..maps import HashMap, MapSpec
             start = MapSpec(HashMap, "u64", f"<{1 + len(saved)}Q", max_entries=_MAX_KEYS,
                             name=f"start{i}")
@@ -439,7 +507,8 @@ class Trace:
         else:
             self.built.append(_Built(spec, src, self._gen_actions(i, src, None, []), "direct"))
 
-    def _gen_entry(self, i: int, src: Any, start: Any, saved: list[int]) -> Program:
+    def _gen_entry(self, i: int, src: UprobeSource, start: MapSpec,
+                   saved: list[int]) -> Program:
         p = Program(f"entry{i}")
         mark = _marker(p, str(self.specs[i]) + " entry")
         mark("keep the context")
@@ -463,13 +532,15 @@ class Trace:
         mark(None)
         return p
 
-    def _gen_actions(self, i: int, src: Any, start: Any, saved: list[int]) -> Program:
+    def _gen_actions(self, i: int, src: _Source, start: MapSpec | None,
+                     saved: list[int]) -> Program:
         p = Program(f"probe{i}")
         mark = _marker(p, str(self.specs[i]))
         mark("keep the context")
         p.mov(R6, R1)
+        stack_map = cast("StackTraceMap | MapSpec | None", self._stack_map)   # (described)
         env = EmitEnv(ctx=R6, source=src, probe_index=i, func_base=self._func_base[i],
-                      stack_map=self._stack_map, at_return=start is not None,
+                      stack_map=stack_map, at_return=start is not None,
                       start_ns=self.start_ns)
         if self.pid:
             mark(f"only pid {self.pid}")
@@ -510,11 +581,14 @@ class Trace:
             if a.linear:
                 arg += ", " + ", ".join(map(str, a.linear))
             mark(f"{a.display}{keytext} = {what}({arg})")
-            if a.value is not None:
+            impl = a.aggregation()
+            if isinstance(impl, _agg.Count):
+                impl.emit(p, key=key_off)
+            elif a.value is not None:
                 emit_int(p, a.value, R7, env)
-                a.impl.emit(p, R7, key=key_off)
-            else:
-                a.impl.emit(p, key=key_off)
+                impl.emit(p, R7, key=key_off)
+            else:                                   # (_add refuses it)
+                raise ExprError(f"{a.kind}() needs a value")
         if self.event_fields is not None:
             exprs = [e for _, e in self.event_fields]
             mark(f"event: probe, {', '.join(e.text for e in exprs)} -> "
@@ -623,27 +697,30 @@ class TraceSession:
         from ..attach import UPROBE_MULTI, uprobe_method
         from ..loader import load
         self.trace = trace
-        self.loaded: list[Any] = []
-        self.links: list[Any] = []
-        self.reader: Any = None
+        self.loaded: list[LoadedProgram] = []
+        self.links: list[Link] = []
+        self.reader: PerfBuffer | RingBufferReader | None = None
         self.lost = 0
         self._closed = False
         t0 = time.perf_counter()
         files = [getattr(s, "path", None) for s in trace.sources or []]
         self.symbolizer = Symbolizer([f for f in files if f])
         self._stack_cache: dict[tuple[int, int], list[str]] = {}
-        self._base: dict[str, Any] = {}
+        self._base: dict[str, Any] = {}     # display name -> raw read (see clear())
         try:
             if trace.event_fields is not None:
                 from ..events import PerfBuffer, RingBufferReader
                 fmt = trace._record_format()
+                # (open_maps() created them: a RingBuf and its drops, or a PerfEventArray)
                 if trace.ring:
-                    self.reader = RingBufferReader(trace._events_map, drops=trace._drops,
+                    self.reader = RingBufferReader(cast("RingBuf", trace._events_map),
+                                                   drops=cast("PerCpuArrayMap", trace._drops),
                                                    decode=fmt, on_lost=self._on_lost)
                 else:
-                    self.reader = PerfBuffer(trace._events_map, size=trace.buffer_size,
+                    self.reader = PerfBuffer(cast("PerfEventArray", trace._events_map),
+                                             size=trace.buffer_size,
                                              decode=fmt, on_lost=self._on_lost)
-            kernel_pid_ok = None
+            kernel_pid_ok: bool | None = None
             for b in trace.built:
                 opts = dict(b.source.load_options)
                 ptype = opts.pop("prog_type", b.source.prog_type)
@@ -680,15 +757,15 @@ class TraceSession:
             return []
         return [self._event(rec) for rec in self.reader.read_batch(timeout)]
 
-    def _event(self, rec: tuple) -> Event:
+    def _event(self, rec: tuple[Any, ...]) -> Event:
         t = self.trace
-        idx = rec[0]
-        fields: dict[str, Any] = {}
-        shown: list[Any] = []
+        idx: int = rec[0]
+        fields: dict[str, FieldValue] = {}
+        shown: list[FieldValue] = []
         src = t.sources[idx] if t.sources and idx < len(t.sources) else None
         for (name, e), raw in zip(t.event_fields or [], rec[1:]):
             value = self._value(e, raw, src)
-            if e.kind == STACK:
+            if isinstance(value, list):             # a stack's frames
                 shown.append(format_stack(value).rstrip("\n"))
             else:
                 shown.append(value)
@@ -700,11 +777,12 @@ class TraceSession:
             line = self._row(shown)
         return Event(probe, fields, line)
 
-    def _value(self, e: Expr, raw: Any, src: Any) -> Any:
-        """A raw key part / field (int or bytes) as shown to the user."""
+    def _value(self, e: Expr, raw: Any, src: _Source | None) -> FieldValue:
+        """A raw key part / field (int or bytes, by ``e.kind``) as shown to the user."""
         t = self.trace
         if e.kind == STR:
-            return raw.split(b"\0", 1)[0].decode(errors="replace")
+            text: str = raw.split(b"\0", 1)[0].decode(errors="replace")
+            return text
         if e.kind == STACK:
             return self.stack(raw)
         if e.kind == PROBE:
@@ -714,9 +792,10 @@ class TraceSession:
                 return f"func {raw}"
             name = t._func_names[raw]
             return demangle([name])[name] if name.startswith("_Z") else name
-        if signed(e, src) and raw >= 1 << 63:
-            return raw - (1 << 64)
-        return raw
+        value: int = raw
+        if signed(e, src) and value >= 1 << 63:
+            return value - (1 << 64)
+        return value
 
     def _widths(self) -> list[int]:
         out = []
@@ -732,7 +811,7 @@ class TraceSession:
             return None
         return self._row([n.upper() for n, _ in t.event_fields]).rstrip() + "\n"
 
-    def _row(self, values: list[Any]) -> str:
+    def _row(self, values: Sequence[object]) -> str:
         w = self._widths()
         cells = [f"{v!s:<{w[i]}}" if i < len(values) - 1 else str(v)
                  for i, v in enumerate(values)]
@@ -745,8 +824,9 @@ class TraceSession:
             return [stack_error(sid)]
         got = self._stack_cache.get((pid, sid))
         if got is None:
+            stack_map = cast("StackTraceMap", self.trace._stack_map)   # (opened)
             try:
-                raw = self.trace._stack_map[sid]
+                raw = stack_map[sid]
             except (KeyError, OSError):
                 raw = []
             got = self.symbolizer.frames(raw, pid) if raw else ["[stack lost]"]
@@ -754,7 +834,7 @@ class TraceSession:
         return got
 
     # ------------------------------------------------------------ aggregations
-    def _decode_key(self, a: Aggregate, raw: Any) -> tuple:
+    def _decode_key(self, a: Aggregate, raw: int | bytes) -> tuple[FieldValue, ...]:
         """Raw map key -> tuple of display values (one per key expression)."""
         if isinstance(raw, int):
             parts: list[Any] = [raw]
@@ -767,7 +847,7 @@ class TraceSession:
         src = self.trace.sources[0] if self.trace.sources else None
         return tuple(self._value(e, v, src) for e, v in zip(a.keys, parts))
 
-    def results(self) -> dict[str, Any]:
+    def results(self) -> dict[str, AggResult]:
         """Every aggregation by display name (``"@"``, ``"@hist"``...).
 
         Unkeyed: the value (hist: ``{bucket: count}``; stats: ``(count,
@@ -775,7 +855,7 @@ class TraceSession:
         (one item per key expression; stacks as tuples of frames).
         Identical keys (the same stack seen by several processes) are merged.
         """
-        out: dict[str, Any] = {}
+        out: dict[str, AggResult] = {}
         for a in self.trace.aggregates:
             data = self._raw(a)
             base = self._base.get(a.display)
@@ -786,7 +866,7 @@ class TraceSession:
                     data = None if data is None else data[1]
                 out[a.display] = data
                 continue
-            merged: dict[tuple, Any] = {}
+            merged: dict[tuple[KeyPart, ...], Any] = {}
             for raw, v in data.items():
                 k = tuple(tuple(x) if isinstance(x, list) else x
                           for x in self._decode_key(a, raw))
@@ -800,7 +880,10 @@ class TraceSession:
 
     @staticmethod
     def _raw(a: Aggregate) -> Any:
-        return _agg.Stats.read(a.impl) if a.kind == "avg" else a.impl.read()
+        """What the aggregation reads (avg: as stats, ``(count, average, total)``,
+        so that a baseline can be subtracted); shaped by ``a.kind``."""
+        impl = a.aggregation()
+        return _agg.Stats.read(impl) if isinstance(impl, _agg.Avg) else impl.read()
 
     def clear(self) -> None:
         """Reset every aggregation (for ``--interval`` with ``--clear``).
@@ -811,11 +894,11 @@ class TraceSession:
         max are reset in the kernel (a hit in between may be lost)."""
         for a in self.trace.aggregates:
             if a.kind in ("min", "max"):
-                a.impl.clear()
+                a.aggregation().clear()
             else:
                 self._base[a.display] = self._raw(a)
 
-    def format_text(self, results: dict[str, Any] | None = None) -> str:
+    def format_text(self, results: dict[str, AggResult] | None = None) -> str:
         """The aggregations as bpftrace prints them at exit (sorted by name)."""
         res = self.results() if results is None else results
         chunks = []
@@ -825,7 +908,7 @@ class TraceSession:
             chunks.append(_format_agg(a, res[name]))
         return "".join(chunks)
 
-    def format_table(self, results: dict[str, Any] | None = None) -> str:
+    def format_table(self, results: dict[str, AggResult] | None = None) -> str:
         """The aggregations as tables: one column per key expression and the
         value(s), rows by decreasing value; histograms as bpftrace prints them."""
         res = self.results() if results is None else results
@@ -833,16 +916,17 @@ class TraceSession:
         chunks = []
         for name in sorted(res):
             a = by_name[name]
-            data = res[name]
+            data: Any = res[name]          # {key: value} (keyed, shaped by a.kind)
             if a.kind in ("hist", "lhist") or not a.keys:
                 chunks.append(_format_agg(a, data))
                 continue
             cols = [k.text for k in a.keys]
             vcols = ["COUNT", "AVERAGE", "TOTAL"] if a.kind == "stats" else [
                 f"{a.kind.upper()}({a.value.text})" if a.value is not None else "COUNT"]
-            def sort_key(kv: tuple) -> Any:
+            def sort_key(kv: tuple[tuple[KeyPart, ...], Any]) -> int:
                 v = kv[1]
-                return -(v[2] if a.kind == "stats" else v)
+                order: int = -(v[2] if a.kind == "stats" else v)
+                return order
             rows = []
             for k, v in sorted(data.items(), key=sort_key):
                 keys = [" / ".join(x) if isinstance(x, tuple) else str(x) for x in k]
@@ -858,11 +942,11 @@ class TraceSession:
             chunks.append(f"{name}\n" + "\n".join(line(r) for r in [head] + rows) + "\n\n")
         return "".join(chunks)
 
-    def json_objects(self, results: dict[str, Any] | None = None) -> list[dict]:
+    def json_objects(self, results: dict[str, AggResult] | None = None) -> list[dict[str, Any]]:
         """The aggregations as JSON objects (bpftrace's ``-f json`` shapes):
         ``{"type": "map"|"hist"|"stats", "data": {"@name": ...}}``."""
         res = self.results() if results is None else results
-        out = []
+        out: list[dict[str, Any]] = []
         by_name = {a.display: a for a in self.trace.aggregates}
         for name in sorted(res):
             a = by_name[name]
@@ -948,7 +1032,7 @@ def _merge(kind: str, a: Any, b: Any) -> Any:
     return count, abs(total) // count * (1 if total >= 0 else -1), total
 
 
-def _key_str(key: tuple, for_json: bool = False) -> str:
+def _key_str(key: tuple[KeyPart, ...], for_json: bool = False) -> str:
     parts = []
     for k in key:
         if isinstance(k, tuple):          # a stack
@@ -965,7 +1049,7 @@ def _format_agg(a: Aggregate, data: Any) -> str:
             data = {_key_str(k): v for k, v in data.items()}
         return format_hist(name, data or {}, linear=a.linear, keyed=bool(a.keys))
     if a.kind == "stats":
-        def st(v: tuple) -> str:
+        def st(v: tuple[int, int, int]) -> str:
             return f"count {v[0]}, average {v[1]}, total {v[2]}"
         if a.keys:
             lines = [f"@{name}[{_key_str(k)}]: {st(v)}"
@@ -980,40 +1064,42 @@ def _format_agg(a: Aggregate, data: Any) -> str:
     return text + ("\n" if a.kind == "avg" else "")
 
 
-def _json_agg(a: Aggregate, data: Any) -> dict:
+def _json_agg(a: Aggregate, data: Any) -> dict[str, Any]:
     name = a.display
     if a.kind in ("hist", "lhist"):
-        h = a.impl
+        h = cast("_agg.Histogram", a.aggregation())
 
-        def conv(b: dict) -> list:
+        def conv(b: dict[int, int]) -> list[dict[str, Any]]:
             return hist_json(b, h.bucket_range)
-        body = ({_key_str(k, True): conv(v) for k, v in data.items()} if a.keys
-                else conv(data or {}))
-        return {"type": "hist", "data": {name: body}}
+        hists = ({_key_str(k, True): conv(v) for k, v in data.items()} if a.keys
+                 else conv(data or {}))
+        return {"type": "hist", "data": {name: hists}}
     if a.kind == "stats":
-        def st(v: tuple | None) -> dict:
+        def st(v: tuple[int, int, int] | None) -> dict[str, int]:
             v = v or (0, 0, 0)
             return {"count": v[0], "average": v[1], "total": v[2]}
-        body = {_key_str(k, True): st(v) for k, v in data.items()} if a.keys else st(data)
-        return {"type": "stats", "data": {name: body}}
+        stats_ = {_key_str(k, True): st(v) for k, v in data.items()} if a.keys else st(data)
+        return {"type": "stats", "data": {name: stats_}}
     body = {_key_str(k, True): v for k, v in data.items()} if a.keys else data
     return {"type": "map", "data": {name: body}}
 
 
 # ---------------------------------------------------------------- shortcuts
-def count(probe: str, by: Any = None, **kw: Any) -> Trace:
+def count(probe: str, by: _By = None, **kw: Unpack[_TraceOptions]) -> Trace:
     """Count hits of ``probe`` (per ``by`` key: ``"arg0"``, ``"comm"``, ``"ustack"``...)."""
     return Trace(probe, **kw).count(by=by)
 
 
-def histogram(probe: str, value: str, *, by: Any = None,
-              linear: tuple[int, int, int] | None = None, **kw: Any) -> Trace:
+def histogram(probe: str, value: str, *, by: _By = None,
+              linear: tuple[int, int, int] | None = None,
+              **kw: Unpack[_TraceOptions]) -> Trace:
     """A log2 (or ``linear=(lo, hi, step)``) histogram of ``value`` at ``probe``."""
     t = Trace(probe, **kw)
     return t.lhist(value, *linear, by=by) if linear else t.hist(value, by=by)
 
 
-def latency(function_probe: str, *, by: Any = None, unit: str = "ns", **kw: Any) -> Trace:
+def latency(function_probe: str, *, by: _By = None, unit: str = "ns",
+            **kw: Unpack[_TraceOptions]) -> Trace:
     """A log2 histogram of a function's latency (``uprobe:PATH:func``; the
     entry and return probes are both attached).  ``unit``: ns, us or ms."""
     div = {"ns": 1, "us": 1000, "ms": 1_000_000}.get(unit)
@@ -1023,18 +1109,19 @@ def latency(function_probe: str, *, by: Any = None, unit: str = "ns", **kw: Any)
                                             by=by, name=f"latency_{unit}")
 
 
-def events(probe: str, *fields: str, fmt: str | None = None, **kw: Any) -> Trace:
+def events(probe: str, *fields: str, fmt: str | None = None,
+           **kw: Unpack[_TraceOptions]) -> Trace:
     """An event per hit carrying ``fields`` (``"pid"``, ``"comm"``,
     ``"str(arg0)"``, ``"name=arg1"``...), printed with ``fmt``."""
     return Trace(probe, **kw).print(fmt, *fields)
 
 
-def stacks(probe: str, **kw: Any) -> Trace:
+def stacks(probe: str, **kw: Unpack[_TraceOptions]) -> Trace:
     """Count the user stacks that reach ``probe`` (symbolized when read)."""
     return Trace(probe, **kw).count(by="ustack")
 
 
-def stats(probe: str, value: str, by: Any = None, **kw: Any) -> Trace:
+def stats(probe: str, value: str, by: _By = None, **kw: Unpack[_TraceOptions]) -> Trace:
     """count/sum/min/max/avg of ``value`` at once (@count, @sum, @min, @max, @avg)."""
     t = Trace(probe, **kw)
     return t.count(by=by).sum(value, by=by).min(value, by=by).max(value, by=by).avg(value, by=by)

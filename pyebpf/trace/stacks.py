@@ -24,14 +24,23 @@ import functools
 import os
 import shutil
 import subprocess
-from typing import Any, Iterable, Sequence
+from typing import Iterable, Sequence
 
 from .. import elf as _elf
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..maps import MapSpec, StackTraceMap
 
 __all__ = ["Symbolizer", "demangle", "STACK_IP", "STACK_VALID", "make_stack_map"]
 
 STACK_VALID = 1    # BPF_STACK_BUILD_ID_VALID: build id + file offset
 STACK_IP = 2       # BPF_STACK_BUILD_ID_IP: a plain address
+
+#: one captured frame: a plain address, or ``(status, build id, file offset
+#: or address)`` from a build-id stack map (status :data:`STACK_VALID` or
+#: :data:`STACK_IP`)
+RawFrame = int | tuple[int, bytes, int]
 
 _demangled: dict[str, str] = {}
 
@@ -60,7 +69,7 @@ def demangle(names: Iterable[str]) -> dict[str, str]:
 
 
 def make_stack_map(max_entries: int = 1024, max_depth: int = 127, name: str = "ustacks",
-                   create: bool = True) -> Any:
+                   create: bool = True) -> StackTraceMap | MapSpec:
     """A StackTraceMap of build ids + file offsets (see the module docs);
     ``create=False``: only its :class:`~pyebpf.maps.MapSpec`."""
     from ..maps import MapSpec, StackTraceMap
@@ -79,7 +88,9 @@ def _needed(path: str) -> tuple[str, ...]:
             ef = ELFFile(f)
             for sec in ef.iter_sections():
                 if isinstance(sec, DynamicSection):
-                    return tuple(t.needed for t in sec.iter_tags("DT_NEEDED"))
+                    # (elftools sets each tag's ``needed`` attribute from its name)
+                    tags = sec.iter_tags("DT_NEEDED")
+                    return tuple(t.needed for t in tags)  # type: ignore[attr-defined, unused-ignore]
     except Exception:
         pass
     return ()
@@ -167,6 +178,8 @@ class Symbolizer:
                 self._by_build_id.setdefault(bytes(bid[:20]).ljust(20, b"\0"), path)
 
     def path_for_build_id(self, build_id: bytes) -> str | None:
+        """The file searched (see the module docs) whose build id is
+        ``build_id`` (the first 20 bytes count), or None."""
         key = bytes(build_id[:20]).ljust(20, b"\0")
         if key not in self._by_build_id:
             self._build_index()
@@ -211,9 +224,10 @@ class Symbolizer:
                     return None
         return None
 
-    def frame(self, raw: Any, pid: int | None = None, index: int = 0) -> str:
+    def frame(self, raw: RawFrame, pid: int | None = None, index: int = 0) -> str:
         """One frame: ``(status, build_id, offset_or_ip)`` from a build-id stack
-        map, or a plain address (int)."""
+        map, or a plain address (int).  ``index`` 0 is the innermost frame;
+        the others are return addresses, looked up one byte before."""
         caller = index > 0
         if isinstance(raw, int):
             return self._by_address(pid, raw, caller) or f"0x{raw:x}"
@@ -226,7 +240,7 @@ class Symbolizer:
             return f"0x{value:x} (offset in {path or 'build id ' + bid.rstrip(bytes(1)).hex()})"
         return self._by_address(pid, value, caller) or f"0x{value:x}"
 
-    def frames(self, raw_frames: Sequence[Any], pid: int | None = None) -> list[str]:
+    def frames(self, raw_frames: Sequence[RawFrame], pid: int | None = None) -> list[str]:
         """Every frame of a stack, innermost first, demangled."""
         out = [self.frame(r, pid, i) for i, r in enumerate(raw_frames)]
         if self.demangle_names and any(f.startswith("_Z") for f in out):

@@ -16,7 +16,7 @@ from budget import fuzz_settings
 from pyebpf.errors import ProgramError, PyebpfError, SizeError
 from pyebpf.maps import Map, MapSpec
 from pyebpf.trace import Trace
-from pyebpf.trace.aggregate import LHIST_MAX_BUCKETS, Histogram, linear_buckets
+from pyebpf.trace.aggregate import LHIST_MAX_BUCKETS, Avg, Count, Histogram, Sum, linear_buckets
 from pyebpf.trace.asmfile import AsmFileError, parse_asm_file, read_asm_file
 from pyebpf.trace.expr import MAX_DEPTH, ExprError, parse_expr, parse_filter
 
@@ -301,3 +301,32 @@ def test_mutated_headers_give_only_file_line_errors(tmp_path_factory, text):
         return
     for d in af.maps.values():        # what was accepted can be described
         d.spec()
+
+
+# ---------------------------------------------------------------- typed API misuse
+def test_an_aggregation_without_a_value_is_refused_when_added():
+    """sum/min/max/avg/stats/hist/lhist need a value: a clear ExprError at the
+    call (it was a TypeError deep in the program generation)."""
+    for kind in ("sum", "min", "max", "avg", "stats", "hist"):
+        with pytest.raises(ExprError, match=rf"{kind}\(\) needs a value"):
+            getattr(Trace(BASH), kind)(None)
+    with pytest.raises(ExprError, match=r"lhist\(\) needs a value"):
+        Trace(BASH).lhist(None, 0, 10, 1)
+    assert Trace(BASH).count().aggregates[0].value is None       # count takes none
+
+
+@pytest.mark.parametrize("make", [
+    lambda: Count("c", create=False),
+    lambda: Sum("s", keyed=True, create=False),
+    lambda: Histogram("h", keyed=True, create=False),
+    lambda: Avg("a", create=False),
+])
+def test_reading_a_described_aggregation_is_a_clear_error(make):
+    """create=False only describes the map: read()/clear() before open() say so
+    (they were an AttributeError/TypeError on the MapSpec)."""
+    agg = make()
+    assert isinstance(agg.map, MapSpec)
+    with pytest.raises(ProgramError, match="not created yet"):
+        agg.read()
+    with pytest.raises(ProgramError, match="not created yet"):
+        agg.clear()

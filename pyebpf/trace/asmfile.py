@@ -459,15 +459,19 @@ class AsmSession:
             out.append(_AsmEvent(o, values))
         return out
 
-    def format_text(self) -> str:
-        """The maps declared with ``show=`` in bpftrace's format, by name."""
+    def results(self) -> dict[str, Any]:
+        """The contents of the maps declared with ``show=``, by name (see :meth:`map_data`)."""
+        return {d.name: self.map_data(d) for d in self.aggregates}
+
+    def format_text(self, results: dict[str, Any] | None = None) -> str:
+        """The maps declared with ``show=`` (or those of ``results``) in
+        bpftrace's format, by name."""
         from .render import format_count, format_hist
+        res = self.results() if results is None else results
         chunks = []
-        for name in sorted(self.af.maps):
+        for name in sorted(res):
             d = self.af.maps[name]
-            if d.show == "none":
-                continue
-            data = self.map_data(d)
+            data = res[name]
             if d.show == "count":
                 text = format_count(name, data)
                 chunks.append(text + "\n" if text else "")
@@ -491,15 +495,15 @@ class AsmSession:
             out = {k: v for k, v in out.items() if v}
         return out
 
-    def json_objects(self) -> list[dict]:
+    def json_objects(self, results: dict[str, Any] | None = None) -> list[dict]:
+        """The maps declared with ``show=`` (or those of ``results``) as JSON objects."""
         from .aggregate import log2_bucket_range
         from .render import hist_json
+        res = self.results() if results is None else results
         objs = []
-        for name in sorted(self.af.maps):
+        for name in sorted(res):
             d = self.af.maps[name]
-            if d.show == "none":
-                continue
-            data = self.map_data(d)
+            data = res[name]
             if d.show == "count":
                 objs.append({"type": "map", "data": {"@" + name: {str(k): v for k, v in data.items()}}})
             else:

@@ -259,14 +259,39 @@ def print_interval(session: Any, out: TextIO, json_mode: bool, clear: bool,
 
 
 def print_final(session: Any, out: TextIO, err: TextIO, json_mode: bool,
-                table: bool = False) -> None:
-    """The aggregations at the end (bpftrace's layout) and the lost-event count."""
+                table: bool = False, command: str = "trace") -> bool:
+    """The aggregations at the end (bpftrace's layout) and the lost-event count.
+
+    Results are data: an aggregation that cannot be formatted (or read and
+    decoded) is printed raw -- ``@name (raw): {key: value}``, or a ``{"type":
+    "raw"}`` JSON object -- after a one-line warning on ``err`` naming the
+    error, and the others are still printed.  Returns False if that happened
+    (the command then exits 1), True when everything was printed normally."""
     aggs = session.trace.aggregates if hasattr(session, "trace") else session.aggregates
+    ok = True
     if aggs:
-        if json_mode:
-            out.write("".join(json.dumps(o) + "\n" for o in session.json_objects()))
+        if not json_mode:
+            out.write("\n")
+        try:
+            results = session.results()
+        except Exception as exc:
+            _format_warning(err, command, "read the results", exc)
+            results, ok = _raw_results(session, aggs), False
+            for name in sorted(results):
+                out.write(_raw_chunk(name, results[name], json_mode, exc))
         else:
-            out.write("\n" + _text(session, None, table))
+            for name in sorted(results):
+                one = {name: results[name]}
+                try:
+                    if json_mode:
+                        chunk = "".join(json.dumps(o) + "\n" for o in session.json_objects(one))
+                    else:
+                        chunk = _text(session, one, table)
+                except Exception as exc:
+                    ok = False
+                    _format_warning(err, command, f"format {_at(name)}", exc)
+                    chunk = _raw_chunk(name, results[name], json_mode, exc)
+                out.write(chunk)
     lost = session.lost
     if session.reader is not None:
         try:
@@ -276,6 +301,38 @@ def print_final(session: Any, out: TextIO, err: TextIO, json_mode: bool,
     if lost:
         if json_mode:
             out.write(json.dumps({"type": "lost", "data": {"events": lost}}) + "\n")
-        err.write(f"pyebpf trace: {lost} events lost (the rings were full: try "
+        err.write(f"pyebpf {command}: {lost} events lost (the rings were full: try "
                   "--buffer-size, or aggregate in the kernel instead of printing)\n")
     out.flush()
+    return ok
+
+
+def _at(name: str) -> str:
+    return name if name.startswith("@") else "@" + name
+
+
+def _format_warning(err: TextIO, command: str, what: str, exc: BaseException) -> None:
+    err.write(f"pyebpf {command}: warning: could not {what} ({type(exc).__name__}: "
+              f"{str(exc)[:200]}); printing the raw contents instead\n")
+    err.flush()
+
+
+def _raw_chunk(name: str, data: Any, json_mode: bool, exc: BaseException) -> str:
+    from .render import format_raw, raw_json
+    if json_mode:
+        return json.dumps({"type": "raw", "data": {_at(name): raw_json(data)},
+                           "error": f"{type(exc).__name__}: {exc}"}) + "\n"
+    return format_raw(name, data)
+
+
+def _raw_results(session: Any, aggs: list) -> dict[str, Any]:
+    """Each aggregation's map as read, undecoded: when decoding failed."""
+    out: dict[str, Any] = {}
+    for a in aggs:
+        name = getattr(a, "display", None) or a.name
+        try:
+            impl = getattr(a, "impl", None)
+            out[name] = impl.read() if impl is not None else dict(session.maps[a.name].items())
+        except Exception as exc:       # nothing left to print for this one
+            out[name] = f"<unreadable: {type(exc).__name__}: {exc}>"
+    return out

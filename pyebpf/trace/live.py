@@ -211,7 +211,7 @@ def run_loop(session: Any, *, out: TextIO = sys.stdout, json_mode: bool = False,
                 waits.append(deadline - now)
             if next_print is not None:
                 if now >= next_print:
-                    print_interval(session, out, json_mode, clear, table)
+                    print_interval(session, out, json_mode, clear, table, err)
                     next_print += interval
                     continue
                 waits.append(next_print - now)
@@ -243,19 +243,19 @@ def _text(session: Any, results: Any = None, table: bool = False) -> str:
 
 
 def print_interval(session: Any, out: TextIO, json_mode: bool, clear: bool,
-                   table: bool = False) -> None:
-    """The aggregations now (a time line first in text mode); reset after if ``clear``."""
-    results = session.results()
-    if json_mode:
-        stamp = time.strftime("%H:%M:%S")
-        for obj in session.json_objects(results):
-            obj["time"] = stamp
-            out.write(json.dumps(obj) + "\n")
-    else:
-        out.write(time.strftime("%H:%M:%S") + "\n" + _text(session, results, table) + "\n")
+                   table: bool = False, err: TextIO | None = None,
+                   command: str = "trace") -> bool:
+    """The aggregations now (a time line first in text mode); reset after if
+    ``clear``.  A map that cannot be formatted is printed raw, as by
+    :func:`print_final`; returns False then."""
+    stamp = time.strftime("%H:%M:%S")
+    text, ok = _maps_text(session, json_mode, table, sys.stderr if err is None else err,
+                          command, stamp)
+    out.write(text if json_mode else f"{stamp}\n{text}\n")
     out.flush()
     if clear:
         session.clear()
+    return ok
 
 
 def print_final(session: Any, out: TextIO, err: TextIO, json_mode: bool,
@@ -270,28 +270,8 @@ def print_final(session: Any, out: TextIO, err: TextIO, json_mode: bool,
     aggs = session.trace.aggregates if hasattr(session, "trace") else session.aggregates
     ok = True
     if aggs:
-        if not json_mode:
-            out.write("\n")
-        try:
-            results = session.results()
-        except Exception as exc:
-            _format_warning(err, command, "read the results", exc)
-            results, ok = _raw_results(session, aggs), False
-            for name in sorted(results):
-                out.write(_raw_chunk(name, results[name], json_mode, exc))
-        else:
-            for name in sorted(results):
-                one = {name: results[name]}
-                try:
-                    if json_mode:
-                        chunk = "".join(json.dumps(o) + "\n" for o in session.json_objects(one))
-                    else:
-                        chunk = _text(session, one, table)
-                except Exception as exc:
-                    ok = False
-                    _format_warning(err, command, f"format {_at(name)}", exc)
-                    chunk = _raw_chunk(name, results[name], json_mode, exc)
-                out.write(chunk)
+        text, ok = _maps_text(session, json_mode, table, err, command)
+        out.write(text if json_mode else "\n" + text)
     lost = session.lost
     if session.reader is not None:
         try:
@@ -305,6 +285,36 @@ def print_final(session: Any, out: TextIO, err: TextIO, json_mode: bool,
                   "--buffer-size, or aggregate in the kernel instead of printing)\n")
     out.flush()
     return ok
+
+
+def _maps_text(session: Any, json_mode: bool, table: bool, err: TextIO, command: str,
+               stamp: str | None = None) -> tuple[str, bool]:
+    """Every aggregation formatted, map by map (JSON objects get ``"time":
+    stamp``); one that fails is raw, after a warning.  (text, all formatted)."""
+    try:
+        results = session.results()
+    except Exception as exc:
+        _format_warning(err, command, "read the results", exc)
+        aggs = session.trace.aggregates if hasattr(session, "trace") else session.aggregates
+        raw = _raw_results(session, aggs)
+        return "".join(_raw_chunk(name, raw[name], json_mode, exc) for name in sorted(raw)), False
+    chunks, ok = [], True
+    for name in sorted(results):
+        one = {name: results[name]}
+        try:
+            if json_mode:
+                objs = session.json_objects(one)
+                for obj in objs if stamp else ():
+                    obj["time"] = stamp
+                chunk = "".join(json.dumps(o) + "\n" for o in objs)
+            else:
+                chunk = _text(session, one, table)
+        except Exception as exc:
+            ok = False
+            _format_warning(err, command, f"format {_at(name)}", exc)
+            chunk = _raw_chunk(name, results[name], json_mode, exc)
+        chunks.append(chunk)
+    return "".join(chunks), ok
 
 
 def _at(name: str) -> str:

@@ -135,3 +135,17 @@ def test_run_prints_a_map_it_cannot_format_raw(tmp_path, monkeypatch):
         assert not ok and err == WARNING.format(cmd="run", name="@buckets")
         assert f"@calls[0]: {calls}\n" in text
         assert f'@buckets (raw): {{"3": {calls}}}\n' in text
+
+
+def test_interval_printing_survives_a_formatting_error(trace_session, monkeypatch):
+    """--interval prints with the same care: a failing map is raw, the trace goes on."""
+    from pyebpf.trace.live import print_interval
+    me = os.getpid()
+    count = trace_session.results()["@count"][(me,)]
+    monkeypatch.setattr(recipes, "format_hist", planted_bug)
+    out, err = io.StringIO(), io.StringIO()
+    assert print_interval(trace_session, out, False, False, err=err) is False
+    assert err.getvalue() == WARNING.format(cmd="trace", name="@hist")
+    text = out.getvalue()
+    assert f"@count[{me}]: {count}\n" in text
+    assert f'@hist (raw): {{"{log2_bucket(me)}": {count}}}\n' in text

@@ -30,6 +30,13 @@ if TYPE_CHECKING:       # what __getattr__ imports on first use, as type checker
 
 __version__ = "0.1.0"
 
+import sys as _sys
+
+if (getattr(_sys, "argv", None) or [""])[0].endswith(("-m", "pyebpf")):
+    # maybe the command line starting: it takes Ctrl-C from here (pyebpf.cli.take_sigint)
+    from .cli import take_sigint as _take_sigint
+    _take_sigint()
+
 from .errors import (AssemblyError, EncodingError, KernelError, ProgramError, PyebpfError,
                      VerifierError)
 

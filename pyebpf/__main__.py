@@ -1,5 +1,8 @@
-import sys
+"""``python -m pyebpf``: the command line (see :mod:`pyebpf.cli`)."""
+import os
 
-from .cli import main
-
-sys.exit(main())
+try:
+    from .cli import entry
+except KeyboardInterrupt:          # Ctrl-C before the command line could take it
+    os._exit(130)
+entry()

@@ -620,6 +620,16 @@ def _mount_tracefs(path: str) -> None:
                              else NotSupportedError)
 
 
+def _tracefs_denied(path: str) -> str:
+    """Why this user cannot use the tracefs mounted at ``path``."""
+    try:
+        st = os.stat(path)
+        how = f" (mode {st.st_mode & 0o7777:o}, owner uid {st.st_uid})"
+    except OSError:
+        how = ""
+    return f"tracefs is mounted at {path}{how}, but this user may not read it"
+
+
 def tracefs_dir(mount: bool = True) -> str:
     """The tracefs mount point (``/sys/kernel/tracing`` usually).
 
@@ -631,11 +641,23 @@ def tracefs_dir(mount: bool = True) -> str:
     global _tracefs_found
     if _tracefs_found and os.path.isdir(os.path.join(_tracefs_found, "events")):
         return _tracefs_found
-    cands = _tracefs_mounts() + list(_TRACEFS_PLACES)
-    for c in cands:
-        if os.path.isdir(os.path.join(c, "events")):
+    mounts = _tracefs_mounts()
+    denied = None
+    for c in mounts + list(_TRACEFS_PLACES):
+        events = os.path.join(c, "events")
+        try:
+            os.stat(events)
+        except PermissionError:        # mounted, but this user may not look inside
+            denied = denied or c
+            continue
+        except OSError:
+            continue
+        if os.path.isdir(events):
             _tracefs_found = c
             return c
+    if denied is not None:
+        raise PermissionDeniedError(E.EACCES, "tracefs", _tracefs_denied(denied),
+                                    "run as root (tracepoints need tracefs and CAP_PERFMON)")
     how = f"as root: mount -t tracefs nodev {_TRACEFS_DEFAULT}"
     if not mount:
         raise NotSupportedError(E.ENOENT, "tracefs", "tracefs is not mounted", how)

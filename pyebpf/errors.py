@@ -220,7 +220,9 @@ class VerifierError(KernelError):
     """The kernel's verifier rejected a program.
 
     Attributes:
-        log: the whole verifier log.
+        log: the whole verifier log (it can be megabytes: the message only
+            points to it).
+        summary: the message without that pointer.
         index: the instruction index the verifier complained about (or None).
         origin: the source (``file.py:line`` or ``file.s:line``) that emitted
             that instruction (or None).
@@ -248,7 +250,10 @@ class VerifierError(KernelError):
         KernelError.__init__(self, err, "BPF_PROG_LOAD", "".join(parts), hint)
         # the KernelError text starts with the operation name; keep ours first
         tail = "\n  hint: " + hint if hint else ""
-        self.strerror = "".join(parts) + tail + "\n  (the full log is in .log)"
+        #: the message without the pointer to the log (the command line
+        #: writes the log to a file and names it instead)
+        self.summary = "".join(parts) + tail
+        self.strerror = self.summary + "\n  (the full log is in the exception's .log attribute)"
 
 
 class AttachError(KernelError):

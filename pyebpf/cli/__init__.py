@@ -4,17 +4,101 @@ Thin by design: each sub-command lives in its own module of this package,
 declares its arguments in ``register(subparsers)`` and imports the heavy
 layers only when it runs, so that ``--help`` and start-up stay fast.
 
-Exit status: 0 success, 1 failure (bad input, kernel refusal), 2 usage error,
-130 on Ctrl-C.
+Every failure ends as one line ``pyebpf COMMAND: message`` on standard error
+(never a traceback) and an exit status: 0 success, 1 failure (bad input,
+kernel refusal, or an internal error), 2 usage error, 130 on Ctrl-C.  An
+internal error (a bug) is reported by its type and message with a hint:
+``PYEBPF_DEBUG=1`` prints the traceback too.
+
+Ctrl-C is handled deliberately.  ``pyebpf/__init__`` (the first pyebpf code
+that runs, for ``python -m pyebpf`` and for the console script alike) calls
+:func:`take_sigint`, whose handler only records a Ctrl-C during the imports;
+:func:`entry` (the process's entry point) then exits 130 at once if one came,
+else arms the handler: a Ctrl-C raises :class:`KeyboardInterrupt` (which
+stops a trace and prints its results) until the exit has begun, after which
+Ctrl-C is ignored.  A process that saw a Ctrl-C leaves through ``os._exit``
+after flushing its output: CPython would otherwise kill itself with SIGINT at
+exit when the interrupt had gone through an ``eval``/``exec`` of the standard
+library (namedtuple, dataclasses), and report -2 instead of 130.  (A Ctrl-C in
+the first milliseconds, while the Python interpreter itself starts and before
+any pyebpf code runs, gets Python's own behaviour.)
 """
 from __future__ import annotations
 
-import argparse
-import importlib
+import _thread
+import os
+import signal
 import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any, NoReturn
 
 # Sub-command modules, in the order --help lists them.
 COMMANDS = ["demo", "asm", "disasm", "conformance", "list", "trace", "run"]
+
+#: exit statuses
+OK, FAILURE, USAGE, INTERRUPTED = 0, 1, 2, 130
+
+EPILOG = """\
+exit status: 0 success, 1 failure (bad input, kernel refusal, internal error),
+2 usage error, 130 interrupted (Ctrl-C).  Errors are one line on stderr,
+'pyebpf COMMAND: message'; an internal error (a bug: please report it) says
+so, and PYEBPF_DEBUG=1 prints its traceback.
+"""
+
+# longest line of an error message that is printed whole
+_MAX_LINE = 500
+
+_interrupted = False      # a SIGINT arrived
+_armed = False            # SIGINT raises KeyboardInterrupt (only inside entry's try)
+
+
+def _on_sigint(signum: int, frame: Any) -> None:
+    global _interrupted
+    _interrupted = True
+    if not _armed:
+        return
+    if frame is not None and _unraisable(frame.f_code):
+        # an exception raised here would be printed and dropped ("Exception
+        # ignored in ..."), and the command would go on: ask again in 2 ms,
+        # from a thread (asking from here would run this handler again at once)
+        _thread.start_new_thread(_interrupt_later, (0.002,))
+        return
+    raise KeyboardInterrupt
+
+
+def _interrupt_later(delay: float) -> None:
+    wait = _thread.allocate_lock()
+    wait.acquire()
+    wait.acquire(timeout=delay)        # a sleep that needs no import
+    _thread.interrupt_main()
+
+
+def _unraisable(code: Any) -> bool:
+    """True for code whose exceptions Python drops: a ``__del__``, or the
+    weakref callback of importlib's module locks (run during imports)."""
+    return code.co_name == "__del__" or (code.co_name == "cb"
+                                         and "importlib" in code.co_filename)
+
+
+def is_command_line() -> bool:
+    """True when this process is the ``pyebpf`` command (``python -m pyebpf``
+    or the console script), not a program that imports pyebpf."""
+    argv = getattr(sys, "argv", None) or [""]
+    if argv[0] == "-m":                # python -m X, while X's package is imported
+        orig = getattr(sys, "orig_argv", [])
+        return len(orig) >= len(argv) and orig[-len(argv)] in ("pyebpf", "-mpyebpf")
+    return os.path.basename(argv[0]) == "pyebpf"
+
+
+def take_sigint() -> None:
+    """Called by ``pyebpf/__init__`` first thing when :func:`is_command_line`:
+    from now on a Ctrl-C is recorded (not raised) until :func:`entry` runs,
+    which then exits 130 -- so a Ctrl-C during the imports is no traceback."""
+    if is_command_line():
+        signal.signal(signal.SIGINT, _on_sigint)
 
 
 class _VersionAction(argparse.Action):
@@ -33,32 +117,256 @@ class _VersionAction(argparse.Action):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    """The parser of every sub-command (their modules are imported here)."""
+    import argparse
+    import importlib
+
+    from .parser import Parser
+
+    parser = Parser(
         prog="pyebpf",
-        description="A pure-Python eBPF toolkit: assemble, load, attach and read eBPF "
+        description="A pure-Python eBPF toolkit: assemble, load, attach and read eBPF\n"
                     "programs with no LLVM, BCC or libbpf.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMANDS:
         importlib.import_module(f"pyebpf.cli.{name}").register(sub)
+    parser.commands = sub.choices      # name -> the sub-command's parser
     return parser
 
 
+def debug() -> bool:
+    """True when ``PYEBPF_DEBUG`` asks for tracebacks."""
+    return os.environ.get("PYEBPF_DEBUG", "") not in ("", "0")
+
+
+def shorten(text: str, limit: int = _MAX_LINE) -> str:
+    """``text`` with every line longer than ``limit`` cut (a message may quote
+    a whole input line, which can be megabytes long)."""
+    lines = []
+    for line in text.split("\n"):
+        if len(line) > limit:
+            line = f"{line[:limit - 40]}... ({len(line)} characters)"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def describe_os_error(exc: OSError) -> str:
+    """``PATH: reason`` for a failed file operation, else the error's text."""
+    if type(exc).__str__ is OSError.__str__ and exc.strerror:
+        text = exc.strerror
+        if exc.filename is not None:
+            text = f"{_path_text(exc.filename)}: {text}"
+        if exc.filename2 is not None:
+            text += f" ({_path_text(exc.filename2)})"
+        return text
+    return str(exc) or type(exc).__name__
+
+
+def _path_text(path: object) -> str:
+    return os.fsdecode(path) if isinstance(path, (str, bytes)) else str(path)
+
+
+def report(command: str, message: str) -> None:
+    """Print ``pyebpf COMMAND: message`` on standard error."""
+    print(f"pyebpf {command}: {shorten(message)}", file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    from ..errors import PyebpfError
+    """Run the command line ``argv`` (default ``sys.argv[1:]``) and return its
+    exit status (also for ``--help`` and usage errors: no SystemExit); every
+    error is reported on stderr (see the module docs).  KeyboardInterrupt
+    propagates only from the parsing; :func:`entry` turns it into 130."""
+    from ..errors import PyebpfError, VerifierError
+
+    try:
+        parser = build_parser()
+        args, extra = parser.parse_known_args(argv)
+        if extra:                      # named by the sub-command, not by 'pyebpf'
+            parser.commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+    except SystemExit as exc:          # --help, or a usage error argparse printed
+        return exc.code if isinstance(exc.code, int) else USAGE
+    command = args.command
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
-        return 130
+        return INTERRUPTED
     except BrokenPipeError:
-        return 0
-    except PyebpfError as exc:
-        print(f"pyebpf {args.command}: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"pyebpf {args.command}: {exc}", file=sys.stderr)
-        return 1
+        _silence_stdout()
+        return OK
+    except VerifierError as exc:
+        _traceback()
+        report(command, verifier_message(exc, getattr(args, "log", None)))
+        return FAILURE
+    except (PyebpfError, OSError) as exc:
+        _traceback()
+        report(command, describe_os_error(exc) if isinstance(exc, OSError) else str(exc))
+        return FAILURE
+    except UnicodeDecodeError as exc:
+        _traceback()
+        report(command, f"the input is not UTF-8 text ({exc})")
+        return FAILURE
+    except RecursionError:
+        _traceback()
+        report(command, "input nested too deeply (Python's recursion limit was reached); "
+                        "PYEBPF_DEBUG=1 shows where")
+        return FAILURE
+    except MemoryError:
+        report(command, "out of memory")
+        return FAILURE
+    except Exception as exc:           # a bug: short, but enough for a report
+        _traceback()
+        text = str(exc)
+        report(command, f"internal error: {type(exc).__name__}" + (f": {text}" if text else "")
+               + ("" if debug() else " (a bug in pyebpf; PYEBPF_DEBUG=1 shows the traceback)"))
+        return FAILURE
+
+
+def _traceback() -> None:
+    if debug():
+        import traceback
+        traceback.print_exc()
+
+
+def _silence_stdout() -> None:
+    """After EPIPE on stdout: send what is left to /dev/null so that the flush
+    at exit does not complain."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError):
+        pass
+
+
+def verifier_message(exc, log_path: str | None = None) -> str:
+    """The message of a :class:`~pyebpf.errors.VerifierError` for a terminal:
+    the verifier's complaint, then where its full log was written (``--log
+    FILE``, else a new ``/tmp/pyebpf-verifier-*.log``), since a command-line
+    user cannot read the exception's ``.log``."""
+    log = exc.log or ""
+    if not log.strip():
+        return exc.summary + "\n  (the verifier printed no log)"
+    lines = log.count("\n") + (not log.endswith("\n"))
+    try:
+        if log_path:
+            with open(log_path, "w", encoding="utf-8") as f:
+                f.write(log)
+            where = log_path
+        else:
+            import tempfile
+            fd, where = tempfile.mkstemp(prefix="pyebpf-verifier-", suffix=".log")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(log)
+    except OSError as err:
+        return exc.summary + f"\n  (the verifier log could not be written: {describe_os_error(err)})"
+    return exc.summary + f"\n  (the full verifier log, {lines} lines, is in {where})"
+
+
+def _leave(status: int) -> NoReturn:
+    """Exit with ``status``, Ctrl-C no longer interrupting (see the module docs)."""
+    global _armed
+    _armed = False
+    if _interrupted:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(status)
+    sys.exit(status)
+
+
+def entry() -> NoReturn:
+    """The program: ``pyebpf`` (console script) and ``python -m pyebpf``."""
+    global _armed
+    signal.signal(signal.SIGINT, _on_sigint)
+    try:
+        _armed = True
+        if _interrupted:               # during the imports
+            raise KeyboardInterrupt
+        status = main()
+    except KeyboardInterrupt:
+        status = INTERRUPTED
+    # (no call between the except and this line, so no pending SIGINT can
+    # raise in between: Python runs signal handlers at calls and backward jumps)
+    _armed = False
+    _leave(status)
+
+
+# ------------------------------------------------------------ argument types
+# (argparse reports a failing type as a usage error naming the option: exit 2)
+
+def seconds(text: str) -> float:
+    """A duration in seconds: a positive, finite number (``nan``, ``inf`` and
+    ``1e400`` would make a trace that never stops)."""
+    import argparse
+    import math
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive, finite number of seconds, not {text!r}")
+    if value > MAX_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"{text} seconds is more than a year: at most {MAX_SECONDS:.0f}")
+    return value
+
+
+#: the longest duration accepted (a year)
+MAX_SECONDS = 366 * 86400.0
+
+
+def positive_int(text: str) -> int:
+    """A positive integer (decimal or 0x hex)."""
+    import argparse
+    if len(text) > 40:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive integer, not {text[:20]}... ({len(text)} characters)")
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, not {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, not {text}")
+    return value
+
+
+def pid(text: str) -> int:
+    """A process id: a positive integer that fits a pid_t."""
+    import argparse
+    value = positive_int(text)
+    if value >= 1 << 31:
+        raise argparse.ArgumentTypeError(f"{text} is not a process id (too large)")
+    return value
+
+
+def process_exists(pid: int) -> bool:
+    """True if process ``pid`` exists (``-p PID`` is checked before attaching:
+    probes filtered on a process that is not there would wait forever)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:            # it exists, owned by someone else
+        return True
+    return True
+
+
+def command_line(text: str) -> list[str]:
+    """``-c CMD``: split like a shell would (quotes, backslashes), not run by one."""
+    import argparse
+    import shlex
+    try:
+        argv = shlex.split(text)
+    except ValueError as exc:
+        shown = text if len(text) <= 80 else text[:60] + "..."
+        raise argparse.ArgumentTypeError(f"cannot split {shown!r} into words: {exc}") from None
+    if not argv:
+        raise argparse.ArgumentTypeError("expected a command, not an empty string")
+    return argv

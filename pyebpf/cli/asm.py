@@ -43,14 +43,10 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..text import assemble, parse_conformance
+    from ..text.lexer import read_source
 
-    if args.file == "-":
-        text = sys.stdin.read()
-        name = "<stdin>"
-    else:
-        with open(args.file, encoding="utf-8") as f:
-            text = f.read()
-        name = args.file
+    text = read_source(args.file)
+    name = "<stdin>" if args.file == "-" else args.file
     if name.endswith(".data") and "\n-- " in "\n" + text:
         test = parse_conformance(text, name)
         raw = test.raw_bytes()

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 
+from . import positive_int
+
 
 def register(sub) -> None:
     p = sub.add_parser(
@@ -11,7 +13,8 @@ def register(sub) -> None:
                     "time (pyebpf.usdt.Provider), attach eBPF programs to them, print every "
                     "request as a live event, then the request latencies as a log2 histogram "
                     "measured in the kernel. Exits when the workload does. Needs root.")
-    p.add_argument("-n", "--requests", type=int, default=60, help="requests to serve (default 60)")
+    p.add_argument("-n", "--requests", type=positive_int, default=60,
+                   help="requests to serve (default 60)")
     p.add_argument("--show-programs", action="store_true",
                    help="print the generated eBPF programs first (for learning)")
     p.set_defaults(func=run)

@@ -49,46 +49,66 @@ def register(subparsers) -> None:
 def elf_section(path: str, section: str | None = None) -> tuple[str, bytes, dict[int, str]]:
     """(name, bytes, relocations) of ``section`` of the ELF object at ``path``,
     or of its first executable section with code.  ``relocations`` maps slot
-    indexes to ``"R_BPF_64_64 symbol"`` notes."""
+    indexes to ``"R_BPF_64_64 symbol"`` notes.  A file that is not a whole,
+    well-formed ELF object is an :class:`~pyebpf.elf.ElfError`."""
+    import struct
+
+    from elftools.common.exceptions import ELFError
+
+    from ..elf import ElfError
+
+    with open(path, "rb") as f:
+        try:
+            return _read_section(f, path, section)
+        except ElfError:
+            raise
+        except (ELFError, struct.error, ValueError, LookupError, AttributeError,
+                TypeError) as exc:
+            # pyelftools reads lazily: a truncated or corrupt file fails anywhere
+            raise ElfError(f"{path}: a damaged or truncated ELF object ({type(exc).__name__}: "
+                           f"{exc or 'malformed'})") from None
+
+
+def _read_section(f, path: str, section: str | None) -> tuple[str, bytes, dict[int, str]]:
     from elftools.common.exceptions import ELFError
     from elftools.elf.constants import SH_FLAGS
     from elftools.elf.elffile import ELFFile
     from elftools.elf.relocation import RelocationSection
 
-    from ..errors import PyebpfError
+    from ..elf import ElfError
 
-    class ElfInputError(PyebpfError, ValueError):
-        pass
-
-    with open(path, "rb") as f:
-        try:
-            elf = ELFFile(f)
-        except ELFError as exc:
-            raise ElfInputError(f"{path}: not an ELF object ({exc})") from None
-        if section is not None:
-            sec = elf.get_section_by_name(section)
-            if sec is None:
-                names = ", ".join(s.name for s in elf.iter_sections() if s.name) or "none"
-                raise ElfInputError(f"{path}: no section {section!r} (sections: {names})")
-        else:
-            sec = next((s for s in elf.iter_sections()
-                        if s["sh_flags"] & SH_FLAGS.SHF_EXECINSTR and s["sh_size"] > 0
-                        and s["sh_type"] == "SHT_PROGBITS"), None)
-            if sec is None:
-                raise ElfInputError(f"{path}: no executable section with code")
-        index = elf.get_section_index(sec.name)
-        notes: dict[int, str] = {}
-        for rel in elf.iter_sections():
-            if not isinstance(rel, RelocationSection) or rel["sh_info"] != index:
-                continue
-            symtab = elf.get_section(rel["sh_link"])
-            for r in rel.iter_relocations():
-                sym = symtab.get_symbol(r["r_info_sym"])
-                name = sym.name or (elf.get_section(sym["st_shndx"]).name
-                                    if isinstance(sym["st_shndx"], int) else "?")
-                kind = _RELOC_NAMES.get(r["r_info_type"], f"type {r['r_info_type']}")
-                notes[r["r_offset"] // 8] = f"{kind} {name}"
-        return sec.name, sec.data(), notes
+    try:
+        elf = ELFFile(f)
+    except ELFError as exc:
+        raise ElfError(f"{path}: not an ELF object ({exc})") from None
+    if section is not None:
+        sec = elf.get_section_by_name(section)
+        if sec is None:
+            names = ", ".join(s.name for s in elf.iter_sections() if s.name) or "none"
+            raise ElfError(f"{path}: no section {section!r} (sections: {names})")
+    else:
+        sec = next((s for s in elf.iter_sections()
+                    if s["sh_flags"] & SH_FLAGS.SHF_EXECINSTR and s["sh_size"] > 0
+                    and s["sh_type"] == "SHT_PROGBITS"), None)
+        if sec is None:
+            raise ElfError(f"{path}: no executable section with code")
+    index = elf.get_section_index(sec.name)
+    notes: dict[int, str] = {}
+    for rel in elf.iter_sections():
+        if not isinstance(rel, RelocationSection) or rel["sh_info"] != index:
+            continue
+        symtab = elf.get_section(rel["sh_link"])
+        for r in rel.iter_relocations():
+            sym = symtab.get_symbol(r["r_info_sym"])
+            name = sym.name or (elf.get_section(sym["st_shndx"]).name
+                                if isinstance(sym["st_shndx"], int) else "?")
+            kind = _RELOC_NAMES.get(r["r_info_type"], f"type {r['r_info_type']}")
+            notes[r["r_offset"] // 8] = f"{kind} {name}"
+    data = sec.data()
+    if len(data) != sec["sh_size"] and sec["sh_type"] != "SHT_NOBITS":
+        raise ElfError(f"{path}: section {sec.name!r} is cut short ({len(data)} of "
+                       f"{sec['sh_size']} bytes: is the file truncated?)")
+    return sec.name, data, notes
 
 
 _RELOC_NAMES = {1: "R_BPF_64_64", 2: "R_BPF_64_ABS64", 3: "R_BPF_64_ABS32", 4: "R_BPF_64_NODYLD32",

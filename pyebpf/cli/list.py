@@ -7,6 +7,9 @@ import json
 import os
 import sys
 
+from . import pid
+from .parser import Parser
+
 DESCRIPTION = """\
 List the USDT (sys/sdt.h) probes of an ELF file, or of every module a running
 process maps: provider, name, each location (a probe can have many, each with
@@ -42,7 +45,7 @@ examples:
 """
 
 
-class _IntermixedParser(argparse.ArgumentParser):
+class _IntermixedParser(Parser):
     """Accepts options between the positionals (``list PATH --json PATTERN``),
     which plain argparse refuses for optional positionals."""
 
@@ -69,7 +72,7 @@ def register(subparsers) -> None:
     p.add_argument("pattern", metavar="PATTERN", nargs="?",
                    help="PROVIDER:NAME or NAME, shell wildcards allowed "
                         "(e.g. 'python:function__*', '*gc*')")
-    p.add_argument("-p", "--pid", type=int, metavar="PID",
+    p.add_argument("-p", "--pid", type=pid, metavar="PID",
                    help="list the probes of every module process PID maps")
     p.add_argument("-P", "--provider", metavar="GLOB", help="only probes of this provider")
     p.add_argument("-n", "--name", metavar="GLOB", help="only probes with this name")

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
 import time
+
+from . import command_line, pid, positive_int, process_exists, seconds
 
 DESCRIPTION = """\
 Load a program written in text assembly (llvm dialect) whose header declares
@@ -35,7 +36,11 @@ examples:
   pyebpf run execsnoop --info
   pyebpf run ./my_program.s -d 5
 
-exit status: 0 ok (also after Ctrl-C), 1 error (file, verifier, attach), 2 usage error
+exit status: 0 ok (also after Ctrl-C: the maps are printed), 1 error (file,
+verifier, attach; or a map that could not be formatted, printed raw instead),
+2 usage error, 130 Ctrl-C before the programs were attached.  A verifier
+rejection's full log goes to --log FILE or to a new /tmp/pyebpf-verifier-*.log
+(the message gives its path).
 """
 
 
@@ -49,21 +54,26 @@ def register(subparsers) -> None:
                    help="list the ready programs that come with pyebpf, and exit")
     p.add_argument("-D", "--define", action="append", default=[], metavar="NAME=VALUE",
                    help="set a parameter of the file (its ${NAME} placeholders)")
-    p.add_argument("-p", "--pid", type=int, metavar="PID",
+    p.add_argument("-p", "--pid", type=pid, metavar="PID",
                    help="the process to trace (${PID}; uprobes attach for it); stop when it exits")
-    p.add_argument("-c", "--command", dest="cmd", metavar="CMD",
+    p.add_argument("-c", "--command", dest="cmd", metavar="CMD", type=command_line,
                    help="start CMD once attached, trace it (${PID}), stop when it exits")
     p.add_argument("--unsafe", action="store_true",
                    help="attach uprobes even where no instruction start is proven")
-    p.add_argument("-d", "--duration", type=float, metavar="S", help="stop after S seconds")
-    p.add_argument("-n", "--max-events", type=int, metavar="N", help="stop after N events")
+    p.add_argument("-d", "--duration", type=seconds, metavar="S", help="stop after S seconds")
+    p.add_argument("-n", "--max-events", type=positive_int, metavar="N",
+                   help="stop after N events")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.add_argument("--info", action="store_true", help="describe the file (parameters, maps, programs) and exit")
+    p.add_argument("--log", metavar="FILE",
+                   help="where to write the verifier's log if it rejects a program "
+                        "(default: a new /tmp/pyebpf-verifier-*.log, whose path is printed)")
     p.add_argument("-q", "--quiet", action="store_true", help="no status lines on stderr")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..text.lexer import read_source
     from ..trace import asmfile, live
 
     if args.list:
@@ -76,6 +86,9 @@ def run(args: argparse.Namespace) -> int:
     if args.pid is not None and args.cmd:
         print("pyebpf run: error: -p and -c exclude each other", file=sys.stderr)
         return 2
+    if args.pid is not None and not process_exists(args.pid):
+        print(f"pyebpf run: no process {args.pid}", file=sys.stderr)
+        return 1
     values = {}
     for d in args.define:
         name, eq, value = d.partition("=")
@@ -84,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
             return 2
         values[name] = value
     t0 = time.perf_counter()
-    af = asmfile.read_asm_file(resolve_program(args.file))
+    path = resolve_program(args.file)
+    af = asmfile.parse_asm_file(read_source(path), path)
     if args.info:
         print(af.info())
         return 0
@@ -93,11 +107,7 @@ def run(args: argparse.Namespace) -> int:
     restore = live.sigterm_as_interrupt()
     try:
         if args.cmd:
-            argv = shlex.split(args.cmd)
-            if not argv:
-                print("pyebpf run: error: -c needs a command", file=sys.stderr)
-                return 2
-            child = live.Child(argv)
+            child = live.Child(args.cmd)
         pid = child.pid if child else args.pid
         session = asmfile.AsmSession(af, values, pid, unsafe=args.unsafe)
         if not args.quiet:
@@ -116,8 +126,8 @@ def run(args: argparse.Namespace) -> int:
         session.detach()
         if child is not None and not child.poll():
             child.kill()
-        live.print_final(session, sys.stdout, sys.stderr, args.json)
-        return 0
+        printed = live.print_final(session, sys.stdout, sys.stderr, args.json, command="run")
+        return 0 if printed else 1
     except BaseException:
         if child is not None and child.status is None:
             child.kill()

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 import time
+
+from . import command_line, pid, positive_int, process_exists, report, seconds
 
 DESCRIPTION = """\
 Trace a probe and count, aggregate or print what happens there -- like a
@@ -50,8 +51,11 @@ were lost.  One aggregation is named @, several @count, @hist...
 stops at Ctrl-C (printing the aggregations first), after --duration, after -n
 events, or when the -c command / -p process exits.
 
-exit status: 0 ok (also after Ctrl-C), 1 error (bad probe, expression, kernel
-refusal, command not found), 2 usage error
+exit status: 0 ok (also after Ctrl-C: the results are printed), 1 error (bad
+probe, expression, kernel refusal, command not found; or a result that could
+not be formatted, printed raw instead), 2 usage error, 130 Ctrl-C before the
+probes were attached.  A verifier rejection's full log goes to --log FILE or
+to a new /tmp/pyebpf-verifier-*.log (the message gives its path).
 """
 
 
@@ -79,31 +83,35 @@ def register(subparsers) -> None:
     a.add_argument("--filter", action="append", metavar="COND", default=[],
                    help="only when COND holds: 'arg0 > 100', 'comm == \"bash\"' (repeatable: all must hold)")
     o = p.add_argument_group("what to trace and when to stop")
-    o.add_argument("-p", "--pid", type=int, metavar="PID", help="trace only this process; stop when it exits")
-    o.add_argument("-c", "--command", dest="cmd", metavar="CMD",
+    o.add_argument("-p", "--pid", type=pid, metavar="PID", help="trace only this process; stop when it exits")
+    o.add_argument("-c", "--command", dest="cmd", metavar="CMD", type=command_line,
                    help="start CMD (split like a shell would, not run by one) once the probes "
                         "are attached, trace only it, and stop when it exits")
     o.add_argument("--unsafe", action="store_true",
                    help="attach uprobes even where no instruction start is proven")
-    o.add_argument("-d", "--duration", type=float, metavar="S", help="stop after S seconds")
-    o.add_argument("-n", "--max-events", type=int, metavar="N", help="stop after N printed events")
+    o.add_argument("-d", "--duration", type=seconds, metavar="S", help="stop after S seconds")
+    o.add_argument("-n", "--max-events", type=positive_int, metavar="N",
+                   help="stop after N printed events")
     out = p.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="one JSON object per line")
     out.add_argument("--table", action="store_true",
                      help="print keyed aggregations as tables (a column per key, rows by "
                           "decreasing value) instead of bpftrace's @name[key]: value")
-    out.add_argument("--interval", type=float, metavar="S",
+    out.add_argument("--interval", type=seconds, metavar="S",
                      help="print the aggregations every S seconds while tracing")
     out.add_argument("--clear", action="store_true", help="with --interval: reset them after each print")
-    out.add_argument("--strlen", type=int, default=64, metavar="N",
+    out.add_argument("--strlen", type=positive_int, default=64, metavar="N",
                      help="bytes read by str() (default 64, bpftrace's)")
     out.add_argument("--ringbuf", action="store_true",
                      help="send events through a BPF ring buffer (one ring, events in order) "
                           "instead of per-CPU perf rings (drained CPU by CPU)")
-    out.add_argument("--buffer-size", type=int, default=1 << 20, metavar="BYTES",
+    out.add_argument("--buffer-size", type=positive_int, default=1 << 20, metavar="BYTES",
                      help="bytes per perf ring (per CPU) or of the ring buffer (default 1 MiB)")
     out.add_argument("--show-program", action="store_true",
                      help="print the generated eBPF programs (llvm dialect) and exit")
+    out.add_argument("--log", metavar="FILE",
+                     help="where to write the verifier's log if it rejects a program "
+                          "(default: a new /tmp/pyebpf-verifier-*.log, whose path is printed)")
     out.add_argument("-q", "--quiet", action="store_true", help="no status lines on stderr")
     p.set_defaults(func=run)
 
@@ -148,19 +156,16 @@ def run(args: argparse.Namespace) -> int:
         return _usage(args, "--table and --json exclude each other")
     if args.clear and not args.interval:
         return _usage(args, "--clear goes with --interval")
-    for name in ("duration", "interval"):
-        v = getattr(args, name)
-        if v is not None and v <= 0:
-            return _usage(args, f"--{name} must be a positive number of seconds")
-    if args.max_events is not None and args.max_events <= 0:
-        return _usage(args, "-n must be positive")
+    if args.pid is not None and not process_exists(args.pid):
+        print(f"pyebpf trace: no process {args.pid}", file=sys.stderr)
+        return 1
     from ..trace import live
 
     t0 = time.perf_counter()
     try:
         trace = build_trace(args)
     except ValueError as exc:
-        print(f"pyebpf trace: {exc}", file=sys.stderr)
+        report("trace", str(exc))
         return 1
     err = sys.stderr
     if args.show_program:
@@ -173,10 +178,7 @@ def run(args: argparse.Namespace) -> int:
     restore = live.sigterm_as_interrupt()
     try:
         if args.cmd:
-            argv = shlex.split(args.cmd)
-            if not argv:
-                return _usage(args, "-c needs a command")
-            child = live.Child(argv)
+            child = live.Child(args.cmd)
         pid = child.pid if child else args.pid
         session = trace.start(pid)
         if not args.quiet:
@@ -196,14 +198,14 @@ def run(args: argparse.Namespace) -> int:
         if child is not None and child.poll():
             # the command has exited, so the results are final: print them
             # before detaching (the kernel unregisters uprobes synchronously)
-            live.print_final(session, sys.stdout, err, args.json, args.table)
+            printed = live.print_final(session, sys.stdout, err, args.json, args.table)
             session.detach()
-            return 0
+            return 0 if printed else 1
         session.detach()
         if child is not None and not child.poll():
             child.kill()                   # --duration / -n / Ctrl-C: the command goes too
-        live.print_final(session, sys.stdout, err, args.json, args.table)
-        return 0
+        printed = live.print_final(session, sys.stdout, err, args.json, args.table)
+        return 0 if printed else 1
     except BaseException:
         if child is not None and child.status is None:
             child.kill()

@@ -22,6 +22,7 @@ import re
 import struct
 from dataclasses import dataclass, field
 
+from ..errors import AssemblyError
 from ..program.core import Program
 
 __all__ = ["ConformanceTest", "parse_conformance", "load_conformance"]
@@ -72,16 +73,43 @@ class ConformanceTest:
         return b"" if self.asm is None else self.asm_bytes()
 
 
+_HEX_BYTE_RE = re.compile(r"[0-9a-fA-F]{1,2}")
+_RAW_RE = re.compile(r"0[xX][0-9a-fA-F]{1,16}|[0-9]{1,20}")
+
+
+def _words(line: str) -> list[tuple[int, str]]:
+    """(1-based column, word) of the white-space separated words of ``line``."""
+    return [(m.start() + 1, m.group()) for m in re.finditer(r"\S+", line)]
+
+
+def _shown(tok: str) -> str:
+    return repr(tok if len(tok) <= 40 else tok[:30] + "...")
+
+
+def _raw_slot(tok: str, path: str, lineno: int, col: int, line: str) -> int:
+    """One ``-- raw`` slot: a u64 in 0x hex or decimal."""
+    if not _RAW_RE.fullmatch(tok):
+        raise AssemblyError(f"-- raw: {_shown(tok)} is not a 64-bit slot (0x hex or decimal)",
+                            path, lineno, col, line)
+    value = int(tok, 0) if tok[:2] in ("0x", "0X") else int(tok, 10)
+    if value > 0xFFFFFFFFFFFFFFFF:
+        raise AssemblyError(f"-- raw: {tok} does not fit in 64 bits", path, lineno, col, line)
+    return value
+
+
 def parse_conformance(text: str, path: str = "<string>") -> ConformanceTest:
-    """Parse the text of a ``.data`` file."""
+    """Parse the text of a ``.data`` file.  A ``mem`` or ``raw`` word that is
+    not a number is an :class:`~pyebpf.errors.AssemblyError` naming its line
+    and column."""
     test = ConformanceTest(name=os.path.splitext(os.path.basename(path))[0], path=path)
     state = None
     asm_lines: list[str] = []
     raw: list[int] = []
     mem = bytearray()
     result_text = error_text = None
+    result_line = 0
     have_asm = have_raw = False
-    for line in text.split("\n"):
+    for lineno, line in enumerate(text.split("\n"), 1):
         if line.endswith("\r"):
             line = line[:-1]
         hash_at = line.find("#")
@@ -104,20 +132,23 @@ def parse_conformance(text: str, path: str = "<string>") -> ConformanceTest:
         if not line.strip():
             continue
         if state == "result":
-            result_text = line
+            result_text, result_line = line, lineno
         elif state == "error":
             error_text = line.strip()
         elif state == "mem":
-            for tok in line.split():
+            for col, tok in _words(line):
                 if tok.endswith(":"):
                     continue
-                mem.append(int(tok, 16) & 0xFF)
+                if not _HEX_BYTE_RE.fullmatch(tok):
+                    raise AssemblyError(f"-- mem: {_shown(tok)} is not a hex byte (e.g. 0a)",
+                                        path, lineno, col, line)
+                mem.append(int(tok, 16))
         elif state == "raw":
             if _BYTE_ROW_RE.match(line):
                 raw.append(struct.unpack("<Q", bytes(int(t, 16) for t in line.split()))[0])
             else:
-                for tok in line.split():
-                    raw.append(int(tok, 16) if tok[:2].lower() == "0x" else int(tok, 10))
+                for col, tok in _words(line):
+                    raw.append(_raw_slot(tok, path, lineno, col, line))
     if have_asm:
         test.asm = "\n".join(asm_lines)
     if have_raw:
@@ -128,6 +159,9 @@ def parse_conformance(text: str, path: str = "<string>") -> ConformanceTest:
         m = _NUM_RE.match(result_text.replace("0X", "0x"))
         if m:
             s = m.group(1)
+            if len(s) > 40:
+                raise AssemblyError(f"-- result: {_shown(s)} is too long for a 64-bit value",
+                                    path, result_line, m.start(1) + 1, result_text)
             test.result = int(s, 16) if "0x" in result_text else int(s, 10)
     if test.skip_reason is None:
         if test.result is None and test.error is None:
@@ -139,5 +173,6 @@ def parse_conformance(text: str, path: str = "<string>") -> ConformanceTest:
 
 def load_conformance(path: str | os.PathLike) -> ConformanceTest:
     """Read and parse the ``.data`` file at ``path``."""
-    with open(path, encoding="utf-8") as f:
-        return parse_conformance(f.read(), os.fspath(path))
+    from .lexer import read_source
+    name = os.fspath(path)
+    return parse_conformance(read_source(name), name)

@@ -22,7 +22,7 @@ import re
 from typing import NamedTuple
 
 __all__ = ["Tok", "TextError", "tokenize", "fast_tokenize", "split_line", "reg", "imm32", "off16",
-           "imm64", "rel32", "describe"]
+           "imm64", "rel32", "describe", "decode_source", "read_source"]
 
 
 class TextError(Exception):
@@ -86,14 +86,14 @@ def tokenize(text: str, col: int = 1) -> list[Tok]:
         if kind == "reg":
             head = s[0]
             if head == "%":
-                append(Tok("%r" if s[1] in "rR" else "%w", s, c, int(s[2:])))
+                append(Tok("%r" if s[1] in "rR" else "%w", s, c, _number(s, s[2:], 10, c)))
             else:
-                append(Tok("r" if head in "rR" else "w", s, c, int(s[1:])))
+                append(Tok("r" if head in "rR" else "w", s, c, _number(s, s[1:], 10, c)))
         elif kind == "num":
             if s[:2] in ("0x", "0X"):
-                append(Tok("n", s, c, int(s, 16), True))
+                append(Tok("n", s, c, _number(s, s[2:], 16, c), True))
             else:
-                append(Tok("n", s, c, int(s, 10)))
+                append(Tok("n", s, c, _number(s, s, 10, c)))
         elif kind == "id":
             append(Tok("id", s, c, s))
         elif kind == "p":
@@ -102,10 +102,25 @@ def tokenize(text: str, col: int = 1) -> list[Tok]:
             append(Tok("cop" if s in _COMPARE else "aop", s, c, s))
         elif kind == "idnum":
             name, _, num = s.partition("#")
-            append(Tok("idnum", s, c, (name, int(num))))
+            append(Tok("idnum", s, c, (name, _number(s, num, 10, c))))
         else:
             raise TextError(f"unexpected character {s!r}", c)
     return out
+
+
+#: significant digits a number may have: more than any 64-bit value needs,
+#: far fewer than Python's int() refuses (4300) or that would take time
+MAX_DIGITS = 40
+
+
+def _number(token: str, digits: str, base: int, col: int) -> int:
+    """The value of ``digits``; a number too long for any eBPF field is a
+    :class:`TextError` that quotes it shortened."""
+    if len(digits) > MAX_DIGITS and len(digits.lstrip("0+-")) > MAX_DIGITS:
+        shown = f"{token[:12]}...{token[-4:]}"
+        raise TextError(f"number {shown} is too long ({len(digits)} digits): no eBPF "
+                        f"field holds more than 64 bits", col)
+    return int(digits, base)
 
 
 def fast_tokenize(text: str) -> list[Tok] | None:
@@ -131,10 +146,44 @@ def fast_tokenize(text: str) -> list[Tok] | None:
         if t is None:
             if len(cache) >= 1 << 16:
                 cache.clear()
-            (t,) = tokenize(good, 0)
+            try:
+                (t,) = tokenize(good, 0)
+            except TextError:          # the slow path reports it with its column
+                return None
             t = cache[good] = t._replace(col=0)
         append(t)
     return out
+
+
+# ---------------------------------------------------------------------------
+# bytes -> text
+
+def decode_source(data: bytes, filename: str = "<string>") -> str:
+    """``data`` decoded as UTF-8; anything else is an
+    :class:`~pyebpf.errors.AssemblyError` naming the line and column of the
+    first byte that does not decode (a binary file given as source)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        from ..errors import AssemblyError
+        start = data.rfind(b"\n", 0, exc.start) + 1
+        line = data.count(b"\n", 0, start) + 1
+        end = data.find(b"\n", exc.start)
+        text = data[start:end if end >= 0 else len(data)].decode("utf-8", "replace")
+        column = len(data[start:exc.start].decode("utf-8", "replace")) + 1
+        shown = text if len(text) <= 200 and text.replace("\t", " ").isprintable() else None
+        raise AssemblyError(f"not UTF-8 text: byte {data[exc.start]:#04x} does not decode "
+                            f"(is this a binary file?)", filename, line, column, shown) from None
+
+
+def read_source(path: str) -> str:
+    """The text of the file at ``path`` (``-``: standard input), checked by
+    :func:`decode_source`.  OSError when it cannot be read."""
+    if path == "-":
+        import sys
+        return decode_source(sys.stdin.buffer.read(), "<stdin>")
+    with open(path, "rb") as f:
+        return decode_source(f.read(), path)
 
 
 # ---------------------------------------------------------------------------

@@ -588,15 +588,19 @@ class AsmSession:
             out.append(AsmEvent(o, values))
         return out
 
-    def format_text(self) -> str:
-        """The maps declared with ``show=`` in bpftrace's format, by name."""
+    def results(self) -> dict[str, Any]:
+        """The contents of the maps declared with ``show=``, by name (see :meth:`map_data`)."""
+        return {d.name: self.map_data(d) for d in self.aggregates}
+
+    def format_text(self, results: dict[str, Any] | None = None) -> str:
+        """The maps declared with ``show=`` (or those of ``results``) in
+        bpftrace's format, by name."""
         from .render import format_count, format_hist
+        res = self.results() if results is None else results
         chunks = []
-        for name in sorted(self.af.maps):
+        for name in sorted(res):
             d = self.af.maps[name]
-            if d.show == "none":
-                continue
-            data = self.map_data(d)
+            data = res[name]
             if d.show == "count":
                 text = format_count(name, data)
                 chunks.append(text + "\n" if text else "")
@@ -622,17 +626,17 @@ class AsmSession:
             out = {k: v for k, v in out.items() if v}
         return out
 
-    def json_objects(self) -> list[dict[str, Any]]:
-        """The maps declared with ``show=`` as bpftrace's JSON objects
-        (``{"type": "map"|"hist", "data": {"@name": ...}}``), by name."""
+    def json_objects(self, results: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """The maps declared with ``show=`` (or those of ``results``) as
+        bpftrace's JSON objects (``{"type": "map"|"hist", "data": {"@name": ...}}``),
+        by name."""
         from .aggregate import linear_bucket_range, log2_bucket_range
         from .render import hist_json
+        res = self.results() if results is None else results
         objs: list[dict[str, Any]] = []
-        for name in sorted(self.af.maps):
+        for name in sorted(res):
             d = self.af.maps[name]
-            if d.show == "none":
-                continue
-            data = self.map_data(d)
+            data = res[name]
             if d.show == "count":
                 objs.append({"type": "map", "data": {"@" + name: {str(k): v for k, v in data.items()}}})
             else:

@@ -211,7 +211,7 @@ def run_loop(session: Any, *, out: TextIO = sys.stdout, json_mode: bool = False,
                 waits.append(deadline - now)
             if next_print is not None:
                 if now >= next_print:
-                    print_interval(session, out, json_mode, clear, table)
+                    print_interval(session, out, json_mode, clear, table, err)
                     next_print += interval
                     continue
                 waits.append(next_print - now)
@@ -243,30 +243,35 @@ def _text(session: Any, results: Any = None, table: bool = False) -> str:
 
 
 def print_interval(session: Any, out: TextIO, json_mode: bool, clear: bool,
-                   table: bool = False) -> None:
-    """The aggregations now (a time line first in text mode); reset after if ``clear``."""
-    results = session.results()
-    if json_mode:
-        stamp = time.strftime("%H:%M:%S")
-        for obj in session.json_objects(results):
-            obj["time"] = stamp
-            out.write(json.dumps(obj) + "\n")
-    else:
-        out.write(time.strftime("%H:%M:%S") + "\n" + _text(session, results, table) + "\n")
+                   table: bool = False, err: TextIO | None = None,
+                   command: str = "trace") -> bool:
+    """The aggregations now (a time line first in text mode); reset after if
+    ``clear``.  A map that cannot be formatted is printed raw, as by
+    :func:`print_final`; returns False then."""
+    stamp = time.strftime("%H:%M:%S")
+    text, ok = _maps_text(session, json_mode, table, sys.stderr if err is None else err,
+                          command, stamp)
+    out.write(text if json_mode else f"{stamp}\n{text}\n")
     out.flush()
     if clear:
         session.clear()
+    return ok
 
 
 def print_final(session: Any, out: TextIO, err: TextIO, json_mode: bool,
-                table: bool = False) -> None:
-    """The aggregations at the end (bpftrace's layout) and the lost-event count."""
+                table: bool = False, command: str = "trace") -> bool:
+    """The aggregations at the end (bpftrace's layout) and the lost-event count.
+
+    Results are data: an aggregation that cannot be formatted (or read and
+    decoded) is printed raw -- ``@name (raw): {key: value}``, or a ``{"type":
+    "raw"}`` JSON object -- after a one-line warning on ``err`` naming the
+    error, and the others are still printed.  Returns False if that happened
+    (the command then exits 1), True when everything was printed normally."""
     aggs = session.trace.aggregates if hasattr(session, "trace") else session.aggregates
+    ok = True
     if aggs:
-        if json_mode:
-            out.write("".join(json.dumps(o) + "\n" for o in session.json_objects()))
-        else:
-            out.write("\n" + _text(session, None, table))
+        text, ok = _maps_text(session, json_mode, table, err, command)
+        out.write(text if json_mode else "\n" + text)
     lost = session.lost
     if session.reader is not None:
         try:
@@ -276,6 +281,68 @@ def print_final(session: Any, out: TextIO, err: TextIO, json_mode: bool,
     if lost:
         if json_mode:
             out.write(json.dumps({"type": "lost", "data": {"events": lost}}) + "\n")
-        err.write(f"pyebpf trace: {lost} events lost (the rings were full: try "
+        err.write(f"pyebpf {command}: {lost} events lost (the rings were full: try "
                   "--buffer-size, or aggregate in the kernel instead of printing)\n")
     out.flush()
+    return ok
+
+
+def _maps_text(session: Any, json_mode: bool, table: bool, err: TextIO, command: str,
+               stamp: str | None = None) -> tuple[str, bool]:
+    """Every aggregation formatted, map by map (JSON objects get ``"time":
+    stamp``); one that fails is raw, after a warning.  (text, all formatted)."""
+    try:
+        results = session.results()
+    except Exception as exc:
+        _format_warning(err, command, "read the results", exc)
+        aggs = session.trace.aggregates if hasattr(session, "trace") else session.aggregates
+        raw = _raw_results(session, aggs)
+        return "".join(_raw_chunk(name, raw[name], json_mode, exc) for name in sorted(raw)), False
+    chunks, ok = [], True
+    for name in sorted(results):
+        one = {name: results[name]}
+        try:
+            if json_mode:
+                objs = session.json_objects(one)
+                for obj in objs if stamp else ():
+                    obj["time"] = stamp
+                chunk = "".join(json.dumps(o) + "\n" for o in objs)
+            else:
+                chunk = _text(session, one, table)
+        except Exception as exc:
+            ok = False
+            _format_warning(err, command, f"format {_at(name)}", exc)
+            chunk = _raw_chunk(name, results[name], json_mode, exc)
+        chunks.append(chunk)
+    return "".join(chunks), ok
+
+
+def _at(name: str) -> str:
+    return name if name.startswith("@") else "@" + name
+
+
+def _format_warning(err: TextIO, command: str, what: str, exc: BaseException) -> None:
+    err.write(f"pyebpf {command}: warning: could not {what} ({type(exc).__name__}: "
+              f"{str(exc)[:200]}); printing the raw contents instead\n")
+    err.flush()
+
+
+def _raw_chunk(name: str, data: Any, json_mode: bool, exc: BaseException) -> str:
+    from .render import format_raw, raw_json
+    if json_mode:
+        return json.dumps({"type": "raw", "data": {_at(name): raw_json(data)},
+                           "error": f"{type(exc).__name__}: {exc}"}) + "\n"
+    return format_raw(name, data)
+
+
+def _raw_results(session: Any, aggs: list) -> dict[str, Any]:
+    """Each aggregation's map as read, undecoded: when decoding failed."""
+    out: dict[str, Any] = {}
+    for a in aggs:
+        name = getattr(a, "display", None) or a.name
+        try:
+            impl = getattr(a, "impl", None)
+            out[name] = impl.read() if impl is not None else dict(session.maps[a.name].items())
+        except Exception as exc:       # nothing left to print for this one
+            out[name] = f"<unreadable: {type(exc).__name__}: {exc}>"
+    return out

@@ -177,3 +177,35 @@ def hist_json(buckets: Mapping[int, int], bucket_range: Callable[[int], tuple]) 
         lo, hi = bucket_range(b)
         out.append({"min": lo, "max": None if hi is None else hi - 1, "count": buckets.get(b, 0)})
     return out
+
+
+# ---------------------------------------------------------------- raw data
+def raw_json(data: Any) -> Any:
+    """``data`` (an aggregation's value: ints, tuples, bytes, nested dicts
+    with any keys) as something :func:`json.dumps` takes, losing nothing a
+    reader needs: the fallback when formatting failed, for results are data."""
+    if isinstance(data, Mapping):
+        return {_raw_key(k): raw_json(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [raw_json(v) for v in data]
+    if isinstance(data, (bytes, bytearray)):
+        return bytes(data).rstrip(b"\0").decode(errors="backslashreplace")
+    if data is None or isinstance(data, (bool, int, float, str)):
+        return data
+    return repr(data)
+
+
+def _raw_key(key: Any) -> str:
+    if isinstance(key, str):
+        return key
+    if isinstance(key, tuple):
+        return ", ".join(_raw_key(k) for k in key)
+    if isinstance(key, (bytes, bytearray)):
+        return bytes(key).rstrip(b"\0").decode(errors="backslashreplace")
+    return str(key) if isinstance(key, (int, float)) or key is None else repr(key)
+
+
+def format_raw(name: str, data: Any) -> str:
+    """``@name (raw): {...}``: an aggregation's contents as one JSON value."""
+    import json
+    return f"@{name.lstrip('@')} (raw): {json.dumps(raw_json(data))}\n"

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     import argparse
     from typing import Any, NoReturn
 
+    from .parser import Parser
+
 # Sub-command modules, in the order --help lists them.
 COMMANDS = ["demo", "asm", "disasm", "conformance", "list", "trace", "run"]
 
@@ -101,22 +103,7 @@ def take_sigint() -> None:
         signal.signal(signal.SIGINT, _on_sigint)
 
 
-class _VersionAction(argparse.Action):
-    """``--version``: print ``pyebpf X.Y.Z`` and exit (before the sub-command
-    is required, as argparse's own version action does)."""
-
-    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
-        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
-                         nargs=0, help="print pyebpf's version and exit")
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: object, option_string: str | None = None) -> None:
-        from .. import __version__
-        print(f"pyebpf {__version__}")
-        parser.exit()
-
-
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> Parser:
     """The parser of every sub-command (their modules are imported here)."""
     import argparse
     import importlib
@@ -129,12 +116,14 @@ def build_parser() -> argparse.ArgumentParser:
                     "programs with no LLVM, BCC or libbpf.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action=_VersionAction)
+    from .. import __version__
+    parser.add_argument("--version", action="version", version=f"pyebpf {__version__}",
+                        help="print pyebpf's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
+    parser.commands = sub.choices      # name -> the sub-command's parser
     for name in COMMANDS:
         importlib.import_module(f"pyebpf.cli.{name}").register(sub)
-    parser.commands = sub.choices      # name -> the sub-command's parser
     return parser
 
 

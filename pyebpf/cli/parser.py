@@ -3,6 +3,10 @@ from __future__ import annotations
 
 import argparse
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn
+
 __all__ = ["Parser"]
 
 
@@ -12,8 +16,9 @@ class Parser(argparse.ArgumentParser):
     status 2 (argparse prints the whole usage block first, which for
     ``trace`` is longer than the message)."""
 
-    #: (the root parser) each sub-command's parser by name
-    commands: dict[str, "Parser"] = {}
+    #: (the root parser) each sub-command's parser by name, set by build_parser
+    commands: dict[str, Parser]
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
+        """Print the one-line usage error and exit with status 2."""
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")

@@ -115,17 +115,24 @@ _TOKEN = re.compile(r"\s*(?:(?P<num>0[xX][0-9a-fA-F]+|\d+)|(?P<name>[A-Za-z_][A-
 MAX_DEPTH = 64
 
 
+def _q(text: object, limit: int = 60) -> str:
+    """``repr(text)``, cut in the middle when longer than ``limit``: an error
+    message quotes the user's expression, which may be megabytes long."""
+    r = repr(text)
+    return r if len(r) <= limit else f"{r[:limit // 2]}...{r[-limit // 2:]} ({len(r)} characters)"
+
+
 def _number(text: str, source: str) -> int:
     """The value of a number token (decimal or 0x hex), an unsigned 64-bit
     constant; anything else is an :class:`ExprError`."""
     if len(text) > 24 or (len(text) > 1 and text[0] == "0" and text[1] not in "xX"):
         what = ("has a leading 0 (write it in decimal, or 0x... in hex)"
-                if len(text) <= 24 else "is too long")
-        raise ExprError(f"{source!r}: the number {text[:24]}{'...' if len(text) > 24 else ''} "
+                if len(text) <= 24 else f"is too long ({len(text)} digits; 64 bits take at most 20)")
+        raise ExprError(f"{_q(source)}: the number {text[:24]}{'...' if len(text) > 24 else ''} "
                         f"{what}")
     value = int(text, 0)
     if value >= 1 << 64:
-        raise ExprError(f"{source!r}: the number {text} does not fit in 64 bits")
+        raise ExprError(f"{_q(source)}: the number {text} does not fit in 64 bits")
     return value
 
 
@@ -137,7 +144,7 @@ def _tokens(text: str) -> list[tuple[str, str, int]]:
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if not m or m.end() == pos:
-            raise ExprError(f"{text!r}: cannot read {text[pos:].strip()!r} (column {pos + 1})")
+            raise ExprError(f"{_q(text)}: cannot read {_q(text[pos:].strip())} (column {pos + 1})")
         kind = m.lastgroup or ""
         out.append((kind, m.group(kind), m.start(kind)))
         pos = m.end()
@@ -255,7 +262,7 @@ class _Parser:
 def parse_expr(text: str, strlen: int = 64) -> Expr:
     """Parse one expression (see the module docs)."""
     if not isinstance(text, str):
-        raise ExprError(f"an expression is a string, not {text!r}")
+        raise ExprError(f"an expression is a string, not {_q(text)}")
     if not isinstance(strlen, int) or not 1 <= strlen <= 256:
         raise ExprError(f"string length must be 1..256 bytes, not {strlen}")
     p = _Parser(text, strlen)
@@ -264,7 +271,7 @@ def parse_expr(text: str, strlen: int = 64) -> Expr:
     e = p.expr()
     extra = p.peek()
     if extra is not None:
-        raise ExprError(f"{text!r}: unexpected {extra[1]!r} at column {extra[2] + 1}")
+        raise ExprError(f"{_q(text)}: unexpected {extra[1]!r} at column {extra[2] + 1}")
     return e
 
 
@@ -285,7 +292,7 @@ class Filter:
 def parse_filter(text: str, strlen: int = 64) -> Filter:
     """Parse ``EXPR OP EXPR`` or ``STRING_EXPR ==|!= "literal"``."""
     if not isinstance(text, str):
-        raise ExprError(f"a filter is a string, not {text!r}")
+        raise ExprError(f"a filter is a string, not {_q(text)}")
     toks = _tokens(text)
     depth = 0
     for i, (kind, val, col) in enumerate(toks):
@@ -296,21 +303,21 @@ def parse_filter(text: str, strlen: int = 64) -> Filter:
             rest = text[col + len(val):].strip()
             if rest.startswith('"'):
                 if not (len(rest) >= 2 and rest.endswith('"')):
-                    raise ExprError(f"{text!r}: unterminated string literal")
+                    raise ExprError(f"{_q(text)}: unterminated string literal")
                 if left.kind != STR:
-                    raise ExprError(f"{text!r}: a string literal compares with comm or str(...)")
+                    raise ExprError(f"{_q(text)}: a string literal compares with comm or str(...)")
                 if val not in ("==", "!="):
-                    raise ExprError(f"{text!r}: strings compare with == or != only")
+                    raise ExprError(f"{_q(text)}: strings compare with == or != only")
                 lit = _string_literal(rest[1:-1], text)
                 if len(lit) >= left.size:
-                    raise ExprError(f"{text!r}: the literal is longer than {left.text} can hold")
+                    raise ExprError(f"{_q(text)}: the literal is longer than {left.text} can hold")
                 return Filter(text, left, val, lit)
             right = parse_expr(rest, strlen)
             if left.kind != INT or right.kind != INT:
-                raise ExprError(f"{text!r}: only integers compare with {val} (strings with a "
+                raise ExprError(f"{_q(text)}: only integers compare with {val} (strings with a "
                                 '"literal")')
             return Filter(text, left, val, right)
-    raise ExprError(f"{text!r}: a filter is a comparison, e.g. 'arg0 > 100' or 'comm == \"bash\"'")
+    raise ExprError(f"{_q(text)}: a filter is a comparison, e.g. 'arg0 > 100' or 'comm == \"bash\"'")
 
 
 _LIT_ESCAPES = {"n": 10, "t": 9, "r": 13, "0": 0, "a": 7, "b": 8, "f": 12, "v": 11, "e": 27,
@@ -336,7 +343,7 @@ def _string_literal(body: str, source: str) -> bytes:
             out.append(int(body[i + 2:i + 4], 16))
             i += 4
         else:
-            raise ExprError(f"{source!r}: unknown escape \\{esc} in the string literal (use "
+            raise ExprError(f"{_q(source)}: unknown escape \\{esc} in the string literal (use "
                             "\\n \\t \\\\ \\\" \\0 or \\xHH)")
     return bytes(out)
 

@@ -233,7 +233,7 @@ class Link:
 
 def link_ids() -> list[int]:
     """Ids of every BPF link in the system (``BPF_LINK_GET_NEXT_ID``)."""
-    out = []
+    out: list[int] = []
     cur = 0
     while True:
         nxt = _sys.link_get_next_id(cur)
@@ -248,7 +248,8 @@ def _prog_fd(prog: Any) -> int:
     if isinstance(prog, int):
         return prog
     if hasattr(prog, "fileno"):
-        return prog.fileno()
+        fd: int = prog.fileno()
+        return fd
     return int(prog.fd)
 
 
@@ -526,7 +527,7 @@ def _attach_error(exc: KernelError, kind: str, path: str,
     hint = exc.hint
     if exc.errno == E.EINVAL and not hint.startswith("this kernel lacks"):
         hint = hint or "an offset may be outside the file"
-    return AttachError(exc.errno, f"attach_{kind}", f"{path} at {where}: "
+    return AttachError(exc.errno or 0, f"attach_{kind}", f"{path} at {where}: "
                        f"{exc.operation} failed", hint)
 
 
@@ -755,6 +756,7 @@ class TracepointFormat(Record):
         return max((f.offset + f.size for f in self.fields), default=0)
 
     def field(self, name: str) -> TracepointField:
+        """The field called ``name`` (also ``fmt[name]``); KeyError lists the fields."""
         for f in self.fields:
             if f.name == name:
                 return f
@@ -763,7 +765,8 @@ class TracepointFormat(Record):
         raise KeyError(f"{self.category}:{self.name} has no field {name!r}; fields: "
                        f"{', '.join(names)}" + (f" (close: {', '.join(close)})" if close else ""))
 
-    __getitem__ = field
+    def __getitem__(self, name: str) -> TracepointField:  # type: ignore[override]
+        return self.field(name)     # (a name, not a tuple index)
 
     def __contains__(self, name: object) -> bool:
         return any(f.name == name for f in self.fields)
@@ -779,7 +782,7 @@ def parse_tracepoint_format(text: str, category: str = "", name: str = "") -> Tr
     import re                        # (not at module level: it costs start-up ~5 ms)
     field_re, decl_re = re.compile(_FIELD), re.compile(_DECL)
     tp_id = 0
-    fields = []
+    fields: list[TracepointField] = []
     print_fmt = ""
     common = True
     for line in text.splitlines():
@@ -1009,7 +1012,7 @@ def attach_kprobe(prog: Any, function: str, offset: int = 0, *, retprobe: bool =
         except KernelError as exc:
             if isinstance(exc, PermissionDeniedError):
                 raise
-            raise AttachError(exc.errno, f"attach_{kind}", f"{function}+{offset:#x}",
+            raise AttachError(exc.errno or 0, f"attach_{kind}", f"{function}+{offset:#x}",
                               "no such kernel function, or it cannot be probed (inlined, "
                               "notrace, or blacklisted in /sys/kernel/debug/kprobes/"
                               "blacklist)") from exc

@@ -360,7 +360,7 @@ class _CtypesDecoder(_RawDecoder):
 
     def __init__(self, hdr: int, c: CtypesCodec) -> None:
         super().__init__(hdr, c.size)
-        self._make: Callable[..., Any] = c.ctype.from_buffer_copy  # type: ignore[attr-defined]
+        self._make: Callable[..., Any] = c.ctype.from_buffer_copy
 
     def run(self, d: _Buf, off: int, n: int, stride: int, plen: int, out: list[Any]) -> None:
         tmp: list[Any] = []

@@ -232,38 +232,44 @@ def _ldx(m: Tok, ops: _Ops) -> Insn:
 @_def([f"st{s}" for s in _SIZE_SUFFIX], 2, "[%rD+OFF], IMM")
 def _st(m: Tok, ops: _Ops) -> Insn:
     dst, off = _mem(ops[0])
-    return Insn(op.MEM | op.BYTES_SIZE[_SIZE_SUFFIX[cast(str, m.value)[2:]]] | op.ST, dst, 0, off,
+    size = _SIZE_SUFFIX[cast(str, m.value)[2:]]
+    return Insn(op.MEM | op.BYTES_SIZE[size] | op.ST, dst, 0, off,
                 _imm(ops[1]))
 
 
 @_def([f"stx{s}" for s in _SIZE_SUFFIX], 2, "[%rD+OFF], %rS")
 def _stx(m: Tok, ops: _Ops) -> Insn:
     dst, off = _mem(ops[0])
-    return Insn(op.MEM | op.BYTES_SIZE[_SIZE_SUFFIX[cast(str, m.value)[3:]]] | op.STX, dst, _reg(ops[1]), off)
+    size = _SIZE_SUFFIX[cast(str, m.value)[3:]]
+    return Insn(op.MEM | op.BYTES_SIZE[size] | op.STX, dst, _reg(ops[1]), off)
 
 
 @_def([f"ldacq{s}" for s in _SIZE_SUFFIX], 2, "%rD, [%rS+OFF]")
 def _ldacq(m: Tok, ops: _Ops) -> Insn:
     src, off = _mem(ops[1])
-    return Insn(op.ATOMIC | op.BYTES_SIZE[_SIZE_SUFFIX[cast(str, m.value)[5:]]] | op.STX, _reg(ops[0]), src,
+    size = _SIZE_SUFFIX[cast(str, m.value)[5:]]
+    return Insn(op.ATOMIC | op.BYTES_SIZE[size] | op.STX, _reg(ops[0]), src,
                 off, op.LOAD_ACQ)
 
 
 @_def([f"strel{s}" for s in _SIZE_SUFFIX], 2, "[%rD+OFF], %rS")
 def _strel(m: Tok, ops: _Ops) -> Insn:
     dst, off = _mem(ops[0])
-    return Insn(op.ATOMIC | op.BYTES_SIZE[_SIZE_SUFFIX[cast(str, m.value)[5:]]] | op.STX, dst, _reg(ops[1]),
+    size = _SIZE_SUFFIX[cast(str, m.value)[5:]]
+    return Insn(op.ATOMIC | op.BYTES_SIZE[size] | op.STX, dst, _reg(ops[1]),
                 off, op.STORE_REL)
 
 
 @_def([f"ldabs{s}" for s in ("b", "h", "w")], 1, "IMM")
 def _ldabs(m: Tok, ops: _Ops) -> Insn:
-    return Insn(op.ABS | op.BYTES_SIZE[_SIZE_SUFFIX[cast(str, m.value)[5:]]] | op.LD, 0, 0, 0, _imm(ops[0]))
+    size = _SIZE_SUFFIX[cast(str, m.value)[5:]]
+    return Insn(op.ABS | op.BYTES_SIZE[size] | op.LD, 0, 0, 0, _imm(ops[0]))
 
 
 @_def([f"ldind{s}" for s in ("b", "h", "w")], 2, "%rS, IMM")
 def _ldind(m: Tok, ops: _Ops) -> Insn:
-    return Insn(op.IND | op.BYTES_SIZE[_SIZE_SUFFIX[cast(str, m.value)[5:]]] | op.LD, 0, _reg(ops[0]), 0,
+    size = _SIZE_SUFFIX[cast(str, m.value)[5:]]
+    return Insn(op.IND | op.BYTES_SIZE[size] | op.LD, 0, _reg(ops[0]), 0,
                 _imm(ops[1]))
 
 

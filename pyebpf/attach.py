@@ -65,7 +65,8 @@ if TYPE_CHECKING:
     from typing import Any, Iterable, Sequence
 
 from . import elf as _elf
-from .errors import (AttachError, KernelError, NotSupportedError, PermissionDeniedError,
+from .errors import (ArgumentTypeError, AttachError, KernelError, NotSupportedError,
+                     OptionError, PermissionDeniedError, ProgramError, UnknownNameError,
                      close_matches)
 from .kernel import features, perf
 from .kernel import syscall as _sys
@@ -233,7 +234,7 @@ class Link:
 
 def link_ids() -> list[int]:
     """Ids of every BPF link in the system (``BPF_LINK_GET_NEXT_ID``)."""
-    out = []
+    out: list[int] = []
     cur = 0
     while True:
         nxt = _sys.link_get_next_id(cur)
@@ -248,7 +249,8 @@ def _prog_fd(prog: Any) -> int:
     if isinstance(prog, int):
         return prog
     if hasattr(prog, "fileno"):
-        return prog.fileno()
+        fd: int = prog.fileno()
+        return fd
     return int(prog.fd)
 
 
@@ -286,7 +288,7 @@ def uprobe_method(method: str = "auto") -> str:
     :class:`NotSupportedError` with the feature probe's reason).
     """
     if method not in _METHODS:
-        raise ValueError(f"method must be one of {', '.join(_METHODS)}, not {method!r}")
+        raise OptionError(f"method must be one of {', '.join(_METHODS)}, not {method!r}")
     if method == "auto":
         if features.has_uprobe_multi():
             return UPROBE_MULTI
@@ -336,13 +338,13 @@ def _one_location(ef: _elf.ElfFile, path: str, where: Any, check_boundary: bool,
         loc = where
     elif isinstance(where, int) and not isinstance(where, bool):
         if where < 0:
-            raise ValueError(f"file offset must be >= 0, not {where}")
+            raise OptionError(f"file offset must be >= 0, not {where}")
         loc = ef.location_at_offset(where, check_boundary=check_boundary)
     elif isinstance(where, str):
         loc = ef.resolve(where, check_boundary=check_boundary)
     else:
-        raise TypeError(f"a probe location is a symbol string, an int file offset or an "
-                        f"elf.Location, not {type(where).__name__}")
+        raise ArgumentTypeError(f"a probe location is a symbol string, an int file offset or an "
+                                f"elf.Location, not {type(where).__name__}")
     if retprobe and loc.symbol is not None and loc.symbol_offset:
         raise _elf.ElfError(
             f"a uretprobe goes on a function's entry, not at {loc.name} in {path}: it "
@@ -379,7 +381,7 @@ def _check_pid(pid: int | None) -> None:
     if pid is None:
         return
     if pid <= 0:
-        raise ValueError(f"pid must be a positive process id, not {pid} (None = every process)")
+        raise OptionError(f"pid must be a positive process id, not {pid} (None = every process)")
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -443,20 +445,20 @@ def attach_uprobes(prog: Any, binary: str, where: Sequence[Any], *,
     """
     where = list(where)
     if not where:
-        raise ValueError("attach_uprobes needs at least one location")
+        raise OptionError("attach_uprobes needs at least one location")
     n = len(where)
     for name, seq in (("cookies", cookies), ("ref_ctr_offsets", ref_ctr_offsets)):
         if seq is not None and len(seq) != n:
-            raise ValueError(f"{name} must have one entry per location ({n}), got {len(seq)}")
+            raise OptionError(f"{name} must have one entry per location ({n}), got {len(seq)}")
     cookies = [int(c) for c in cookies] if cookies is not None else [0] * n
     refs = [int(r) for r in ref_ctr_offsets] if ref_ctr_offsets is not None else [0] * n
     if any(c < 0 or c >= 1 << 64 for c in cookies):
-        raise ValueError("cookies are u64 values")
+        raise OptionError("cookies are u64 values")
     kind = "uretprobe" if retprobe else "uprobe"
     t0 = time.perf_counter()
+    _check_pid(pid)       # first: a library name is looked up in the process's maps
     path, locs = resolve_uprobes(binary, where, pid=pid, check_boundary=check_boundary,
                                  retprobe=retprobe, unsafe=unsafe)
-    _check_pid(pid)
     chosen = uprobe_method(method)
     known_eat = None
     owned = False
@@ -526,7 +528,7 @@ def _attach_error(exc: KernelError, kind: str, path: str,
     hint = exc.hint
     if exc.errno == E.EINVAL and not hint.startswith("this kernel lacks"):
         hint = hint or "an offset may be outside the file"
-    return AttachError(exc.errno, f"attach_{kind}", f"{path} at {where}: "
+    return AttachError(exc.errno or 0, f"attach_{kind}", f"{path} at {where}: "
                        f"{exc.operation} failed", hint)
 
 
@@ -574,8 +576,8 @@ def _attach_perf_fd(prog: Any, pfd: Fd, method: str, cookie: int = 0) -> list[Fd
 
 def _perf_method(method: str, what: str) -> str:
     if method not in ("auto", PERF_LINK, PERF_IOCTL):
-        raise ValueError(f"method for {what} must be 'auto', 'perf_link' or 'perf_ioctl', "
-                         f"not {method!r}")
+        raise OptionError(f"method for {what} must be 'auto', 'perf_link' or 'perf_ioctl', "
+                          f"not {method!r}")
     if method == "auto":
         return PERF_LINK if features.has_perf_link() else PERF_IOCTL
     if method == PERF_LINK and not features.has_perf_link():
@@ -680,8 +682,8 @@ def _split_tp(name: str) -> tuple[str, str]:
     sep = ":" if ":" in text else "/"
     cat, s, event = text.partition(sep)
     if not s or not cat or not event or sep in event:
-        raise ValueError(f"a tracepoint is named 'category:event' (e.g. "
-                         f"'syscalls:sys_enter_openat'), not {name!r}")
+        raise OptionError(f"a tracepoint is named 'category:event' (e.g. "
+                          f"'syscalls:sys_enter_openat'), not {name!r}")
     return cat, event
 
 
@@ -750,10 +752,10 @@ class TracepointField(Record):
         """Emit ``dst = ctx->field`` (default ctx ``r1``) with the field's width,
         sign-extended when the field is signed."""
         if self.array_len is not None:
-            raise ValueError(f"{self.name} is an array ({self.type}[{self.array_len}]); "
-                             f"read it with probe_read_kernel from ctx+{self.offset}")
+            raise ProgramError(f"{self.name} is an array ({self.type}[{self.array_len}]); "
+                               f"read it with probe_read_kernel from ctx+{self.offset}")
         if self.size not in (1, 2, 4, 8):
-            raise ValueError(f"{self.name} is {self.size} bytes; only 1/2/4/8 load directly")
+            raise ProgramError(f"{self.name} is {self.size} bytes; only 1/2/4/8 load directly")
         if ctx is None:
             from .program import R1
             ctx = R1
@@ -777,15 +779,18 @@ class TracepointFormat(Record):
         return max((f.offset + f.size for f in self.fields), default=0)
 
     def field(self, name: str) -> TracepointField:
+        """The field called ``name`` (also ``fmt[name]``); KeyError lists the fields."""
         for f in self.fields:
             if f.name == name:
                 return f
         names = [f.name for f in self.fields]
         close = close_matches(name, names, n=4, cutoff=0.5)
-        raise KeyError(f"{self.category}:{self.name} has no field {name!r}; fields: "
-                       f"{', '.join(names)}" + (f" (close: {', '.join(close)})" if close else ""))
+        hint = f" (close: {', '.join(close)})" if close else ""
+        raise UnknownNameError(f"{self.category}:{self.name} has no field {name!r}; fields: "
+                               f"{', '.join(names)}{hint}")
 
-    __getitem__ = field
+    def __getitem__(self, name: str) -> TracepointField:  # type: ignore[override]
+        return self.field(name)     # (a name, not a tuple index)
 
     def __contains__(self, name: object) -> bool:
         return any(f.name == name for f in self.fields)
@@ -801,7 +806,7 @@ def parse_tracepoint_format(text: str, category: str = "", name: str = "") -> Tr
     import re                        # (not at module level: it costs start-up ~5 ms)
     field_re, decl_re = re.compile(_FIELD), re.compile(_DECL)
     tp_id = 0
-    fields = []
+    fields: list[TracepointField] = []
     print_fmt = ""
     common = True
     for line in text.splitlines():
@@ -944,19 +949,19 @@ def attach_perf_event(prog: Any, frequency: int | None = 99, *, period: int | No
     """
     if (frequency is None) == (period is None):
         if period is not None:
-            raise ValueError("give either frequency or period, not both")
-        raise ValueError("give a sampling frequency (Hz) or a period")
+            raise OptionError("give either frequency or period, not both")
+        raise OptionError("give a sampling frequency (Hz) or a period")
     if isinstance(event, str):
         try:
             ptype, config = PERF_EVENTS[event]
         except KeyError:
-            raise ValueError(f"unknown perf event {event!r}; known: "
-                             f"{', '.join(PERF_EVENTS)} (or pass (type, config))") from None
+            raise OptionError(f"unknown perf event {event!r}; known: "
+                              f"{', '.join(PERF_EVENTS)} (or pass (type, config))") from None
     else:
         ptype, config = event
     cpu_list = list(cpus) if cpus is not None else online_cpus()
     if not cpu_list:
-        raise ValueError("no CPUs to sample on")
+        raise OptionError("no CPUs to sample on")
     t0 = time.perf_counter()
     chosen = _perf_method(method, "attach_perf_event")
     prog, owned = _prepare(prog, ProgType.PERF_EVENT, "attach_perf_event")
@@ -1021,7 +1026,7 @@ def attach_kprobe(prog: Any, function: str, offset: int = 0, *, retprobe: bool =
         raise NotSupportedError(E.EOPNOTSUPP, f"attach_{kind}", f"{function}+{offset:#x}",
                                 feat.reason)
     if retprobe and offset:
-        raise ValueError("a kretprobe goes on a function's entry (offset 0)")
+        raise OptionError("a kretprobe goes on a function's entry (offset 0)")
     t0 = time.perf_counter()
     chosen = _perf_method(method, f"attach_{kind}")
     prog, owned = _prepare(prog, ProgType.KPROBE, f"attach_{kind}")
@@ -1031,7 +1036,7 @@ def attach_kprobe(prog: Any, function: str, offset: int = 0, *, retprobe: bool =
         except KernelError as exc:
             if isinstance(exc, PermissionDeniedError):
                 raise
-            raise AttachError(exc.errno, f"attach_{kind}", f"{function}+{offset:#x}",
+            raise AttachError(exc.errno or 0, f"attach_{kind}", f"{function}+{offset:#x}",
                               "no such kernel function, or it cannot be probed (inlined, "
                               "notrace, or blacklisted in /sys/kernel/debug/kprobes/"
                               "blacklist)") from exc

@@ -56,7 +56,7 @@ from _thread import allocate_lock as _allocate_lock
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Iterable, Sequence
+    from typing import Any, Iterable, Sequence
 
 from .errors import PyebpfError, close_matches as _close_matches
 from ._record import Record, record
@@ -192,10 +192,12 @@ class Symbol(Record):
 
     @property
     def type_name(self) -> str:
+        """``STT_FUNC``, ``STT_OBJECT``..., or the number when unknown."""
         return _TYPE_NAMES.get(self.type, str(self.type))
 
     @property
     def bind_name(self) -> str:
+        """``STB_GLOBAL``, ``STB_WEAK``..., or the number when unknown."""
         return _BIND_NAMES.get(self.bind, str(self.bind))
 
     def __str__(self) -> str:
@@ -216,10 +218,12 @@ class Segment(Record):
 
     @property
     def executable(self) -> bool:
+        """The segment is mapped executable (``PF_X``)."""
         return bool(self.flags & PF_X)
 
     @property
     def writable(self) -> bool:
+        """The segment is mapped writable (``PF_W``)."""
         return bool(self.flags & PF_W)
 
     def has_address(self, vaddr: int) -> bool:
@@ -227,6 +231,7 @@ class Segment(Record):
         return self.vaddr <= vaddr < self.vaddr + self.filesz
 
     def has_offset(self, offset: int) -> bool:
+        """Is file offset ``offset`` inside this segment's bytes in the file?"""
         return self.offset <= offset < self.offset + self.filesz
 
     def __str__(self) -> str:
@@ -300,8 +305,9 @@ def parse_location(spec: "str | int") -> _Spec:
         return _Spec(None, None, False, 0, address)
     name, version, at, off = text, None, "", 0
     head, plus, tail = name.rpartition("+")
-    if plus and _number(tail) is not None:
-        name, off = head, _number(tail)
+    tail_off = _number(tail) if plus else None
+    if tail_off is not None:
+        name, off = head, tail_off
     if "@" in name:
         head, sep, ver = name.partition("@")
         if ver.startswith("@"):
@@ -553,6 +559,7 @@ class ElfFile:
         return self._build_id  # type: ignore[return-value]
 
     def section(self, name: str) -> _Section | None:
+        """The first section called ``name``, or None."""
         for s in self.sections:
             if s.name == name:
                 return s
@@ -693,7 +700,7 @@ class ElfFile:
                     vernames = self._version_names()
             table = sec.name or (".dynsym" if sec.type == "SHT_DYNSYM" else ".symtab")
             if entsize == fmt.size:
-                records: Iterable = fmt.iter_unpack(data[:count * entsize])
+                records: Iterable[tuple[Any, ...]] = fmt.iter_unpack(data[:count * entsize])
             else:
                 records = (fmt.unpack_from(data, i * entsize) for i in range(count))
             for i, rec in enumerate(records):
@@ -1352,7 +1359,7 @@ _LD_CACHE_OLD = b"ld.so-1.7.0"
 
 
 @functools.lru_cache(maxsize=4)
-def _ld_so_cache_cached(path: str, _key: tuple) -> tuple[tuple[str, int, str], ...]:
+def _ld_so_cache_cached(path: str, _key: tuple[int, int, int]) -> tuple[tuple[str, int, str], ...]:
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -1573,6 +1580,7 @@ class MapEntry(Record):
 
     @property
     def executable(self) -> bool:
+        """The mapping is executable (``x`` in its permissions)."""
         return "x" in self.perms
 
 
@@ -1593,13 +1601,16 @@ class Module(Record):
 
     @property
     def start(self) -> int:
+        """The lowest address of the module's mappings."""
         return self.maps[0].start
 
     @property
     def end(self) -> int:
+        """The end (exclusive) of the module's last mapping."""
         return self.maps[-1].end
 
     def contains(self, addr: int) -> bool:
+        """Is ``addr`` inside one of the module's mappings?"""
         return any(m.start <= addr < m.end for m in self.maps)
 
     def file_offset(self, addr: int) -> int:

@@ -276,3 +276,25 @@ class UsdtProbeLookupError(UsdtTargetError, LookupError):
         self.target = target
         self.candidates = list(candidates)
         super().__init__(message)
+
+
+class UnknownNameError(PyebpfError, KeyError):
+    """A name is not in one of pyebpf's tables: a helper (or helper id), a
+    tracepoint field, a program or constant name.  The message lists what
+    exists or the closest names.  It is a ``KeyError``, as the plain one it
+    replaces was, so ``except KeyError`` keeps working."""
+
+    def __str__(self) -> str:  # KeyError's default would repr() the message
+        return str(self.args[0]) if self.args else "unknown name"
+
+
+class ArgumentTypeError(PyebpfError, TypeError):
+    """An argument has a type the function does not take (a probe location
+    that is not a name, an offset or a Location; a reader given a map that
+    is not the kind it reads).  The message names the types it takes."""
+
+
+class StateError(PyebpfError, RuntimeError):
+    """An object was asked for something its current state does not allow
+    (a reader that already runs its background thread asked to start
+    another)."""

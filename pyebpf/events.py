@@ -87,7 +87,8 @@ if TYPE_CHECKING:
 #: what a decoder reads records from: a memoryview of a ring, or bytes
 _Buf = Any
 
-from .errors import LostEventsWarning, PyebpfError, SizeError
+from .errors import (ArgumentTypeError, LostEventsWarning, OptionError, PyebpfError, SizeError,
+                     StateError)
 from .kernel import syscall as _sys
 from .kernel.constants import MapType
 from .kernel.cpus import online_cpus, possible_cpus
@@ -360,7 +361,7 @@ class _CtypesDecoder(_RawDecoder):
 
     def __init__(self, hdr: int, c: CtypesCodec) -> None:
         super().__init__(hdr, c.size)
-        self._make: Callable[..., Any] = c.ctype.from_buffer_copy  # type: ignore[attr-defined]
+        self._make: Callable[..., Any] = c.ctype.from_buffer_copy
 
     def run(self, d: _Buf, off: int, n: int, stride: int, plen: int, out: list[Any]) -> None:
         tmp: list[Any] = []
@@ -551,7 +552,7 @@ class _Reader:
     def _setup(self, decode: Any, callback: Callable[[Any], Any] | None,
                on_lost: Callable[[int, int], Any] | None, flush_interval: float) -> None:
         if flush_interval <= 0:
-            raise ValueError(f"flush_interval must be positive seconds, not {flush_interval!r}")
+            raise OptionError(f"flush_interval must be positive seconds, not {flush_interval!r}")
         self._dec, self._codec = _make_decoder(decode, self._hdr)
         self._decode_spec = decode
         self.callback = callback
@@ -736,8 +737,8 @@ class _Reader:
         """
         cb = self.callback
         if cb is None:
-            raise ValueError(f"{type(self).__name__}.poll() needs a callback: pass callback= "
-                             "at construction, or use read_batch() / iteration")
+            raise OptionError(f"{type(self).__name__}.poll() needs a callback: pass callback= "
+                              "at construction, or use read_batch() / iteration")
         return self._deliver(self._take(timeout), cb)
 
     def read_batch(self, timeout: float | None = None, max_events: int | None = None) -> list[Any]:
@@ -784,8 +785,8 @@ class _Reader:
             return _format_dtype(c.format)
         if isinstance(c, CtypesCodec):
             return np.dtype(c.ctype)
-        raise ValueError("read_array needs dtype= (or decode= with a struct format or a "
-                         "ctypes Structure at construction)")
+        raise OptionError("read_array needs dtype= (or decode= with a struct format or a "
+                          "ctypes Structure at construction)")
 
     def _pending_array(self, np: Any, dt: Any, events: list[Any]) -> Any:
         if events and isinstance(events[0], (bytes, bytearray)):
@@ -826,7 +827,7 @@ class _Reader:
         construction) until :meth:`stop` or :meth:`close`; return the count."""
         cb = callback or self.callback
         if cb is None:
-            raise ValueError("run() needs a callback")
+            raise OptionError("run() needs a callback")
         total = 0
         try:
             while not self._closed and not self._stop:
@@ -843,9 +844,9 @@ class _Reader:
         self._check_open()
         cb = callback or self.callback
         if cb is None:
-            raise ValueError("start() needs a callback")
+            raise OptionError("start() needs a callback")
         if self._thread is not None and self._thread.is_alive():
-            raise RuntimeError("this reader already runs a background thread")
+            raise StateError("this reader already runs a background thread")
         self._stop = False
         self.thread_error = None
 
@@ -976,7 +977,7 @@ class PerfBuffer(_Reader):
               wakeup_events: int | None, cpus: list[int] | None) -> None:
         ring = perf_ring_size(size)
         if wakeup_events is not None and watermark is not None:
-            raise ValueError("give watermark= (bytes) or wakeup_events= (count), not both")
+            raise OptionError("give watermark= (bytes) or wakeup_events= (count), not both")
         if wakeup_events is None:
             if watermark is None:
                 watermark = max(1, ring // 4)
@@ -984,12 +985,12 @@ class PerfBuffer(_Reader):
                 raise SizeError(f"watermark must be 1..{ring - 1} bytes (under the ring size), "
                                 f"not {watermark}")
         elif wakeup_events < 1:
-            raise ValueError(f"wakeup_events must be >= 1, not {wakeup_events}")
+            raise OptionError(f"wakeup_events must be >= 1, not {wakeup_events}")
         if array is None:
             array = PerfEventArray()
             self._res.owned.append(array)
         elif not isinstance(array, PerfEventArray):
-            raise TypeError(f"array must be a PerfEventArray, not {type(array).__name__}")
+            raise ArgumentTypeError(f"array must be a PerfEventArray, not {type(array).__name__}")
         #: the PerfEventArray programs output to
         self.array = array
         self.size = ring
@@ -1197,7 +1198,7 @@ class RingBufferReader(_Reader):
             ringbuf = RingBuf(size)
             res.owned.append(ringbuf)
         elif not isinstance(ringbuf, Map) or ringbuf.map_type != MapType.RINGBUF:
-            raise TypeError(f"ringbuf must be a RingBuf map, not {ringbuf!r}")
+            raise ArgumentTypeError(f"ringbuf must be a RingBuf map, not {ringbuf!r}")
         #: the RingBuf programs output to
         self.ringbuf = ringbuf
         self.size = rsize = ringbuf.max_entries
@@ -1208,8 +1209,8 @@ class RingBufferReader(_Reader):
             drops = None
         if drops is not None:
             if getattr(drops, "map_type", None) != MapType.PERCPU_ARRAY or drops.value_size != 8:
-                raise TypeError("drops must be a PerCpuArrayMap of u64 (what "
-                                "Program.ringbuf_output(..., drops=) increments)")
+                raise ArgumentTypeError("drops must be a PerCpuArrayMap of u64 (what "
+                                        "Program.ringbuf_output(..., drops=) increments)")
             if not 0 <= drop_slot < drops.max_entries:
                 raise SizeError(f"drop_slot {drop_slot} is out of range for {drops.name!r} "
                                 f"(max_entries {drops.max_entries})")

@@ -17,7 +17,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Iterable, Mapping
 
-from .errors import ProgramError, VerifierError
+from .errors import OptionError, ProgramError, VerifierError
 from .isa import Insn, decode, encode, opcodes as op
 from .kernel import Fd, ProgInfo, ProgType, TestRun
 from .kernel import syscall as _sys
@@ -42,7 +42,7 @@ def prog_type_of(value: "str | int | ProgType") -> int:
         return int(ProgType[key.upper()])
     except KeyError:
         names = sorted({m.name.lower() for m in ProgType} | set(PROG_TYPE_ALIASES))
-        raise ValueError(f"unknown program type {value!r}; known: {', '.join(names)}") from None
+        raise OptionError(f"unknown program type {value!r}; known: {', '.join(names)}") from None
 
 
 # ---------------------------------------------------------------------------

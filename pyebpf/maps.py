@@ -48,9 +48,18 @@ from collections.abc import Mapping
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, ClassVar, Iterable, Iterator, Sequence, TypeVar
+    import ctypes as _ct
+    from types import ModuleType
+    from typing import Any, Callable, ClassVar, Iterable, Iterator, Literal, Sequence, TypeVar
 
     M = TypeVar("M", bound="Map")
+    #: a buffer a codec reads from / writes into
+    _RBuf = bytes | bytearray | memoryview
+    _WBuf = bytearray | memoryview
+    #: a struct format character ``memoryview.cast`` takes for one number
+    _CastFormat = Literal["b", "B", "h", "H", "i", "I", "l", "L", "q", "Q", "f", "d"]
+    #: the ctypes types stored as records (copied in and out)
+    _CtypesRecord = type[_ct.Structure] | type[_ct.Union] | type[_ct.Array[Any]]
 
 # Keyed maps are generic in (key, value) to type checkers: ``HashMap[int, int]``;
 # at run time the subscript gives the class back, and typing is not imported.
@@ -88,6 +97,10 @@ class _Slot(_sys.MapOps):
     """MapOps plus typed views of its buffers for one-number keys/values."""
 
     __slots__ = ("kview", "vview")
+    # views whose one item is the key / value (int or float, as the codec decodes)
+    kview: memoryview[Any] | None
+    vview: memoryview[Any] | None
+
 #: map type -> whether BPF_MAP_*_BATCH works for it on this kernel (learned at run time)
 _BATCH_SUPPORT: dict[int, bool] = {}
 
@@ -183,24 +196,26 @@ class StructCodec(Codec):
         if self.scalar:
             raw_unpack = st.unpack_from
 
-            def unpack_from(buf, offset=0, _u=raw_unpack):
+            def unpack_from(buf: _RBuf, offset: int = 0,
+                            _u: Callable[[_RBuf, int], tuple[Any, ...]] = raw_unpack) -> Any:
                 return _u(buf, offset)[0]
-            self.pack_into = st.pack_into                         # type: ignore[assignment]
-            self.unpack_from = unpack_from                        # type: ignore[assignment]
+            self.pack_into = st.pack_into             # type: ignore[method-assign, assignment]
+            self.unpack_from = unpack_from                        # type: ignore[method-assign]
         else:
             raw_pack = st.pack_into
 
-            def pack_into(buf, offset, value, _p=raw_pack):
+            def pack_into(buf: _WBuf, offset: int, value: Any,
+                          _p: Callable[..., None] = raw_pack) -> None:
                 _p(buf, offset, *value)
-            self.pack_into = pack_into                            # type: ignore[assignment]
-            self.unpack_from = st.unpack_from                     # type: ignore[assignment]
+            self.pack_into = pack_into                            # type: ignore[method-assign]
+            self.unpack_from = st.unpack_from         # type: ignore[method-assign, assignment]
         # fast path for unpack_many: memoryview.cast for one native-layout number
-        self._cast: str | None = None
+        self._cast: _CastFormat | None = None
         f = self.format
         if self.scalar and len(f) == 2 and f[1] in "bBhHiIlLqQfd" and (
                 f[0] in "@=" or (f[0] == "<" and _NATIVE_LE) or (f[0] == ">" and not _NATIVE_LE)):
             if struct.calcsize(f[1]) == self.size:
-                self._cast = f[1]
+                self._cast = f[1]  # type: ignore[assignment]  # one of bBhHiIlLqQfd, tested above
 
     def error(self, value: Any, exc: BaseException, role: str = "value") -> SizeError:
         """The SizeError for a value that failed to pack."""
@@ -210,6 +225,7 @@ class StructCodec(Codec):
                          f"a tuple of {self.items} items): {exc}")
 
     def encode(self, value: Any) -> bytes:
+        """``value`` -> exactly :attr:`size` bytes (:class:`SizeError` if it does not fit)."""
         buf = bytearray(self.size)
         try:
             self.pack_into(buf, 0, value)
@@ -217,7 +233,9 @@ class StructCodec(Codec):
             raise self.error(value, exc) from None
         return bytes(buf)
 
-    def unpack_many(self, buf, count):
+    def unpack_many(self, buf: _RBuf, count: int) -> list[Any]:
+        """Decode ``count`` values packed back to back (one ``memoryview.cast``
+        or ``struct.iter_unpack`` pass)."""
         if count == 0:
             return []
         mv = memoryview(buf)[:count * self.size]
@@ -227,7 +245,8 @@ class StructCodec(Codec):
             return [t[0] for t in self.struct.iter_unpack(mv)]
         return list(self.struct.iter_unpack(mv))
 
-    def pack_many_into(self, buf, values):
+    def pack_many_into(self, buf: bytearray, values: Sequence[Any]) -> None:
+        """Encode ``values`` back to back from the start of ``buf``."""
         size = self.size
         p = self.struct.pack_into
         try:
@@ -250,7 +269,8 @@ class BytesCodec(Codec):
         self.size = size
         self.label = f"Bytes({size})"
 
-    def pack_into(self, buf, offset, value):
+    def pack_into(self, buf: _WBuf, offset: int, value: Any) -> None:
+        """Copy ``value`` (bytes-like of exactly :attr:`size` bytes) into ``buf``."""
         if not isinstance(value, (bytes, bytearray, memoryview)):
             raise SizeError(f"{self.label} wants bytes of length {self.size}, "
                             f"got {type(value).__name__}")
@@ -258,16 +278,18 @@ class BytesCodec(Codec):
             raise SizeError(f"{self.label} wants exactly {self.size} bytes, got {len(value)}")
         buf[offset:offset + self.size] = value
 
-    def unpack_from(self, buf, offset=0):
+    def unpack_from(self, buf: _RBuf, offset: int = 0) -> bytes:
+        """A copy of the :attr:`size` bytes at ``offset``."""
         return bytes(buf[offset:offset + self.size])
 
-    def unpack_many(self, buf, count):
+    def unpack_many(self, buf: _RBuf, count: int) -> list[bytes]:
+        """``count`` copies of consecutive :attr:`size`-byte pieces of ``buf``."""
         s = self.size
         mv = memoryview(buf)
         return [bytes(mv[i * s:(i + 1) * s]) for i in range(count)]
 
 
-def _ctypes():
+def _ctypes() -> ModuleType:
     import ctypes                    # (imported when used: it costs start-up ~2 ms)
     return ctypes
 
@@ -280,16 +302,19 @@ def Bytes(size: int) -> BytesCodec:  # noqa: N802 - reads like a type in specs
 class CtypesCodec(Codec):
     """Instances of a ctypes Structure/Union/Array type (copied in and out)."""
 
-    def __init__(self, ctype: type) -> None:
+    def __init__(self, ctype: _CtypesRecord) -> None:
         self.ctype = ctype
         self.size = _ctypes().sizeof(ctype)
         if self.size == 0:
             raise SizeError(f"ctypes type {ctype.__name__} has size 0")
         self.label = f"{ctype.__name__}"
 
-    def pack_into(self, buf, offset, value):
+    def pack_into(self, buf: _WBuf, offset: int, value: Any) -> None:
+        """Copy ``value`` (an instance of :attr:`ctype`, a tuple of its fields,
+        or bytes of its size) into ``buf``."""
+        data: bytes | bytearray | memoryview
         if isinstance(value, self.ctype):
-            data = bytes(value)  # type: ignore[call-overload]
+            data = bytes(value)
         elif isinstance(value, (bytes, bytearray, memoryview)):
             data = value
         elif isinstance(value, (_ctypes().Structure, _ctypes().Union, _ctypes().Array)):
@@ -305,7 +330,8 @@ class CtypesCodec(Codec):
             raise SizeError(f"expected {self.label} ({self.size} bytes), got {len(data)} bytes")
         buf[offset:offset + self.size] = data
 
-    def unpack_from(self, buf, offset=0):
+    def unpack_from(self, buf: _RBuf, offset: int = 0) -> Any:
+        """A new :attr:`ctype` instance copied from ``buf`` at ``offset``."""
         return self.ctype.from_buffer_copy(buf, offset)
 
 
@@ -323,7 +349,8 @@ class PerCpuCodec(Codec):
         self.size = self.stride * self.ncpus
         self.label = f"per-CPU {elem.label} x {self.ncpus}"
 
-    def pack_into(self, buf, offset, value):
+    def pack_into(self, buf: _WBuf, offset: int, value: Any) -> None:
+        """Write a list of :attr:`ncpus` values, or one value for every CPU."""
         stride, pack = self.stride, self.elem.pack_into
         pad = stride - self.elem.size
         if isinstance(value, list):
@@ -342,11 +369,13 @@ class PerCpuCodec(Codec):
             if pad:
                 buf[off + self.elem.size:off + stride] = bytes(pad)
 
-    def unpack_from(self, buf, offset=0):
+    def unpack_from(self, buf: _RBuf, offset: int = 0) -> list[Any]:
+        """The list of the :attr:`ncpus` values at ``offset``."""
         stride, unpack = self.stride, self.elem.unpack_from
         return [unpack(buf, offset + i * stride) for i in range(self.ncpus)]
 
-    def unpack_many(self, buf, count):
+    def unpack_many(self, buf: _RBuf, count: int) -> list[Any]:
+        """``count`` per-CPU lists packed back to back."""
         if self.stride == self.elem.size:
             flat = self.elem.unpack_many(buf, count * self.ncpus)
             n = self.ncpus
@@ -385,7 +414,7 @@ def codec(spec: Any, role: str = "value") -> Codec:
     ctypes = sys.modules.get("ctypes")
     if ctypes is None or not isinstance(spec, type):
         pass
-    elif issubclass(spec, ctypes._SimpleCData):  # type: ignore[attr-defined]
+    elif issubclass(spec, ctypes._SimpleCData):
         code = getattr(spec, "_type_", None)
         if isinstance(code, str) and code in _CTYPES_SCALARS:
             return StructCodec("@" + code, spec.__name__)
@@ -492,6 +521,7 @@ class MapSpec:
 
     @property
     def fd(self) -> int:
+        """Always raises :class:`~pyebpf.errors.MapError`: a described map has no fd."""
         raise MapError(f"map {self.name!r} is only described (a MapSpec): create() it before "
                        "loading a program that uses it")
 
@@ -527,6 +557,8 @@ class Map:
 
     map_type: ClassVar[int] = 0
     _prefix: ClassVar[str] = "map"
+    #: set (on an object made by :class:`MapSpec`) to check the shape without creating the map
+    _described_only: bool
 
     name: str
     key_size: int
@@ -648,6 +680,7 @@ class Map:
 
     @property
     def closed(self) -> bool:
+        """True once :meth:`close` released the fd."""
         return self._fd.closed
 
     def close(self) -> None:
@@ -727,7 +760,7 @@ class _DictMap(Map, Generic[_K, _V]):
 
     _default_chunk_bytes = 1 << 20
 
-    def _init_common(self, fd, name, max_entries, flags):
+    def _init_common(self, fd: _sys.Fd, name: str, max_entries: int, flags: int) -> None:
         super()._init_common(fd, name, max_entries, flags)
         kc, vc = self.key_codec, self.value_codec
         assert kc is not None and vc is not None
@@ -768,7 +801,7 @@ class _DictMap(Map, Generic[_K, _V]):
                 raise
             raise self._size_error("key", key, self.key_codec, exc) from None
 
-    def _pack_value(self, buf, offset, value) -> None:
+    def _pack_value(self, buf: _WBuf, offset: int, value: Any) -> None:
         try:
             self._vpack(buf, offset, value)
         except (struct.error, ValueError, TypeError) as exc:
@@ -776,7 +809,7 @@ class _DictMap(Map, Generic[_K, _V]):
                 raise
             raise self._size_error("value", value, self.value_codec, exc) from None
 
-    def _pack_key_at(self, buf, offset, key) -> None:
+    def _pack_key_at(self, buf: _WBuf, offset: int, key: Any) -> None:
         try:
             self._kpack(buf, offset, key)
         except (struct.error, ValueError, TypeError) as exc:
@@ -784,7 +817,8 @@ class _DictMap(Map, Generic[_K, _V]):
                 raise
             raise self._size_error("key", key, self.key_codec, exc) from None
 
-    def _size_error(self, role, v, c, exc) -> SizeError:
+    def _size_error(self, role: str, v: Any, c: Codec | None, exc: BaseException) -> SizeError:
+        assert c is not None      # a keyed map has both codecs
         if isinstance(c, StructCodec):
             err = c.error(v, exc, role)
             return SizeError(f"map {self.name!r}: {err}")
@@ -794,7 +828,7 @@ class _DictMap(Map, Generic[_K, _V]):
     #: arrays: keys must be below this (checked before the syscall)
     _max_index: int | None = None
 
-    def _check_key(self, key) -> None:
+    def _check_key(self, key: Any) -> None:
         """Refuse impossible keys before the syscall (arrays: the index range)."""
         mi = self._max_index
         if mi is not None and type(key) is int and not 0 <= key < mi:
@@ -826,7 +860,8 @@ class _DictMap(Map, Generic[_K, _V]):
             if sys_bpf(NR_BPF, 1, s._a_lookup, _SZ_ELEM) < 0 and not s._fail(1, s._a_lookup):
                 raise MapKeyError(key)
             vv = s.vview
-            return vv[0] if vv is not None else self._vunpack(s.value, 0)
+            value: _V = vv[0] if vv is not None else self._vunpack(s.value, 0)
+            return value
         finally:
             pool.append(s)
 
@@ -1099,7 +1134,7 @@ class LruHashMap(HashMap[_K, _V]):
 class _ArrayMixin(_DictMap):
     _KEY = "u32"
 
-    def _init_common(self, fd, name, max_entries, flags):
+    def _init_common(self, fd: _sys.Fd, name: str, max_entries: int, flags: int) -> None:
         super()._init_common(fd, name, max_entries, flags)
         self._max_index = max_entries
 
@@ -1160,16 +1195,16 @@ class ArrayMap(_ArrayMixin):
 class _PerCpuMixin(_DictMap):
     """Values are lists with one entry per possible CPU."""
 
-    def _setup_codecs(self, kc, vc):
+    def _setup_codecs(self, kc: Codec | None, vc: Codec | None) -> None:
         if vc is not None and not isinstance(vc, PerCpuCodec):
             vc = PerCpuCodec(vc)
         self.key_codec = kc
         self.value_codec = vc
         self.key_size = kc.size if kc else 0
-        self.value_size = vc.elem.size if vc else 0  # type: ignore[union-attr]
+        self.value_size = vc.elem.size if vc else 0
 
     @classmethod
-    def _value_codec_for(cls, info, value):
+    def _value_codec_for(cls, info: _sys.MapInfo, value: Any) -> PerCpuCodec:
         elem = codec(value, "value") if value is not None else _default_codec(info.value_size)
         return PerCpuCodec(elem)
 
@@ -1221,11 +1256,12 @@ class StackTraceMap(_DictMap):
         super().__init__("u32", Bytes(entry * max_depth), max_entries, name=name, flags=flags)
 
     @classmethod
-    def _value_codec_for(cls, info, value):
+    def _value_codec_for(cls, info: _sys.MapInfo, value: Any) -> BytesCodec:
         return BytesCodec(info.value_size)
 
     @property
     def max_depth(self) -> int:
+        """The most frames one stack holds (from the value size)."""
         return self.value_size // (32 if self.flags & BPF_F_STACK_BUILD_ID else 8)
 
     def _decode(self, raw: bytes) -> list[Any]:
@@ -1247,9 +1283,11 @@ class StackTraceMap(_DictMap):
         return self._decode(super().__getitem__(stack_id))
 
     def items(self) -> list[tuple[Any, Any]]:
+        """A snapshot list of ``(stack_id, frames)`` pairs."""
         return [(k, self._decode(v)) for k, v in super().items()]
 
     def values(self) -> list[Any]:
+        """A snapshot list of the stacks (lists of frames)."""
         return [self._decode(v) for v in super().values()]
 
     def __setitem__(self, key: Any, value: Any) -> None:
@@ -1268,7 +1306,7 @@ class _QueueLike(Map):
                  flags: int = 0) -> None:
         super().__init__(None, value, max_entries, name=name, flags=flags)
 
-    def _init_common(self, fd, name, max_entries, flags):
+    def _init_common(self, fd: _sys.Fd, name: str, max_entries: int, flags: int) -> None:
         super()._init_common(fd, name, max_entries, flags)
         self._ops = _sys.MapOps(fd.fileno(), 0, self.value_codec.size)  # type: ignore[union-attr]
 

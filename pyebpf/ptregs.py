@@ -31,6 +31,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from .errors import OptionError
+
 __all__ = ["ARCH", "PT_REGS_SIZE", "FULL_REGISTERS", "Register", "REGISTERS", "ARG_REGS",
            "RET_REG", "IP", "SP", "FP", "register", "offset", "slot", "arg_offset",
            "ret_offset", "load_reg", "load_arg", "load_ret", "load_ip", "load_sp"]
@@ -117,8 +119,8 @@ def register(name: str) -> Register:
     if reg is None:
         import difflib
         close = difflib.get_close_matches(key, list(REGISTERS), n=4, cutoff=0.5)
-        raise ValueError(f"{name!r} is not an x86-64 general-purpose register in "
-                         f"struct pt_regs" + (f"; did you mean {', '.join(close)}?" if close
+        raise OptionError(f"{name!r} is not an x86-64 general-purpose register in "
+                          f"struct pt_regs" + (f"; did you mean {', '.join(close)}?" if close
                                               else f"; known: {', '.join(FULL_REGISTERS)}"))
     return reg
 
@@ -137,9 +139,9 @@ def slot(name: str) -> int:
 def arg_offset(n: int) -> int:
     """Offset of the ``n``-th (0-based) integer argument register."""
     if not 0 <= n < len(ARG_REGS):
-        raise ValueError(f"argument {n} is not passed in a register on x86-64 (only "
-                         f"0..{len(ARG_REGS) - 1}: {', '.join(ARG_REGS)}); later ones are on "
-                         "the stack at rsp+8*(n-5) at function entry")
+        raise OptionError(f"argument {n} is not passed in a register on x86-64 (only "
+                          f"0..{len(ARG_REGS) - 1}: {', '.join(ARG_REGS)}); later ones are on "
+                          "the stack at rsp+8*(n-5) at function entry")
     return register(ARG_REGS[n]).slot
 
 
@@ -178,7 +180,7 @@ def load_arg(program: Any, dst: Any, n: int, *, ctx: Any = None, size: int = 8,
     offset 0).
     """
     if size not in (1, 2, 4, 8):
-        raise ValueError(f"argument size must be 1, 2, 4 or 8, not {size}")
+        raise OptionError(f"argument size must be 1, 2, 4 or 8, not {size}")
     return program.load(dst, _ctx_reg(ctx), arg_offset(n), size,
                         signed=signed and size < 8)
 
@@ -187,7 +189,7 @@ def load_ret(program: Any, dst: Any, *, ctx: Any = None, size: int = 8,
              signed: bool = False) -> Any:
     """Emit ``dst = return value`` (rax) from ``*ctx`` (default ``r1``): for uretprobes."""
     if size not in (1, 2, 4, 8):
-        raise ValueError(f"return value size must be 1, 2, 4 or 8, not {size}")
+        raise OptionError(f"return value size must be 1, 2, 4 or 8, not {size}")
     return program.load(dst, _ctx_reg(ctx), ret_offset(), size, signed=signed and size < 8)
 
 

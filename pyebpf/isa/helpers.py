@@ -27,7 +27,7 @@ Argument kinds:
 from __future__ import annotations
 
 from .._record import Record, record
-from ..errors import close_matches
+from ..errors import UnknownNameError, close_matches
 
 
 @record
@@ -267,18 +267,19 @@ _BY_NAME = {h.name: h for h in HELPERS}
 
 def helper(name_or_id: str | int) -> Helper:
     """Look a helper up by id, by name (``map_lookup_elem``) or by C name
-    (``bpf_map_lookup_elem``).  Raises ``KeyError`` naming close matches."""
+    (``bpf_map_lookup_elem``).  Raises :class:`~pyebpf.errors.UnknownNameError`
+    (a ``KeyError``) naming close matches."""
     if isinstance(name_or_id, int):
         if 0 <= name_or_id < len(HELPERS):
             return HELPERS[name_or_id]
-        raise KeyError(f"no helper with id {name_or_id} (ids are 0..{MAX_HELPER_ID})")
+        raise UnknownNameError(f"no helper with id {name_or_id} (ids are 0..{MAX_HELPER_ID})")
     name = name_or_id[4:] if name_or_id.startswith("bpf_") else name_or_id
     try:
         return _BY_NAME[name]
     except KeyError:
         close = close_matches(name, _BY_NAME, n=4)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise KeyError(f"unknown helper {name_or_id!r}{hint}") from None
+        raise UnknownNameError(f"unknown helper {name_or_id!r}{hint}") from None
 
 
 def helper_name(helper_id: int) -> str | None:

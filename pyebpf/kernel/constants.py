@@ -5,6 +5,8 @@ a name absent here is simply newer than this table (pass the number instead).
 """
 from __future__ import annotations
 
+from ..errors import OptionError, UnknownNameError
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Iterator, TypeVar
@@ -48,10 +50,13 @@ class _NumbersMeta(type):
         try:
             return cls._by_value[value]  # type: ignore[no-any-return]
         except (KeyError, TypeError):
-            raise ValueError(f"{value!r} is not a valid {cls.__name__}") from None
+            raise OptionError(f"{value!r} is not a valid {cls.__name__}") from None
 
     def __getitem__(cls: type[_N], name: str) -> _N:  # type: ignore[misc]
-        return cls._members[name]  # type: ignore[no-any-return]
+        try:
+            return cls._members[name]  # type: ignore[no-any-return]
+        except KeyError:
+            raise UnknownNameError(f"{name!r} is not a {cls.__name__} name") from None
 
     def __iter__(cls: type[_N]) -> Iterator[_N]:  # type: ignore[misc]
         return iter(cls._by_value.values())

@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from .ffi import CData
 
 from ..errors import (AttachError, EncodingError, KernelError, MapFullError,
-                      NotSupportedError, PermissionDeniedError,
-                      ResourceLimitError, VerifierError)
+                      NotSupportedError, OptionError, PermissionDeniedError,
+                      ResourceLimitError, SizeError, VerifierError)
 from .constants import (BPF_ANY, BPF_STATS_RUN_TIME, PERF_EVENT_IOC_DISABLE,
                         PERF_EVENT_IOC_ENABLE, PERF_EVENT_IOC_ID,
                         PERF_EVENT_IOC_PAUSE_OUTPUT, PERF_EVENT_IOC_RESET,
@@ -249,7 +249,7 @@ class Fd:
     def __init__(self, fd: int) -> None:
         fd = int(fd)
         if fd < 0:
-            raise ValueError(f"invalid file descriptor {fd}")
+            raise OptionError(f"invalid file descriptor {fd}")
         if fd == 0:
             new = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 1)
             os.close(0)
@@ -721,8 +721,8 @@ def map_update_batch(fd: "int | Fd", keys: bytes, values: bytes, count: int,
                      key_size: int, value_size: int, elem_flags: int = BPF_ANY) -> None:
     """BPF_MAP_UPDATE_BATCH of ``count`` packed keys and values."""
     if len(keys) != count * key_size or len(values) != count * value_size:
-        raise ValueError(f"expected {count} keys of {key_size} bytes and values of "
-                         f"{value_size} bytes, got {len(keys)} and {len(values)} bytes")
+        raise SizeError(f"expected {count} keys of {key_size} bytes and values of "
+                        f"{value_size} bytes, got {len(keys)} and {len(values)} bytes")
     ops = BatchOps(_as_fd(fd), key_size, value_size, count)
     ops.keys[:] = keys
     ops.values[:] = values
@@ -732,7 +732,7 @@ def map_update_batch(fd: "int | Fd", keys: bytes, values: bytes, count: int,
 def map_delete_batch(fd: "int | Fd", keys: bytes, count: int, key_size: int) -> int:
     """BPF_MAP_DELETE_BATCH of ``count`` packed keys; returns how many were deleted."""
     if len(keys) != count * key_size:
-        raise ValueError(f"expected {count} keys of {key_size} bytes, got {len(keys)} bytes")
+        raise SizeError(f"expected {count} keys of {key_size} bytes, got {len(keys)} bytes")
     ops = BatchOps(_as_fd(fd), key_size, 0, count)
     ops.keys[:] = keys
     return ops.delete(count)
@@ -1423,11 +1423,11 @@ def link_create(prog_fd: "int | Fd", target_fd: "int | Fd", attach_type: int, *,
         detail += f", perf event fd {lc.target_fd}"
     elif attach_type == AttachType.TRACE_UPROBE_MULTI:
         if path is None or not offsets:
-            raise ValueError("uprobe_multi needs a path and at least one offset")
+            raise OptionError("uprobe_multi needs a path and at least one offset")
         n = len(offsets)
         for name, seq in (("ref_ctr_offsets", ref_ctr_offsets), ("cookies", cookies)):
             if seq is not None and len(seq) != n:
-                raise ValueError(f"{name} must have one entry per offset ({n}), got {len(seq)}")
+                raise OptionError(f"{name} must have one entry per offset ({n}), got {len(seq)}")
         pb = ffi.from_buffer(os.fsencode(path) + b"\0")
         ob = ffi.new("uint64_t[]", list(offsets))
         keep += [pb, ob]

@@ -8,27 +8,46 @@ every problem into an :class:`~pyebpf.errors.AssemblyError` that names
 from __future__ import annotations
 
 import re
-from types import ModuleType
+from typing import TYPE_CHECKING, cast
 
 from ..errors import AssemblyError, OptionError, ProgramError
 from ..isa import Insn
 from ..program.core import Program, RawSlot
 from . import common, llvm, mnemonic
-from .lexer import TextError, Tok, fast_tokenize, split_line, tokenize
+from .lexer import Piece, TextError, Tok, fast_tokenize, split_line, tokenize
+
+if TYPE_CHECKING:
+    from typing import Protocol, Sequence, Union
+
+    from ..isa import Form
+
+    class _Dialect(Protocol):
+        """What a dialect module provides (:mod:`.llvm`, :mod:`.mnemonic`)."""
+
+        def parse_tokens(self, toks: list[Tok], opcode: int | None = None) -> Insn: ...
+
+        def format_insn(self, insn: Insn, style: str = ..., label: str | None = None,
+                        form: Form | None = None) -> str: ...
+
+    #: a cached statement: its text, or (text, the verifier's opcode)
+    _Key = Union[str, tuple[str, int]]
+    #: the fields of a parsed Insn: code, dst, src, off, imm, next_imm, target, map_ref
+    _Fields = tuple[int, int, int, int, int, Union[int, None], Union[str, None],
+                    Union[str, None]]
 
 __all__ = ["DIALECTS", "assemble", "parse_insn", "format_insn"]
 
 #: dialect name -> module with ``parse_tokens(toks, opcode)`` and ``format_insn(insn, style, label)``
-DIALECTS: dict[str, ModuleType] = {"llvm": llvm, "mnemonic": mnemonic}
+DIALECTS: dict[str, _Dialect] = {"llvm": llvm, "mnemonic": mnemonic}
 _SEMICOLONS = {"llvm": True, "mnemonic": False}
 
 # statement text (or (text, verifier opcode)) -> fields of the parsed Insn, per
 # dialect; most programs repeat many lines
-_CACHE: dict[str, dict] = {name: {} for name in ("llvm", "mnemonic")}
+_CACHE: dict[str, dict[_Key, _Fields]] = {name: {} for name in ("llvm", "mnemonic")}
 _CACHE_MAX = 1 << 16
 
 
-def _dialect(name: str) -> ModuleType:
+def _dialect(name: str) -> _Dialect:
     try:
         return DIALECTS[name]
     except KeyError:
@@ -58,13 +77,13 @@ def raw_slots(values: list[tuple[int, int]]) -> list[Insn]:
 
 
 def _directive(toks: list[Tok]) -> list[Insn]:
-    name = toks[0].value
+    name = cast(str, toks[0].value)
     if name in (".8byte", ".quad", ".dword"):
         return raw_slots(common.parse_raw_values(toks))
     raise TextError(f"unknown directive {name!r} (only .8byte is supported)", toks[0].col)
 
 
-def _with_columns(piece, toks: list[Tok]) -> list[Tok]:
+def _with_columns(piece: Piece, toks: list[Tok]) -> list[Tok]:
     """``toks`` (the tail of ``piece``'s tokens) again, with their columns."""
     if not toks or toks[0].col:
         return toks
@@ -72,7 +91,7 @@ def _with_columns(piece, toks: list[Tok]) -> list[Tok]:
     return full[len(full) - len(toks):]
 
 
-def _column(piece, toks: list[Tok], i: int) -> int:
+def _column(piece: Piece, toks: list[Tok], i: int) -> int:
     return _with_columns(piece, toks)[i].col
 
 
@@ -107,8 +126,8 @@ def assemble(text: str, dialect: str = "llvm", filename: str = "<string>") -> Pr
         origin = f"{filename}:{lineno}"
         try:
             for piece in split_line(line, semicolons):
-                key = piece.text.strip() if piece.opcode is None else (piece.text.strip(),
-                                                                       piece.opcode)
+                key: _Key = piece.text.strip() if piece.opcode is None else (
+                    piece.text.strip(), piece.opcode)
                 hit = cache.get(key)
                 if hit is not None:
                     code, dst, src, off, imm, nxt, target, map_ref = hit
@@ -124,7 +143,7 @@ def assemble(text: str, dialect: str = "llvm", filename: str = "<string>") -> Pr
                 pure = True
                 # labels: "name:" (possibly followed by a statement)
                 while len(toks) >= 2 and toks[1].key == ":" and toks[0].key == "id":
-                    name = toks[0].value
+                    name = cast(str, toks[0].value)
                     if name in label_at:
                         line0, explicit = label_at[name]
                         why = (f"at line {line0}" if explicit else
@@ -137,7 +156,10 @@ def assemble(text: str, dialect: str = "llvm", filename: str = "<string>") -> Pr
                     pure = False
                 if not toks:
                     continue
-                if toks[0].key == "id" and toks[0].value[0] == "." and len(toks[0].value) > 1:
+                new: Sequence[Insn]
+                head = toks[0].value
+                if toks[0].key == "id" and isinstance(head, str) and head[0] == "." \
+                        and len(head) > 1:
                     new = _directive(_with_columns(piece, toks))
                 else:
                     try:
@@ -188,10 +210,10 @@ def _check_targets(prog: Program, lines: list[str], filename: str) -> None:
         prog.finalize()
     except ProgramError as exc:
         n = _lineno(exc.origin)
-        text = lines[n - 1] if n else None
+        line = lines[n - 1] if n else None
         bad = next((i for i in prog.insns if i.origin == exc.origin and i.target), None)
-        col = _label_col(text, bad.target) if (text and bad is not None) else 1
-        raise AssemblyError(exc.reason, filename, n, col, text) from None
+        col = _label_col(line, bad.target) if (line and bad is not None and bad.target) else 1
+        raise AssemblyError(exc.reason, filename, n, col, line) from None
 
 
 def parse_insn(line: str, dialect: str = "llvm") -> Insn:
@@ -209,7 +231,8 @@ def parse_insn(line: str, dialect: str = "llvm") -> Insn:
         toks = tokenize(piece.text, piece.col)
         if not toks:
             raise TextError("no instruction", 1)
-        if toks[0].key == "id" and toks[0].value[0] == "." and len(toks[0].value) > 1:
+        head = toks[0].value
+        if toks[0].key == "id" and isinstance(head, str) and head[0] == "." and len(head) > 1:
             new = _directive(toks)
             if len(new) != 1:
                 raise TextError("expected exactly one instruction", toks[0].col)

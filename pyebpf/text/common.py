@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 import struct
+from typing import cast
 
 from ..isa import HELPERS, Insn
 from ..isa import opcodes as op
@@ -70,22 +71,22 @@ def pseudo_operand(insn: Insn) -> str:
 def pseudo_insn(dst: int, name_tok: Tok, arg: Tok, offset: int | None,
                 offset_tok: Tok | None = None, negative: bool = False) -> Insn:
     """Build the ld_imm64 ``dst = NAME(ARG) [+ offset]`` (``negative``: ARG had a minus sign)."""
-    src = PSEUDO_BY_NAME.get(name_tok.value)
+    src = PSEUDO_BY_NAME.get(cast(str, name_tok.value))
     if src is None:
         known = ", ".join(PSEUDO_BY_NAME)
         raise TextError(f"unknown ld_imm64 pseudo source {name_tok.text!r} (known: {known})",
                         name_tok.col)
     insn = Insn(op.OP_LD_IMM64, dst, src)
     if arg.key == "n":
-        v = -arg.value if negative else arg.value
+        v = -cast(int, arg.value) if negative else cast(int, arg.value)
         if not -(1 << 31) <= v <= 0xFFFFFFFF:
             raise TextError(f"{name_tok.text} argument {'-' if negative else ''}{arg.text} "
                             f"does not fit in 32 bits", arg.col)
         insn.imm = v - (1 << 32) if v >= 1 << 31 else v
     elif src in PSEUDO_MAPS:
-        insn.map_ref = arg.value
+        insn.map_ref = cast(str, arg.value)
     elif src == op.PSEUDO_FUNC:
-        insn.target = arg.value
+        insn.target = cast(str, arg.value)
     else:
         raise TextError(f"{name_tok.text}() takes a number", arg.col)
     if offset is not None:
@@ -121,17 +122,18 @@ def helper_id(name: str) -> int | None:
 def call_by_name(tok: Tok) -> Insn:
     """``call NAME``: a helper if NAME is one (``bpf_`` optional), else a
     bpf-to-bpf call to the label NAME."""
-    hid = helper_id(tok.value)
+    name = cast(str, tok.value)
+    hid = helper_id(name)
     if hid is not None and hid != 0:
         return Insn(op.OP_CALL, 0, op.CALL_HELPER, 0, hid)
-    return Insn(op.OP_CALL, 0, op.CALL_LOCAL, 0, 0, target=tok.value)
+    return Insn(op.OP_CALL, 0, op.CALL_LOCAL, 0, 0, target=name)
 
 
 def call_by_idnum(tok: Tok) -> Insn:
     """The verifier's ``call NAME#N``: a helper (``bpf_map_lookup_elem#1``,
     ``unknown#300``) or a kfunc (``kernel-function#N``, or a name that is not
     a helper: the verifier prints a resolved kfunc's BTF name)."""
-    name, num = tok.value
+    name, num = cast("tuple[str, int]", tok.value)
     if not -(1 << 31) <= num < (1 << 31):
         raise TextError(f"call number {num} does not fit in 32 bits", tok.col)
     if name == "kernel-function":
@@ -153,7 +155,8 @@ def verifier_helper_name(imm: int) -> str:
 
 def slot_value(code: int, dst: int, src: int, off: int, imm: int) -> int:
     """One slot as the little-endian u64 that ``.8byte`` writes."""
-    return _U64.unpack(_SLOT.pack(code, (src << 4) | dst, off, imm))[0]
+    value: int = _U64.unpack(_SLOT.pack(code, (src << 4) | dst, off, imm))[0]
+    return value
 
 
 def raw_directive(insn: Insn) -> str:
@@ -208,7 +211,8 @@ def parse_raw_values(toks: list[Tok]) -> list[tuple[int, int]]:
             t = toks[i]
         if t.key != "n":
             raise TextError(f"expected a number, found {t.text!r}", t.col)
-        values.append(((-t.value) & 0xFFFFFFFFFFFFFFFF if neg else t.value, t.col))
+        v = cast(int, t.value)
+        values.append(((-v) & 0xFFFFFFFFFFFFFFFF if neg else v, t.col))
         i += 1
         if i < n:
             if toks[i].key != ",":

@@ -29,7 +29,8 @@ _U64 = struct.Struct("<Q")
 class Instruction(Record):
     """One disassembled instruction (compare :class:`dis.Instruction`)."""
 
-    index: int                  #: slot index (an ld_imm64 takes two slots)
+    #: slot index (an ld_imm64 takes two slots)
+    index: int  # type: ignore[assignment]  # shadows tuple.index: fine at run time, not to mypy
     insn: Insn                  #: the instruction
     form: Form | None           #: what it is, or None if it is not a valid instruction
     text: str                   #: its text in the requested dialect/style (labels substituted)
@@ -47,6 +48,7 @@ class Instruction(Record):
 
     @property
     def opcode(self) -> int:
+        """The opcode byte of :attr:`insn`."""
         return self.insn.code
 
 
@@ -82,12 +84,13 @@ def decode_lenient(data: bytes | bytearray | memoryview) -> list[tuple[Insn, str
     return out
 
 
-def _as_insns(data) -> list[tuple[Insn, str | None]]:
+def _as_insns(data: bytes | bytearray | memoryview | Iterable[Insn] | Program
+              ) -> list[tuple[Insn, str | None]]:
     if isinstance(data, (bytes, bytearray, memoryview)):
         return decode_lenient(data)
     if isinstance(data, Program):
         # resolved offsets, shown with synthetic labels (map references stay symbolic)
-        out = []
+        out: list[tuple[Insn, str | None]] = []
         for insn in data.finalize():
             if insn.target is not None:
                 insn = insn.copy()
@@ -140,6 +143,7 @@ def get_instructions(data: bytes | bytearray | memoryview | Iterable[Insn] | Pro
         if t is None or t not in starts:
             continue
         f = forms[k]
+        assert f is not None      # only a classified instruction has a target
         is_func = f.kind == "call" or f.kind == "lddw"
         if is_func:
             names[t] = f"F{t}"

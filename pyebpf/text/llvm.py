@@ -46,9 +46,9 @@ Printing has two styles:
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, TypeVar, cast
 
-from ..isa import Insn, classify, opcodes as op
+from ..isa import Form, Insn, classify, opcodes as op
 from ..errors import EncodingError, OptionError
 from . import common
 from .lexer import TextError, Tok, imm32, imm64, off16, reg, rel32, tokenize
@@ -108,7 +108,23 @@ KEYWORDS = frozenset(_KW)
 # ---------------------------------------------------------------------------
 # grammar: patterns expanded into token-key shapes
 
-_Extract = Callable[[list], object]
+if TYPE_CHECKING:
+    from typing import Optional, Union
+
+    #: ``<imm>``: the number token and whether a minus sign preceded it
+    _Signed = tuple[Tok, bool]
+    #: ``<off>``: like ``<imm>``, or ``(None, False)`` when the offset is left out
+    _Off = tuple[Optional[Tok], bool]
+    #: ``<tgt>``: ``("rel", number token, negative)`` or ``("label", name token, False)``
+    _Tgt = tuple[str, Tok, bool]
+    #: what one slot of a pattern passes to the builder
+    _Value = Union[Tok, _Signed, _Off, _Tgt]
+    #: takes a statement's tokens, gives one slot's value
+    _Extract = Callable[[list[Tok]], _Value]
+    #: the pattern trie: token key -> subtree; the key "$" marks a complete pattern
+    _Trie = dict[str, "_Trie"]
+
+_B = TypeVar("_B", bound=Callable[..., Insn])
 
 
 def _tok(i: int) -> _Extract:
@@ -150,18 +166,18 @@ for _k in ("n", "id", "idnum", "aop", "cop", "ty", "end", "afetch", "lxchg", "lc
            "kxchg", "kcmpxchg"):
     _SLOTS[_k] = [((_k,), _tok)]
 
-_SHAPES: dict[tuple, tuple[Callable, tuple]] = {}
-_TRIE: dict = {}
+_SHAPES: dict[tuple[str, ...], tuple[Callable[..., Insn], tuple[_Extract, ...]]] = {}
+_TRIE: _Trie = {}
 
 
-def _pattern(text: str):
+def _pattern(text: str) -> Callable[[_B], _B]:
     """Register a builder for the statement pattern ``text`` (a decorator).
 
     Items are literal tokens, ``<slot>`` (see ``_SLOTS``: each passes one
     value to the builder) or ``[literal]`` (optional, passes nothing).
     """
-    def register(builder):
-        variants: list[tuple[tuple, tuple]] = [((), ())]
+    def register(builder: _B) -> _B:
+        variants: list[tuple[tuple[str, ...], tuple[_Extract, ...]]] = [((), ())]
         for item in text.split():
             if item[0] == "<":
                 alts = _SLOTS[item[1:-1]]
@@ -179,7 +195,7 @@ def _pattern(text: str):
             node = _TRIE
             for k in keys:
                 node = node.setdefault(k, {})
-            node["$"] = True
+            node["$"] = {}
         return builder
     return register
 
@@ -195,7 +211,7 @@ _KEY_WORDS = {
 }
 
 
-def _syntax_error(toks: list[Tok], keys: tuple) -> TextError:
+def _syntax_error(toks: list[Tok], keys: tuple[str, ...]) -> TextError:
     """The most helpful error for a statement that matches no pattern."""
     node = _TRIE
     for i, k in enumerate(keys):
@@ -216,7 +232,7 @@ def _syntax_error(toks: list[Tok], keys: tuple) -> TextError:
                      f"after {last.text!r}", last.col + len(last.text))
 
 
-def _expected(node: dict) -> str:
+def _expected(node: _Trie) -> str:
     words = [_KEY_WORDS.get(k, repr(k)) for k in node if k != "$"]
     if len(words) > 6:
         words = words[:6] + ["..."]
@@ -238,20 +254,21 @@ def _same_reg(a: Tok, b: Tok, what: str) -> None:
                         f"({a.text} ... {b.text})", b.col)
 
 
-def _imm(v) -> int:
+def _imm(v: _Signed) -> int:
     tok, neg = v
     return imm32(tok, neg)
 
 
-def _off(v) -> int:
+def _off(v: _Off) -> int:
     tok, neg = v
     if tok is None:
         return 0
     return off16(tok, neg)
 
 
-def _size(ty: Tok, allowed: tuple = (1, 2, 4, 8), signed_ok: bool = False) -> tuple[int, bool]:
-    size, signed = _TYPES[ty.value]
+def _size(ty: Tok, allowed: tuple[int, ...] = (1, 2, 4, 8),
+          signed_ok: bool = False) -> tuple[int, bool]:
+    size, signed = _TYPES[cast(str, ty.value)]
     if signed and not signed_ok:
         raise TextError(f"{ty.text} is only for sign-extending loads; use u{size * 8}", ty.col)
     if size not in allowed:
@@ -260,11 +277,11 @@ def _size(ty: Tok, allowed: tuple = (1, 2, 4, 8), signed_ok: bool = False) -> tu
     return size, signed
 
 
-def _jump(code: int, dst: int, src: int, imm: int, tgt, wide: bool = False) -> Insn:
+def _jump(code: int, dst: int, src: int, imm: int, tgt: _Tgt, wide: bool = False) -> Insn:
     """A jump to ``tgt`` (a ('rel', tok, neg) or ('label', tok, _) slot value)."""
     kind, tok, neg = tgt
     if kind == "label":
-        return Insn(code, dst, src, 0, imm, target=tok.value)
+        return Insn(code, dst, src, 0, imm, target=cast(str, tok.value))
     if wide:
         return Insn(code, dst, src, 0, rel32(tok, neg))
     return Insn(code, dst, src, off16(tok, neg, "jump offset"), imm)
@@ -278,8 +295,8 @@ def _alu_class(t: Tok) -> int:
 # patterns and their builders
 
 @_pattern("<x> <aop> <x>")
-def _alu_reg(d, o, s):
-    name = _SYMBOL_ALU.get(o.value)
+def _alu_reg(d: Tok, o: Tok, s: Tok) -> Insn:
+    name = _SYMBOL_ALU.get(cast(str, o.value))
     if name is None or name == "mov":
         raise TextError(f"{o.text} is not an ALU operator", o.col)
     _same_width(d, s)
@@ -288,8 +305,8 @@ def _alu_reg(d, o, s):
 
 
 @_pattern("<x> <aop> <imm>")
-def _alu_imm(d, o, v):
-    name = _SYMBOL_ALU.get(o.value)
+def _alu_imm(d: Tok, o: Tok, v: _Signed) -> Insn:
+    name = _SYMBOL_ALU.get(cast(str, o.value))
     if name is None:
         raise TextError(f"{o.text} is not an ALU operator", o.col)
     bits, off = _ALU_CODE[name]
@@ -297,13 +314,13 @@ def _alu_imm(d, o, v):
 
 
 @_pattern("<x> = <x>")
-def _mov_reg(d, s):
+def _mov_reg(d: Tok, s: Tok) -> Insn:
     _same_width(d, s)
     return Insn(op.MOV | op.X | _alu_class(d), reg(d), reg(s))
 
 
 @_pattern("<x> = <imm>")
-def _mov_imm(d, v):
+def _mov_imm(d: Tok, v: _Signed) -> Insn:
     tok, neg = v
     if d.key == "r" and tok.hex and not neg:
         # the kernel's spelling of ld_imm64: "r1 = 0x5"
@@ -314,15 +331,15 @@ def _mov_imm(d, v):
 
 
 @_pattern("<x> = - <x>")
-def _neg(d, s):
+def _neg(d: Tok, s: Tok) -> Insn:
     _same_reg(d, s, "neg")
     return Insn(op.NEG | _alu_class(d), reg(d))
 
 
 @_pattern("<x> = ( <ty> ) <x>")
-def _movsx(d, ty, s):
+def _movsx(d: Tok, ty: Tok, s: Tok) -> Insn:
     _same_width(d, s)
-    size, signed = _TYPES[ty.value]
+    size, signed = _TYPES[cast(str, ty.value)]
     if not signed or (size == 4 and d.key == "w") or size == 8:
         allowed = "s8, s16 or s32" if d.key == "r" else "s8 or s16"
         raise TextError(f"sign-extending move takes {allowed}", ty.col)
@@ -330,9 +347,9 @@ def _movsx(d, ty, s):
 
 
 @_pattern("<x> = <end> <x>")
-def _end(d, e, s):
+def _end(d: Tok, e: Tok, s: Tok) -> Insn:
     _same_reg(d, s, "a byte swap")
-    name = e.value
+    name = cast(str, e.value)
     width = int(name[-2:])
     if name.startswith("bswap"):
         code = op.ALU64 | op.END | op.TO_LE
@@ -342,7 +359,7 @@ def _end(d, e, s):
 
 
 @_pattern("<r> = <imm> ll")
-def _lddw(d, v):
+def _lddw(d: Tok, v: _Signed) -> Insn:
     tok, neg = v
     insn = Insn(op.OP_LD_IMM64, reg(d))
     insn.imm64 = imm64(tok, neg)
@@ -350,45 +367,48 @@ def _lddw(d, v):
 
 
 @_pattern("<r> = <id> ll")
-def _lddw_map(d, name):
-    return common.map_insn(reg(d), name.value)
+def _lddw_map(d: Tok, name: Tok) -> Insn:
+    return common.map_insn(reg(d), cast(str, name.value))
 
 
 @_pattern("<r> = <id> ( <id> ) [ll]")
-def _lddw_pseudo(d, name, arg):
+def _lddw_pseudo(d: Tok, name: Tok, arg: Tok) -> Insn:
     return common.pseudo_insn(reg(d), name, arg, None)
 
 
 @_pattern("<r> = <id> ( <imm> ) [ll]")
-def _lddw_pseudo_num(d, name, a):
+def _lddw_pseudo_num(d: Tok, name: Tok, a: _Signed) -> Insn:
     return common.pseudo_insn(reg(d), name, a[0], None, negative=a[1])
 
 
 @_pattern("<r> = <id> ( <id> ) <imm> [ll]")
-def _lddw_pseudo_off(d, name, arg, v):
+def _lddw_pseudo_off(d: Tok, name: Tok, arg: Tok, v: _Signed) -> Insn:
     tok, neg = v
-    return common.pseudo_insn(reg(d), name, arg, -tok.value if neg else tok.value, tok)
+    value = cast(int, tok.value)
+    return common.pseudo_insn(reg(d), name, arg, -value if neg else value, tok)
 
 
 @_pattern("<r> = <id> ( <imm> ) <imm> [ll]")
-def _lddw_pseudo_num_off(d, name, a, v):
+def _lddw_pseudo_num_off(d: Tok, name: Tok, a: _Signed, v: _Signed) -> Insn:
     tok, neg = v
-    return common.pseudo_insn(reg(d), name, a[0], -tok.value if neg else tok.value, tok,
+    value = cast(int, tok.value)
+    return common.pseudo_insn(reg(d), name, a[0], -value if neg else value, tok,
                               negative=a[1])
 
 
 @_pattern("ld_pseudo <r> , <n> , <n>")
-def _ld_pseudo(d, src, imm):
-    if src.value not in common.PSEUDO_NAMES:
+def _ld_pseudo(d: Tok, src: Tok, imm: Tok) -> Insn:
+    pseudo = cast(int, src.value)
+    if pseudo not in common.PSEUDO_NAMES:
         raise TextError(f"ld_imm64 pseudo source {src.text} is not 1..6", src.col)
-    v = imm.value
+    v = cast(int, imm.value)
     if v > 0xFFFFFFFF:
         raise TextError(f"immediate {imm.text} does not fit in 32 bits", imm.col)
-    return Insn(op.OP_LD_IMM64, reg(d), src.value, 0, v - (1 << 32) if v >= 1 << 31 else v)
+    return Insn(op.OP_LD_IMM64, reg(d), pseudo, 0, v - (1 << 32) if v >= 1 << 31 else v)
 
 
 @_pattern("<x> = * ( <ty> * ) ( <r> <off> )")
-def _ldx(d, ty, s, o):
+def _ldx(d: Tok, ty: Tok, s: Tok, o: _Off) -> Insn:
     size, signed = _size(ty, signed_ok=True)
     if signed and size == 8:
         raise TextError("there is no sign-extending 64-bit load; use u64", ty.col)
@@ -399,7 +419,7 @@ def _ldx(d, ty, s, o):
 
 
 @_pattern("<r> = * ( <ty> * ) skb [ <imm> ]")
-def _ldabs(d, ty, v):
+def _ldabs(d: Tok, ty: Tok, v: _Signed) -> Insn:
     size, _ = _size(ty, (1, 2, 4))
     if reg(d) != 0:
         raise TextError("packet loads always load into r0", d.col)
@@ -407,16 +427,17 @@ def _ldabs(d, ty, v):
 
 
 @_pattern("<r> = * ( <ty> * ) skb [ <r> <off> ]")
-def _ldind(d, ty, s, v):
+def _ldind(d: Tok, ty: Tok, s: Tok, v: _Off) -> Insn:
     size, _ = _size(ty, (1, 2, 4))
     if reg(d) != 0:
         raise TextError("packet loads always load into r0", d.col)
-    imm = 0 if v[0] is None else _imm(v)
+    tok, neg = v
+    imm = 0 if tok is None else imm32(tok, neg)
     return Insn(op.IND | op.BYTES_SIZE[size] | op.LD, 0, reg(s), 0, imm)
 
 
 @_pattern("* ( <ty> * ) ( <r> <off> ) = <x>")
-def _stx(ty, d, o, s):
+def _stx(ty: Tok, d: Tok, o: _Off, s: Tok) -> Insn:
     size, _ = _size(ty)
     if s.key == "w" and size == 8:
         raise TextError("a 64-bit store needs a 64-bit register (rN)", s.col)
@@ -424,12 +445,12 @@ def _stx(ty, d, o, s):
 
 
 @_pattern("* ( <ty> * ) ( <r> <off> ) = <imm>")
-def _st(ty, d, o, v):
+def _st(ty: Tok, d: Tok, o: _Off, v: _Signed) -> Insn:
     size, _ = _size(ty)
     return Insn(op.MEM | op.BYTES_SIZE[size] | op.ST, reg(d), 0, _off(o), _imm(v))
 
 
-def _atomic(size: int, d: Tok, o, s: Tok, imm: int) -> Insn:
+def _atomic(size: int, d: Tok, o: _Off, s: Tok, imm: int) -> Insn:
     return Insn(op.ATOMIC | op.BYTES_SIZE[size] | op.STX, reg(d), reg(s), _off(o), imm)
 
 
@@ -443,22 +464,23 @@ def _atomic_size(ty: Tok, val: Tok, name: str | None = None) -> int:
 
 
 @_pattern("lock * ( <ty> * ) ( <r> <off> ) <aop> <x>")
-def _lock(ty, d, o, a, s):
-    name = _SYMBOL_ATOMIC.get(a.value)
+def _lock(ty: Tok, d: Tok, o: _Off, a: Tok, s: Tok) -> Insn:
+    name = _SYMBOL_ATOMIC.get(cast(str, a.value))
     if name is None:
         raise TextError(f"atomic operations are +=, &=, |= and ^= (not {a.text})", a.col)
     return _atomic(_atomic_size(ty, s), d, o, s, op.ATOMIC_ARITH[name])
 
 
 @_pattern("<x> = <afetch> ( ( <ty> * ) ( <r> <off> ) , <x> )")
-def _fetch(v, f, ty, d, o, s):
+def _fetch(v: Tok, f: Tok, ty: Tok, d: Tok, o: _Off, s: Tok) -> Insn:
     _same_reg(v, s, "an atomic fetch")
-    size = _atomic_size(ty, s, f.value)
-    return _atomic(size, d, o, s, op.ATOMIC_ARITH[f.value.rpartition("_")[2]] | op.FETCH)
+    name = cast(str, f.value)
+    size = _atomic_size(ty, s, name)
+    return _atomic(size, d, o, s, op.ATOMIC_ARITH[name.rpartition("_")[2]] | op.FETCH)
 
 
 @_pattern("<x> = <lxchg> ( <r> <off> , <x> )")
-def _xchg_llvm(v, f, d, o, s):
+def _xchg_llvm(v: Tok, f: Tok, d: Tok, o: _Off, s: Tok) -> Insn:
     _same_reg(v, s, "xchg")
     size = 8 if f.value == "xchg_64" else 4
     if size == 8 and s.key == "w":
@@ -467,9 +489,9 @@ def _xchg_llvm(v, f, d, o, s):
 
 
 @_pattern("<x> = <kxchg> ( ( <ty> * ) ( <r> <off> ) , <x> )")
-def _xchg_kernel(v, f, ty, d, o, s):
+def _xchg_kernel(v: Tok, f: Tok, ty: Tok, d: Tok, o: _Off, s: Tok) -> Insn:
     _same_reg(v, s, "xchg")
-    return _atomic(_atomic_size(ty, s, f.value), d, o, s, op.XCHG)
+    return _atomic(_atomic_size(ty, s, cast(str, f.value)), d, o, s, op.XCHG)
 
 
 def _check_r0(t: Tok) -> None:
@@ -478,7 +500,7 @@ def _check_r0(t: Tok) -> None:
 
 
 @_pattern("<x> = <lcmpxchg> ( <r> <off> , <x> , <x> )")
-def _cmpxchg_llvm(v, f, d, o, r0, s):
+def _cmpxchg_llvm(v: Tok, f: Tok, d: Tok, o: _Off, r0: Tok, s: Tok) -> Insn:
     _check_r0(v)
     _check_r0(r0)
     size = 8 if f.value == "cmpxchg_64" else 4
@@ -488,14 +510,14 @@ def _cmpxchg_llvm(v, f, d, o, r0, s):
 
 
 @_pattern("<x> = <kcmpxchg> ( ( <ty> * ) ( <r> <off> ) , <x> , <x> )")
-def _cmpxchg_kernel(v, f, ty, d, o, r0, s):
+def _cmpxchg_kernel(v: Tok, f: Tok, ty: Tok, d: Tok, o: _Off, r0: Tok, s: Tok) -> Insn:
     _check_r0(v)
     _check_r0(r0)
-    return _atomic(_atomic_size(ty, s, f.value), d, o, s, op.CMPXCHG)
+    return _atomic(_atomic_size(ty, s, cast(str, f.value)), d, o, s, op.CMPXCHG)
 
 
 @_pattern("<x> = load_acquire ( ( <ty> * ) ( <r> <off> ) )")
-def _load_acquire(v, ty, s, o):
+def _load_acquire(v: Tok, ty: Tok, s: Tok, o: _Off) -> Insn:
     # like a load: dst_reg receives the value, src_reg holds the address
     size, _ = _size(ty)
     if size == 8 and v.key == "w":
@@ -504,7 +526,7 @@ def _load_acquire(v, ty, s, o):
 
 
 @_pattern("store_release ( ( <ty> * ) ( <r> <off> ) , <x> )")
-def _store_release(ty, d, o, s):
+def _store_release(ty: Tok, d: Tok, o: _Off, s: Tok) -> Insn:
     size, _ = _size(ty)
     if size == 8 and s.key == "w":
         raise TextError("a 64-bit store needs a 64-bit register (rN)", s.col)
@@ -512,55 +534,55 @@ def _store_release(ty, d, o, s):
 
 
 @_pattern("goto <tgt>")
-def _goto(t):
+def _goto(t: _Tgt) -> Insn:
     return _jump(op.OP_JA, 0, 0, 0, t)
 
 
 @_pattern("gotol <tgt>")
-def _gotol(t):
+def _gotol(t: _Tgt) -> Insn:
     return _jump(op.OP_GOTOL, 0, 0, 0, t, wide=True)
 
 
 @_pattern("may_goto <tgt>")
-def _may_goto(t):
+def _may_goto(t: _Tgt) -> Insn:
     return _jump(op.OP_MAY_GOTO, 0, 0, 0, t)
 
 
 @_pattern("gotox <r>")
-def _gotox(r):
+def _gotox(r: Tok) -> Insn:
     return Insn(op.OP_GOTOX, reg(r))
 
 
 @_pattern("if <x> <cop> <x> goto <tgt>")
-def _jcc_reg(d, c, s, t):
+def _jcc_reg(d: Tok, c: Tok, s: Tok, t: _Tgt) -> Insn:
     _same_width(d, s)
     cls = op.JMP if d.key == "r" else op.JMP32
-    return _jump(op.JMP_OPS[_SYMBOL_JMP[c.value]] | op.X | cls, reg(d), reg(s), 0, t)
+    return _jump(op.JMP_OPS[_SYMBOL_JMP[cast(str, c.value)]] | op.X | cls, reg(d), reg(s), 0, t)
 
 
 @_pattern("if <x> <cop> <imm> goto <tgt>")
-def _jcc_imm(d, c, v, t):
+def _jcc_imm(d: Tok, c: Tok, v: _Signed, t: _Tgt) -> Insn:
     cls = op.JMP if d.key == "r" else op.JMP32
-    return _jump(op.JMP_OPS[_SYMBOL_JMP[c.value]] | op.K | cls, reg(d), 0, _imm(v), t)
+    return _jump(op.JMP_OPS[_SYMBOL_JMP[cast(str, c.value)]] | op.K | cls, reg(d), 0, _imm(v), t)
 
 
 @_pattern("call <imm>")
-def _call_num(v):
+def _call_num(v: _Signed) -> Insn:
     return Insn(op.OP_CALL, 0, op.CALL_HELPER, 0, _imm(v))
 
 
 @_pattern("call <id>")
-def _call_name(name):
+def _call_name(name: Tok) -> Insn:
     return common.call_by_name(name)
 
 
 @_pattern("call <idnum>")
-def _call_idnum(t):
+def _call_idnum(t: Tok) -> Insn:
     return common.call_by_idnum(t)
 
 
 @_pattern("call <idnum> , <imm>")
-def _call_kfunc_module(t, v):
+def _call_kfunc_module(t: Tok, v: _Signed) -> Insn:
     insn = common.call_by_idnum(t)
     if insn.src != op.CALL_KFUNC:
         raise TextError("only a kfunc call takes a module BTF index", v[0].col)
@@ -570,22 +592,22 @@ def _call_kfunc_module(t, v):
 
 
 @_pattern("call pc + <n>")
-def _call_pc(n):
+def _call_pc(n: Tok) -> Insn:
     return Insn(op.OP_CALL, 0, op.CALL_LOCAL, 0, rel32(n))
 
 
 @_pattern("call pc - <n>")
-def _call_pc_back(n):
+def _call_pc_back(n: Tok) -> Insn:
     return Insn(op.OP_CALL, 0, op.CALL_LOCAL, 0, rel32(n, True))
 
 
 @_pattern("callx <x>")
-def _callx(r):
+def _callx(r: Tok) -> Insn:
     return Insn(op.OP_CALLX, reg(r))
 
 
 @_pattern("exit")
-def _exit():
+def _exit() -> Insn:
     return Insn(op.OP_EXIT)
 
 
@@ -637,7 +659,7 @@ def _target(insn: Insn, rel: int, verifier: bool, label: str | None) -> str:
     return f"pc{rel:+d}" if verifier else f"{rel:+d}"
 
 
-def _f_alu(insn: Insn, f, v: bool, label) -> str:
+def _f_alu(insn: Insn, f: Form, v: bool, label: str | None) -> str:
     r = "r" if f.alu64 else "w"
     sym = ALU_SYMBOLS[f.op]
     if f.reg:
@@ -645,21 +667,21 @@ def _f_alu(insn: Insn, f, v: bool, label) -> str:
     return f"{r}{insn.dst} {sym} {insn.imm}"
 
 
-def _f_neg(insn, f, v, label):
+def _f_neg(insn: Insn, f: Form, v: bool, label: str | None) -> str:
     r = "r" if f.alu64 else "w"
     return f"{r}{insn.dst} = -{r}{insn.dst}"
 
 
-def _f_movsx(insn, f, v, label):
+def _f_movsx(insn: Insn, f: Form, v: bool, label: str | None) -> str:
     r = "r" if f.alu64 else "w"
     return f"{r}{insn.dst} = (s{f.size}){r}{insn.src}"
 
 
-def _f_end(insn, f, v, label):
+def _f_end(insn: Insn, f: Form, v: bool, label: str | None) -> str:
     return f"r{insn.dst} = {f.op}{f.size} r{insn.dst}"
 
 
-def _f_lddw(insn, f, v, label):
+def _f_lddw(insn: Insn, f: Form, v: bool, label: str | None) -> str:
     if f.pseudo == op.PSEUDO_IMM64:
         if v:
             return f"r{insn.dst} = 0x{insn.imm64:x}"
@@ -678,11 +700,11 @@ def _f_lddw(insn, f, v, label):
     return text if v else text + " ll"
 
 
-def _f_ldabs(insn, f, v, label):
+def _f_ldabs(insn: Insn, f: Form, v: bool, label: str | None) -> str:
     return f"r0 = *({_UTYPE[f.size]} *)skb[{insn.imm}]"
 
 
-def _f_ldind(insn, f, v, label):
+def _f_ldind(insn: Insn, f: Form, v: bool, label: str | None) -> str:
     if v:
         return f"r0 = *({_UTYPE[f.size]} *)skb[r{insn.src} + {insn.imm}]"
     if insn.imm == 0:
@@ -691,23 +713,23 @@ def _f_ldind(insn, f, v, label):
     return f"r0 = *({_UTYPE[f.size]} *)skb[r{insn.src} {'+' if imm >= 0 else '-'} {abs(imm)}]"
 
 
-def _f_ldx(insn, f, v, label):
+def _f_ldx(insn: Insn, f: Form, v: bool, label: str | None) -> str:
     return f"r{insn.dst} = *({_UTYPE[f.size]} *){_mem(insn.src, insn.off, v)}"
 
 
-def _f_ldxs(insn, f, v, label):
+def _f_ldxs(insn: Insn, f: Form, v: bool, label: str | None) -> str:
     return f"r{insn.dst} = *({_STYPE[f.size]} *){_mem(insn.src, insn.off, v)}"
 
 
-def _f_st(insn, f, v, label):
+def _f_st(insn: Insn, f: Form, v: bool, label: str | None) -> str:
     return f"*({_UTYPE[f.size]} *){_mem(insn.dst, insn.off, v)} = {insn.imm}"
 
 
-def _f_stx(insn, f, v, label):
+def _f_stx(insn: Insn, f: Form, v: bool, label: str | None) -> str:
     return f"*({_UTYPE[f.size]} *){_mem(insn.dst, insn.off, v)} = r{insn.src}"
 
 
-def _f_atomic(insn, f, v, label):
+def _f_atomic(insn: Insn, f: Form, v: bool, label: str | None) -> str:
     size, o = f.size, f.op
     ty = _UTYPE[size]
     mem = _mem(insn.dst, insn.off, v)
@@ -742,23 +764,23 @@ def _f_atomic(insn, f, v, label):
     return f"lock *({ty} *){mem} {ATOMIC_SYMBOLS[o]} {r}{s}"
 
 
-def _f_ja(insn, f, v, label):
+def _f_ja(insn: Insn, f: Form, v: bool, label: str | None) -> str:
     return f"goto {_target(insn, insn.off, v, label)}"
 
 
-def _f_gotol(insn, f, v, label):
+def _f_gotol(insn: Insn, f: Form, v: bool, label: str | None) -> str:
     return f"gotol {_target(insn, insn.imm, v, label)}"
 
 
-def _f_gotox(insn, f, v, label):
+def _f_gotox(insn: Insn, f: Form, v: bool, label: str | None) -> str:
     return f"gotox r{insn.dst}"
 
 
-def _f_may_goto(insn, f, v, label):
+def _f_may_goto(insn: Insn, f: Form, v: bool, label: str | None) -> str:
     return f"may_goto {_target(insn, insn.off, v, label)}"
 
 
-def _f_jcc(insn, f, v, label):
+def _f_jcc(insn: Insn, f: Form, v: bool, label: str | None) -> str:
     r = "r" if f.alu64 else "w"
     sym = JMP_SYMBOLS[f.op]
     if f.reg:
@@ -770,7 +792,7 @@ def _f_jcc(insn, f, v, label):
     return f"if {r}{insn.dst} {sym} {rhs} goto {_target(insn, insn.off, v, label)}"
 
 
-def _f_call(insn, f, v, label):
+def _f_call(insn: Insn, f: Form, v: bool, label: str | None) -> str:
     if f.pseudo == op.CALL_LOCAL:
         if label is not None:
             return f"call {label}"
@@ -786,11 +808,11 @@ def _f_call(insn, f, v, label):
     return f"call {insn.imm}"
 
 
-def _f_callx(insn, f, v, label):
+def _f_callx(insn: Insn, f: Form, v: bool, label: str | None) -> str:
     return f"callx r{insn.dst}"
 
 
-def _f_exit(insn, f, v, label):
+def _f_exit(insn: Insn, f: Form, v: bool, label: str | None) -> str:
     return "exit"
 
 
@@ -803,7 +825,7 @@ _FORMATTERS = {
 
 
 def format_insn(insn: Insn, style: str = "objdump", label: str | None = None,
-                form=None) -> str:
+                form: Form | None = None) -> str:
     """``insn`` as text in ``style`` (``"objdump"`` or ``"verifier"``).
 
     ``label`` replaces the numeric target of a jump/local call/``func()``

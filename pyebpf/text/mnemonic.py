@@ -34,10 +34,10 @@ Extensions (not in bpf_conformance):
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterable, cast
 
 from ..errors import EncodingError
-from ..isa import Insn, classify, opcodes as op
+from ..isa import Form, Insn, classify, opcodes as op
 from . import common
 from .lexer import TextError, Tok, imm32, imm64, off16, rel32
 
@@ -65,9 +65,10 @@ def _reg(g: list[Tok]) -> int:
     if len(g) == 1:
         t = g[0]
         if t.key == "%r":
-            if t.value > _REG_LIMIT:
+            n = cast(int, t.value)
+            if n > _REG_LIMIT:
                 raise TextError(f"Invalid register: {t.text} (registers are %r0-%r10)", t.col)
-            return t.value
+            return n
         if t.key == "r" or t.key == "w":
             raise TextError(f"registers are written %r{t.value} in this dialect", t.col)
     raise TextError(f"expected a register like %r1, found {_text(g)!r}", g[0].col)
@@ -117,7 +118,7 @@ def _mem(g: list[Tok]) -> tuple[int, int]:
 def _target(g: list[Tok], wide: bool = False) -> tuple[int, str | None]:
     """``+N``, ``-N`` or a label -> (offset, label)."""
     if len(g) == 1 and g[0].key == "id":
-        return 0, g[0].value
+        return 0, cast(str, g[0].value)
     if len(g) == 2 and g[0].key in "+-" and g[1].key == "n":
         neg = g[0].key == "-"
         return (rel32(g[1], neg) if wide else off16(g[1], neg, "jump offset")), None
@@ -127,12 +128,16 @@ def _target(g: list[Tok], wide: bool = False) -> tuple[int, str | None]:
 # ---------------------------------------------------------------------------
 # instruction builders: (mnemonic token, operand groups) -> Insn
 
-_Builder = Callable[[Tok, list], Insn]
+#: the operands of a statement: the tokens of each, between commas
+_Ops = list[list[Tok]]
+_Builder = Callable[[Tok, _Ops], Insn]
 _TABLE: dict[str, tuple[_Builder, int, str]] = {}
 
 
-def _def(names, count: int, usage: str):
-    def register(fn):
+def _def(names: Iterable[str], count: int, usage: str) -> Callable[[_Builder], _Builder]:
+    """Register a builder for the mnemonics ``names``, which take ``count``
+    operands (``usage`` spells them for an error message)."""
+    def register(fn: _Builder) -> _Builder:
         for name in names:
             _TABLE[name] = (fn, count, usage)
         return fn
@@ -148,8 +153,8 @@ def _alu_parts(name: str) -> tuple[str, int]:
 
 
 @_def([n + s for n in _ALU_NAMES for s in ("", "32", "64")], 2, "%rD, %rS|IMM")
-def _alu(m: Tok, ops: list) -> Insn:
-    base, cls = _alu_parts(m.value)
+def _alu(m: Tok, ops: _Ops) -> Insn:
+    base, cls = _alu_parts(cast(str, m.value))
     bits, off = _ALU_CODE[base]
     dst = _reg(ops[0])
     if _is_reg(ops[1]):
@@ -158,21 +163,21 @@ def _alu(m: Tok, ops: list) -> Insn:
 
 
 @_def(["neg", "neg32", "neg64"], 1, "%rD")
-def _neg(m, ops):
-    return Insn(op.NEG | _alu_parts(m.value)[1], _reg(ops[0]))
+def _neg(m: Tok, ops: _Ops) -> Insn:
+    return Insn(op.NEG | _alu_parts(cast(str, m.value))[1], _reg(ops[0]))
 
 
 @_def(["movsx832", "movsx1632", "movsx864", "movsx1664", "movsx3264"], 2, "%rD, %rS")
-def _movsx(m, ops):
-    name = m.value
+def _movsx(m: Tok, ops: _Ops) -> Insn:
+    name = cast(str, m.value)
     cls = op.ALU if name.endswith("32") else op.ALU64
     width = int(name[5:-2])
     return Insn(op.MOV | op.X | cls, _reg(ops[0]), _reg(ops[1]), width)
 
 
 @_def([f"{e}{w}" for e in ("le", "be", "swap", "bswap") for w in (16, 32, 64)], 1, "%rD")
-def _end(m, ops):
-    name = m.value
+def _end(m: Tok, ops: _Ops) -> Insn:
+    name = cast(str, m.value)
     width = int(name[-2:])
     if name.startswith("le"):
         code = op.ALU | op.END | op.TO_LE
@@ -184,12 +189,12 @@ def _end(m, ops):
 
 
 @_def(["lddw"], 2, "%rD, IMM64")
-def _lddw(m, ops):
+def _lddw(m: Tok, ops: _Ops) -> Insn:
     dst = _reg(ops[0])
     g = ops[1]
     if g[0].key == "id":
         if len(g) == 1:
-            return common.map_insn(dst, g[0].value)
+            return common.map_insn(dst, cast(str, g[0].value))
         # NAME ( ARG ) [+|- N]
         close = next((i for i, t in enumerate(g) if t.key == ")"), -1)
         if len(g) >= 4 and g[1].key == "(" and close >= 3:
@@ -203,7 +208,8 @@ def _lddw(m, ops):
             rest = g[close + 1:]
             if rest:
                 tok, neg = _number(rest)
-                offset, offset_tok = (-tok.value if neg else tok.value), tok
+                value = cast(int, tok.value)
+                offset, offset_tok = (-value if neg else value), tok
             return common.pseudo_insn(dst, g[0], arg, offset, offset_tok, negative)
         raise TextError(f"expected a constant or NAME(ARG), found {_text(g)!r}", g[0].col)
     tok, neg = _number(g)
@@ -214,8 +220,8 @@ def _lddw(m, ops):
 
 @_def([f"ldx{s}" for s in _SIZE_SUFFIX] + [f"ldxs{s}" for s in ("b", "h", "w")], 2,
       "%rD, [%rS+OFF]")
-def _ldx(m, ops):
-    name = m.value
+def _ldx(m: Tok, ops: _Ops) -> Insn:
+    name = cast(str, m.value)
     signed = name.startswith("ldxs")
     size = _SIZE_SUFFIX[name[4:] if signed else name[3:]]
     src, off = _mem(ops[1])
@@ -224,69 +230,75 @@ def _ldx(m, ops):
 
 
 @_def([f"st{s}" for s in _SIZE_SUFFIX], 2, "[%rD+OFF], IMM")
-def _st(m, ops):
+def _st(m: Tok, ops: _Ops) -> Insn:
     dst, off = _mem(ops[0])
-    return Insn(op.MEM | op.BYTES_SIZE[_SIZE_SUFFIX[m.value[2:]]] | op.ST, dst, 0, off,
+    size = _SIZE_SUFFIX[cast(str, m.value)[2:]]
+    return Insn(op.MEM | op.BYTES_SIZE[size] | op.ST, dst, 0, off,
                 _imm(ops[1]))
 
 
 @_def([f"stx{s}" for s in _SIZE_SUFFIX], 2, "[%rD+OFF], %rS")
-def _stx(m, ops):
+def _stx(m: Tok, ops: _Ops) -> Insn:
     dst, off = _mem(ops[0])
-    return Insn(op.MEM | op.BYTES_SIZE[_SIZE_SUFFIX[m.value[3:]]] | op.STX, dst, _reg(ops[1]), off)
+    size = _SIZE_SUFFIX[cast(str, m.value)[3:]]
+    return Insn(op.MEM | op.BYTES_SIZE[size] | op.STX, dst, _reg(ops[1]), off)
 
 
 @_def([f"ldacq{s}" for s in _SIZE_SUFFIX], 2, "%rD, [%rS+OFF]")
-def _ldacq(m, ops):
+def _ldacq(m: Tok, ops: _Ops) -> Insn:
     src, off = _mem(ops[1])
-    return Insn(op.ATOMIC | op.BYTES_SIZE[_SIZE_SUFFIX[m.value[5:]]] | op.STX, _reg(ops[0]), src,
+    size = _SIZE_SUFFIX[cast(str, m.value)[5:]]
+    return Insn(op.ATOMIC | op.BYTES_SIZE[size] | op.STX, _reg(ops[0]), src,
                 off, op.LOAD_ACQ)
 
 
 @_def([f"strel{s}" for s in _SIZE_SUFFIX], 2, "[%rD+OFF], %rS")
-def _strel(m, ops):
+def _strel(m: Tok, ops: _Ops) -> Insn:
     dst, off = _mem(ops[0])
-    return Insn(op.ATOMIC | op.BYTES_SIZE[_SIZE_SUFFIX[m.value[5:]]] | op.STX, dst, _reg(ops[1]),
+    size = _SIZE_SUFFIX[cast(str, m.value)[5:]]
+    return Insn(op.ATOMIC | op.BYTES_SIZE[size] | op.STX, dst, _reg(ops[1]),
                 off, op.STORE_REL)
 
 
 @_def([f"ldabs{s}" for s in ("b", "h", "w")], 1, "IMM")
-def _ldabs(m, ops):
-    return Insn(op.ABS | op.BYTES_SIZE[_SIZE_SUFFIX[m.value[5:]]] | op.LD, 0, 0, 0, _imm(ops[0]))
+def _ldabs(m: Tok, ops: _Ops) -> Insn:
+    size = _SIZE_SUFFIX[cast(str, m.value)[5:]]
+    return Insn(op.ABS | op.BYTES_SIZE[size] | op.LD, 0, 0, 0, _imm(ops[0]))
 
 
 @_def([f"ldind{s}" for s in ("b", "h", "w")], 2, "%rS, IMM")
-def _ldind(m, ops):
-    return Insn(op.IND | op.BYTES_SIZE[_SIZE_SUFFIX[m.value[5:]]] | op.LD, 0, _reg(ops[0]), 0,
+def _ldind(m: Tok, ops: _Ops) -> Insn:
+    size = _SIZE_SUFFIX[cast(str, m.value)[5:]]
+    return Insn(op.IND | op.BYTES_SIZE[size] | op.LD, 0, _reg(ops[0]), 0,
                 _imm(ops[1]))
 
 
 @_def(["ja"], 1, "TARGET")
-def _ja(m, ops):
+def _ja(m: Tok, ops: _Ops) -> Insn:
     off, label = _target(ops[0])
     return Insn(op.OP_JA, 0, 0, off, target=label)
 
 
 @_def(["ja32"], 1, "TARGET")
-def _ja32(m, ops):
+def _ja32(m: Tok, ops: _Ops) -> Insn:
     off, label = _target(ops[0], wide=True)
     return Insn(op.OP_GOTOL, 0, 0, 0, off, target=label)
 
 
 @_def(["may_goto"], 1, "TARGET")
-def _may_goto(m, ops):
+def _may_goto(m: Tok, ops: _Ops) -> Insn:
     off, label = _target(ops[0])
     return Insn(op.OP_MAY_GOTO, 0, 0, off, target=label)
 
 
 @_def(["gotox"], 1, "%rD")
-def _gotox(m, ops):
+def _gotox(m: Tok, ops: _Ops) -> Insn:
     return Insn(op.OP_GOTOX, _reg(ops[0]))
 
 
 @_def([j + s for j in op.COND_JUMPS for s in ("", "32")], 3, "%rD, %rS|IMM, TARGET")
-def _jcc(m, ops):
-    name = m.value
+def _jcc(m: Tok, ops: _Ops) -> Insn:
+    name = cast(str, m.value)
     cls = op.JMP32 if name.endswith("32") else op.JMP
     bits = op.JMP_OPS[name[:-2] if cls == op.JMP32 else name]
     dst = _reg(ops[0])
@@ -297,7 +309,7 @@ def _jcc(m, ops):
 
 
 @_def(["exit"], 0, "")
-def _exit(m, ops):
+def _exit(m: Tok, ops: _Ops) -> Insn:
     return Insn(op.OP_EXIT)
 
 
@@ -310,7 +322,7 @@ def _call(m: Tok, toks: list[Tok]) -> Insn:
     if toks[0].key == "id" and toks[0].value in ("helper", "local", "runtime") and len(toks) > 1:
         mode = toks[0].value
         toks = toks[1:]
-    module = None
+    module: list[Tok] | None = None
     for i, t in enumerate(toks):
         if t.key == ",":
             if mode != "runtime":
@@ -325,7 +337,7 @@ def _call(m: Tok, toks: list[Tok]) -> Insn:
     if mode == "helper" and _is_reg(toks):
         return Insn(op.OP_CALLX, _reg(toks))
     if mode == "helper" and len(toks) == 1 and toks[0].key == "id":
-        hid = common.helper_id(toks[0].value)
+        hid = common.helper_id(cast(str, toks[0].value))
         if hid is None:
             raise TextError(f"unknown helper {toks[0].text!r} (for a bpf-to-bpf call write "
                             f"'call local {toks[0].text}')", toks[0].col)
@@ -350,7 +362,7 @@ def _lock(m: Tok, toks: list[Tok]) -> Insn:
         raise TextError("Invalid number of operands for lock: expected lock [fetch] "
                         "add|and|or|xor|xchg|cmpxchg[32] [%rD+OFF], %rS", where)
     opt = toks[i]
-    name = opt.value
+    name = cast(str, opt.value)
     size = 8
     if name.endswith("32"):
         name, size = name[:-2], 4
@@ -397,7 +409,7 @@ def parse_tokens(toks: list[Tok], opcode: int | None = None) -> Insn:
     m = toks[0]
     if m.key != "id":
         raise TextError(f"expected an instruction mnemonic, found {m.text!r}", m.col)
-    name = m.value
+    name = cast(str, m.value)
     entry = _TABLE.get(name)
     if entry is None:
         if name == "call":
@@ -432,7 +444,7 @@ def _tgt(insn: Insn, rel: int, label: str | None) -> str:
 
 
 def format_insn(insn: Insn, style: str | None = None, label: str | None = None,
-                form=None) -> str:
+                form: Form | None = None) -> str:
     """``insn`` in the mnemonic dialect (``style`` is ignored: there is one).
 
     ``label`` replaces a numeric jump target; invalid instructions print as ``.8byte``.

@@ -66,7 +66,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from .. import ptregs
-from ..errors import UsdtSpecError
+from ..errors import OptionError, UsdtSpecError
 from ..program import R0, R1, R2, R3, R4, R5, R10, Program, Reg
 from .notes import UsdtNote, UsdtProbe
 from .spec import ArgKind, ArgSpec, UndecodableArg
@@ -152,7 +152,7 @@ def _resolve_symbol(path: str, name: str, overrides: Mapping[str, int]) -> int:
     ef = _elf.open_elf(path)
     cands = ef.find_symbols(name)
     if not cands:
-        raise LookupError(str(ef._not_found(name)))
+        raise ef._not_found(name)
     by_addr: dict[int, Any] = {}
     for s in cands:
         by_addr.setdefault(s.address, s)
@@ -166,12 +166,13 @@ def _resolve_symbol(path: str, name: str, overrides: Mapping[str, int]) -> int:
         if len(globals_) == 1:
             address: int = globals_[0].address
             return address
+    found = sorted(by_addr.values(), key=lambda s: s.address)
     listing = "; ".join(f"{s.name} at {s.address:#x} ({s.bind_name} {s.type_name}, {s.table})"
-                        for s in sorted(by_addr.values(), key=lambda s: s.address))
-    raise ValueError(f"symbol {name!r} is ambiguous in {path}: {len(by_addr)} definitions "
-                     f"({listing}); a static variable of the same name in several source "
-                     f"files cannot be told apart from the note alone -- pass "
-                     f"symbols={{{name!r}: <st_value>}} to choose one")
+                        for s in found)
+    raise _elf.AmbiguousSymbolError(
+        f"symbol {name!r} is ambiguous in {path}: {len(by_addr)} definitions ({listing}); a "
+        f"static variable of the same name in several source files cannot be told apart from "
+        f"the note alone -- pass symbols={{{name!r}: <st_value>}} to choose one", found)
 
 
 def _got_slot(path: str, name: str, sym_value: int | None) -> int | None:
@@ -457,7 +458,7 @@ class ArgReader:
             else:
                 notes.append(item)
         if not notes:
-            raise ValueError("ArgReader needs at least one probe location")
+            raise OptionError("ArgReader needs at least one probe location")
         self.locations: tuple[UsdtNote, ...] = tuple(notes)
         self.symbols = dict(symbols or {})
         first = notes[0]

@@ -748,7 +748,7 @@ def _a64_format(a: ArgSpec) -> str:
         op = (f"[{_a64_regname(a.reg or '', a.reg_width)}, "
               f"#:{a.reloc}:{_fmt_disp(a.symbol, None, a.offset, True)}]")
     else:  # pragma: no cover - the parser makes no other kind
-        raise ValueError(f"cannot format {k} for aarch64")
+        raise UsdtSpecError(f"cannot format {k} for aarch64", arch=a.arch)
     return _size_prefix(a) + op
 
 
@@ -821,7 +821,7 @@ def _arm_format(a: ArgSpec) -> str:
         op = f"[{a.reg}, {a.index}" + (f", lsl #{a.scale.bit_length() - 1}" if a.scale != 1
                                       else "") + "]"
     else:  # pragma: no cover
-        raise ValueError(f"cannot format {k} for arm")
+        raise UsdtSpecError(f"cannot format {k} for arm", arch=a.arch)
     return _size_prefix(a) + op
 
 
@@ -878,7 +878,7 @@ def _rv_format(a: ArgSpec) -> str:
     elif k is ArgKind.DEREF:
         op = f"{a.offset}({a.reg})"
     else:  # pragma: no cover
-        raise ValueError(f"cannot format {k} for riscv")
+        raise UsdtSpecError(f"cannot format {k} for riscv", arch=a.arch)
     return _size_prefix(a) + op
 
 
@@ -935,7 +935,7 @@ def _s390_format(a: ArgSpec) -> str:
     elif k is ArgKind.SIB:
         op = f"{a.offset}(%{a.index},%{a.reg})"
     else:  # pragma: no cover
-        raise ValueError(f"cannot format {k} for s390")
+        raise UsdtSpecError(f"cannot format {k} for s390", arch=a.arch)
     return _size_prefix(a) + op
 
 
@@ -984,7 +984,7 @@ def _ppc_format(a: ArgSpec) -> str:
     elif k is ArgKind.DEREF:
         op = f"{a.offset}(%{a.reg})"
     else:  # pragma: no cover
-        raise ValueError(f"cannot format {k} for ppc")
+        raise UsdtSpecError(f"cannot format {k} for ppc", arch=a.arch)
     return _size_prefix(a) + op
 
 

@@ -161,7 +161,7 @@ class Child:
 # ---------------------------------------------------------------------------
 # signals around fork and exec
 
-#: every signal a handler can be set for (SIGKILL and SIGSTOP cannot be held)
+#: every signal a handler can be set for
 _ALL_SIGNALS = signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}
 #: what Python ignores at start-up and a command expects at its default (as
 #: ``subprocess``'s ``restore_signals`` does)
@@ -170,7 +170,9 @@ _PR_SET_PDEATHSIG = 1
 
 
 def _hold_signals() -> set:
-    """Block every signal; returns the mask to give to :func:`_release_signals`.
+    """Block the signals that have a Python-level handler; returns the mask
+    to give to :func:`_release_signals`.  (The others run no Python code: a
+    forked child meets their default action, or ignores them, as it should.)
 
     While held, no Python-level handler runs (``sigterm_as_interrupt``'s
     raises KeyboardInterrupt wherever the main thread is), so a few steps
@@ -182,7 +184,7 @@ def _hold_signals() -> set:
     any other thread starts.)"""
     old = signal.pthread_sigmask(signal.SIG_BLOCK, ())    # (changes nothing)
     try:
-        signal.pthread_sigmask(signal.SIG_BLOCK, _ALL_SIGNALS)
+        signal.pthread_sigmask(signal.SIG_BLOCK, _python_handled())
     except BaseException:       # a handler ran on the way out: the mask is set already
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
         raise
@@ -193,6 +195,12 @@ def _release_signals(mask: set) -> None:
     """Restore ``mask``; the handlers of the signals that came meanwhile run
     now (and may raise KeyboardInterrupt from here)."""
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+def _python_handled() -> set:
+    """The signals whose handler is a Python function (SIGINT's, SIGTERM's
+    from :func:`sigterm_as_interrupt`, SIGALRM's from a test runner...)."""
+    return {sig for sig in _ALL_SIGNALS if callable(signal.getsignal(sig))}
 
 
 def _close_all(*fds: int) -> None:
@@ -236,12 +244,8 @@ def _default_handlers() -> None:
     """Every Python-level handler back to the default action, and the signals
     Python ignores too (see ``_PYTHON_IGNORES``); signals ignored when the
     tracer started stay ignored, as ``exec`` keeps them."""
-    for sig in _ALL_SIGNALS:
-        try:
-            if callable(signal.getsignal(sig)) or sig in _PYTHON_IGNORES:
-                signal.signal(sig, signal.SIG_DFL)
-        except (OSError, ValueError):   # a signal the C library reserves
-            pass
+    for sig in _python_handled() | _PYTHON_IGNORES:
+        signal.signal(sig, signal.SIG_DFL)
 
 
 def _die_with(parent: int) -> None:

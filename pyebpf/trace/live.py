@@ -30,7 +30,7 @@ import select
 import signal
 import sys
 import time
-from typing import Any, Callable, TextIO
+from typing import Any, Callable, NoReturn, TextIO
 
 __all__ = ["Child", "RunResult", "run_loop", "print_final", "sigterm_as_interrupt"]
 
@@ -210,7 +210,7 @@ def _close_all(*fds: int) -> None:
 
 
 def _exec_when_released(argv: list[str], go_r: int, go_w: int, err_r: int, err_w: int,
-                        mask: set, parent: int) -> None:
+                        mask: set, parent: int) -> NoReturn:
     """The forked child (signals held): never returns into the tracer's code.
 
     Python-level handlers go back to the default action before the signals
@@ -218,7 +218,6 @@ def _exec_when_released(argv: list[str], go_r: int, go_w: int, err_r: int, err_w
     instead of raising in a copy of the tracer.  The child dies with the
     tracer (PR_SET_PDEATHSIG, SIGKILL), waits until :meth:`Child.go` (EOF: the
     tracer gave up), then execs with the tracer's original signal mask."""
-    code = 127
     try:
         _default_handlers()
         _die_with(parent)
@@ -226,18 +225,17 @@ def _exec_when_released(argv: list[str], go_r: int, go_w: int, err_r: int, err_w
         os.close(go_w)
         os.close(err_r)
         if not os.read(go_r, 1):
-            code = 1
-            return
+            os._exit(1)                     # the tracer gave up
         os.close(go_r)
         os.execvp(argv[0], argv)
     except BaseException as exc:
         err_no = exc.errno if isinstance(exc, OSError) and exc.errno else errno.EINVAL
         try:
             os.write(err_w, str(err_no).encode())
-        except BaseException:
+        except BaseException:   # the tracer is gone: nobody to tell
             pass
     finally:
-        os._exit(code)
+        os._exit(127)
 
 
 def _default_handlers() -> None:

@@ -5,7 +5,13 @@ it runs: the process is forked and waits on a pipe; the tracer attaches
 (filtering on the child's pid, which is known now and stays the same across
 ``exec``), then lets it ``exec``.  An ``exec`` failure is reported through a
 close-on-exec pipe, so "command not found" is an error of the tracer, not a
-silent exit status 127.
+silent exit status 127.  The command's lifetime follows the tracer's: when
+the tracer ends without stopping it (killed by SIGKILL, crashed), the kernel
+sends the command SIGKILL (``PR_SET_PDEATHSIG``), so it never runs on
+untraced.  Between ``fork`` and ``exec`` the child runs none of the tracer's
+Python signal handlers (SIGTERM or Ctrl-C then simply end it), and the
+command starts with the signal mask and dispositions the tracer started with
+(SIGPIPE at its default, as ``subprocess`` does).
 
 :func:`run_loop` waits for events (the reader's batched drains, never a
 system call per event), prints them as text or JSON lines, prints the
@@ -17,65 +23,97 @@ the final printing).
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import os
 import select
 import signal
 import sys
 import time
-from typing import Any, Callable, TextIO
+from typing import Any, Callable, NoReturn, TextIO
 
 __all__ = ["Child", "RunResult", "run_loop", "print_final", "sigterm_as_interrupt"]
 
 
 class Child:
-    """A command started stopped, released by :meth:`go` (see the module docs)."""
+    """A command started stopped, released by :meth:`go` (see the module docs).
+
+    Create it from the thread that lives as long as the trace (the main
+    thread): the kernel's parent-death signal follows the thread that forked.
+    """
 
     def __init__(self, argv: list[str]) -> None:
         if not argv:
             raise ValueError("-c needs a command")
         self.argv = argv
-        go_r, go_w = os.pipe()
-        err_r, err_w = os.pipe2(os.O_CLOEXEC)
-        pid = os.fork()
-        if pid == 0:                       # the child
-            try:
-                os.close(go_w)
-                os.close(err_r)
-                if not os.read(go_r, 1):   # the tracer gave up
-                    os._exit(1)
-                os.close(go_r)
-                os.execvp(argv[0], argv)
-            except OSError as exc:
-                try:
-                    os.write(err_w, f"{exc.errno}".encode())
-                finally:
-                    os._exit(127)
-            os._exit(127)
-        os.close(go_r)
-        os.close(err_w)
-        self.pid = pid
-        self._go = go_w
-        self._err = err_r
+        self.pid = 0
         self.status: int | None = None
         self.pidfd: int | None = None
+        self._go = -1
+        self._err = -1
+        mask = _hold_signals()
+        try:
+            try:
+                self._spawn(mask)
+            finally:
+                _release_signals(mask)     # a signal held meanwhile is handled here
+        except BaseException:
+            self.kill()                    # (nothing to do if the fork failed)
+            raise
+
+    def _spawn(self, mask: set) -> None:
+        """Fork (signals held: see :func:`_hold_signals`); the child waits on a pipe."""
+        parent = os.getpid()
+        go_r, go_w = os.pipe()
+        try:
+            err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        except BaseException:
+            _close_all(go_r, go_w)
+            raise
+        try:
+            pid = os.fork()
+        except BaseException:
+            _close_all(go_r, go_w, err_r, err_w)
+            raise
+        if pid == 0:
+            _exec_when_released(self.argv, go_r, go_w, err_r, err_w, mask, parent)
+        self.pid, self._go, self._err = pid, go_w, err_r
+        _close_all(go_r, err_w)
         try:
             self.pidfd = os.pidfd_open(pid)
         except (AttributeError, OSError):
             self.pidfd = None
 
     def go(self) -> None:
-        """Let the command run; raises OSError when it cannot be executed."""
-        os.write(self._go, b"x")
-        os.close(self._go)
-        self._go = -1
-        data = os.read(self._err, 64)      # EOF at a successful exec
-        os.close(self._err)
-        self._err = -1
+        """Let the command run; raises OSError when it cannot be executed.
+
+        Signals are held until the command has exec'd: Ctrl-C or SIGTERM in
+        the middle is handled just after, with every pipe closed exactly once."""
+        mask = _hold_signals()
+        try:
+            go, self._go = self._go, -1
+            try:
+                os.write(go, b"x")
+                released = True
+            except BrokenPipeError:        # the child is gone already (killed)
+                released = False
+            finally:
+                os.close(go)
+            err, self._err = self._err, -1
+            try:
+                data = os.read(err, 64)    # EOF at a successful exec
+            finally:
+                os.close(err)
+        finally:
+            _release_signals(mask)
+        if not released:
+            status = self.wait()
+            raise OSError(errno.ECHILD, f"cannot run {self.argv[0]!r}: it ended before it "
+                          f"started (status {status})")
         if data:
-            err = int(data or b"0")
+            err_no = int(data)
             self.wait()
-            raise OSError(err, f"cannot run {self.argv[0]!r}: {os.strerror(err)}")
+            raise OSError(err_no, f"cannot run {self.argv[0]!r}: {os.strerror(err_no)}")
 
     def poll(self) -> bool:
         """True once the command has exited (and was reaped)."""
@@ -88,31 +126,140 @@ class Child:
         return True
 
     def wait(self) -> int:
+        """Wait for the command to exit; its exit code (-N: killed by signal N)."""
         if self.status is None:
             _, status = os.waitpid(self.pid, 0)
             self.status = os.waitstatus_to_exitcode(status)
         return self.status
 
     def kill(self) -> None:
-        """Stop a command that never got to run, or still runs (tracer error)."""
-        if self._go >= 0:
-            os.close(self._go)             # the child reads EOF and exits
-            self._go = -1
-        if self._err >= 0:
-            os.close(self._err)
-            self._err = -1
-        if self.status is None:
-            try:
-                os.kill(self.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+        """Stop a command that never got to run, or still runs (tracer error):
+        SIGTERM, then wait for it.  Safe to call at any point, and again."""
+        mask = _hold_signals()
+        try:
+            go, self._go = self._go, -1    # the child reads EOF and exits
+            err, self._err = self._err, -1
+            _close_all(go, err)
+            if self.pid and self.status is None:
+                try:
+                    os.kill(self.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        finally:
+            _release_signals(mask)
+        if self.pid:
             self.wait()
         self.close()
 
     def close(self) -> None:
-        if self.pidfd is not None:
-            os.close(self.pidfd)
-            self.pidfd = None
+        """Close the pidfd (idempotent)."""
+        fd, self.pidfd = self.pidfd, None
+        if fd is not None:
+            os.close(fd)
+
+
+# ---------------------------------------------------------------------------
+# signals around fork and exec
+
+#: every signal a handler can be set for
+_ALL_SIGNALS = signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}
+#: what Python ignores at start-up and a command expects at its default (as
+#: ``subprocess``'s ``restore_signals`` does)
+_PYTHON_IGNORES = {signal.SIGPIPE, signal.SIGXFSZ}
+_PR_SET_PDEATHSIG = 1
+
+
+def _hold_signals() -> set:
+    """Block the signals that have a Python-level handler; returns the mask
+    to give to :func:`_release_signals`.  (The others run no Python code: a
+    forked child meets their default action, or ignores them, as it should.)
+
+    While held, no Python-level handler runs (``sigterm_as_interrupt``'s
+    raises KeyboardInterrupt wherever the main thread is), so a few steps
+    complete or do not start at all: a fork whose child must never run the
+    parent's handlers, a pipe closed and forgotten in one go.  (The mask is
+    the calling thread's: another thread that does not block a signal may
+    take it, and its handler then runs in the main thread all the same.  The
+    forked child is safe either way, and the command-line tools fork before
+    any other thread starts.)"""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, ())    # (changes nothing)
+    try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, _python_handled())
+    except BaseException:       # a handler ran on the way out: the mask is set already
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        raise
+    return old
+
+
+def _release_signals(mask: set) -> None:
+    """Restore ``mask``; the handlers of the signals that came meanwhile run
+    now (and may raise KeyboardInterrupt from here)."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+def _python_handled() -> set:
+    """The signals whose handler is a Python function (SIGINT's, SIGTERM's
+    from :func:`sigterm_as_interrupt`, SIGALRM's from a test runner...)."""
+    return {sig for sig in _ALL_SIGNALS if callable(signal.getsignal(sig))}
+
+
+def _close_all(*fds: int) -> None:
+    for fd in fds:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _exec_when_released(argv: list[str], go_r: int, go_w: int, err_r: int, err_w: int,
+                        mask: set, parent: int) -> NoReturn:
+    """The forked child (signals held): never returns into the tracer's code.
+
+    Python-level handlers go back to the default action before the signals
+    are released, so SIGTERM or Ctrl-C before ``exec`` ends the child quietly
+    instead of raising in a copy of the tracer.  The child dies with the
+    tracer (PR_SET_PDEATHSIG, SIGKILL), waits until :meth:`Child.go` (EOF: the
+    tracer gave up), then execs with the tracer's original signal mask."""
+    try:
+        _default_handlers()
+        _die_with(parent)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        os.close(go_w)
+        os.close(err_r)
+        if not os.read(go_r, 1):
+            os._exit(1)                     # the tracer gave up
+        os.close(go_r)
+        os.execvp(argv[0], argv)
+    except BaseException as exc:
+        err_no = exc.errno if isinstance(exc, OSError) and exc.errno else errno.EINVAL
+        try:
+            os.write(err_w, str(err_no).encode())
+        except BaseException:   # the tracer is gone: nobody to tell
+            pass
+    finally:
+        os._exit(127)
+
+
+def _default_handlers() -> None:
+    """Every Python-level handler back to the default action, and the signals
+    Python ignores too (see ``_PYTHON_IGNORES``); signals ignored when the
+    tracer started stay ignored, as ``exec`` keeps them."""
+    for sig in _python_handled() | _PYTHON_IGNORES:
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def _die_with(parent: int) -> None:
+    """Have the kernel SIGKILL this process when the tracer ends, however it
+    ends (even SIGKILL): an untraced command must not outlive its tracer.
+
+    SIGKILL rather than SIGTERM: the tracer's own ways of stopping the command
+    send SIGTERM and wait; this one is for when the tracer could not, and
+    nobody would be left to insist if the command ignored SIGTERM.  (The
+    setting is cleared by exec of a set-user-ID or set-group-ID program.)"""
+    from ..kernel.ffi import ffi, lib         # imported by the tracer already
+    nr_prctl = 157 if os.uname().machine == "x86_64" else 167   # (the generic table)
+    # (cannot fail: the only error is EINVAL for a bad signal number)
+    lib.syscall(nr_prctl, ffi.cast("long", _PR_SET_PDEATHSIG), ffi.cast("long", signal.SIGKILL))
+    if os.getppid() != parent:                # the tracer died before prctl
+        os._exit(1)
 
 
 class _ProcessWatch:

@@ -35,14 +35,21 @@ byte of it by pyebpf (no compiler, no libstapsdt):
   that note readers (pyebpf, BCC, readelf) find ``.note.stapsdt``.
 
 The object is written into a **memfd** (``memfd_create``; nothing on disk,
-nothing to clean up) and loaded with ``ctypes.CDLL("/proc/self/fd/N")``.
+nothing to clean up), then made read-only for good: mode ``0o555`` and the
+seals ``F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL``, so no
+process -- not even root, which mode bits do not stop, nor one that opens
+``/proc/PID/fd/N`` read-write -- can change the probe stubs under the
+running program (``write``, ``ftruncate`` and shared writable ``mmap`` fail
+with EPERM).  It is then loaded with ``ctypes.CDLL("/proc/self/fd/N")``
+(the dynamic linker maps it privately, which the seals allow).
 Tracers address it as :attr:`Provider.path` = ``/proc/<pid>/fd/<N>``: the
 kernel resolves that magic link to the memfd's inode, so uprobes (pyebpf,
 bpftrace 0.17 ``usdt:/proc/PID/fd/N:myapp:request``) and ``pyebpf list
 /proc/PID/fd/N`` work, from this process or any other (as root).  The path
 is valid while the provider is loaded.  ``Provider(name, directory="/tmp")``
 writes a regular file there instead (removed by :meth:`close`) for tools
-that need a path that exists for everyone.
+that need a path that exists for everyone; it is mode ``0o555`` (a regular
+file cannot be sealed: its owner and root could still change it).
 
 Firing: each :class:`ProviderProbe` caches its ctypes function with its
 prototype, so ``probe.fire(...)`` is one ctypes call (plus one ``encode``
@@ -61,6 +68,7 @@ refused: they travel in SSE registers, which uprobes cannot see.  At most
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import os
 import re
 import struct
@@ -336,19 +344,42 @@ def build_provider_elf(provider: str, probes: Sequence[tuple[str, Sequence[ArgTy
 # ---------------------------------------------------------------------------
 # the Python side
 
-_MFD_CLOEXEC = 1
+_MFD_CLOEXEC, _MFD_ALLOW_SEALING = 1, 2
+_F_ADD_SEALS = getattr(fcntl, "F_ADD_SEALS", 1033)
+#: F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE: the image can
+#: never change again, and no seal can be added or removed
+SEALS = (getattr(fcntl, "F_SEAL_SEAL", 1) | getattr(fcntl, "F_SEAL_SHRINK", 2)
+         | getattr(fcntl, "F_SEAL_GROW", 4) | getattr(fcntl, "F_SEAL_WRITE", 8))
+#: the image's mode: readable and executable by whoever may reach it, writable by none
+IMAGE_MODE = 0o555
 
 
 def _memfd(name: str) -> int:
+    """A close-on-exec memfd that can be sealed."""
+    flags = _MFD_CLOEXEC | _MFD_ALLOW_SEALING
     fn = getattr(os, "memfd_create", None)
     if fn is not None:
-        return fn(name, _MFD_CLOEXEC)
+        return fn(name, flags)
     libc = ctypes.CDLL(None, use_errno=True)   # pragma: no cover - Python < 3.8
-    fd = libc.memfd_create(name.encode(), _MFD_CLOEXEC)
+    fd = libc.memfd_create(name.encode(), flags)
     if fd < 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
     return fd
+
+
+def _seal(fd: int) -> None:
+    """Make the written image read-only for good (see the module docs).
+
+    Called before anything maps the memfd: F_SEAL_WRITE is refused (EBUSY)
+    while a shared writable mapping exists, and there is none (the image
+    was written with write(2))."""
+    try:
+        os.fchmod(fd, IMAGE_MODE)
+        fcntl.fcntl(fd, _F_ADD_SEALS, SEALS)
+    except OSError as exc:
+        raise UsdtError(f"cannot seal the provider's memfd: {exc.strerror} (sealing needs "
+                        "Linux 3.17 or later)") from exc
 
 
 def _dlclose(handle: int) -> None:
@@ -542,6 +573,7 @@ class Provider:
                 if self.directory is None:
                     res.fd = _memfd(f"pyebpf-usdt-{self.name}")
                     _write_all(res.fd, layout.image)
+                    _seal(res.fd)
                     path = f"/proc/{os.getpid()}/fd/{res.fd}"
                     dl_path = f"/proc/self/fd/{res.fd}"
                 else:
@@ -550,7 +582,7 @@ class Provider:
                     res.file = path
                     try:
                         _write_all(fd, layout.image)
-                        os.fchmod(fd, 0o755)
+                        os.fchmod(fd, IMAGE_MODE)
                     finally:
                         os.close(fd)
                     dl_path = path

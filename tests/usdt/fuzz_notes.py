@@ -25,7 +25,7 @@ if __package__ in (None, ""):
 
 from usdt_testlib import ElfSpec, Seg, build_elf, note_bytes, raw_note  # noqa: E402
 
-from pyebpf.errors import UsdtNoteError  # noqa: E402
+from pyebpf.errors import UsdtNoteError, UsdtSpecError  # noqa: E402
 from pyebpf.usdt import UsdtFile  # noqa: E402
 
 BOUNDARY = [0, 1, 2, 3, 4, 7, 8, 0x7f, 0x80, 0xff, 0x100, 0xffff, 0x7fffffff, 0x80000000,
@@ -90,31 +90,48 @@ def mutate(data: bytes, rng: random.Random) -> bytes:
     return bytes(b)
 
 
+#: an input that takes this long to read is a hang in the making (inputs are
+#: a few kB; reading one takes about a millisecond)
+SLOW_SECONDS = 5.0
+
+
 def check_one(data: bytes) -> None:
     """Read ``data`` end to end; raise AssertionError on an exception other
-    than UsdtNoteError (with the traceback)."""
+    than UsdtNoteError (with the traceback), on an undecodable argument whose
+    error is not a UsdtSpecError, or on an input that takes SLOW_SECONDS.
+    (An input that never ends is caught by pytest-timeout, stacks dumped.)"""
+    t0 = time.monotonic()
     try:
-        f = UsdtFile.from_bytes(data, "<fuzz>")
-        for n in f.iter_notes():
-            n.to_dict()
-            n.problems()
-            for a in n.arguments:
-                a.describe()
-            try:
-                n.offset
-            except UsdtNoteError:
-                pass
-            try:
-                n.semaphore_offset
-            except UsdtNoteError:
-                pass
-        f.probes()
-    except UsdtNoteError:
-        return
+        _read_all(data)
+    except UsdtNoteError as exc:
+        assert str(exc) and exc.path == "<fuzz>", repr(exc)   # says what and where
     except Exception as exc:  # noqa: BLE001 - this is what the fuzzer looks for
         raise AssertionError(f"{type(exc).__name__} escaped the note parser:\n"
                              f"{traceback.format_exc()}\ninput ({len(data)} bytes): "
                              f"{data[:256].hex()}...") from exc
+    took = time.monotonic() - t0
+    assert took < SLOW_SECONDS, f"{took:.1f} s to read {len(data)} bytes: {data[:256].hex()}"
+
+
+def _read_all(data: bytes) -> None:
+    """Everything a user can ask of a file's notes."""
+    f = UsdtFile.from_bytes(data, "<fuzz>")
+    for n in f.iter_notes():
+        n.to_dict()
+        n.problems()
+        for a in n.arguments:
+            a.describe()
+            if not a.decodable:
+                assert isinstance(a.error, UsdtSpecError), repr(a.error)
+        try:
+            n.offset
+        except UsdtNoteError:
+            pass
+        try:
+            n.semaphore_offset
+        except UsdtNoteError:
+            pass
+    f.probes()
 
 
 def fuzz(seconds: float = 5.0, seed: int = 0, corpus: list[bytes] | None = None,

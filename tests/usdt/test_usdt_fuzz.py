@@ -8,22 +8,20 @@ import random
 import struct
 
 import pytest
+from budget import SCALE, fuzz_settings
 from fuzz_notes import check_one, fuzz, mutate, seed_corpus
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from usdt_testlib import ElfSpec, Seg, build_elf, build_forms, note_bytes, raw_note
 
 from pyebpf.errors import UsdtNoteError
 from pyebpf.usdt import UsdtFile
 
-SETTINGS = settings(max_examples=int(os.environ.get("USDT_HYPOTHESIS_EXAMPLES", "300")),
-                    deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
 owners = st.sampled_from([b"stapsdt\0", b"stapsdt", b"stapsdt\0\0", b"GNU\0", b""]) | \
     st.binary(max_size=12)
 
 
-@SETTINGS
+@fuzz_settings(300)
 @given(owner=owners, desc=st.binary(max_size=96), ntype=st.sampled_from([3, 3, 3, 1, 0, 2**32 - 1]),
        namesz=st.none() | st.integers(0, 2**32 - 1), descsz=st.none() | st.integers(0, 2**32 - 1),
        elfclass=st.sampled_from([32, 64]), little=st.booleans(), tail=st.binary(max_size=8))
@@ -45,7 +43,7 @@ def descriptors(draw):
             + draw(text) + b"\0" + draw(text) + draw(st.sampled_from([b"\0", b""])))
 
 
-@SETTINGS
+@fuzz_settings(300)
 @given(descriptors(), st.integers(-4, 4))
 def test_hostile_descriptor_contents(desc, size_delta):
     notes = raw_note(b"stapsdt\0", desc, 3, descsz=max(0, len(desc) + size_delta))
@@ -57,7 +55,7 @@ segments = st.lists(st.builds(Seg, st.integers(0, 2**64 - 1), st.integers(0, 2**
                               st.none() | st.integers(0, 2**64 - 1)), max_size=5)
 
 
-@SETTINGS
+@fuzz_settings(300)
 @given(machine=st.integers(0, 300), etype=st.integers(0, 5), segs=segments,
        loc=st.integers(0, 2**64 - 1), base=st.integers(0, 2**64 - 1),
        sema=st.integers(0, 2**64 - 1), sbase=st.none() | st.integers(0, 2**64 - 1),
@@ -69,7 +67,7 @@ def test_random_headers_and_layouts(machine, etype, segs, loc, base, sema, sbase
                                 stapsdt_base=sbase, note_type=note_type, note_align=align)))
 
 
-@SETTINGS
+@fuzz_settings(300)
 @given(st.binary(max_size=512))
 def test_random_bytes(data):
     check_one(data)
@@ -82,8 +80,7 @@ def test_mutation_fuzzer(tmp_path):
         corpus.append(build_forms("gcc-O2", tmp_path).read_bytes())
     except (FileNotFoundError, RuntimeError):
         pass
-    n = fuzz(seconds=float(os.environ.get("USDT_FUZZ_SECONDS", "4")), seed=20240607,
-             corpus=corpus)
+    n = fuzz(seconds=4 * SCALE, seed=20240607, corpus=corpus)
     assert n > 100
 
 

@@ -7,9 +7,8 @@
 """
 from __future__ import annotations
 
-import os
-
-from hypothesis import HealthCheck, given, settings
+from budget import fuzz_settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from pyebpf.errors import UsdtSpecError
@@ -17,10 +16,6 @@ from pyebpf.usdt import SUPPORTED_ARCHES, ArgKind, parse_arg, parse_args, split_
 from pyebpf.usdt.spec import _X86_R32, _X86_R64
 
 K = ArgKind
-# USDT_HYPOTHESIS_EXAMPLES=20000 for a longer run
-SETTINGS = settings(max_examples=int(os.environ.get("USDT_HYPOTHESIS_EXAMPLES", "400")),
-                    deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
 
 sizes = st.sampled_from([1, 2, 4, 8])
 disp32 = st.integers(-2**31, 2**31 - 1)
@@ -119,7 +114,7 @@ def x86_spec(draw):
     return prefix + op, want
 
 
-@SETTINGS
+@fuzz_settings(400)
 @given(x86_spec())
 def test_x86_valid_specs_parse_to_their_parts(case):
     text, want = case
@@ -154,7 +149,7 @@ def i386_spec(draw):
     return prefix + op
 
 
-@SETTINGS
+@fuzz_settings(400)
 @given(i386_spec())
 def test_i386_round_trip(text):
     spec = parse_arg(text, "i386")
@@ -190,7 +185,7 @@ def a64_spec(draw):
     return prefix + op
 
 
-@SETTINGS
+@fuzz_settings(400)
 @given(a64_spec())
 def test_aarch64_round_trip(text):
     spec = parse_arg(text, "aarch64")
@@ -220,7 +215,7 @@ def arm_spec(draw):
     return prefix + op
 
 
-@SETTINGS
+@fuzz_settings(400)
 @given(arm_spec())
 def test_arm_round_trip(text):
     spec = parse_arg(text, "arm")
@@ -248,7 +243,7 @@ def rv_spec(draw):
     return prefix + op
 
 
-@SETTINGS
+@fuzz_settings(400)
 @given(rv_spec(), st.sampled_from(["riscv64", "riscv32"]))
 def test_riscv_round_trip(text, arch):
     spec = parse_arg(text, arch)
@@ -271,7 +266,7 @@ def s390_spec(draw):
     return prefix + op
 
 
-@SETTINGS
+@fuzz_settings(400)
 @given(s390_spec())
 def test_s390x_round_trip(text):
     spec = parse_arg(text, "s390x")
@@ -296,7 +291,7 @@ def ppc_spec(draw):
     return prefix + op
 
 
-@SETTINGS
+@fuzz_settings(400)
 @given(ppc_spec())
 def test_ppc64_round_trip(text):
     spec = parse_arg(text, "ppc64")
@@ -311,7 +306,7 @@ spec_like = st.text(SPEC_ALPHABET, max_size=30)
 any_text = st.text(max_size=40)
 
 
-@SETTINGS
+@fuzz_settings(400)
 @given(st.one_of(spec_like, any_text, st.builds(lambda a, b: a + "@" + b, spec_like, spec_like)),
        st.sampled_from(SUPPORTED_ARCHES))
 def test_random_strings_raise_only_usdt_spec_error(text, arch):
@@ -325,7 +320,7 @@ def test_random_strings_raise_only_usdt_spec_error(text, arch):
     assert parse_arg(spec.format(), arch) == spec
 
 
-@SETTINGS
+@fuzz_settings(400)
 @given(st.lists(st.one_of(spec_like, x86_spec().map(lambda c: c[0])), max_size=8)
        .map(" ".join))
 def test_parse_args_never_raises_and_never_shifts(args):

@@ -139,7 +139,7 @@ def test_wheel_metadata(built):
                 if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)}
     assert versions == {"3.10", "3.11", "3.12", "3.13"}
     entry_points = wheel.read(f"{DIST}-{_version()}.dist-info/entry_points.txt").decode()
-    assert "pyebpf = pyebpf.cli:main" in entry_points
+    assert "pyebpf = pyebpf.cli:entry" in entry_points
 
 
 def test_sdist_contents(built):

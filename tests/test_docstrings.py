@@ -22,7 +22,7 @@ PKG = pathlib.Path(__file__).resolve().parent.parent / "pyebpf"
 NOT_YET_DOCUMENTED = {
     "pyebpf.cli.asm", "pyebpf.cli.conformance", "pyebpf.cli.demo",
     "pyebpf.cli.disasm", "pyebpf.cli.list", "pyebpf.cli.run", "pyebpf.cli.trace",
-    "pyebpf.trace.live", "pyebpf.trace.render",
+    "pyebpf.trace.render",
     "pyebpf.usdt.provider",
 }
 

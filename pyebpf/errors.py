@@ -228,12 +228,16 @@ class VerifierError(KernelError):
             that instruction (or None).
         message: the verifier's own words for the failure.
         instruction: the failing instruction as text, when known.
+        context: the instructions around it, each with its slot index and
+            source line, the failing one marked ``-->`` (when known); the
+            message shows it.
     """
 
     def __init__(self, err: int, log: str, message: str, index: int | None = None,
                  origin: str | None = None, instruction: str | None = None,
-                 hint: str = ""):
+                 hint: str = "", context: str | None = None):
         self.log = log
+        self.context = context
         self.message = message
         self.index = index
         self.origin = origin
@@ -253,7 +257,9 @@ class VerifierError(KernelError):
         #: the message without the pointer to the log (the command line
         #: writes the log to a file and names it instead)
         self.summary = "".join(parts) + tail
-        self.strerror = self.summary + "\n  (the full log is in the exception's .log attribute)"
+        shown = "\n" + "\n".join("  " + line for line in context.splitlines()) if context else ""
+        self.strerror = (self.summary + shown
+                         + "\n  (the full log is in the exception's .log attribute)")
 
 
 class AttachError(KernelError):

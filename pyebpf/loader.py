@@ -350,6 +350,10 @@ def _explain(exc: VerifierError, insns: list[Insn]) -> VerifierError:
                         text = None
                 break
             slot += insn.slots
+    shown = None
+    if index is not None:
+        from .text.disasm import context
+        shown = context(insns, index) or None
     new = VerifierError(exc.errno or 0, exc.log, exc.message, index=index, origin=origin,
-                        instruction=text, hint=exc.hint)
+                        instruction=text, hint=exc.hint, context=shown)
     return new

@@ -49,15 +49,21 @@ class Insn:
     Fields are stored exactly as encoded: ``off`` is a signed 16-bit value,
     ``imm`` and ``next_imm`` signed 32-bit values.  ``imm64`` combines
     ``imm`` and ``next_imm`` of an ``ld_imm64`` into one unsigned 64-bit value.
+
+    Besides its fields an instruction carries metadata that is never encoded:
+    ``origin``, the Python or ``.s`` line that emitted it, and ``comment``, a
+    note for readers that the disassembler prints beside it.
     """
 
-    __slots__ = ("code", "dst", "src", "off", "imm", "next_imm", "target", "map_ref", "_origin")
+    __slots__ = ("code", "dst", "src", "off", "imm", "next_imm", "target", "map_ref", "_origin",
+                 "comment")
     # a "file:line", or (filename, line) as the DSL records it cheaply
     _origin: str | tuple[str, int] | None
 
     def __init__(self, code: int, dst: int = 0, src: int = 0, off: int = 0, imm: int = 0,
                  next_imm: int | None = None, *, target: str | None = None,
-                 map_ref: str | None = None, origin: str | None = None):
+                 map_ref: str | None = None, origin: str | None = None,
+                 comment: str | None = None):
         self.code = code
         self.dst = dst
         self.src = src
@@ -67,6 +73,8 @@ class Insn:
         self.target = target
         self.map_ref = map_ref
         self._origin = origin
+        #: a note for readers, printed by the disassembler (``# ...``); not encoded
+        self.comment = comment
 
     @property
     def origin(self) -> str | None:
@@ -142,9 +150,9 @@ class Insn:
         return f"Insn({', '.join(parts)})"
 
     def copy(self) -> "Insn":
-        """A new instruction with the same fields, symbols and origin."""
+        """A new instruction with the same fields, symbols, origin and comment."""
         new = Insn(self.code, self.dst, self.src, self.off, self.imm, self.next_imm,
-                   target=self.target, map_ref=self.map_ref)
+                   target=self.target, map_ref=self.map_ref, comment=self.comment)
         new._origin = self._origin
         return new
 

@@ -159,6 +159,7 @@ class Program(Output, Idioms, InstructionBuilder):
         self.subprograms: dict[str, "Program"] = {}
         self.maps: dict[str, Any] = {}
         self._cache: list[Insn] | None = None
+        self._comments: dict[int, str] = {}     # index of a future instruction -> comment
         self.stack = StackFrame()
 
     # ------------------------------------------------------------ building
@@ -174,6 +175,26 @@ class Program(Output, Idioms, InstructionBuilder):
         """Append each of ``insns`` (see :meth:`append`)."""
         for insn in insns:
             self.append(insn)
+
+    def comment(self, text: str) -> "Program":
+        """Attach ``text`` as a comment to the next instruction emitted (the
+        disassembler prints it, e.g. to title a section of generated code);
+        several comments before one instruction are joined.  Returns the
+        program, for chaining."""
+        at = len(self.insns)
+        old = self._comments.get(at)
+        self._comments[at] = text if old is None else f"{old}; {text}"
+        self._cache = None
+        return self
+
+    def _attach_comments(self) -> None:
+        """Give each pending comment to its instruction (those emitted since)."""
+        pending = self._comments
+        n = len(self.insns)
+        for at in [i for i in pending if i < n]:
+            insn = self.insns[at]
+            text = pending.pop(at)
+            insn.comment = text if insn.comment is None else f"{insn.comment}; {text}"
 
     def label(self, name: str, *, origin: str | None = None) -> str:
         """Define label ``name`` at the current end of the program."""
@@ -231,6 +252,9 @@ class Program(Output, Idioms, InstructionBuilder):
         """
         if self._cache is not None:
             return self._cache
+        self._attach_comments()
+        for sub in self.subprograms.values():
+            sub._attach_comments()
         flat, labels = self.layout()
         # slot index of every instruction (ld_imm64 takes two slots)
         slots = [0] * (len(flat) + 1)

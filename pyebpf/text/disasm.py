@@ -19,7 +19,7 @@ from ..program.core import Program, RawSlot
 from . import common
 from .assembler import _dialect
 
-__all__ = ["Instruction", "get_instructions", "disassemble", "decode_lenient"]
+__all__ = ["Instruction", "get_instructions", "disassemble", "decode_lenient", "context"]
 
 _SLOT = struct.Struct("<BBhi")
 _U64 = struct.Struct("<Q")
@@ -50,6 +50,17 @@ class Instruction(Record):
     def opcode(self) -> int:
         """The opcode byte of :attr:`insn`."""
         return self.insn.code
+
+    @property
+    def origin(self) -> str | None:
+        """The ``file:line`` that emitted the instruction (a Program's or
+        assembled text's instructions know it; decoded bytes do not)."""
+        return self.insn.origin
+
+    @property
+    def comment(self) -> str | None:
+        """The instruction's own comment (:meth:`Program.comment`), if any."""
+        return self.insn.comment
 
 
 def decode_lenient(data: bytes | bytearray | memoryview) -> list[tuple[Insn, str | None]]:
@@ -179,7 +190,8 @@ def _raw_text(insn: Insn, problem: str | None) -> str:
 
 def disassemble(data: bytes | bytearray | memoryview | Iterable[Insn] | Program,
                 dialect: str = "llvm", style: str = "objdump", labels: bool = True,
-                show_index: bool = False, comments: Mapping[int, str] | None = None) -> str:
+                show_index: bool = False, comments: Mapping[int, str] | None = None,
+                source: bool = False, mark: int | None = None) -> str:
     """Disassemble ``data`` into text for people (one instruction per line).
 
     In label mode (the default) jump/call targets get synthetic labels and
@@ -188,14 +200,28 @@ def disassemble(data: bytes | bytearray | memoryview | Iterable[Insn] | Program,
     slots print as ``.8byte`` with the reason as a comment.  ``show_index``
     prefixes each instruction with its slot index (``  12: ``), which the
     assembler also accepts.  ``comments`` maps slot indexes to extra comments
-    (e.g. the relocations of an ELF section).
+    (e.g. the relocations of an ELF section); an instruction's own
+    :attr:`~pyebpf.isa.Insn.comment` is printed too.
+
+    Like :func:`dis.dis`, it can show where each instruction came from and
+    point at one: ``source=True`` puts a ``# file:line`` line before each run
+    of instructions emitted by the same source line, and ``mark=SLOT`` prefixes
+    the instruction at that slot index with ``-->`` (the text then no longer
+    assembles: it is for people, e.g. a verifier error in its context).
     """
     lines: list[str] = []
     append = lines.append
     comment_helpers = not (dialect == "llvm" and style == "verifier")
+    last_origin: str | None = None
+    pad = "" if mark is None else "    "
     for ins in get_instructions(data, dialect, style, labels):
+        if source:
+            origin = ins.origin
+            if origin is not None and origin != last_origin:
+                append(f"{pad}# {origin}")
+            last_origin = origin
         if ins.label is not None:
-            append(f"{ins.label}:")
+            append(f"{pad}{ins.label}:")
         text = ins.text
         if ins.error is not None:
             if not text:
@@ -204,11 +230,47 @@ def disassemble(data: bytes | bytearray | memoryview | Iterable[Insn] | Program,
             text += f"  # {ins.error}"
         elif ins.helper is not None and comment_helpers:
             text += f"  # {ins.helper}"
-        if comments and ins.index in comments:
-            text += ("; " if "  # " in text else "  # ") + comments[ins.index]
+        for note in (ins.comment, comments.get(ins.index) if comments else None):
+            if note:
+                text += ("; " if "  # " in text else "  # ") + note
+        if mark is not None:
+            pad = "--> " if ins.index == mark else "    "
         if show_index:
-            append(f"{ins.index:6d}: {text}")
+            append(f"{pad}{ins.index:6d}: {text}")
         else:
-            append(f"    {text}")
+            append(f"{pad}    {text}")
+        if mark is not None:
+            pad = "    "
     return "\n".join(lines) + ("\n" if lines else "")
 
+
+
+def context(insns: Iterable[Insn], index: int, before: int = 4, after: int = 2,
+            dialect: str = "llvm", style: str = "verifier") -> str:
+    """The instructions around slot ``index`` of ``insns``, for people: each
+    with its slot index and the source line that emitted it, the one at
+    ``index`` marked ``-->`` (what :class:`~pyebpf.errors.VerifierError` shows).
+    Jumps print as offsets; an instruction that cannot be formatted prints as
+    its raw fields.  Empty when ``index`` is past the end."""
+    fmt = _dialect(dialect).format_insn
+    rows: list[tuple[int, Insn]] = []
+    at = None
+    slot = 0
+    for insn in insns:
+        if slot <= index < slot + insn.slots:
+            at = len(rows)
+        rows.append((slot, insn))
+        slot += insn.slots
+        if at is not None and len(rows) > at + after:
+            break
+    if at is None:
+        return ""
+    lines = []
+    for slot, insn in rows[max(0, at - before):at + after + 1]:
+        try:
+            text = fmt(insn, style)
+        except Exception:          # a raw or invalid slot: still show where it is
+            text = repr(insn)
+        where = f"  # {insn.origin}" if insn.origin else ""
+        lines.append(f"{'-->' if slot == rows[at][0] else '   '} {slot:5d}: {text}{where}")
+    return "\n".join(lines)

@@ -19,10 +19,10 @@ Columns are 1-based, as in compiler messages.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
-__all__ = ["Tok", "TextError", "tokenize", "fast_tokenize", "split_line", "reg", "imm32", "off16",
-           "imm64", "rel32", "describe", "decode_source", "read_source"]
+__all__ = ["Tok", "TokValue", "TextError", "tokenize", "fast_tokenize", "split_line", "reg",
+           "imm32", "off16", "imm64", "rel32", "describe", "decode_source", "read_source"]
 
 
 class TextError(Exception):
@@ -31,27 +31,36 @@ class TextError(Exception):
     ``col`` is the 1-based column of the offending token.
     """
 
-    def __init__(self, message: str, col: int):
+    def __init__(self, message: str, col: int) -> None:
         super().__init__(message)
         self.message = message
         self.col = col
+
+
+#: What :attr:`Tok.value` holds, by the token's key: an ``int`` for a register
+#: (``r``, ``w``, ``%r``, ``%w``: its number) or a number (``n``), a ``(name,
+#: number)`` pair for ``idnum``, the text (``str``) for every other key.
+TokValue = int | str | tuple[str, int] | None
 
 
 class Tok(NamedTuple):
     """One token.
 
     ``key`` is what grammars match on: ``"r"``/``"w"`` (64/32-bit register),
-    ``"%r"`` (mnemonic-dialect register), ``"n"`` (unsigned number), ``"id"``
-    (a name), ``"idnum"`` (``name#N``, as the verifier prints calls),
+    ``"%r"``/``"%w"`` (mnemonic-dialect register), ``"n"`` (unsigned number),
+    ``"id"`` (a name), ``"idnum"`` (``name#N``, as the verifier prints calls),
     ``"aop"`` (``+=``, ``s>>=``...), ``"cop"`` (``==``, ``s<``, ``&``...) or the
-    punctuation character itself.  ``value`` is the register number, the
-    integer, or the text.  ``hex`` tells how a number was written.
+    punctuation character itself.  ``text`` is the token as written and
+    ``col`` its 1-based column (0 from :func:`fast_tokenize`).  ``value`` is
+    the register number, the integer, ``(name, N)`` or the text (see
+    :data:`TokValue`); a grammar knows which from the key and narrows it with
+    ``cast``.  ``hex`` tells how a number was written.
     """
 
     key: str
     text: str
     col: int
-    value: object = None
+    value: TokValue = None
     hex: bool = False
 
 
@@ -312,9 +321,10 @@ def describe(tok: Tok | None) -> str:
 
 def reg(tok: Tok, limit: int = 10) -> int:
     """The number of register token ``tok``; registers above ``limit`` are an error."""
-    if tok.value > limit:
+    v = cast(int, tok.value)
+    if v > limit:
         raise TextError(f"register {tok.text} does not exist (r0-r10)", tok.col)
-    return tok.value
+    return v
 
 
 def imm32(tok: Tok, negative: bool = False) -> int:
@@ -323,8 +333,9 @@ def imm32(tok: Tok, negative: bool = False) -> int:
     Hex (``0x...``) up to ``0xffffffff`` is taken as raw bits; decimal must be
     in ``-2**31 .. 2**31-1`` (an ALU64 immediate is sign-extended, so
     ``4294967295`` would silently mean -1: write ``-1`` or ``0xffffffff``).
+    ``tok`` is a number token; ``negative``: it followed a ``-``.
     """
-    v = tok.value
+    v = cast(int, tok.value)
     if negative:
         if v > 1 << 31:
             raise TextError(f"immediate -{tok.text} does not fit in 32 bits (minimum -2147483648)",
@@ -342,8 +353,12 @@ def imm32(tok: Tok, negative: bool = False) -> int:
 
 
 def off16(tok: Tok, negative: bool = False, what: str = "offset") -> int:
-    """A 16-bit signed offset: hex up to ``0xffff`` (raw bits) or decimal -32768..32767."""
-    v = tok.value
+    """A 16-bit signed offset: hex up to ``0xffff`` (raw bits) or decimal -32768..32767.
+
+    ``tok`` is a number token; ``negative``: it followed a ``-``; ``what``
+    names the field in errors.
+    """
+    v = cast(int, tok.value)
     if negative:
         if v > 1 << 15:
             raise TextError(f"{what} -{tok.text} does not fit in 16 bits (minimum -32768)", tok.col)
@@ -358,8 +373,9 @@ def off16(tok: Tok, negative: bool = False, what: str = "offset") -> int:
 
 
 def rel32(tok: Tok, negative: bool = False) -> int:
-    """A signed 32-bit relative target (``gotol``, local ``call``)."""
-    v = tok.value
+    """A signed 32-bit relative target (``gotol``, local ``call``) from the
+    number token ``tok`` (``negative``: it followed a ``-``)."""
+    v = cast(int, tok.value)
     if negative:
         v = -v
     if not -(1 << 31) <= v < (1 << 31):
@@ -369,8 +385,9 @@ def rel32(tok: Tok, negative: bool = False) -> int:
 
 
 def imm64(tok: Tok, negative: bool = False) -> int:
-    """A 64-bit constant (``ld_imm64``) as an unsigned value."""
-    v = tok.value
+    """A 64-bit constant (``ld_imm64``) as an unsigned value, from the number
+    token ``tok`` (``negative``: it followed a ``-``)."""
+    v = cast(int, tok.value)
     if negative:
         if v > 1 << 63:
             raise TextError(f"constant -{tok.text} does not fit in 64 bits", tok.col)

@@ -113,8 +113,8 @@ def __getattr__(name: str) -> Any:
     mod = _LAZY.get(name)
     if mod is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-    value = getattr(importlib.import_module(f"{__name__}.{mod}"), name)
+    # (__import__, not importlib: importing importlib costs more than the submodule)
+    value = getattr(__import__(f"{__name__}.{mod}", None, None, [name]), name)
     globals()[name] = value
     return value
 

@@ -1,7 +1,6 @@
 """Library and program names -> files, the way bpftrace and the dynamic linker find them."""
 from __future__ import annotations
 
-import functools
 import os
 import struct
 
@@ -19,8 +18,20 @@ _LD_CACHE_NEW = b"glibc-ld.so.cache1.1"
 _LD_CACHE_OLD = b"ld.so-1.7.0"
 
 
-@functools.lru_cache(maxsize=4)
-def _ld_so_cache_cached(path: str, _key: tuple[int, int, int]) -> tuple[tuple[str, int, str], ...]:
+#: parsed caches by (path, inode, mtime, size); a dict, not functools (not imported here)
+_PARSED: dict[tuple[str, int, int, int], tuple[tuple[str, int, str], ...]] = {}
+
+
+def _ld_so_cache_cached(path: str, key: tuple[int, int, int]) -> tuple[tuple[str, int, str], ...]:
+    hit = _PARSED.get((path, *key))
+    if hit is None:
+        if len(_PARSED) >= 4:
+            _PARSED.clear()
+        hit = _PARSED[(path, *key)] = _parse_ld_so_cache(path)
+    return hit
+
+
+def _parse_ld_so_cache(path: str) -> tuple[tuple[str, int, str], ...]:
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -64,10 +75,14 @@ def ld_so_cache(path: str = "/etc/ld.so.cache") -> list[tuple[str, int, str]]:
     return list(_ld_so_cache_cached(path, (st.st_ino, st.st_mtime_ns, st.st_size)))
 
 
-@functools.lru_cache(maxsize=1)
+_HOST: list[tuple[int, int] | None] = []
+
+
 def _host_elf_ident() -> tuple[int, int] | None:
     """(EI_CLASS, e_machine) of this interpreter, to filter foreign-ABI libraries."""
-    return _elf_ident("/proc/self/exe")
+    if not _HOST:
+        _HOST.append(_elf_ident("/proc/self/exe"))
+    return _HOST[0]
 
 
 def _elf_ident(path: str) -> tuple[int, int] | None:

@@ -23,11 +23,12 @@ _PARSED: dict[tuple[str, int, int, int], tuple[tuple[str, int, str], ...]] = {}
 
 
 def _ld_so_cache_cached(path: str, key: tuple[int, int, int]) -> tuple[tuple[str, int, str], ...]:
-    hit = _PARSED.get((path, *key))
+    full = (path,) + key
+    hit = _PARSED.get(full)
     if hit is None:
         if len(_PARSED) >= 4:
             _PARSED.clear()
-        hit = _PARSED[(path, *key)] = _parse_ld_so_cache(path)
+        hit = _PARSED[full] = _parse_ld_so_cache(path)
     return hit
 
 

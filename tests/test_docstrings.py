@@ -23,7 +23,6 @@ NOT_YET_DOCUMENTED = {
     "pyebpf.cli.asm", "pyebpf.cli.conformance", "pyebpf.cli.demo",
     "pyebpf.cli.disasm", "pyebpf.cli.list", "pyebpf.cli.run", "pyebpf.cli.trace",
     "pyebpf.trace.render",
-    "pyebpf.usdt.provider",
 }
 
 GENERATED = {"pyebpf.kernel._ffi_abi"}

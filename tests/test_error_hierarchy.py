@@ -41,7 +41,6 @@ PENDING = {
     ("cli/trace.py", "ValueError", "build_trace"),
     ("trace/live.py", "ValueError", "Child.__init__"),
     ("text/conformance_file.py", "ValueError", "ConformanceTest.program"),
-    ("usdt/provider.py", "TypeError", "fire"),
 }
 
 

@@ -100,8 +100,9 @@ def _process_files(pid: int) -> list[tuple[str, str]]:
     """(path to open, path shown in maps) of each distinct file process
     ``pid`` maps, by (device, inode): two files with the same name (memfds
     of one name, a replaced library) stay apart."""
+    from ..elf.procmaps import open_path, process_maps
     try:
-        entries = _elf.process_maps(pid)
+        entries = process_maps(pid)
     except ProcessLookupError:
         raise UsdtTargetError(f"no process {pid}") from None
     except OSError as exc:
@@ -112,7 +113,7 @@ def _process_files(pid: int) -> list[tuple[str, str]]:
             continue
         key = (m.dev, m.inode)
         if key not in seen:
-            seen[key] = (_elf._open_path(pid, m), m.path)
+            seen[key] = (open_path(pid, m), m.path)
     return list(seen.values())
 
 
@@ -437,18 +438,26 @@ class _Recipe:
 
 
 class UsdtCounter(_Recipe):
-    """Counts the hits of a probe in a per-CPU array; ``value`` sums the CPUs."""
+    """Counts the hits of a probe in a per-CPU array; ``value`` sums the CPUs.
+
+    The program is the DSL's own idiom, :meth:`~pyebpf.program.Program.map_increment`
+    on element 0 of a :class:`~pyebpf.maps.PerCpuArrayMap`: the USDT layer
+    depends on the program and map layers only, never on :mod:`pyebpf.trace`.
+    """
 
     def __init__(self, probe: Usdt, *, pid: int | None = None) -> None:
         super().__init__()
-        from ..trace.aggregate import Count
+        from ..maps import PerCpuArrayMap
         self.probe = probe
         self._final: int | None = None
+        self.map: PerCpuArrayMap | None = None
         try:
-            self.count = Count(f"usdt_{probe.name}"[:15])
-            self._closers.append(self.count)
+            self.map = PerCpuArrayMap("u64", 1, name=f"usdt_{probe.name}"[:15])
+            self._closers.append(self.map)
             p = Program("usdt_count")
-            self.count.emit(p)
+            key = p.stack.alloc(8)
+            p.store(R10, key, 0, 4)
+            p.map_increment(self.map, key)
             p.ret(0)
             self.program = probe.load(p)
             self._closers.append(self.program)
@@ -458,21 +467,27 @@ class UsdtCounter(_Recipe):
             self.close()
             raise
 
+    def _read(self) -> int:
+        m = self.map
+        if m is None:
+            return 0
+        total: int = sum(m[0])
+        return total
+
     @property
     def value(self) -> int:
         """Hits so far (after :meth:`close`, the count at detach)."""
         if self._final is not None:
             return self._final
-        return self.count.read()  # type: ignore[return-value]  # an unkeyed Count: an int
+        return self._read()
 
     def close(self) -> None:
         """Detach (the count stays readable in :attr:`value`) and free the map."""
-        if self._final is None and getattr(self, "count", None) is not None and \
-                self.link is not None:
+        if self._final is None and self.map is not None and self.link is not None:
             try:
                 if not self.link.closed:
                     self.link.detach()
-                self._final = self.count.read()  # type: ignore[assignment]  # unkeyed: an int
+                self._final = self._read()
             except Exception:  # noqa: BLE001 - closing must not fail
                 pass
         super().close()

@@ -7,10 +7,10 @@ leaves one SHT_NOTE entry, name ``"stapsdt"``, type 3, whose descriptor is
                           bytes) in the file's byte order
     provider\\0 name\\0 args\\0
 
-This module reads them with pyelftools (headers, sections, PT_LOAD segments)
-and its own loop over the note bytes (the fast path: no object per note
-header, no construct parsing), and turns the addresses into what a uprobe
-needs:
+The ELF side -- headers, sections, PT_LOAD segments, the note walk and the
+vaddr -> offset rule -- is :mod:`pyebpf.elf`'s (:mod:`pyebpf.elf.headers`);
+this module decodes the stapsdt descriptors and turns their addresses into
+what a uprobe needs:
 
 * ``address``: the pc, adjusted by ``.stapsdt.base``'s sh_addr minus the
   note's base -- only when both are non-zero (prelinked files; libbpf's rule
@@ -19,9 +19,12 @@ needs:
   not).
 * ``offset``: the file offset of that address through the PT_LOAD segment
   that holds it, which must be executable (``vaddr - p_vaddr + p_offset``;
-  correct for layouts where vaddr != offset such as lld's).
+  correct for layouts where vaddr != offset such as lld's); the address
+  must have bytes in the file (``backing="file"``).
 * ``semaphore_offset``: the semaphore's file offset through a non-executable
-  PT_LOAD segment (the kernel's ``ref_ctr_offset``), 0 when there is none.
+  PT_LOAD segment (the kernel's ``ref_ctr_offset``), 0 when there is none;
+  a semaphore in ``.bss`` is fine while it lies in the page the file maps
+  (``backing="mapping"``, see :mod:`pyebpf.elf.headers`).
 
 32-bit and big-endian files are decoded correctly (address sizes follow the
 ELF class); :attr:`ElfInfo.traceable` says whether this host can trace them.
@@ -33,14 +36,15 @@ read.  An argument spec that cannot be decoded does not raise here: it is an
 """
 from __future__ import annotations
 
-import io
 import os
 import platform
 import struct
 import sys
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Iterable, Iterator, NamedTuple, Sequence
+from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
+from ..elf.errors import ElfError, NoteError
+from ..elf.headers import ElfHeaders, Segment, iter_notes as _elf_notes, segment_at
 from ..errors import UsdtNoteError, UsdtSpecError
 from .spec import SUPPORTED_ARCHES, ArgSpec, UndecodableArg, parse_args, split_args
 
@@ -50,7 +54,6 @@ __all__ = ["ElfInfo", "LoadSegment", "UsdtFile", "UsdtNote", "UsdtProbe", "iter_
 NT_STAPSDT = 3
 NOTE_SECTION = ".note.stapsdt"
 BASE_SECTION = ".stapsdt.base"
-_PF_X = 1
 
 # e_machine -> ({elfclass: arch}, allowed byte orders ("<", ">"))
 _MACHINES: dict[str, tuple[dict[int, str], str]] = {
@@ -76,23 +79,9 @@ def host_arch() -> str:
             "aarch64_be": "aarch64", "ppc64": "ppc64"}.get(m, m)
 
 
-class LoadSegment(NamedTuple):
-    """One PT_LOAD program header."""
-
-    vaddr: int
-    memsz: int
-    offset: int
-    filesz: int
-    flags: int
-
-    @property
-    def executable(self) -> bool:
-        """True for an executable segment (``PF_X``)."""
-        return bool(self.flags & _PF_X)
-
-    def contains(self, vaddr: int) -> bool:
-        """Whether virtual address ``vaddr`` lies in the segment's memory image."""
-        return self.vaddr <= vaddr < self.vaddr + self.memsz
+#: a PT_LOAD program header (:class:`pyebpf.elf.Segment`; the name is kept for
+#: existing users)
+LoadSegment = Segment
 
 
 @dataclass(frozen=True)
@@ -116,20 +105,19 @@ class ElfInfo:
     machine: str
     elf_type: str
     stapsdt_base: int | None
-    segments: tuple[LoadSegment, ...]
+    segments: tuple[Segment, ...]
     traceable: bool
     untraceable_reason: str | None
 
-    def segment_for(self, vaddr: int) -> LoadSegment | None:
+    def segment_for(self, vaddr: int) -> Segment | None:
         """The PT_LOAD segment whose [vaddr, vaddr + memsz) holds ``vaddr``."""
-        for seg in self.segments:
-            if seg.vaddr <= vaddr < seg.vaddr + seg.memsz:
-                return seg
-        return None
+        return segment_at(self.segments, vaddr)
 
     def file_offset(self, vaddr: int, executable: bool) -> int:
         """``vaddr``'s file offset through its PT_LOAD segment, which must be
-        executable (``executable=True``) or not; raises UsdtNoteError."""
+        executable (``executable=True``: a probe location, with bytes in the
+        file) or not (a semaphore, in the part the file maps); raises
+        UsdtNoteError.  The rule is :meth:`pyebpf.elf.Segment.file_offset`'s."""
         if self.elf_type == "ET_REL":
             raise UsdtNoteError("a relocatable object (ET_REL) has no final addresses; "
                                 "link it first", self.path)
@@ -143,7 +131,18 @@ class ElfInfo:
                                 f"{'executable' if seg.executable else 'non-executable'} "
                                 f"segment [{seg.vaddr:#x}, {seg.vaddr + seg.memsz:#x}); "
                                 f"expected {want} one", self.path)
-        return vaddr - seg.vaddr + seg.offset
+        off = seg.file_offset(vaddr, "file" if executable else "mapping")
+        if off is None:
+            if executable:
+                raise UsdtNoteError(f"address {vaddr:#x} is in the zero-filled part of "
+                                    f"segment [{seg.vaddr:#x}, {seg.vaddr + seg.memsz:#x}), "
+                                    "which has no bytes in the file", self.path)
+            raise UsdtNoteError(f"address {vaddr:#x} is in the zero-filled (.bss) part of "
+                                f"segment [{seg.vaddr:#x}, {seg.vaddr + seg.memsz:#x}), past "
+                                f"the last page mapped from the file ({seg.mapped_end:#x}): "
+                                "anonymous memory, which the kernel cannot update through "
+                                "the file (ref_ctr_offset)", self.path)
+        return off
 
 
 class UsdtNote:
@@ -376,103 +375,52 @@ class UsdtProbe:
 # ---------------------------------------------------------------------------
 # reading the file
 
-def _elf_error(path: str, exc: BaseException) -> UsdtNoteError:
-    return UsdtNoteError(f"not a readable ELF file ({type(exc).__name__}: {exc})", path)
-
-
-# pyelftools raises many different exceptions on hostile input; these are the
-# ones a malformed file can cause (MemoryError and friends are left alone).
-_PARSE_ERRORS: tuple[type[BaseException], ...] = (
-    ValueError, KeyError, IndexError, TypeError, AttributeError, AssertionError,
-    UnicodeDecodeError, OverflowError, EOFError, struct.error, RecursionError)
-try:  # pragma: no cover - depends on the pyelftools version
-    from elftools.common.exceptions import ELFError, ELFParseError
-    _PARSE_ERRORS += (ELFError, ELFParseError)
-except ImportError:  # pragma: no cover
-    pass
-try:  # pragma: no cover
-    from elftools.construct.core import ConstructError
-    _PARSE_ERRORS += (ConstructError,)
-except ImportError:  # pragma: no cover
-    pass
-
-
-def _has_fast_headers() -> bool:
-    from elftools.elf.elffile import ELFFile
-    return all(hasattr(ELFFile, n) for n in ("_get_section_header", "_get_section_name",
-                                               "_get_segment_header", "num_sections",
-                                               "num_segments"))
-
-
-_FAST_HEADERS = _has_fast_headers()
-
-
 class _Layout(NamedTuple):
     info: ElfInfo
     notes: list[tuple[bytes, int, int]]   # (section bytes, file offset, alignment)
 
 
-def _read_layout(stream: BinaryIO, path: str, size: int) -> _Layout:
-    from elftools.elf.elffile import ELFFile
+def _name(value: str, prefix: str) -> str:
+    """pyelftools names unknown numbers with the bare number: give them the prefix."""
+    return f"{prefix}{value}" if value.isdigit() else value
 
-    stream.seek(0)
-    magic = stream.read(4)
+
+def _read_layout(path: str, shown: str, data: bytes | None) -> _Layout:
+    """The headers (through :mod:`pyebpf.elf`) and the stapsdt note sections."""
+    if data is not None:
+        magic = data[:4]
+    else:
+        with open(path, "rb") as f:
+            magic = f.read(4)
     if magic != b"\x7fELF":
-        raise UsdtNoteError("not an ELF file (bad magic)", path)
-    stream.seek(0)
+        raise UsdtNoteError("not an ELF file (bad magic)", shown)
     try:
-        elf = ELFFile(stream)
-        hdr = elf.header
-        elfclass = elf.elfclass
-        little = elf.little_endian
-        machine = hdr["e_machine"]
-        etype = hdr["e_type"]
-        if not isinstance(machine, str):
-            machine = f"EM_{machine}"
-        if not isinstance(etype, str):
-            etype = f"ET_{etype}"
-        note_secs: list[tuple[int, int, int, str]] = []   # (offset, size, align, type)
-        base_addr: int | None = None
-        if _FAST_HEADERS:
-            # pyelftools' header readers: no Section/Segment objects (the
-            # public iterators also parse .dynamic and the hash tables).
-            shdrs = (elf._get_section_header(i) for i in range(elf.num_sections()))
-            named = ((elf._get_section_name(h), h) for h in shdrs)
-            phdrs = [elf._get_segment_header(i) for i in range(elf.num_segments())]
-        else:  # pragma: no cover - other pyelftools versions
-            named = ((sec.name, sec.header) for sec in elf.iter_sections())
-            phdrs = [seg.header for seg in elf.iter_segments()]
-        for name, h in named:
-            if name == NOTE_SECTION:
-                note_secs.append((h["sh_offset"], h["sh_size"], h["sh_addralign"],
-                                  h["sh_type"]))
-            elif name == BASE_SECTION:
-                base_addr = h["sh_addr"]
-        segments = tuple(LoadSegment(h["p_vaddr"], h["p_memsz"], h["p_offset"], h["p_filesz"],
-                                     h["p_flags"])
-                         for h in phdrs if h["p_type"] == "PT_LOAD")
-    except UsdtNoteError:
-        raise
-    except _PARSE_ERRORS as exc:
-        raise _elf_error(path, exc) from None
+        elf = ElfHeaders(path, data)
+    except ElfError as exc:
+        why = str(exc).replace(f"{path}: ", "").replace(f"{path} ", "")
+        raise UsdtNoteError(f"not a readable ELF file ({why})", shown) from None
+    elfclass, little = elf.elfclass, elf.little_endian
+    machine, etype = _name(elf.machine, "EM_"), _name(elf.type, "ET_")
+    base_sec = elf.section(BASE_SECTION)
+    base_addr = base_sec.addr if base_sec is not None else None
     if elfclass not in (32, 64):
-        raise UsdtNoteError(f"unknown ELF class {elfclass}", path)
+        raise UsdtNoteError(f"unknown ELF class {elfclass}", shown)
     order = "<" if little else ">"
     archs, orders = _MACHINES.get(machine, ({}, "<>"))
     if archs:
         arch = archs.get(elfclass)
         if arch is None:
             raise UsdtNoteError(f"inconsistent ELF header: {machine} with ELFCLASS{elfclass}",
-                                path)
+                                shown)
         if order not in orders:
             raise UsdtNoteError(f"inconsistent ELF header: {machine} is never "
-                                f"{'little' if little else 'big'}-endian", path)
+                                f"{'little' if little else 'big'}-endian", shown)
         if arch == "ppc64" and little:
             arch = "ppc64le"
     else:
         arch = machine[3:].lower() if machine.startswith("EM_") else str(machine).lower()
     # can this host trace it?
-    reason = None
+    reason: str | None = None
     host = host_arch()
     host_order = "<" if sys.byteorder == "little" else ">"
     if arch != host:
@@ -483,67 +431,60 @@ def _read_layout(stream: BinaryIO, path: str, size: int) -> _Layout:
         reason = f"{elfclass}-bit file on a {struct.calcsize('P') * 8}-bit host"
     elif etype not in ("ET_EXEC", "ET_DYN"):
         reason = f"{etype} file: only executables and shared objects can be traced"
-    info = ElfInfo(path, arch, elfclass, little, machine, etype, base_addr, segments,
+    info = ElfInfo(shown, arch, elfclass, little, machine, etype, base_addr, elf.segments,
                    reason is None, reason)
     notes = []
-    for off, sz, align, stype in note_secs:
-        if stype == "SHT_NOBITS":     # a stripped copy: the notes are elsewhere
-            continue
-        if stype != "SHT_NOTE":
-            raise UsdtNoteError(f"section {NOTE_SECTION} has type {stype}, not SHT_NOTE", path)
+    for sec in elf.sections:
+        if sec.name != NOTE_SECTION or sec.type == "SHT_NOBITS":
+            continue                  # (NOBITS: a stripped copy, the notes are elsewhere)
+        if sec.type != "SHT_NOTE":
+            raise UsdtNoteError(f"section {NOTE_SECTION} has type {sec.type}, not SHT_NOTE",
+                                shown)
+        off, sz = sec.offset, sec.size
         if sz == 0:
             continue
-        if off + sz > size:
+        try:
+            body = elf.read_bytes(off, sz, NOTE_SECTION)
+        except ElfError:
             raise UsdtNoteError(f"section {NOTE_SECTION} [{off:#x}, {off + sz:#x}) runs past "
-                                f"the end of the file ({size:#x} bytes)", path)
-        stream.seek(off)
-        data = stream.read(sz)
-        if len(data) != sz:
-            raise UsdtNoteError(f"section {NOTE_SECTION} is truncated", path)
-        notes.append((data, off, 8 if align == 8 else 4))
+                                "the end of the file", shown) from None
+        notes.append((body, off, 8 if sec.align == 8 else 4))
     return _Layout(info, notes)
 
 
 def _iter_section(data: bytes, file_off: int, align: int, info: ElfInfo,
                   start_index: int) -> Iterator[UsdtNote]:
-    """The fast path: walk one note section's bytes."""
+    """Decode the stapsdt notes of one note section's bytes."""
     order = "<" if info.little_endian else ">"
-    hdr = struct.Struct(order + "III").unpack_from
     asz = 8 if info.elfclass == 64 else 4
     addrs = struct.Struct(order + ("QQQ" if asz == 8 else "III")).unpack_from
     need = 3 * asz
-    n = len(data)
-    pos = 0
     index = start_index
     path = info.path
-    amask = align - 1
-    while pos < n:
-        if n - pos < 12:
-            raise UsdtNoteError(f"truncated note header ({n - pos} bytes left, need 12)", path,
-                                index, file_off + pos)
-        namesz, descsz, ntype = hdr(data, pos)
-        name_at = pos + 12
-        desc_at = name_at + ((namesz + amask) & ~amask)
-        desc_end = desc_at + descsz
-        if desc_end > n:
+    notes = _elf_notes(data, little_endian=info.little_endian, align=align)
+    while True:
+        try:
+            note = next(notes, None)
+        except NoteError as exc:
             hint = ""
-            if info.elf_type == "ET_REL":
+            if not exc.truncated_header and info.elf_type == "ET_REL":
                 hint = ("; this is a relocatable object, whose note sizes may be set by "
                         "relocations (RISC-V does this): link it first")
-            raise UsdtNoteError(f"note runs past the end of its section: name {namesz} and "
-                                f"descriptor {descsz} bytes at offset {pos:#x} of a "
-                                f"{n:#x}-byte section{hint}", path, index, file_off + pos)
-        pos = (desc_end + amask) & ~amask
-        if ntype != NT_STAPSDT:
+            raise UsdtNoteError(f"{exc}{hint}", path, index, file_off + exc.position) from None
+        if note is None:
+            return
+        if note.type != NT_STAPSDT:
             continue
-        name = data[name_at:name_at + namesz]
-        at = file_off + name_at - 12
+        name = note.name
+        at = file_off + note.start
         if name != b"stapsdt\0":
             if name.rstrip(b"\0") != b"stapsdt":
                 continue
-            if namesz == 7:
+            if len(name) == 7:
                 raise UsdtNoteError(f"note name {name!r} is not the NUL-terminated 'stapsdt'",
                                     path, index, at)
+        desc_at, desc_end = note.desc_start, note.desc_end
+        descsz = desc_end - desc_at
         if descsz < need + 3:
             raise UsdtNoteError(f"descriptor too short: {descsz} bytes, need at least "
                                 f"{need + 3} ({asz}-byte addresses and three NUL-terminated "
@@ -583,18 +524,13 @@ class UsdtFile:
 
     def __init__(self, path: str | os.PathLike[str], *, display_path: str | None = None):
         p = os.fspath(path)
-        shown = display_path or p
-        with open(p, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            layout = _read_layout(f, shown, size)
-        self._init(layout)
+        self._init(_read_layout(p, display_path or p, None))
 
     @classmethod
     def from_bytes(cls, data: bytes, path: str = "<bytes>") -> "UsdtFile":
         """Parse an ELF image held in memory."""
         self = cls.__new__(cls)
-        buf = io.BytesIO(bytes(data))
-        self._init(_read_layout(buf, path, len(data)))
+        self._init(_read_layout(path, path, bytes(data)))
         return self
 
     def _init(self, layout: _Layout) -> None:

@@ -76,9 +76,12 @@ import tempfile
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from ..errors import UsdtError
+from ..errors import ArgumentTypeError, UsdtError
+
+if TYPE_CHECKING:
+    from .attach import Usdt
 
 __all__ = ["Provider", "ProviderProbe", "ArgType", "build_provider_elf", "MAX_ARGS"]
 
@@ -168,33 +171,14 @@ def _arg_type(t: Any) -> ArgType:
 
 
 # ---------------------------------------------------------------------------
-# the ELF writer
+# the shared object (written with pyebpf.elf.writer)
 
-_PAGE = 0x1000
-_ET_DYN, _EM_X86_64 = 3, 62
-_PT_LOAD, _PT_DYNAMIC, _PT_GNU_STACK = 1, 2, 0x6474E551
-_PF_X, _PF_W, _PF_R = 1, 2, 4
-_SHT_PROGBITS, _SHT_STRTAB, _SHT_HASH, _SHT_DYNAMIC, _SHT_NOTE, _SHT_DYNSYM = 1, 3, 5, 6, 7, 11
-_SHF_WRITE, _SHF_ALLOC, _SHF_EXECINSTR = 1, 2, 4
-_DT_NULL, _DT_HASH, _DT_STRTAB, _DT_SYMTAB, _DT_STRSZ, _DT_SYMENT, _DT_SONAME = 0, 4, 5, 6, 10, 11, 14
-_STB_GLOBAL, _STT_OBJECT, _STT_FUNC = 1, 1, 2
 _STUB_ALIGN = 16
 _NOP, _RET, _INT3 = b"\x90", b"\xc3", b"\xcc"
-
-
-def _elf_hash(name: bytes) -> int:
-    h = 0
-    for c in name:
-        h = ((h << 4) + c) & 0xFFFFFFFF
-        g = h & 0xF0000000
-        if g:
-            h ^= g >> 24
-        h &= ~g & 0xFFFFFFFF
-    return h
-
-
-def _align(x: int, a: int) -> int:
-    return (x + a - 1) // a * a
+#: where the semaphores may live: a file-backed section (sys/sdt.h's ``.probes``,
+#: the default), or ``.bss`` (zero-filled memory right after ``.dynamic``, in
+#: the page the file maps: the kernel's ref_ctr still reaches it)
+SEMAPHORE_SECTIONS = (".probes", ".bss")
 
 
 @dataclass(frozen=True)
@@ -208,137 +192,81 @@ class _Layout:
 
 
 def build_provider_elf(provider: str, probes: Sequence[tuple[str, Sequence[ArgType]]],
-                       soname: str | None = None) -> _Layout:
+                       soname: str | None = None, *,
+                       semaphore_section: str = ".probes") -> _Layout:
     """The bytes of a shared object holding one USDT probe per ``(name, arg
-    types)`` of ``provider`` (see the module docs for the layout)."""
+    types)`` of ``provider`` (see the module docs for the layout).
+
+    ``semaphore_section`` is ``".probes"`` (file-backed, as sys/sdt.h does)
+    or ``".bss"`` (no file bytes; for experiments with readers and tracers).
+    """
+    from ..elf import layouts as L
+    from ..elf.writer import (ElfWriter, StringTable, pack_dynamic, pack_note, pack_symbols,
+                              sysv_hash_size, sysv_hash_table)
+
     if not _NAME_RE.match(provider):
         raise UsdtError(f"provider name {provider!r} must be an identifier ([A-Za-z_][A-Za-z0-9_]*)")
+    if semaphore_section not in SEMAPHORE_SECTIONS:
+        raise UsdtError(f"semaphore_section must be one of {', '.join(SEMAPHORE_SECTIONS)}, "
+                        f"not {semaphore_section!r}")
     names = [n for n, _ in probes]
     if len(set(names)) != len(names):
         raise UsdtError("probe names must be unique")
-    soname = soname or f"libpyebpf-usdt-{provider}.so"
-    # ---- .dynstr and .dynsym
-    dynstr = bytearray(b"\0")
-
-    def add_str(s: str) -> int:
-        off = len(dynstr)
-        dynstr.extend(s.encode() + b"\0")
-        return off
-
-    so_off = add_str(soname)
-    sym_names = {}
-    str_offs = []
-    for n in names:
-        fn, sem = f"{provider}_{n}", f"{provider}_{n}_semaphore"
-        sym_names[n] = (fn, sem)
-        str_offs.append((add_str(fn), add_str(sem)))
-    nsyms = 1 + 2 * len(names)
-    # ---- addresses
-    ehdr, phnum = 64, 5
-    pos = ehdr + 56 * phnum
-    hash_off = _align(pos, 8)
-    nbucket = max(1, nsyms // 2 + 1)
-    hash_size = 4 * (2 + nbucket + nsyms)
-    dynsym_off = _align(hash_off + hash_size, 8)
-    dynstr_off = dynsym_off + 24 * nsyms
-    base_off = dynstr_off + len(dynstr)                  # .stapsdt.base (1 byte)
-    ro_end = base_off + 1
-    text_off = _align(ro_end, _PAGE)
-    stubs = {n: text_off + i * _STUB_ALIGN for i, n in enumerate(names)}
-    text_size = max(1, len(names)) * _STUB_ALIGN
-    data_off = _align(text_off + text_size, _PAGE)
-    ndyn = 7
-    dynamic_off = data_off
-    probes_off = dynamic_off + 16 * ndyn
-    semas = {n: probes_off + 2 * i for i, n in enumerate(names)}
-    data_end = probes_off + max(2, 2 * len(names))
-    # ---- notes (non-alloc, after the loaded part)
-    notes = bytearray()
     for n, types in probes:
         if len(types) > MAX_ARGS:
             raise UsdtError(f"probe {n!r} has {len(types)} arguments; USDT allows {MAX_ARGS}")
-        args = " ".join(t.spec(i) for i, t in enumerate(types))
-        desc = struct.pack("<QQQ", stubs[n], base_off, semas[n]) + \
-            provider.encode() + b"\0" + n.encode() + b"\0" + args.encode() + b"\0"
-        notes += struct.pack("<III", 8, len(desc), 3) + b"stapsdt\0" + desc
-        notes += b"\0" * (-len(notes) % 4)
-    notes_off = _align(data_end, 8)
-    shstr = bytearray(b"\0")
-    sec_names = {}
-    for s in (".hash", ".dynsym", ".dynstr", ".stapsdt.base", ".text", ".dynamic", ".probes",
-              ".note.stapsdt", ".shstrtab"):
-        sec_names[s] = len(shstr)
-        shstr += s.encode() + b"\0"
-    shstr_off = notes_off + len(notes)
-    shoff = _align(shstr_off + len(shstr), 8)
-    # section indices
-    SH = {s: i for i, s in enumerate(
-        ("", ".hash", ".dynsym", ".dynstr", ".stapsdt.base", ".text", ".dynamic", ".probes",
-         ".note.stapsdt", ".shstrtab"))}
-    # ---- the image
-    img = bytearray(shoff + 64 * len(SH))
-    struct.pack_into("<4sBBBBB7xHHIQQQIHHHHHH", img, 0, b"\x7fELF", 2, 1, 1, 0, 0,
-                     _ET_DYN, _EM_X86_64, 1, 0, ehdr, shoff, 0, ehdr, 56, phnum, 64, len(SH),
-                     SH[".shstrtab"])
-    phdrs = [
-        (_PT_LOAD, _PF_R, 0, 0, ro_end, ro_end, _PAGE),
-        (_PT_LOAD, _PF_R | _PF_X, text_off, text_off, text_size, text_size, _PAGE),
-        (_PT_LOAD, _PF_R | _PF_W, data_off, data_off, data_end - data_off,
-         data_end - data_off, _PAGE),
-        (_PT_DYNAMIC, _PF_R | _PF_W, dynamic_off, dynamic_off, 16 * ndyn, 16 * ndyn, 8),
-        (_PT_GNU_STACK, _PF_R | _PF_W, 0, 0, 0, 0, 16),
-    ]
-    for i, (ptype, flags, off, vaddr, filesz, memsz, align) in enumerate(phdrs):
-        struct.pack_into("<IIQQQQQQ", img, ehdr + 56 * i, ptype, flags, off, vaddr, vaddr,
-                         filesz, memsz, align)
-    # .hash
+    soname = soname or f"libpyebpf-usdt-{provider}.so"
+    dynstr = StringTable()
+    so_off = dynstr.add(soname)
+    sym_names = {n: (f"{provider}_{n}", f"{provider}_{n}_semaphore") for n in names}
+    str_offs = [(dynstr.add(fn), dynstr.add(sem)) for fn, sem in sym_names.values()]
+    nsyms = 1 + 2 * len(names)
+    nbucket = max(1, nsyms // 2 + 1)
+    sym_size = L.layout("Sym").size
+    dyn = [L.DT_HASH, L.DT_STRTAB, L.DT_SYMTAB, L.DT_STRSZ, L.DT_SYMENT, L.DT_SONAME, L.DT_NULL]
+    dyn_size = L.layout("Dyn").size
+    alloc, write = L.SHF_ALLOC, L.SHF_WRITE
+    w = ElfWriter(type=L.ET_DYN, machine=L.EM_X86_64)
+    w.add_section(".hash", L.SHT_HASH, alloc, size=sysv_hash_size(nsyms, nbucket), align=8,
+                  link=".dynsym", entsize=4)
+    w.add_section(".dynsym", L.SHT_DYNSYM, alloc, size=sym_size * nsyms, align=8,
+                  link=".dynstr", info=1, entsize=sym_size)
+    w.add_section(".dynstr", L.SHT_STRTAB, alloc, data=bytes(dynstr.data))
+    w.add_section(".stapsdt.base", L.SHT_PROGBITS, alloc, data=b"\0")
+    w.add_section(".text", L.SHT_PROGBITS, alloc | L.SHF_EXECINSTR,
+                  data=(_NOP + _RET).ljust(_STUB_ALIGN, _INT3) * max(1, len(names)),
+                  align=_STUB_ALIGN)
+    w.add_section(".dynamic", L.SHT_DYNAMIC, alloc | write, size=dyn_size * len(dyn), align=8,
+                  link=".dynstr", entsize=dyn_size)
+    sema_type = L.SHT_PROGBITS if semaphore_section == ".probes" else L.SHT_NOBITS
+    w.add_section(semaphore_section, sema_type, alloc | write, size=max(2, 2 * len(names)),
+                  data=b"\0" * max(2, 2 * len(names)) if sema_type == L.SHT_PROGBITS else b"",
+                  align=2)
+    w.add_section(".note.stapsdt", L.SHT_NOTE, 0, align=4)
+    w.layout()
+    text, semas_at, base = w.address(".text"), w.address(semaphore_section), \
+        w.address(".stapsdt.base")
+    stubs = {n: text + i * _STUB_ALIGN for i, n in enumerate(names)}
+    semas = {n: semas_at + 2 * i for i, n in enumerate(names)}
     syms = [(0, 0, 0, 0, 0, 0)]
-    for i, n in enumerate(names):
-        fn_off, sem_off = str_offs[i]
-        syms.append((fn_off, (_STB_GLOBAL << 4) | _STT_FUNC, 0, SH[".text"], stubs[n], 2))
-        syms.append((sem_off, (_STB_GLOBAL << 4) | _STT_OBJECT, 0, SH[".probes"], semas[n], 2))
-    buckets = [0] * nbucket
-    chains = [0] * nsyms
-    for i in range(1, nsyms):
-        name_off = syms[i][0]
-        name = bytes(dynstr[name_off:dynstr.index(0, name_off)])
-        b = _elf_hash(name) % nbucket
-        chains[i] = buckets[b]
-        buckets[b] = i
-    struct.pack_into(f"<II{nbucket}I{nsyms}I", img, hash_off, nbucket, nsyms, *buckets, *chains)
-    for i, s in enumerate(syms):
-        struct.pack_into("<IBBHQQ", img, dynsym_off + 24 * i, *s)
-    img[dynstr_off:dynstr_off + len(dynstr)] = dynstr
-    # .text: nop (the probe) ; ret ; int3 padding
-    for i in range(max(1, len(names))):
-        at = text_off + i * _STUB_ALIGN
-        img[at:at + _STUB_ALIGN] = (_NOP + _RET).ljust(_STUB_ALIGN, _INT3)
-    dyn = [(_DT_HASH, hash_off), (_DT_STRTAB, dynstr_off), (_DT_SYMTAB, dynsym_off),
-           (_DT_STRSZ, len(dynstr)), (_DT_SYMENT, 24), (_DT_SONAME, so_off), (_DT_NULL, 0)]
-    for i, (tag, val) in enumerate(dyn):
-        struct.pack_into("<qQ", img, dynamic_off + 16 * i, tag, val)
-    img[notes_off:notes_off + len(notes)] = notes
-    img[shstr_off:shstr_off + len(shstr)] = shstr
-    # section headers: name, type, flags, addr, offset, size, link, info, align, entsize
-    secs = {
-        ".hash": (_SHT_HASH, _SHF_ALLOC, hash_off, hash_off, hash_size, SH[".dynsym"], 0, 8, 4),
-        ".dynsym": (_SHT_DYNSYM, _SHF_ALLOC, dynsym_off, dynsym_off, 24 * nsyms,
-                    SH[".dynstr"], 1, 8, 24),
-        ".dynstr": (_SHT_STRTAB, _SHF_ALLOC, dynstr_off, dynstr_off, len(dynstr), 0, 0, 1, 0),
-        ".stapsdt.base": (_SHT_PROGBITS, _SHF_ALLOC, base_off, base_off, 1, 0, 0, 1, 0),
-        ".text": (_SHT_PROGBITS, _SHF_ALLOC | _SHF_EXECINSTR, text_off, text_off, text_size,
-                  0, 0, _STUB_ALIGN, 0),
-        ".dynamic": (_SHT_DYNAMIC, _SHF_ALLOC | _SHF_WRITE, dynamic_off, dynamic_off,
-                     16 * ndyn, SH[".dynstr"], 0, 8, 16),
-        ".probes": (_SHT_PROGBITS, _SHF_ALLOC | _SHF_WRITE, probes_off, probes_off,
-                    data_end - probes_off, 0, 0, 2, 0),
-        ".note.stapsdt": (_SHT_NOTE, 0, 0, notes_off, len(notes), 0, 0, 4, 0),
-        ".shstrtab": (_SHT_STRTAB, 0, 0, shstr_off, len(shstr), 0, 0, 1, 0),
-    }
-    for name, (stype, flags, addr, off, size, link, info, align, entsize) in secs.items():
-        struct.pack_into("<IIQQQQIIQQ", img, shoff + 64 * SH[name], sec_names[name], stype,
-                         flags, addr, off, size, link, info, align, entsize)
-    return _Layout(bytes(img), stubs, semas, sym_names)
+    for (fn_off, sem_off), n in zip(str_offs, names):
+        syms.append((fn_off, (L.STB_GLOBAL << 4) | L.STT_FUNC, 0, w.index(".text"), stubs[n], 2))
+        syms.append((sem_off, (L.STB_GLOBAL << 4) | L.STT_OBJECT, 0, w.index(semaphore_section),
+                     semas[n], 2))
+    w.set_data(".dynsym", pack_symbols(syms))
+    w.set_data(".hash", sysv_hash_table([dynstr.name_at(s[0]) for s in syms], nbucket))
+    w.set_data(".dynamic", pack_dynamic(zip(dyn, [
+        w.address(".hash"), w.address(".dynstr"), w.address(".dynsym"), len(dynstr.data),
+        sym_size, so_off, 0])))
+    notes = b""
+    addrs = L.layout("Addr")
+    for n, types in probes:
+        args = " ".join(t.spec(i) for i, t in enumerate(types))
+        desc = addrs.pack(stubs[n]) + addrs.pack(base) + addrs.pack(semas[n]) + \
+            provider.encode() + b"\0" + n.encode() + b"\0" + args.encode() + b"\0"
+        notes += pack_note(b"stapsdt\0", 3, desc)        # NT_STAPSDT
+    w.set_data(".note.stapsdt", notes)
+    return _Layout(w.build(), stubs, semas, sym_names)
 
 
 # ---------------------------------------------------------------------------
@@ -359,9 +287,10 @@ def _memfd(name: str) -> int:
     flags = _MFD_CLOEXEC | _MFD_ALLOW_SEALING
     fn = getattr(os, "memfd_create", None)
     if fn is not None:
-        return fn(name, flags)
+        got: int = fn(name, flags)
+        return got
     libc = ctypes.CDLL(None, use_errno=True)   # pragma: no cover - Python < 3.8
-    fd = libc.memfd_create(name.encode(), flags)
+    fd: int = libc.memfd_create(name.encode(), flags)
     if fd < 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
@@ -457,9 +386,9 @@ class ProviderProbe:
         else:
             n = len(self.types)
 
-            def fire(*args: Any, _fn: Any = fn, _strings: tuple = tuple(strings)) -> None:
+            def fire(*args: Any, _fn: Any = fn, _strings: tuple[int, ...] = tuple(strings)) -> None:
                 if len(args) != n:
-                    raise TypeError(f"{self.provider.name}:{self.name} takes {n} argument(s), "
+                    raise ArgumentTypeError(f"{self.provider.name}:{self.name} takes {n} argument(s), "
                                     f"{len(args)} given")
                 a = list(args)
                 for i in _strings:
@@ -488,9 +417,10 @@ class ProviderProbe:
 
     @property
     def probe(self) -> str:
+        """``provider:name``."""
         return f"{self.provider.name}:{self.name}"
 
-    def usdt(self):
+    def usdt(self) -> Usdt:
         """This probe as a :class:`~pyebpf.usdt.attach.Usdt` (loads the provider)."""
         from .attach import find_usdt
         return find_usdt(self.provider.load().path, self.provider.name, self.name)
@@ -508,7 +438,7 @@ class Provider:
             directory (removed on close) instead of a memfd.
     """
 
-    def __init__(self, name: str, *, directory: str | os.PathLike | None = None) -> None:
+    def __init__(self, name: str, *, directory: str | os.PathLike[str] | None = None) -> None:
         if not isinstance(name, str) or not _NAME_RE.match(name):
             raise UsdtError(f"provider name {name!r} must be an identifier "
                             "([A-Za-z_][A-Za-z0-9_]*)")
@@ -544,6 +474,7 @@ class Provider:
 
     @property
     def probes(self) -> dict[str, ProviderProbe]:
+        """The probes defined so far, by name (a copy)."""
         return dict(self._probes)
 
     def __getitem__(self, name: str) -> ProviderProbe:
@@ -552,6 +483,7 @@ class Provider:
     # -- lifetime
     @property
     def loaded(self) -> bool:
+        """The shared object is loaded (and not closed): the probes fire."""
         return self._layout is not None and not self._closed
 
     def load(self) -> "Provider":
@@ -631,7 +563,7 @@ class Provider:
         return build_provider_elf(self.name, [(n, p.types) for n, p in
                                               self._probes.items()]).image
 
-    def usdt(self, probe: str):
+    def usdt(self, probe: str) -> Usdt:
         """Probe ``probe`` of this provider as a :class:`~pyebpf.usdt.attach.Usdt`
         (for pyebpf programs: ``.count()``, ``.trace()``, ``.read_arg()``)."""
         return self._probes[probe].usdt()
@@ -653,4 +585,6 @@ def _load_base(lib: Any, layout: _Layout) -> int:
     """The runtime address the object's vaddr 0 is mapped at."""
     name, probe_fn = next(iter(layout.symbols.items()))
     fn = ctypes.cast(getattr(lib, probe_fn[0]), ctypes.c_void_p).value
+    if fn is None:
+        raise UsdtError(f"the loaded provider has no address for {probe_fn[0]}")
     return fn - layout.stubs[name]

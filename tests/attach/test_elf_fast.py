@@ -25,10 +25,10 @@ def _files() -> list[str]:
 def _both(path: str) -> tuple[elf.ElfFile, elf.ElfFile | None]:
     """(headers parsed by pyelftools, headers parsed by struct or None)."""
     slow = object.__new__(elf.ElfFile)
-    slow.path = path
+    slow.path, slow._data = path, None
     slow._parse_pyelftools(path)
     fast = object.__new__(elf.ElfFile)
-    fast.path = path
+    fast.path, fast._data = path, None
     return slow, (fast if fast._parse_fast(path) else None)
 
 
@@ -95,5 +95,6 @@ def test_no_pyelftools_on_the_uprobe_path():
             f"e.open_elf({LIBC!r}).build_id; "
             "print('elftools' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, cwd=os.path.dirname(os.path.dirname(elf.__file__)))
+                         check=True,
+                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(elf.__file__))))
     assert out.stdout.strip() == "False"

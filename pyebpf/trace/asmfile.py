@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from ..maps import HashMap, Map, MapSpec, PerfEventArray, RingBuf
     from ..program import Program
     from .probes import TracepointSource, UprobeSource
-    from ..usdt.source import UsdtProbeSource
+    from .usdt_source import UsdtProbeSource
 
 __all__ = ["AsmFileError", "AsmFile", "MapDecl", "OutputDecl", "ProgramDecl", "Param",
            "parse_asm_file", "read_asm_file", "AsmSession", "AsmEvent"]

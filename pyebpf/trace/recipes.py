@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from ..events import PerfBuffer, RingBufferReader
     from ..loader import LoadedProgram
     from ..maps import Map, MapSpec, PerCpuArrayMap, PerfEventArray, RingBuf, StackTraceMap
-    from ..usdt.source import UsdtProbeSource
+    from .usdt_source import UsdtProbeSource
     from .probes import TracepointSource
 
     #: a resolved probe (what :func:`~pyebpf.trace.probes.probe_source` returns)

@@ -7,6 +7,11 @@ import time
 
 from . import command_line, pid, positive_int, process_exists, report, seconds
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..trace.recipes import Trace
+    from ..trace.session import Session
+
 DESCRIPTION = """\
 Trace a probe and count, aggregate or print what happens there -- like a
 bpftrace one-liner, with the program generated in Python (no compiler) and
@@ -159,62 +164,30 @@ def run(args: argparse.Namespace) -> int:
     if args.pid is not None and not process_exists(args.pid):
         print(f"pyebpf trace: no process {args.pid}", file=sys.stderr)
         return 1
-    from ..trace import live
-
     t0 = time.perf_counter()
     try:
         trace = build_trace(args)
     except ValueError as exc:
         report("trace", str(exc))
         return 1
-    err = sys.stderr
     if args.show_program:
         with trace:
             print(trace.show())
         return 0
     trace.resolve()
-    child = None
-    session = None
-    restore = live.sigterm_as_interrupt()
+    from .runner import RunOptions, run_session
+
+    def loaded(pid: int | None) -> Session:
+        return trace.start(pid, attach=False)
+
+    def attached(session: Session) -> str:
+        n = len(session.links)
+        return f"Attached {n} probe{'s' if n != 1 else ''}"
+    opts = RunOptions(command="trace", cmd=args.cmd, pid=args.pid, json_mode=args.json,
+                      duration=args.duration, max_events=args.max_events,
+                      interval=args.interval, clear=args.clear, table=args.table,
+                      quiet=args.quiet)
     try:
-        if args.cmd:
-            child = live.Child(args.cmd)
-        pid = child.pid if child else args.pid
-        session = trace.start(pid)
-        if not args.quiet:
-            n = len(session.links)
-            print(f"Attached {n} probe{'s' if n != 1 else ''} in "
-                  f"{(time.perf_counter() - t0) * 1000:.0f} ms. "
-                  + ("Running the command." if child else "Hit Ctrl-C to end."),
-                  file=err, flush=True)
-        if child:
-            child.go()
-        try:
-            live.run_loop(session, json_mode=args.json, duration=args.duration,
-                          max_events=args.max_events, child=child, pid=args.pid,
-                          interval=args.interval, clear=args.clear, table=args.table)
-        except KeyboardInterrupt:
-            pass
-        if child is not None and child.poll():
-            # the command has exited, so the results are final: print them
-            # before detaching (the kernel unregisters uprobes synchronously)
-            printed = live.print_final(session, sys.stdout, err, args.json, args.table)
-            session.detach()
-            return 0 if printed else 1
-        session.detach()
-        if child is not None and not child.poll():
-            child.kill()                   # --duration / -n / Ctrl-C: the command goes too
-        printed = live.print_final(session, sys.stdout, err, args.json, args.table)
-        return 0 if printed else 1
-    except BaseException:
-        if child is not None and child.status is None:
-            child.kill()
-        raise
+        return run_session(loaded, opts, attached, t0)
     finally:
-        restore()
-        if session is not None:
-            session.close()
-        else:
-            trace.close()
-        if child is not None:
-            child.close()
+        trace.close()

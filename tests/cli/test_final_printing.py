@@ -149,3 +149,28 @@ def test_interval_printing_survives_a_formatting_error(trace_session, monkeypatc
     text = out.getvalue()
     assert f"@count[{me}]: {count}\n" in text
     assert f'@hist (raw): {{"{log2_bucket(me)}": {count}}}\n' in text
+
+
+def test_interval_clear_counts_every_hit_once(monkeypatch):
+    """--interval with --clear: the values printed are the baseline of the
+    next printing, so a hit that lands after the read (here: while the
+    printing formats) is in the next one, never lost."""
+    from pyebpf.trace.live import print_interval
+    me = os.getpid()
+    t = Trace(TP, pid=me).count()
+    with t.start(me) as session:
+        format_text = session.format_text
+
+        def hit_while_formatting(results=None):
+            os.getpid()                    # a hit between the read and the next one
+            return format_text(results)
+        monkeypatch.setattr(session, "format_text", hit_while_formatting)
+        printed = []
+        for calls in (CALLS, 0, 2):
+            for _ in range(calls):
+                os.getpid()
+            out = io.StringIO()
+            assert print_interval(session, out, False, True) is True
+            printed += [int(x.split(": ")[1]) for x in out.getvalue().splitlines()
+                        if x.startswith("@: ")]
+        assert printed == [CALLS, 1, 3]    # each formatting's own hit shows up next time

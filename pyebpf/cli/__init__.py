@@ -32,9 +32,10 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import argparse
     from types import FrameType
     from typing import Any, Callable, NoReturn
+
+    from ..errors import VerifierError
 
     from .parser import Parser
 
@@ -82,7 +83,7 @@ def _interrupt_later(delay: float, signum: int) -> None:
     wait = _thread.allocate_lock()
     wait.acquire()
     wait.acquire(timeout=delay)        # a sleep that needs no import
-    _thread.interrupt_main(signum)
+    _thread.interrupt_main(signal.Signals(signum))
 
 
 def _unraisable(code: Any) -> bool:
@@ -145,9 +146,9 @@ class StopSignals:
 def is_command_line() -> bool:
     """True when this process is the ``pyebpf`` command (``python -m pyebpf``
     or the console script), not a program that imports pyebpf."""
-    argv = getattr(sys, "argv", None) or [""]
+    argv: list[str] = getattr(sys, "argv", None) or [""]
     if argv[0] == "-m":                # python -m X, while X's package is imported
-        orig = getattr(sys, "orig_argv", [])
+        orig: list[str] = getattr(sys, "orig_argv", [])
         return len(orig) >= len(argv) and orig[-len(argv)] in ("pyebpf", "-mpyebpf")
     return os.path.basename(argv[0]) == "pyebpf"
 
@@ -297,7 +298,7 @@ def _silence_stdout() -> None:
         pass
 
 
-def verifier_message(exc, log_path: str | None = None) -> str:
+def verifier_message(exc: VerifierError, log_path: str | None = None) -> str:
     """The message of a :class:`~pyebpf.errors.VerifierError` for a terminal:
     the verifier's complaint, then where its full log was written (``--log
     FILE``, else a new ``/tmp/pyebpf-verifier-*.log``), since a command-line

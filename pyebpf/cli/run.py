@@ -13,6 +13,7 @@ from . import command_line, pid, positive_int, process_exists, seconds
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..trace.session import Session
+    from .parser import Subparsers
 
 DESCRIPTION = """\
 Load a program written in text assembly (llvm dialect) whose header declares
@@ -48,7 +49,8 @@ rejection's full log goes to --log FILE or to a new /tmp/pyebpf-verifier-*.log
 """
 
 
-def register(subparsers) -> None:
+def register(subparsers: Subparsers) -> None:
+    """Add the ``run`` sub-command to ``subparsers``."""
     p = subparsers.add_parser("run", help="load and run a ready program (asm/) or a file of text assembly",
                               description=DESCRIPTION, epilog=EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -77,6 +79,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``pyebpf run``: describe, list or run a program (see the module docs); the exit status."""
     from ..text.lexer import read_source
     from ..trace import asmfile
 

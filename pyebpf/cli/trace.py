@@ -11,6 +11,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..trace.recipes import Trace
     from ..trace.session import Session
+    from .parser import Subparsers
 
 DESCRIPTION = """\
 Trace a probe and count, aggregate or print what happens there -- like a
@@ -64,7 +65,8 @@ to a new /tmp/pyebpf-verifier-*.log (the message gives its path).
 """
 
 
-def register(subparsers) -> None:
+def register(subparsers: Subparsers) -> None:
+    """Add the ``trace`` sub-command to ``subparsers``."""
     p = subparsers.add_parser("trace", help="bpftrace-style one-liners: count, histogram, print",
                               description=DESCRIPTION, epilog=EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -122,14 +124,15 @@ def register(subparsers) -> None:
 
 
 def _usage(args: argparse.Namespace, msg: str) -> int:
+    """Print a usage error; its exit status."""
     print(f"pyebpf trace: error: {msg}", file=sys.stderr)
     return 2
 
 
-def build_trace(args: argparse.Namespace):
+def build_trace(args: argparse.Namespace) -> Trace:
     """A :class:`pyebpf.trace.Trace` from the parsed arguments."""
-    from ..trace.recipes import Trace
-    t = Trace(*args.probes, pid=args.pid, strlen=args.strlen, ring=args.ringbuf,
+    from ..trace.recipes import Trace as Recipe
+    t = Recipe(*args.probes, pid=args.pid, strlen=args.strlen, ring=args.ringbuf,
               buffer_size=args.buffer_size, filters=args.filter, unsafe=args.unsafe)
     for key in args.count or []:
         t.count(by=key or None)
@@ -153,6 +156,7 @@ def build_trace(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    """``pyebpf trace``: build the trace, show it or run it; the exit status."""
     if args.pid is not None and args.cmd:
         return _usage(args, "-p and -c exclude each other")
     if args.max_events is not None and not args.print_:

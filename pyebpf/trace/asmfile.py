@@ -601,7 +601,7 @@ class AsmSession(Session):
         out: dict[str, Any] = {}
         for d in self.aggregates:
             try:
-                out[d.name] = dict(self.maps[d.name].items())
+                out[d.name] = dict(cast("HashMap[Any, Any]", self.maps[d.name]).items())
             except Exception as exc:       # nothing left to print for this one
                 out[d.name] = f"<unreadable: {type(exc).__name__}: {exc}>"
         return out

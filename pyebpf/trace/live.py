@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 
     from .session import PrintedEvent, Session
 
+    #: a thread's signal mask, as :func:`signal.pthread_sigmask` returns it
+    SignalMask = set[int | signal.Signals]
+
 __all__ = ["Child", "RunResult", "run_loop", "print_final", "sigterm_as_interrupt"]
 
 
@@ -68,7 +71,7 @@ class Child:
             self.kill()                    # (nothing to do if the fork failed)
             raise
 
-    def _spawn(self, mask: set) -> None:
+    def _spawn(self, mask: SignalMask) -> None:
         """Fork (signals held: see :func:`_hold_signals`); the child waits on a pipe."""
         parent = os.getpid()
         go_r, go_w = os.pipe()
@@ -176,7 +179,7 @@ _PYTHON_IGNORES = {signal.SIGPIPE, signal.SIGXFSZ}
 _PR_SET_PDEATHSIG = 1
 
 
-def _hold_signals() -> set:
+def _hold_signals() -> SignalMask:
     """Block the signals that have a Python-level handler; returns the mask
     to give to :func:`_release_signals`.  (The others run no Python code: a
     forked child meets their default action, or ignores them, as it should.)
@@ -198,13 +201,13 @@ def _hold_signals() -> set:
     return old
 
 
-def _release_signals(mask: set) -> None:
+def _release_signals(mask: SignalMask) -> None:
     """Restore ``mask``; the handlers of the signals that came meanwhile run
     now (and may raise KeyboardInterrupt from here)."""
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
-def _python_handled() -> set:
+def _python_handled() -> set[signal.Signals]:
     """The signals whose handler is a Python function (SIGINT's, SIGTERM's
     from :func:`sigterm_as_interrupt`, SIGALRM's from a test runner...)."""
     return {sig for sig in _ALL_SIGNALS if callable(signal.getsignal(sig))}
@@ -217,7 +220,7 @@ def _close_all(*fds: int) -> None:
 
 
 def _exec_when_released(argv: list[str], go_r: int, go_w: int, err_r: int, err_w: int,
-                        mask: set, parent: int) -> NoReturn:
+                        mask: SignalMask, parent: int) -> NoReturn:
     """The forked child (signals held): never returns into the tracer's code.
 
     Python-level handlers go back to the default action before the signals
@@ -308,10 +311,13 @@ class RunResult:
 def sigterm_as_interrupt() -> Callable[[], None]:
     """Make SIGTERM stop the trace like Ctrl-C; returns a function that
     restores the previous handler."""
-    def handler(signum: int, frame: Any) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
     old = signal.signal(signal.SIGTERM, handler)
-    return lambda: signal.signal(signal.SIGTERM, old)
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, old)
+    return restore
 
 
 def run_loop(session: Session, *, out: TextIO = sys.stdout, json_mode: bool = False,

@@ -21,7 +21,11 @@ after flushing its output: CPython would otherwise kill itself with SIGINT at
 exit when the interrupt had gone through an ``eval``/``exec`` of the standard
 library (namedtuple, dataclasses), and report -2 instead of 130.  (A Ctrl-C in
 the first milliseconds, while the Python interpreter itself starts and before
-any pyebpf code runs, gets Python's own behaviour.)
+any pyebpf code runs, gets Python's own behaviour.)  A SIGINT ignored when the
+process started (a background job of a script) stays ignored, as Python
+leaves it -- except while a trace runs: :class:`StopSignals` then takes SIGINT
+and SIGTERM, and from the first probe attached a stop signal always ends with
+the results printed (see :mod:`pyebpf.cli.runner`).
 """
 from __future__ import annotations
 

@@ -55,8 +55,9 @@ output: bpftrace's text (@name[key]: value, histograms with @ bars), or with
 "stats", "data": {"@name": {key: value}}}), and {"type": "lost", ...} if events
 were lost.  One aggregation is named @, several @count, @hist...
 
-stops at Ctrl-C (printing the aggregations first), after --duration, after -n
-events, or when the -c command / -p process exits.
+stops at Ctrl-C or SIGTERM (printing the aggregations first; Ctrl-C works even
+if SIGINT was ignored when pyebpf started), after --duration, after -n events,
+or when the -c command / -p process exits.
 
 exit status: 0 ok (also after Ctrl-C: the results are printed), 1 error (bad
 probe, expression, kernel refusal, command not found; or a result that could

@@ -153,6 +153,28 @@ def test_sigint_stops_a_trace_started_with_sigint_ignored(tmp_path, kind):
     assert proc.returncode == 0 and printed in out and "Traceback" not in err, (out, err)
 
 
+@pytest.mark.kernel
+@pytest.mark.parametrize("disposition", [signal.SIG_DFL, signal.SIG_IGN], ids=["default", "ignored"])
+def test_sigint_stops_a_trace_run_through_main(tmp_path, disposition):
+    """A console script of an older install calls ``pyebpf.cli.main()``
+    (not ``entry()``, which arms Ctrl-C): the trace takes SIGINT itself
+    while it runs, so it stops all the same."""
+    script = tmp_path / "pyebpf"
+    script.write_text("import sys\nfrom pyebpf.cli import main\nsys.exit(main())\n")
+    proc = subprocess.Popen([sys.executable, str(script), "trace", TP, "--count", "-d", "60"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=_env(), cwd=str(ROOT), preexec_fn=_sigint(disposition))
+    try:
+        read_until(proc.stderr, "Attached", "the tracer to attach")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0 and "@: " in out and "Traceback" not in err, (out, err)
+
+
 def test_other_commands_keep_sigint_ignored():
     """Started with SIGINT ignored, ``pyebpf asm -`` (no trace) keeps ignoring
     it, as Python itself does: the Ctrl-C a script's user types for the

@@ -10,12 +10,17 @@ from __future__ import annotations
 import errno as _errno
 import os
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Iterable
+
 
 class PyebpfError(Exception):
     """Base class of every pyebpf error."""
 
 
-def close_matches(word: str, candidates, n: int = 3, cutoff: float = 0.6) -> list[str]:
+def close_matches(word: str, candidates: "Iterable[str]", n: int = 3,
+                  cutoff: float = 0.6) -> list[str]:
     """The candidates closest to ``word`` (``difflib.get_close_matches``), for
     "did you mean" hints; difflib is imported on the first call, which is an
     error path (importing it up front cost every start-up ~5 ms)."""

@@ -21,7 +21,11 @@ after flushing its output: CPython would otherwise kill itself with SIGINT at
 exit when the interrupt had gone through an ``eval``/``exec`` of the standard
 library (namedtuple, dataclasses), and report -2 instead of 130.  (A Ctrl-C in
 the first milliseconds, while the Python interpreter itself starts and before
-any pyebpf code runs, gets Python's own behaviour.)
+any pyebpf code runs, gets Python's own behaviour.)  A SIGINT ignored when the
+process started (a background job of a script) stays ignored, as Python
+leaves it -- except while a trace runs: :class:`StopSignals` then takes SIGINT
+and SIGTERM, and from the first probe attached a stop signal always ends with
+the results printed (see :mod:`pyebpf.cli.runner`).
 """
 from __future__ import annotations
 
@@ -32,8 +36,10 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import argparse
-    from typing import Any, NoReturn
+    from types import FrameType
+    from typing import Any, Callable, NoReturn
+
+    from ..errors import VerifierError
 
     from .parser import Parser
 
@@ -53,29 +59,35 @@ so, and PYEBPF_DEBUG=1 prints its traceback.
 # longest line of an error message that is printed whole
 _MAX_LINE = 500
 
-_interrupted = False      # a SIGINT arrived
+_interrupted = False      # a SIGINT (or a trace's stop signal) arrived
 _armed = False            # SIGINT raises KeyboardInterrupt (only inside entry's try)
 
 
-def _on_sigint(signum: int, frame: Any) -> None:
+def _on_sigint(signum: int, frame: FrameType | None) -> None:
     global _interrupted
     _interrupted = True
-    if not _armed:
-        return
-    if frame is not None and _unraisable(frame.f_code):
-        # an exception raised here would be printed and dropped ("Exception
-        # ignored in ..."), and the command would go on: ask again in 2 ms,
-        # from a thread (asking from here would run this handler again at once)
-        _thread.start_new_thread(_interrupt_later, (0.002,))
-        return
-    raise KeyboardInterrupt
+    if _armed and not deferred(signum, frame):
+        raise KeyboardInterrupt
 
 
-def _interrupt_later(delay: float) -> None:
+def deferred(signum: int, frame: FrameType | None) -> bool:
+    """For a handler about to raise KeyboardInterrupt in ``frame``: True
+    when Python would print and drop that exception there (a ``__del__``,
+    importlib's module-lock callback) and the command would go on; the
+    signal is then simulated again 2 ms later, from a thread (simulating it
+    from here would run the handler again at once), and the handler must
+    not raise now."""
+    if frame is None or not _unraisable(frame.f_code):
+        return False
+    _thread.start_new_thread(_interrupt_later, (0.002, signum))
+    return True
+
+
+def _interrupt_later(delay: float, signum: int) -> None:
     wait = _thread.allocate_lock()
     wait.acquire()
     wait.acquire(timeout=delay)        # a sleep that needs no import
-    _thread.interrupt_main()
+    _thread.interrupt_main(signal.Signals(signum))
 
 
 def _unraisable(code: Any) -> bool:
@@ -85,12 +97,62 @@ def _unraisable(code: Any) -> bool:
                                          and "importlib" in code.co_filename)
 
 
+class StopSignals:
+    """How SIGINT (Ctrl-C) and SIGTERM stop a trace (``pyebpf trace`` / ``run``).
+
+    From creation, SIGTERM raises :class:`KeyboardInterrupt` as Ctrl-C does
+    (before anything is attached: the command exits 130).  :meth:`hold`,
+    called before the first probe is attached, takes SIGINT too -- even when
+    it was ignored at start, as bpftrace does -- and from then on a stop
+    signal is only recorded: it cannot cut the attaching, the start of the
+    ``-c`` command or the "Attached" line.  :meth:`arm`, first thing in the
+    loop's ``try``, raises at once if one came, else lets the next one raise
+    (once: the first stop signal raises, later ones are recorded).  After
+    the loop, :meth:`hold` again: detaching and printing the results cannot
+    be interrupted.  :meth:`restore` puts the previous handlers back.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False         # a stop signal arrived
+        self._raising = True
+        self._old: dict[int, Any] = {}
+        self._old[signal.SIGTERM] = signal.signal(signal.SIGTERM, self._handler)
+
+    def _handler(self, signum: int, frame: FrameType | None) -> None:
+        global _interrupted
+        _interrupted = True
+        self.requested = True
+        if self._raising and not deferred(signum, frame):
+            self._raising = False
+            raise KeyboardInterrupt
+
+    def hold(self) -> None:
+        """From now on a stop signal is recorded, not raised (SIGINT taken)."""
+        self._raising = False
+        if signal.SIGINT not in self._old:
+            self._old[signal.SIGINT] = signal.signal(signal.SIGINT, self._handler)
+
+    def arm(self) -> None:
+        """Raise KeyboardInterrupt if a stop signal came while held; else the
+        next one raises."""
+        self._raising = True
+        if self.requested and self._raising:   # (one that came since raised already)
+            self._raising = False
+            raise KeyboardInterrupt
+
+    def restore(self) -> None:
+        """The handlers from before (SIG_IGN for a SIGINT ignored at start)."""
+        while self._old:
+            sig, old = self._old.popitem()
+            signal.signal(sig, old)
+
+
 def is_command_line() -> bool:
     """True when this process is the ``pyebpf`` command (``python -m pyebpf``
     or the console script), not a program that imports pyebpf."""
-    argv = getattr(sys, "argv", None) or [""]
+    argv: list[str] = getattr(sys, "argv", None) or [""]
     if argv[0] == "-m":                # python -m X, while X's package is imported
-        orig = getattr(sys, "orig_argv", [])
+        orig: list[str] = getattr(sys, "orig_argv", [])
         return len(orig) >= len(argv) and orig[-len(argv)] in ("pyebpf", "-mpyebpf")
     return os.path.basename(argv[0]) == "pyebpf"
 
@@ -98,9 +160,18 @@ def is_command_line() -> bool:
 def take_sigint() -> None:
     """Called by ``pyebpf/__init__`` first thing when :func:`is_command_line`:
     from now on a Ctrl-C is recorded (not raised) until :func:`entry` runs,
-    which then exits 130 -- so a Ctrl-C during the imports is no traceback."""
+    which then exits 130 -- so a Ctrl-C during the imports is no traceback.
+    A SIGINT ignored when the process started (a background job of a
+    script) stays ignored (a trace takes it while it runs: :class:`StopSignals`)."""
     if is_command_line():
-        signal.signal(signal.SIGINT, _on_sigint)
+        _take(signal.SIGINT, _on_sigint)
+
+
+def _take(sig: int, handler: Callable[[int, FrameType | None], None]) -> None:
+    """Set ``handler`` for ``sig`` unless ``sig`` is ignored (SIG_IGN) or
+    is ours already (``take_sigint`` ran)."""
+    if signal.getsignal(sig) not in (signal.SIG_IGN, handler):
+        signal.signal(sig, handler)
 
 
 def build_parser() -> Parser:
@@ -231,7 +302,7 @@ def _silence_stdout() -> None:
         pass
 
 
-def verifier_message(exc, log_path: str | None = None) -> str:
+def verifier_message(exc: VerifierError, log_path: str | None = None) -> str:
     """The message of a :class:`~pyebpf.errors.VerifierError` for a terminal:
     the verifier's complaint, then where its full log was written (``--log
     FILE``, else a new ``/tmp/pyebpf-verifier-*.log``), since a command-line
@@ -272,7 +343,7 @@ def _leave(status: int) -> NoReturn:
 def entry() -> NoReturn:
     """The program: ``pyebpf`` (console script) and ``python -m pyebpf``."""
     global _armed
-    signal.signal(signal.SIGINT, _on_sigint)
+    _take(signal.SIGINT, _on_sigint)
     try:
         _armed = True
         if _interrupted:               # during the imports

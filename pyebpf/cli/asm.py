@@ -4,6 +4,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .parser import Subparsers
+
 DESCRIPTION = """\
 Assemble eBPF text into raw instruction bytes (8-byte little-endian slots,
 16 for ld_imm64) -- the format the kernel's BPF_PROG_LOAD takes and
@@ -28,7 +32,8 @@ exit status: 0 ok, 1 bad input (the message names file:line:column), 2 usage err
 """
 
 
-def register(subparsers) -> None:
+def register(subparsers: Subparsers) -> None:
+    """Add the ``asm`` sub-command to ``subparsers``."""
     p = subparsers.add_parser("asm", help="assemble text into raw eBPF bytes",
                               description=DESCRIPTION, epilog=EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -42,6 +47,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Assemble ``args.file`` and write the bytes; the exit status."""
     from ..text import assemble, parse_conformance
     from ..text.lexer import read_source
 

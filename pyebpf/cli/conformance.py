@@ -4,8 +4,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .parser import Subparsers
 
-def register(sub) -> None:
+
+def register(sub: Subparsers) -> None:
+    """Add the ``conformance`` sub-command to ``subparsers``."""
     p = sub.add_parser(
         "conformance",
         help="run bpf_conformance tests in the kernel (XDP + BPF_PROG_TEST_RUN)",
@@ -22,6 +27,7 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run the directory's tests, print a line each and a summary; the exit status."""
     from ..conformance import run_directory
 
     counts = {"pass": 0, "fail": 0, "rejected": 0, "error": 0, "skip": 0}

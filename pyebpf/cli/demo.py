@@ -5,8 +5,13 @@ import argparse
 
 from . import positive_int
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .parser import Subparsers
 
-def register(sub) -> None:
+
+def register(sub: Subparsers) -> None:
+    """Add the ``demo`` sub-command to ``subparsers``."""
     p = sub.add_parser(
         "demo", help="trace a bundled Python workload through its own USDT probes",
         description="Start a small Python 'request server' that declares USDT probes at run "
@@ -21,5 +26,6 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run the demo; the exit status."""
     from ..demo import run as demo
     return demo(args.requests, show_programs=args.show_programs)

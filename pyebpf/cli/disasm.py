@@ -4,6 +4,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, BinaryIO
+
+    from .parser import Subparsers
+
 DESCRIPTION = """\
 Disassemble eBPF instructions: raw bytes (8-byte little-endian slots, as
 'pyebpf asm' writes them), or with --elf a section of an ELF object such as
@@ -27,7 +33,8 @@ examples:
 """
 
 
-def register(subparsers) -> None:
+def register(subparsers: Subparsers) -> None:
+    """Add the ``disasm`` sub-command to ``subparsers``."""
     p = subparsers.add_parser("disasm", help="disassemble raw eBPF bytes or an ELF section",
                               description=DESCRIPTION, epilog=EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -69,7 +76,8 @@ def elf_section(path: str, section: str | None = None) -> tuple[str, bytes, dict
                            f"{exc or 'malformed'})") from None
 
 
-def _read_section(f, path: str, section: str | None) -> tuple[str, bytes, dict[int, str]]:
+def _read_section(f: BinaryIO, path: str, section: str | None
+                  ) -> tuple[str, bytes, dict[int, str]]:
     from elftools.common.exceptions import ELFError
     from elftools.elf.constants import SH_FLAGS
     from elftools.elf.elffile import ELFFile
@@ -97,7 +105,7 @@ def _read_section(f, path: str, section: str | None) -> tuple[str, bytes, dict[i
     for rel in elf.iter_sections():
         if not isinstance(rel, RelocationSection) or rel["sh_info"] != index:
             continue
-        symtab = elf.get_section(rel["sh_link"])
+        symtab: Any = elf.get_section(rel["sh_link"])   # (a symbol table)
         for r in rel.iter_relocations():
             sym = symtab.get_symbol(r["r_info_sym"])
             name = sym.name or (elf.get_section(sym["st_shndx"]).name
@@ -116,6 +124,7 @@ _RELOC_NAMES = {1: "R_BPF_64_64", 2: "R_BPF_64_ABS64", 3: "R_BPF_64_ABS32", 4: "
 
 
 def run(args: argparse.Namespace) -> int:
+    """Disassemble the bytes or the ELF section the arguments name; the exit status."""
     from ..text import disassemble
 
     if args.dialect == "mnemonic" and args.style != "objdump":

@@ -10,6 +10,13 @@ import sys
 from . import pid
 from .parser import Parser
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Sequence, TextIO
+
+    from ..usdt.notes import UsdtNote, UsdtProbe
+    from .parser import Subparsers
+
 DESCRIPTION = """\
 List the USDT (sys/sdt.h) probes of an ELF file, or of every module a running
 process maps: provider, name, each location (a probe can have many, each with
@@ -51,7 +58,9 @@ class _IntermixedParser(Parser):
 
     _inner = False
 
-    def parse_known_args(self, args=None, namespace=None):
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: Any = None) -> tuple[Any, list[str]]:
+        """Parse with options anywhere (``parse_known_intermixed_args``)."""
         if self._inner:
             return super().parse_known_args(args, namespace)
         self._inner = True
@@ -61,7 +70,8 @@ class _IntermixedParser(Parser):
             self._inner = False
 
 
-def register(subparsers) -> None:
+def register(subparsers: Subparsers) -> None:
+    """Add the ``list`` sub-command to ``subparsers``."""
     p = subparsers.add_parser("list", help="list the USDT probes of a file or process",
                               description=DESCRIPTION, epilog=EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -104,7 +114,7 @@ def _sources(args: argparse.Namespace) -> list[tuple[str, str, str | None]]:
     if args.pid is None:
         path = resolve_target(args.target)
         return [(path, path, None)]
-    out = []
+    out: list[tuple[str, str, str | None]] = []
     for m in process_modules(args.pid):
         if args.target:
             t = args.target
@@ -125,6 +135,7 @@ def _has_stapsdt(path: str) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
+    """List the probes the arguments select; the exit status."""
     from ..errors import UsdtError
     from ..usdt import UsdtFile, group_probes
     from ..usdt.notes import _filter
@@ -135,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     provider, name = _filters(args)
     sources = _sources(args)
-    notes = []
+    notes: list[tuple[UsdtNote, str | None]] = []
     failed = 0
     for path, shown, module in sources:
         if args.pid is not None:
@@ -181,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _hex_or(fn) -> str:
+def _hex_or(fn: Callable[[], int]) -> str:
     from ..errors import UsdtNoteError
     try:
         return f"{fn():#x}"
@@ -189,7 +200,7 @@ def _hex_or(fn) -> str:
         return f"? ({exc.reason})"
 
 
-def _print_text(probes, out) -> None:
+def _print_text(probes: list[UsdtProbe], out: TextIO) -> None:
     last_path = None
     for p in probes:
         elf = p.elf

@@ -7,6 +7,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import NoReturn
 
+    #: what each sub-command's ``register`` gets: ``add_parser`` makes its parser
+    Subparsers = argparse._SubParsersAction["Parser"]
+
 __all__ = ["Parser"]
 
 

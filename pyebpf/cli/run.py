@@ -10,6 +10,11 @@ import time
 
 from . import command_line, pid, positive_int, process_exists, seconds
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..trace.session import Session
+    from .parser import Subparsers
+
 DESCRIPTION = """\
 Load a program written in text assembly (llvm dialect) whose header declares
 its maps, its attach point(s) and its output -- the files of asm/ -- then
@@ -44,7 +49,8 @@ rejection's full log goes to --log FILE or to a new /tmp/pyebpf-verifier-*.log
 """
 
 
-def register(subparsers) -> None:
+def register(subparsers: Subparsers) -> None:
+    """Add the ``run`` sub-command to ``subparsers``."""
     p = subparsers.add_parser("run", help="load and run a ready program (asm/) or a file of text assembly",
                               description=DESCRIPTION, epilog=EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -73,8 +79,9 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``pyebpf run``: describe, list or run a program (see the module docs); the exit status."""
     from ..text.lexer import read_source
-    from ..trace import asmfile, live
+    from ..trace import asmfile
 
     if args.list:
         print(list_programs())
@@ -102,42 +109,17 @@ def run(args: argparse.Namespace) -> int:
     if args.info:
         print(af.info())
         return 0
-    child = None
-    session = None
-    restore = live.sigterm_as_interrupt()
-    try:
-        if args.cmd:
-            child = live.Child(args.cmd)
-        pid = child.pid if child else args.pid
-        session = asmfile.AsmSession(af, values, pid, unsafe=args.unsafe)
-        if not args.quiet:
-            n = len(session.links)
-            print(f"Attached {n} program{'s' if n != 1 else ''} of {args.file} in "
-                  f"{(time.perf_counter() - t0) * 1000:.0f} ms. "
-                  + ("Running the command." if child else "Hit Ctrl-C to end."),
-                  file=sys.stderr, flush=True)
-        if child:
-            child.go()
-        try:
-            live.run_loop(session, json_mode=args.json, duration=args.duration,
-                          max_events=args.max_events, child=child, pid=args.pid)
-        except KeyboardInterrupt:
-            pass
-        session.detach()
-        if child is not None and not child.poll():
-            child.kill()
-        printed = live.print_final(session, sys.stdout, sys.stderr, args.json, command="run")
-        return 0 if printed else 1
-    except BaseException:
-        if child is not None and child.status is None:
-            child.kill()
-        raise
-    finally:
-        restore()
-        if session is not None:
-            session.close()
-        if child is not None:
-            child.close()
+    from .runner import RunOptions, run_session
+
+    def loaded(pid: int | None) -> Session:
+        return asmfile.AsmSession(af, values, pid, unsafe=args.unsafe, attach=False)
+
+    def attached(session: Session) -> str:
+        n = len(session.links)
+        return f"Attached {n} program{'s' if n != 1 else ''} of {args.file}"
+    opts = RunOptions(command="run", cmd=args.cmd, pid=args.pid, json_mode=args.json,
+                      duration=args.duration, max_events=args.max_events, quiet=args.quiet)
+    return run_session(loaded, opts, attached, t0)
 
 
 def programs_dir() -> str | None:

@@ -2,10 +2,17 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import time
 
 from . import command_line, pid, positive_int, process_exists, report, seconds
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..trace.recipes import Trace
+    from ..trace.session import Session
+    from .parser import Subparsers
 
 DESCRIPTION = """\
 Trace a probe and count, aggregate or print what happens there -- like a
@@ -48,8 +55,9 @@ output: bpftrace's text (@name[key]: value, histograms with @ bars), or with
 "stats", "data": {"@name": {key: value}}}), and {"type": "lost", ...} if events
 were lost.  One aggregation is named @, several @count, @hist...
 
-stops at Ctrl-C (printing the aggregations first), after --duration, after -n
-events, or when the -c command / -p process exits.
+stops at Ctrl-C or SIGTERM (printing the aggregations first; Ctrl-C works even
+if SIGINT was ignored when pyebpf started), after --duration, after -n events,
+or when the -c command / -p process exits.
 
 exit status: 0 ok (also after Ctrl-C: the results are printed), 1 error (bad
 probe, expression, kernel refusal, command not found; or a result that could
@@ -59,7 +67,8 @@ to a new /tmp/pyebpf-verifier-*.log (the message gives its path).
 """
 
 
-def register(subparsers) -> None:
+def register(subparsers: Subparsers) -> None:
+    """Add the ``trace`` sub-command to ``subparsers``."""
     p = subparsers.add_parser("trace", help="bpftrace-style one-liners: count, histogram, print",
                               description=DESCRIPTION, epilog=EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -117,14 +126,15 @@ def register(subparsers) -> None:
 
 
 def _usage(args: argparse.Namespace, msg: str) -> int:
+    """Print a usage error; its exit status."""
     print(f"pyebpf trace: error: {msg}", file=sys.stderr)
     return 2
 
 
-def build_trace(args: argparse.Namespace):
+def build_trace(args: argparse.Namespace) -> Trace:
     """A :class:`pyebpf.trace.Trace` from the parsed arguments."""
-    from ..trace.recipes import Trace
-    t = Trace(*args.probes, pid=args.pid, strlen=args.strlen, ring=args.ringbuf,
+    from ..trace.recipes import Trace as Recipe
+    t = Recipe(*args.probes, pid=args.pid, strlen=args.strlen, ring=args.ringbuf,
               buffer_size=args.buffer_size, filters=args.filter, unsafe=args.unsafe)
     for key in args.count or []:
         t.count(by=key or None)
@@ -148,6 +158,7 @@ def build_trace(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    """``pyebpf trace``: build the trace, show it or run it; the exit status."""
     if args.pid is not None and args.cmd:
         return _usage(args, "-p and -c exclude each other")
     if args.max_events is not None and not args.print_:
@@ -159,62 +170,33 @@ def run(args: argparse.Namespace) -> int:
     if args.pid is not None and not process_exists(args.pid):
         print(f"pyebpf trace: no process {args.pid}", file=sys.stderr)
         return 1
-    from ..trace import live
-
+    # "Attached ... in N ms" counts from here, after the tracing package (its
+    # maps and kernel layers) and its run loop are imported, as it always did
+    importlib.import_module("pyebpf.trace.live")
     t0 = time.perf_counter()
     try:
         trace = build_trace(args)
     except ValueError as exc:
         report("trace", str(exc))
         return 1
-    err = sys.stderr
     if args.show_program:
         with trace:
             print(trace.show())
         return 0
     trace.resolve()
-    child = None
-    session = None
-    restore = live.sigterm_as_interrupt()
+    from .runner import RunOptions, run_session
+
+    def loaded(pid: int | None) -> Session:
+        return trace.start(pid, attach=False)
+
+    def attached(session: Session) -> str:
+        n = len(session.links)
+        return f"Attached {n} probe{'s' if n != 1 else ''}"
+    opts = RunOptions(command="trace", cmd=args.cmd, pid=args.pid, json_mode=args.json,
+                      duration=args.duration, max_events=args.max_events,
+                      interval=args.interval, clear=args.clear, table=args.table,
+                      quiet=args.quiet)
     try:
-        if args.cmd:
-            child = live.Child(args.cmd)
-        pid = child.pid if child else args.pid
-        session = trace.start(pid)
-        if not args.quiet:
-            n = len(session.links)
-            print(f"Attached {n} probe{'s' if n != 1 else ''} in "
-                  f"{(time.perf_counter() - t0) * 1000:.0f} ms. "
-                  + ("Running the command." if child else "Hit Ctrl-C to end."),
-                  file=err, flush=True)
-        if child:
-            child.go()
-        try:
-            live.run_loop(session, json_mode=args.json, duration=args.duration,
-                          max_events=args.max_events, child=child, pid=args.pid,
-                          interval=args.interval, clear=args.clear, table=args.table)
-        except KeyboardInterrupt:
-            pass
-        if child is not None and child.poll():
-            # the command has exited, so the results are final: print them
-            # before detaching (the kernel unregisters uprobes synchronously)
-            printed = live.print_final(session, sys.stdout, err, args.json, args.table)
-            session.detach()
-            return 0 if printed else 1
-        session.detach()
-        if child is not None and not child.poll():
-            child.kill()                   # --duration / -n / Ctrl-C: the command goes too
-        printed = live.print_final(session, sys.stdout, err, args.json, args.table)
-        return 0 if printed else 1
-    except BaseException:
-        if child is not None and child.status is None:
-            child.kill()
-        raise
+        return run_session(loaded, opts, attached, t0)
     finally:
-        restore()
-        if session is not None:
-            session.close()
-        else:
-            trace.close()
-        if child is not None:
-            child.close()
+        trace.close()

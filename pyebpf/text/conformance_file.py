@@ -171,7 +171,7 @@ def parse_conformance(text: str, path: str = "<string>") -> ConformanceTest:
     return test
 
 
-def load_conformance(path: str | os.PathLike) -> ConformanceTest:
+def load_conformance(path: str | os.PathLike[str]) -> ConformanceTest:
     """Read and parse the ``.data`` file at ``path``."""
     from .lexer import read_source
     name = os.fspath(path)

@@ -6,10 +6,19 @@ their printing, probe specs and sources, user-stack symbolization.
         ...
         print(s.format_text())
 
-Modules: :mod:`~pyebpf.trace.recipes` (Trace, the shortcuts), :mod:`~pyebpf.trace.aggregate`,
-:mod:`~pyebpf.trace.render`, :mod:`~pyebpf.trace.expr`, :mod:`~pyebpf.trace.probes`,
-:mod:`~pyebpf.trace.stacks`, :mod:`~pyebpf.trace.live` (the loop the CLI runs),
-:mod:`~pyebpf.trace.asmfile` (asm/ files with a header).
+Modules: :mod:`~pyebpf.trace.recipes` (Trace, the shortcuts), with
+:mod:`~pyebpf.trace.model` (its aggregations, events and result types),
+:mod:`~pyebpf.trace.codegen` (its programs), :mod:`~pyebpf.trace.trace_session`
+(TraceSession: it running) and :mod:`~pyebpf.trace.formatting` (its results
+printed); :mod:`~pyebpf.trace.session` (the Session base of TraceSession and
+AsmSession), :mod:`~pyebpf.trace.aggregate`, :mod:`~pyebpf.trace.render`,
+:mod:`~pyebpf.trace.expr`, :mod:`~pyebpf.trace.probes` (probe specs and the
+uprobe and tracepoint sources), :mod:`~pyebpf.trace.usdt_source` (the USDT
+source), :mod:`~pyebpf.trace.stacks`, :mod:`~pyebpf.trace.live` (the loop the
+CLI runs), :mod:`~pyebpf.trace.asmfile` (asm/ files with a header).
+
+The tracing layer sits above :mod:`pyebpf.usdt` (notes, specs, argument
+reads, attaching) and imports it.
 """
 from .aggregate import Avg, Count, Histogram, Max, Min, Stats, Sum, log2_bucket
 from .render import format_count, format_hist, format_value

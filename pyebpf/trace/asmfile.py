@@ -50,19 +50,18 @@ import dataclasses
 import re
 import shlex
 import struct
+import time
 from typing import Any, Callable, cast
 
-from ..errors import PyebpfError
+from ..errors import PyebpfError, StateError
+from .session import Session
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..attach import Link
-    from ..events import PerfBuffer, RingBufferReader
-    from ..loader import LoadedProgram
     from ..maps import HashMap, Map, MapSpec, PerfEventArray, RingBuf
     from ..program import Program
-    from .probes import TracepointSource, UprobeSource
-    from ..usdt.source import UsdtProbeSource
+    from .model import Source
+    from .session import AttachStep
 
 __all__ = ["AsmFileError", "AsmFile", "MapDecl", "OutputDecl", "ProgramDecl", "Param",
            "parse_asm_file", "read_asm_file", "AsmSession", "AsmEvent"]
@@ -447,8 +446,9 @@ def substitute(text: str, values: dict[str, str], filename: str, line: int,
     return _PLACEHOLDER.sub(rep, text)
 
 
-class AsmSession:
-    """An asm file loaded and attached: its maps, programs, links and reader.
+class AsmSession(Session):
+    """An asm file loaded and attached: its maps, programs, links and reader
+    (a :class:`~pyebpf.trace.session.Session`).
 
     Args:
         af: the parsed file.
@@ -456,19 +456,17 @@ class AsmSession:
             raise :class:`AsmFileError`).
         pid: the traced process (``${PID}``, and the uprobes'/USDT pid).
         unsafe: let uprobes go on addresses not proven to start an instruction.
+        attach: False to load only (then :meth:`attach`).
     """
 
     def __init__(self, af: AsmFile, values: dict[str, str] | None = None,
-                 pid: int | None = None, unsafe: bool = False) -> None:
+                 pid: int | None = None, unsafe: bool = False, *, attach: bool = True) -> None:
+        super().__init__()
         self.af = af
         self.unsafe = unsafe
         self.maps: dict[str, Map] = {}
-        self.loaded: list[LoadedProgram] = []
-        self.links: list[Link] = []
-        self.reader: PerfBuffer | RingBufferReader | None = None
         self.output: OutputDecl | None = None
-        self.lost = 0
-        self._closed = False
+        self._steps: list[tuple[Source, bool, int | None]] = []   # (source, is entry, pid)
         vals = {}
         for p in af.params.values():
             if p.default is not None:
@@ -484,12 +482,16 @@ class AsmSession:
                                f"-D {missing[0]}=VALUE", af.filename)
         vals.setdefault("PID", str(pid or 0))
         self.values = vals
+        t0 = time.perf_counter()
         try:
             self._make_maps()
             self._load_all(pid)
         except BaseException:
             self.close()
             raise
+        self.attach_seconds = time.perf_counter() - t0
+        if attach:
+            self.attach()
 
     # ------------------------------------------------------------ setup
     def _make_maps(self) -> None:
@@ -507,11 +509,7 @@ class AsmSession:
                 self.reader = PerfBuffer(cast("PerfEventArray", m), decode=fmt,
                                          on_lost=self._on_lost)
 
-    def _on_lost(self, cpu: int, n: int) -> None:
-        self.lost += n
-
-    def _source(self, pd: ProgramDecl, attach: str,
-                pid: int | None) -> UprobeSource | TracepointSource | UsdtProbeSource:
+    def _source(self, pd: ProgramDecl, attach: str, pid: int | None) -> Source:
         from .probes import probe_source
         try:
             return probe_source(attach, pid, unsafe=self.unsafe)
@@ -523,8 +521,7 @@ class AsmSession:
         from ..text import assemble
         af = self.af
         nlines = len(af.text.splitlines())
-        built: list[tuple[ProgramDecl, UprobeSource | TracepointSource | UsdtProbeSource,
-                          Program]] = []
+        built: list[tuple[ProgramDecl, Source, Program]] = []
         for pd in af.programs:
             attach = substitute(pd.attach, self.values, af.filename, pd.line)
             src = self._source(pd, attach, pid)
@@ -547,19 +544,18 @@ class AsmSession:
                 from ..loader import prog_type_of
                 ptype = prog_type_of(pd.type)
             self.loaded.append(load(prog, ptype, maps=self.maps, **opts))
-        # return probes first, so an entry always finds its return attached
-        def entry_last(i: int) -> bool:
-            spec = getattr(built[i][1], "spec", None)
-            return spec.kind != "uretprobe" if spec is not None else True
-        order = sorted(range(len(built)), key=entry_last)
-        for i in order:
-            pd, src, _ = built[i]
+            spec = getattr(src, "spec", None)
             kind = getattr(src, "kind", "usdt")
-            self.links.append(src.attach(self.loaded[i], pid=pid if kind != "tracepoint" else None))
+            self._steps.append((src, spec is None or spec.kind != "uretprobe",
+                                pid if kind != "tracepoint" else None))
+
+    def _attach_steps(self) -> list[AttachStep]:
+        # return probes first, so an entry always finds its return attached
+        order = sorted(range(len(self._steps)), key=lambda i: self._steps[i][1])
+        return [(self._steps[i][0], self.loaded[i], self._steps[i][2]) for i in order]
 
     @staticmethod
-    def _expand_arg(src: UprobeSource | TracepointSource | UsdtProbeSource, m: "re.Match[str]",
-                    fn: str, line: int) -> str:
+    def _expand_arg(src: Source, m: "re.Match[str]", fn: str, line: int) -> str:
         from ..program import Program, Reg
         from ..text import format_insn
         dst, n, ctx = int(m.group(1)[1:]), int(m.group(2)), int(m.group(3)[1:])
@@ -588,9 +584,27 @@ class AsmSession:
             out.append(AsmEvent(o, values))
         return out
 
-    def results(self) -> dict[str, Any]:
-        """The contents of the maps declared with ``show=``, by name (see :meth:`map_data`)."""
+    def aggregation_names(self) -> list[str]:
+        """The names of the maps declared with ``show=``."""
+        return [d.name for d in self.aggregates]
+
+    def results(self, *, clear: bool = False) -> dict[str, Any]:
+        """The contents of the maps declared with ``show=``, by name (see
+        :meth:`map_data`).  ``clear=True`` is refused (a
+        :class:`~pyebpf.errors.StateError`): an asm file's maps are its own."""
+        if clear:
+            raise StateError("the maps of an asm file cannot be cleared by pyebpf")
         return {d.name: self.map_data(d) for d in self.aggregates}
+
+    def raw_results(self) -> dict[str, Any]:
+        """Each shown map's contents as read, undecoded (see :meth:`Session.raw_results`)."""
+        out: dict[str, Any] = {}
+        for d in self.aggregates:
+            try:
+                out[d.name] = dict(cast("HashMap[Any, Any]", self.maps[d.name]).items())
+            except Exception as exc:       # nothing left to print for this one
+                out[d.name] = f"<unreadable: {type(exc).__name__}: {exc}>"
+        return out
 
     def format_text(self, results: dict[str, Any] | None = None) -> str:
         """The maps declared with ``show=`` (or those of ``results``) in
@@ -658,39 +672,12 @@ class AsmSession:
         return [d for d in self.af.maps.values() if d.show != "none"]
 
     # ------------------------------------------------------------ lifetime
-    def detach(self) -> None:
-        """Detach the programs but keep the maps readable."""
-        for link in self.links:
-            link.detach()
-
-    def close(self) -> None:
-        """Detach, unload, close the reader and the maps (idempotent)."""
-        if self._closed:
-            return
-        self._closed = True
-        done: list[Link | LoadedProgram] = [*self.links, *self.loaded]
-        for x in done:
-            try:
-                x.close()
-            except Exception:
-                pass
-        if self.reader is not None:
-            try:
-                self.lost = max(self.lost, self.reader.lost)
-            except Exception:
-                pass
-            self.reader.close()
+    def _close_maps(self) -> None:
         for m in self.maps.values():
             try:
                 m.close()
             except Exception:
                 pass
-
-    def __enter__(self) -> "AsmSession":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
 
 class AsmEvent:

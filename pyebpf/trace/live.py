@@ -32,6 +32,16 @@ import sys
 import time
 from typing import Any, Callable, NoReturn, TextIO
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from types import FrameType
+
+    from .session import PrintedEvent, Session
+
+    #: a thread's signal mask, as :func:`signal.pthread_sigmask` returns it
+    SignalMask = set[int | signal.Signals]
+
 __all__ = ["Child", "RunResult", "run_loop", "print_final", "sigterm_as_interrupt"]
 
 
@@ -61,7 +71,7 @@ class Child:
             self.kill()                    # (nothing to do if the fork failed)
             raise
 
-    def _spawn(self, mask: set) -> None:
+    def _spawn(self, mask: SignalMask) -> None:
         """Fork (signals held: see :func:`_hold_signals`); the child waits on a pipe."""
         parent = os.getpid()
         go_r, go_w = os.pipe()
@@ -169,7 +179,7 @@ _PYTHON_IGNORES = {signal.SIGPIPE, signal.SIGXFSZ}
 _PR_SET_PDEATHSIG = 1
 
 
-def _hold_signals() -> set:
+def _hold_signals() -> SignalMask:
     """Block the signals that have a Python-level handler; returns the mask
     to give to :func:`_release_signals`.  (The others run no Python code: a
     forked child meets their default action, or ignores them, as it should.)
@@ -191,13 +201,13 @@ def _hold_signals() -> set:
     return old
 
 
-def _release_signals(mask: set) -> None:
+def _release_signals(mask: SignalMask) -> None:
     """Restore ``mask``; the handlers of the signals that came meanwhile run
     now (and may raise KeyboardInterrupt from here)."""
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
-def _python_handled() -> set:
+def _python_handled() -> set[signal.Signals]:
     """The signals whose handler is a Python function (SIGINT's, SIGTERM's
     from :func:`sigterm_as_interrupt`, SIGALRM's from a test runner...)."""
     return {sig for sig in _ALL_SIGNALS if callable(signal.getsignal(sig))}
@@ -210,7 +220,7 @@ def _close_all(*fds: int) -> None:
 
 
 def _exec_when_released(argv: list[str], go_r: int, go_w: int, err_r: int, err_w: int,
-                        mask: set, parent: int) -> NoReturn:
+                        mask: SignalMask, parent: int) -> NoReturn:
     """The forked child (signals held): never returns into the tracer's code.
 
     Python-level handlers go back to the default action before the signals
@@ -301,13 +311,16 @@ class RunResult:
 def sigterm_as_interrupt() -> Callable[[], None]:
     """Make SIGTERM stop the trace like Ctrl-C; returns a function that
     restores the previous handler."""
-    def handler(signum: int, frame: Any) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
     old = signal.signal(signal.SIGTERM, handler)
-    return lambda: signal.signal(signal.SIGTERM, old)
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, old)
+    return restore
 
 
-def run_loop(session: Any, *, out: TextIO = sys.stdout, json_mode: bool = False,
+def run_loop(session: Session, *, out: TextIO = sys.stdout, json_mode: bool = False,
              duration: float | None = None, max_events: int | None = None,
              child: Child | None = None, pid: int | None = None,
              interval: float | None = None, clear: bool = False,
@@ -321,21 +334,21 @@ def run_loop(session: Any, *, out: TextIO = sys.stdout, json_mode: bool = False,
     next_print = t0 + interval if interval else None
     watch = _ProcessWatch(pid) if pid and child is None else None
     count = 0
-    reader = getattr(session, "reader", None)
-    err = sys.stderr if err is None else err
-    reported = [0, 0.0]                  # lost events reported, when
-    header = getattr(session, "header", lambda: None)()
+    reader = session.reader
+    errors = sys.stderr if err is None else err
+    reported, reported_at = 0, 0.0       # lost events reported, when
+    header = session.header()
     if header and not json_mode:
         out.write(header)
         out.flush()
 
-    def emit(events: list) -> bool:
-        nonlocal count
-        lost = getattr(session, "lost", 0)
-        if lost > reported[0] and time.monotonic() - reported[1] >= 1.0:
-            err.write(f"pyebpf: {lost - reported[0]} events lost ({lost} so far)\n")
-            err.flush()
-            reported[:] = [lost, time.monotonic()]
+    def emit(events: Sequence[PrintedEvent]) -> bool:
+        nonlocal count, reported, reported_at
+        lost = session.lost
+        if lost > reported and time.monotonic() - reported_at >= 1.0:
+            errors.write(f"pyebpf: {lost - reported} events lost ({lost} so far)\n")
+            errors.flush()
+            reported, reported_at = lost, time.monotonic()
         if max_events is not None:
             events = events[:max(0, max_events - count)]
         if json_mode:
@@ -358,8 +371,8 @@ def run_loop(session: Any, *, out: TextIO = sys.stdout, json_mode: bool = False,
                 waits.append(deadline - now)
             if next_print is not None:
                 if now >= next_print:
-                    print_interval(session, out, json_mode, clear, table, err)
-                    next_print += interval
+                    print_interval(session, out, json_mode, clear, table, errors)
+                    next_print += interval or 0.0
                     continue
                 waits.append(next_print - now)
             wait = max(0.0, min(waits))
@@ -383,29 +396,26 @@ def run_loop(session: Any, *, out: TextIO = sys.stdout, json_mode: bool = False,
             watch.close()
 
 
-def _text(session: Any, results: Any = None, table: bool = False) -> str:
-    if table and hasattr(session, "format_table"):
-        return session.format_table(results)
-    return session.format_text(results) if results is not None else session.format_text()
+def _text(session: Session, results: dict[str, Any], table: bool = False) -> str:
+    return session.format_table(results) if table else session.format_text(results)
 
 
-def print_interval(session: Any, out: TextIO, json_mode: bool, clear: bool,
+def print_interval(session: Session, out: TextIO, json_mode: bool, clear: bool,
                    table: bool = False, err: TextIO | None = None,
                    command: str = "trace") -> bool:
-    """The aggregations now (a time line first in text mode); reset after if
-    ``clear``.  A map that cannot be formatted is printed raw, as by
-    :func:`print_final`; returns False then."""
+    """The aggregations now (a time line first in text mode); with ``clear``
+    the values printed become the starting point of the next ones (one read:
+    a hit is in exactly one printing).  A map that cannot be formatted is
+    printed raw, as by :func:`print_final`; returns False then."""
     stamp = time.strftime("%H:%M:%S")
     text, ok = _maps_text(session, json_mode, table, sys.stderr if err is None else err,
-                          command, stamp)
+                          command, stamp, clear)
     out.write(text if json_mode else f"{stamp}\n{text}\n")
     out.flush()
-    if clear:
-        session.clear()
     return ok
 
 
-def print_final(session: Any, out: TextIO, err: TextIO, json_mode: bool,
+def print_final(session: Session, out: TextIO, err: TextIO, json_mode: bool,
                 table: bool = False, command: str = "trace") -> bool:
     """The aggregations at the end (bpftrace's layout) and the lost-event count.
 
@@ -414,17 +424,11 @@ def print_final(session: Any, out: TextIO, err: TextIO, json_mode: bool,
     "raw"}`` JSON object -- after a one-line warning on ``err`` naming the
     error, and the others are still printed.  Returns False if that happened
     (the command then exits 1), True when everything was printed normally."""
-    aggs = session.trace.aggregates if hasattr(session, "trace") else session.aggregates
     ok = True
-    if aggs:
+    if session.aggregation_names():
         text, ok = _maps_text(session, json_mode, table, err, command)
         out.write(text if json_mode else "\n" + text)
-    lost = session.lost
-    if session.reader is not None:
-        try:
-            lost = max(lost, session.reader.lost)
-        except Exception:
-            pass
+    lost = session.lost_events()
     if lost:
         if json_mode:
             out.write(json.dumps({"type": "lost", "data": {"events": lost}}) + "\n")
@@ -434,16 +438,15 @@ def print_final(session: Any, out: TextIO, err: TextIO, json_mode: bool,
     return ok
 
 
-def _maps_text(session: Any, json_mode: bool, table: bool, err: TextIO, command: str,
-               stamp: str | None = None) -> tuple[str, bool]:
+def _maps_text(session: Session, json_mode: bool, table: bool, err: TextIO, command: str,
+               stamp: str | None = None, clear: bool = False) -> tuple[str, bool]:
     """Every aggregation formatted, map by map (JSON objects get ``"time":
     stamp``); one that fails is raw, after a warning.  (text, all formatted)."""
     try:
-        results = session.results()
+        results = session.results(clear=True) if clear else session.results()
     except Exception as exc:
         _format_warning(err, command, "read the results", exc)
-        aggs = session.trace.aggregates if hasattr(session, "trace") else session.aggregates
-        raw = _raw_results(session, aggs)
+        raw = session.raw_results()
         return "".join(_raw_chunk(name, raw[name], json_mode, exc) for name in sorted(raw)), False
     chunks, ok = [], True
     for name in sorted(results):
@@ -480,16 +483,3 @@ def _raw_chunk(name: str, data: Any, json_mode: bool, exc: BaseException) -> str
         return json.dumps({"type": "raw", "data": {_at(name): raw_json(data)},
                            "error": f"{type(exc).__name__}: {exc}"}) + "\n"
     return format_raw(name, data)
-
-
-def _raw_results(session: Any, aggs: list) -> dict[str, Any]:
-    """Each aggregation's map as read, undecoded: when decoding failed."""
-    out: dict[str, Any] = {}
-    for a in aggs:
-        name = getattr(a, "display", None) or a.name
-        try:
-            impl = getattr(a, "impl", None)
-            out[name] = impl.read() if impl is not None else dict(session.maps[a.name].items())
-        except Exception as exc:       # nothing left to print for this one
-            out[name] = f"<unreadable: {type(exc).__name__}: {exc}>"
-    return out

@@ -18,7 +18,7 @@ A *probe source* is what a probe spec becomes once resolved: an object that
 knows which program type to load (``prog_type``, ``load_options``), how to
 read argument *n* in the program (``emit_arg(p, dst, n, ctx)``), and how to
 attach a loaded program (``attach(loaded, pid=None) -> Link``).  Every kind
-has that same shape -- the USDT one comes from :mod:`pyebpf.usdt.source` --
+has that same shape -- the USDT one is in :mod:`pyebpf.trace.usdt_source` --
 so the tracing layer treats all kinds alike.  Sources of this module add a
 few optional capabilities, checked with ``hasattr``: ``emit_retval``
 (uretprobes), ``emit_field``/``emit_field_string`` (tracepoint fields by
@@ -31,11 +31,10 @@ loaded.
 from __future__ import annotations
 
 import dataclasses
-import errno
 import fnmatch
 from typing import Protocol, runtime_checkable
 
-from ..errors import NotSupportedError, PyebpfError
+from ..errors import PyebpfError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -43,7 +42,7 @@ if TYPE_CHECKING:
     from ..elf import Location
     from ..loader import LoadedProgram
     from ..program import Program, Reg
-    from ..usdt.source import UsdtProbeSource
+    from .usdt_source import UsdtProbeSource
 
 __all__ = ["ProbeSpec", "ProbeSpecError", "ProbeSource", "parse_probe", "probe_source",
            "UprobeSource", "TracepointSource", "KINDS"]
@@ -122,7 +121,7 @@ def parse_probe(text: str) -> ProbeSpec:
 class ProbeSource(Protocol):
     """What the tracing layer needs from a probe of any kind (see the module
     docs): :class:`UprobeSource`, :class:`TracepointSource` and
-    :class:`pyebpf.usdt.source.UsdtProbeSource` all have this shape."""
+    :class:`pyebpf.trace.usdt_source.UsdtProbeSource` all have this shape."""
 
     @property
     def prog_type(self) -> int:
@@ -436,20 +435,10 @@ class TracepointSource:
 # ====================================================================== USDT
 def usdt_source(target: str, provider: str | None, name: str,
                 pid: int | None = None) -> UsdtProbeSource:
-    """The USDT probe source of :mod:`pyebpf.usdt.source` (imported lazily).
-
-    Raises :class:`NotSupportedError` while that module does not exist.
-    """
-    try:
-        from ..usdt.source import usdt_probe_source
-    except ImportError:
-        raise NotSupportedError(errno.EOPNOTSUPP, "usdt",
-                                f"usdt:{target}:{provider + ':' if provider else ''}{name}",
-                                "attaching USDT probes is not available yet in this version "
-                                "of pyebpf (pyebpf.usdt.source is missing); use a uprobe on "
-                                "the function that contains the probe instead") from None
-    src = usdt_probe_source(target, provider, name, pid=pid)
-    return src
+    """The USDT probe source of :mod:`pyebpf.trace.usdt_source` (imported
+    lazily: it brings the USDT package)."""
+    from .usdt_source import usdt_probe_source
+    return usdt_probe_source(target, provider, name, pid=pid)
 
 
 def probe_source(spec: "ProbeSpec | str", pid: int | None = None, *,

@@ -33,15 +33,19 @@ def _human(n: int) -> str:
 
 
 def log2_label(bucket: int) -> str:
+    """A log2 bucket's label as bpftrace prints it: ``(..., 0)``, ``[1]``,
+    ``[4, 8)``, ``[1K, 2K)``."""
     lo, hi = log2_bucket_range(bucket)
     if lo is None:
         return "(..., 0)"
-    if hi == lo + 1:
+    if hi is None or hi == lo + 1:
         return f"[{lo}]"
     return f"[{_human(lo)}, {_human(hi)})"
 
 
 def linear_label(lo: int | None, hi: int | None) -> str:
+    """A linear bucket's label: ``[lo, hi)``, or ``(..., hi)`` / ``[lo, ...)``
+    for the open-ended ones (``lo`` / ``hi`` None)."""
     if lo is None:
         return f"(..., {hi})"
     if hi is None:
@@ -71,23 +75,11 @@ def _key_text(key: Any) -> str:
     return str(key)
 
 
-def format_hist(name: str, data: Mapping, *, linear: tuple[int, int, int] | None = None,
-                keyed: bool = False) -> str:
+def format_hist(name: str, data: Mapping[Any, Any], *,
+                linear: tuple[int, int, int] | None = None, keyed: bool = False) -> str:
     """A histogram (``{bucket: count}``, or ``{key: {bucket: count}}`` when
     keyed) as bpftrace prints it."""
-    if linear is None:
-        label = log2_label
-    else:
-        lo, hi, step = linear
-        nb = (hi - lo + step - 1) // step + 2
-
-        def label(b: int) -> str:
-            if b == 0:
-                return linear_label(None, lo)
-            if b == nb - 1:
-                return linear_label(hi, None)
-            start = lo + (b - 1) * step
-            return linear_label(start, min(start + step, hi))
+    label = log2_label if linear is None else _linear_labels(*linear)
     out = []
     groups = sorted(data.items(), key=lambda kv: sum(kv[1].values())) if keyed else [(None, data)]
     for key, buckets in groups:
@@ -98,7 +90,22 @@ def format_hist(name: str, data: Mapping, *, linear: tuple[int, int, int] | None
     return "\n".join(out)
 
 
-def format_count(name: str, data: Mapping | int) -> str:
+def _linear_labels(lo: int, hi: int, step: int) -> Callable[[int], str]:
+    """The labels of the buckets of ``lhist(..., lo, hi, step)`` by number
+    (0: below ``lo``, the last: ``hi`` and above)."""
+    nb = (hi - lo + step - 1) // step + 2
+
+    def label(b: int) -> str:
+        if b == 0:
+            return linear_label(None, lo)
+        if b == nb - 1:
+            return linear_label(hi, None)
+        start = lo + (b - 1) * step
+        return linear_label(start, min(start + step, hi))
+    return label
+
+
+def format_count(name: str, data: Mapping[Any, Any] | int) -> str:
     """Counts (or sums) as bpftrace prints them: ``@name[key]: value`` sorted by value."""
     if not isinstance(data, Mapping):
         return f"@{name}: {data}"
@@ -107,6 +114,8 @@ def format_count(name: str, data: Mapping | int) -> str:
 
 
 def format_value(value: Any) -> str:
+    """A key or value as printed inside ``@name[...]``: tuples joined with
+    ``, ``, bytes up to their NULs as text, anything else by ``str``."""
     return _key_text(value)
 
 
@@ -165,14 +174,16 @@ def format_printf(fmt: str, values: list[Any]) -> str:
     return re.sub(_SPEC, conv, fmt)
 
 
-def hist_json(buckets: Mapping[int, int], bucket_range: Callable[[int], tuple]) -> list[dict]:
+def hist_json(buckets: Mapping[int, int],
+              bucket_range: Callable[[int], tuple[int | None, int | None]]
+              ) -> list[dict[str, int | None]]:
     """A histogram as bpftrace's JSON output lists it: ``{"min", "max", "count"}``
     per bucket from the lowest to the highest non-empty one (``max``
     inclusive; None for an open end)."""
     nonzero = [b for b, c in buckets.items() if c]
     if not nonzero:
         return []
-    out = []
+    out: list[dict[str, int | None]] = []
     for b in range(min(nonzero), max(nonzero) + 1):
         lo, hi = bucket_range(b)
         out.append({"min": lo, "max": None if hi is None else hi - 1, "count": buckets.get(b, 0)})

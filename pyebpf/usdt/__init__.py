@@ -46,8 +46,9 @@ __all__ = [
 # fast for the parser and ``pyebpf list``:
 #   ArgReader (pyebpf.usdt.args), usdt / find_usdt / attach_usdt / Usdt /
 #   UsdtCounter / UsdtTrace / usdt_files (pyebpf.usdt.attach), Provider /
-#   ProviderProbe (pyebpf.usdt.provider), usdt_probe_source / UsdtProbeSource
-#   (pyebpf.usdt.source).
+#   ProviderProbe (pyebpf.usdt.provider).  The tracing layer's USDT probe
+#   source lives there (pyebpf.trace.usdt_source, which imports this package,
+#   never the reverse).
 from ..errors import UsdtProbeLookupError
 
 TYPE_CHECKING = False
@@ -60,15 +61,12 @@ if TYPE_CHECKING:       # what __getattr__ imports on first use, as type checker
                          attach_usdt as attach_usdt, find_usdt as find_usdt, usdt as usdt,
                          usdt_files as usdt_files)
     from .provider import Provider as Provider, ProviderProbe as ProviderProbe
-    from .source import (UsdtProbeSource as UsdtProbeSource,
-                         usdt_probe_source as usdt_probe_source)
 
 _LAZY = {
     "ArgReader": "args",
     "Usdt": "attach", "UsdtCounter": "attach", "UsdtTrace": "attach", "attach_usdt": "attach",
     "find_usdt": "attach", "usdt": "attach", "usdt_files": "attach",
     "Provider": "provider", "ProviderProbe": "provider",
-    "UsdtProbeSource": "source", "usdt_probe_source": "source",
 }
 
 __all__ += ["UsdtProbeLookupError", *_LAZY]
@@ -79,7 +77,7 @@ def __getattr__(name: str) -> Any:
     if mod is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
-    value = getattr(importlib.import_module(f"{__name__}.{mod}"), name)
+    value = getattr(importlib.import_module("." + mod, __name__), name)
     globals()[name] = value
     return value
 

@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from pyebpf.trace import Trace, log2_bucket, recipes, render
+from pyebpf.trace import Trace, formatting, log2_bucket, render
 from pyebpf.trace.asmfile import AsmSession, parse_asm_file
 from pyebpf.trace.live import print_final
 
@@ -81,7 +81,7 @@ def test_trace_prints_a_map_it_cannot_format_raw(trace_session, monkeypatch):
     count = trace_session.results()["@count"][(me,)]
     assert count >= CALLS and f"@count[{me}]: {count}\n" in text
 
-    monkeypatch.setattr(recipes, "format_hist", planted_bug)
+    monkeypatch.setattr(formatting, "format_hist", planted_bug)
     ok, text, err = final(trace_session, json_mode=False)
     assert not ok
     assert err == WARNING.format(cmd="trace", name="@hist")
@@ -94,8 +94,8 @@ def test_trace_prints_a_map_it_cannot_format_raw(trace_session, monkeypatch):
 def test_trace_json_gets_a_raw_object(trace_session, monkeypatch):
     me = os.getpid()
     count = trace_session.results()["@count"][(me,)]
-    monkeypatch.setattr(recipes, "format_hist", planted_bug)    # (text only: JSON is fine)
-    monkeypatch.setattr(recipes, "hist_json", planted_bug)
+    monkeypatch.setattr(formatting, "format_hist", planted_bug)    # (text only: JSON is fine)
+    monkeypatch.setattr(formatting, "hist_json", planted_bug)
     ok, text, err = final(trace_session, json_mode=True)
     assert not ok and err == WARNING.format(cmd="trace", name="@hist")
     objs = [json.loads(line) for line in text.splitlines()]
@@ -142,10 +142,35 @@ def test_interval_printing_survives_a_formatting_error(trace_session, monkeypatc
     from pyebpf.trace.live import print_interval
     me = os.getpid()
     count = trace_session.results()["@count"][(me,)]
-    monkeypatch.setattr(recipes, "format_hist", planted_bug)
+    monkeypatch.setattr(formatting, "format_hist", planted_bug)
     out, err = io.StringIO(), io.StringIO()
     assert print_interval(trace_session, out, False, False, err=err) is False
     assert err.getvalue() == WARNING.format(cmd="trace", name="@hist")
     text = out.getvalue()
     assert f"@count[{me}]: {count}\n" in text
     assert f'@hist (raw): {{"{log2_bucket(me)}": {count}}}\n' in text
+
+
+def test_interval_clear_counts_every_hit_once(monkeypatch):
+    """--interval with --clear: the values printed are the baseline of the
+    next printing, so a hit that lands after the read (here: while the
+    printing formats) is in the next one, never lost."""
+    from pyebpf.trace.live import print_interval
+    me = os.getpid()
+    t = Trace(TP, pid=me).count()
+    with t.start(me) as session:
+        format_text = session.format_text
+
+        def hit_while_formatting(results=None):
+            os.getpid()                    # a hit between the read and the next one
+            return format_text(results)
+        monkeypatch.setattr(session, "format_text", hit_while_formatting)
+        printed = []
+        for calls in (CALLS, 0, 2):
+            for _ in range(calls):
+                os.getpid()
+            out = io.StringIO()
+            assert print_interval(session, out, False, True) is True
+            printed += [int(x.split(": ")[1]) for x in out.getvalue().splitlines()
+                        if x.startswith("@: ")]
+        assert printed == [CALLS, 1, 3]    # each formatting's own hit shows up next time

@@ -43,8 +43,11 @@ def env(tmp_path_factory) -> dict:
 def interrupt(argv: list[str], env: dict, delay: float) -> tuple[int, str]:
     """Start ``argv`` (a python command line), wait until pyebpf's package is
     importing, sleep ``delay`` s, send SIGINT; (exit status, stderr)."""
+    # (SIGINT at its default, even if pytest runs with it ignored, as a
+    # background job of a script does: pyebpf would keep it ignored)
     proc = subprocess.Popen([sys.executable, "-X", "importtime", *argv], env=env, cwd=str(ROOT),
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     early = []
     while True:
         line = proc.stderr.readline()

@@ -61,7 +61,6 @@ def test_latency_hist_json(workload):
 
 
 def test_usdt_args(workload):
-    pytest.importorskip("pyebpf.usdt.source")
     out, _ = run("usdt_args.s", "-D", f"BINARY={workload}", "-c", f"{workload} 30")
     lines = [x for x in out.splitlines() if not x.startswith("total")]
     # usdt_args.s outputs to a perf_event_array: one ring per CPU, drained

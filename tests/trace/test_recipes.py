@@ -183,7 +183,6 @@ def test_tracepoint_fields(workload):
 
 
 def test_usdt_probe(workload):
-    pytest.importorskip("pyebpf.usdt.source")
     t = Trace(f"usdt:{workload}:pyebpf_test:tick").count(by="arg1").hist("arg0")
     s, res = run(t, [workload, str(N)])
     with s:

@@ -76,7 +76,6 @@ def test_tracepoint_for_the_child(workload):
 
 
 def test_usdt_arguments(workload):
-    pytest.importorskip("pyebpf.usdt.source")
     a = ours(f"usdt:{workload}:pyebpf_test:tick", "--count", "arg1", "-c", f"{workload} {N}")
     b = theirs(f"usdt:{workload}:pyebpf_test:tick /pid == cpid/ {{ @[arg1] = count(); }}", f"{workload} {N}")
     assert len(a) == 10 and sorted(a) == sorted(b), (a, b)

@@ -1,8 +1,14 @@
-"""The USDT probe source of ``pyebpf trace``: the contract the trace command calls.
+"""The USDT probe source of the tracing layer: a USDT probe seen through
+the :class:`~pyebpf.trace.probes.ProbeSource` contract that ``pyebpf trace``,
+:class:`~pyebpf.trace.Trace` and the asm files use.
+
+(It lived in ``pyebpf.usdt.source`` before; the tracing layer owns its probe
+sources, and :mod:`pyebpf.usdt` knows notes, specs, argument reads and
+attaching.  ``pyebpf.usdt.usdt_probe_source`` still names it.)
 
 ::
 
-    from pyebpf.usdt.source import usdt_probe_source
+    from pyebpf.trace.usdt_source import usdt_probe_source
 
     src = usdt_probe_source("/usr/bin/python3.11", "python", "function__entry")
     p = Program("t")
@@ -27,7 +33,7 @@ from typing import Any
 
 from ..kernel.constants import ProgType
 from ..program import Program, Reg
-from .attach import Usdt, find_usdt
+from ..usdt.attach import Usdt, find_usdt
 
 __all__ = ["UsdtProbeSource", "usdt_probe_source"]
 

@@ -35,12 +35,10 @@ STRUCT_STACK = 448
 def marker(p: Program, probe: str) -> Callable[[str | None], None]:
     """``mark(text)`` starts a section of ``p``'s code: its instructions get
     the origin ``<probe: text>`` (a verifier complaint names the action) and
-    :meth:`Trace.show` comments the section's first instruction with
-    ``text``.  ``mark(None)`` closes the last section."""
+    the section's first instruction gets ``text`` as its comment (which
+    :meth:`Trace.show` prints).  ``mark(None)`` closes the last section."""
     start: int | None = None
     current: str | None = None
-    comments: dict[int, str] = {}
-    p.section_comments = comments            # type: ignore[attr-defined]
 
     def mark(text: str | None) -> None:
         nonlocal start, current
@@ -48,9 +46,8 @@ def marker(p: Program, probe: str) -> Callable[[str | None], None]:
             origin = f"<{probe}: {current}>"
             for insn in p.insns[start:]:
                 insn.origin = origin
-            slot = sum(insn.slots for insn in p.insns[:start])
             if start < len(p.insns):
-                comments[slot] = current
+                p.insns[start].comment = current
         start, current = len(p.insns), text
     return mark
 

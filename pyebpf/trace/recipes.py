@@ -410,8 +410,7 @@ class Trace:
         for b in self.built:
             parts.append(f"; {b.title}\n; attached at {b.source.describe()}\n"
                          f"; {len(b.program)} instructions, {b.program.stack.used} bytes of stack\n"
-                         + disassemble(b.program, dialect=dialect,
-                                       comments=getattr(b.program, "section_comments", None)))
+                         + disassemble(b.program, dialect=dialect))
         return "\n\n".join(parts)
 
     # ------------------------------------------------------------ running

@@ -13,7 +13,6 @@ tracer's, and signals between fork and exec never run the tracer's code.
 """
 from __future__ import annotations
 
-import errno
 import os
 import random
 import signal
@@ -23,6 +22,7 @@ import textwrap
 import time
 
 import pytest
+from kernel_objects import alive_ids, bpf_ids
 from budget import SCALE
 
 from .conftest import ROOT
@@ -68,41 +68,6 @@ def _kill_quietly(pid: int) -> None:
         pass
 
 
-def _bpf_ids(pid: int) -> dict[str, set[int]]:
-    """The ids of the BPF programs, maps and links process ``pid`` holds fds of."""
-    ids: dict[str, set[int]] = {"prog": set(), "map": set(), "link": set()}
-    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
-        try:
-            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
-                info = f.read()
-        except OSError:
-            continue
-        for line in info.splitlines():
-            key, _, value = line.partition(":")
-            kind = key.removesuffix("_id")
-            if kind in ids and key.endswith("_id") and key.count("_") == 1:
-                ids[kind].add(int(value))
-    return ids
-
-
-def _alive_ids(ids: dict[str, set[int]]) -> dict[str, set[int]]:
-    """Those of ``ids`` that still exist in the kernel."""
-    from pyebpf.kernel import syscall as sc
-    get = {"prog": sc.prog_get_fd_by_id, "map": sc.map_get_fd_by_id,
-           "link": sc.link_get_fd_by_id}
-    alive: dict[str, set[int]] = {}
-    for kind, kind_ids in ids.items():
-        for obj_id in kind_ids:
-            try:
-                fd = get[kind](obj_id)
-            except OSError as exc:
-                assert exc.errno == errno.ENOENT, exc
-                continue
-            fd.close()
-            alive.setdefault(kind, set()).add(obj_id)
-    return alive
-
-
 # ---------------------------------------------------------------------------
 # the tracer killed: the command goes too, nothing stays in the kernel
 
@@ -126,14 +91,14 @@ def test_sigkill_of_the_tracer_ends_the_command(workload, kind):
         (command,) = _wait_until(lambda: _children(tracer.pid), 30, "the command")
         _wait_until(lambda: os.readlink(f"/proc/{command}/exe") == workload, 30,
                     "the command to exec")
-        ids = _bpf_ids(tracer.pid)
+        ids = bpf_ids(tracer.pid)
         assert ids["prog"] and ids["link"], ids
         assert not _gone(command)
         tracer.kill()
         assert tracer.wait(timeout=30) == -signal.SIGKILL
         _wait_until(lambda: _gone(command), 10, "the command to end with its tracer")
         # the kernel frees programs and maps after an RCU grace period
-        _wait_until(lambda: not _alive_ids(ids), 10, f"the kernel to free {ids}")
+        _wait_until(lambda: not alive_ids(ids), 10, f"the kernel to free {ids}")
     finally:
         if tracer.poll() is None:
             tracer.kill()

@@ -13,14 +13,13 @@ in its own event callback.  Afterwards:
 """
 from __future__ import annotations
 
-import errno
-import os
 import signal
 import subprocess
 import sys
 import textwrap
 
 import pytest
+from kernel_objects import alive_ids, bpf_ids
 from waiting import read_line, wait_until
 
 pytestmark = pytest.mark.kernel
@@ -95,40 +94,6 @@ def target():
     t.close()
 
 
-def _bpf_ids(pid: int) -> dict[str, set[int]]:
-    """The ids of the BPF programs, maps and links process ``pid`` holds fds of."""
-    ids: dict[str, set[int]] = {"prog": set(), "map": set(), "link": set()}
-    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
-        try:
-            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
-                info = f.read()
-        except OSError:
-            continue
-        for line in info.splitlines():
-            key, _, value = line.partition(":")
-            kind = key.removesuffix("_id")
-            if kind in ids and key.endswith("_id") and key.count("_") == 1:
-                ids[kind].add(int(value))
-    return ids
-
-
-def _alive_ids(ids: dict[str, set[int]]) -> dict[str, set[int]]:
-    """Those of ``ids`` that still exist in the kernel."""
-    from pyebpf.kernel import syscall as sc
-    get = {"prog": sc.prog_get_fd_by_id, "map": sc.map_get_fd_by_id, "link": sc.link_get_fd_by_id}
-    alive: dict[str, set[int]] = {}
-    for kind, kind_ids in ids.items():
-        for obj_id in kind_ids:
-            try:
-                fd = get[kind](obj_id)
-            except OSError as exc:
-                assert exc.errno == errno.ENOENT, exc
-                continue
-            fd.close()
-            alive.setdefault(kind, set()).add(obj_id)
-    return alive
-
-
 def _attached(target: Target, tracer: subprocess.Popen) -> dict[str, set[int]]:
     """Waits until ``tracer`` holds the probe; the ids of its BPF objects."""
     def holds():
@@ -136,16 +101,16 @@ def _attached(target: Target, tracer: subprocess.Popen) -> dict[str, set[int]]:
             pytest.fail(f"the tracer exited early: {tracer.communicate()}")
         return target.report(0) == (1, 0xCC)
     wait_until(holds, "the tracer to attach (semaphore 1, int3 at the site)", 30)
-    ids = _bpf_ids(tracer.pid)
+    ids = bpf_ids(tracer.pid)
     assert ids["prog"] and ids["link"], ids
-    assert _alive_ids(ids) == {k: v for k, v in ids.items() if v}   # the check sees them
+    assert alive_ids(ids) == {k: v for k, v in ids.items() if v}   # the check sees them
     return ids
 
 
 def _left_as_it_was(target: Target, ids: dict[str, set[int]]) -> None:
     assert target.report() == (0, target.original)
     # The kernel frees programs and maps after an RCU grace period: wait for it.
-    wait_until(lambda: not _alive_ids(ids), f"the kernel to free {ids}", 10)
+    wait_until(lambda: not alive_ids(ids), f"the kernel to free {ids}", 10)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL],

@@ -33,10 +33,9 @@ if TYPE_CHECKING:
 
 from ..errors import KernelError, OptionError
 from .ffi import NR_BPF, ffi, offsetofend, sys_bpf
-from .hints import kernel_error
 
-__all__ = ["Fd", "bpf", "try_bpf", "new_attr", "attr_size", "addr", "as_fd", "obj_name",
-           "buf", "decode_cstr", "cstr", "RETRIES"]
+__all__ = ["Fd", "bpf", "try_bpf", "kernel_error", "new_attr", "attr_size", "addr", "as_fd",
+           "obj_name", "buf", "decode_cstr", "cstr", "RETRIES"]
 
 #: EAGAIN/EINTR retries (libbpf: PROG_LOAD_ATTEMPTS)
 RETRIES = 5
@@ -115,6 +114,17 @@ def _raise_memlock() -> None:
 
 
 # ------------------------------------------------------------------------ bpf()
+def kernel_error(operation: str | int, err: int, detail: str = "",
+                 **context: Any) -> KernelError:
+    """The exception for ``operation`` failing with ``err``: :func:`.hints.kernel_error`.
+
+    The policy tables of :mod:`.hints` are imported with the first failure, so
+    that a start-up without one does not pay for them.
+    """
+    from .hints import kernel_error as choose
+    return choose(operation, err, detail, **context)
+
+
 def try_bpf(cmd: int, attr: CData, size: int) -> int:
     """Call ``bpf(cmd, attr, size)``; return the result (>= 0) or ``-errno``.
 

@@ -9,9 +9,8 @@ import os
 
 from ..errors import PermissionDeniedError
 from .constants import Cmd
-from .core import Fd, addr, as_fd, attr_size, new_attr, try_bpf
+from .core import Fd, addr, as_fd, attr_size, kernel_error, new_attr, try_bpf
 from .ffi import ffi, lib
-from .hints import kernel_error
 
 __all__ = ["BPF_FS_MAGIC", "bpffs_mounted", "mount_bpffs", "ensure_bpffs", "mount_tracefs",
            "obj_pin", "obj_get"]

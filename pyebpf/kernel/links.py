@@ -13,9 +13,9 @@ if TYPE_CHECKING:
 
 from ..errors import OptionError
 from .constants import AttachType, Cmd, enum_name
-from .core import Fd, addr, as_fd, attr_size, bpf, decode_cstr, new_attr, try_bpf
+from .core import (Fd, addr, as_fd, attr_size, bpf, decode_cstr, kernel_error, new_attr,
+                   try_bpf)
 from .ffi import ffi
-from .hints import kernel_error
 from .._record import Record, record
 
 __all__ = ["link_create", "perf_event_link", "uprobe_multi_link", "raw_tracepoint_open",

@@ -17,9 +17,9 @@ if TYPE_CHECKING:
 
 from ..errors import KernelError, SizeError
 from .constants import BPF_ANY, Cmd, MapType, enum_name
-from .core import RETRIES, Fd, addr, as_fd, attr_size, buf, new_attr, obj_name, try_bpf
+from .core import (RETRIES, Fd, addr, as_fd, attr_size, buf, kernel_error, new_attr,
+                   obj_name, try_bpf)
 from .ffi import NR_BPF, ffi, sys_bpf
-from .hints import cmd_name, kernel_error
 
 __all__ = ["map_create", "map_lookup", "map_update", "map_delete", "map_get_next_key",
            "map_lookup_and_delete", "map_freeze", "map_lookup_batch", "map_update_batch",
@@ -86,78 +86,55 @@ def _map_elem_error(cmd: int, err: int, fd: int) -> KernelError:
     return kernel_error(cmd, err, f"map fd {fd}", fd=fd)
 
 
+def _elem(cmd: int, fd: "int | Fd", key: bytes | None, *, out: int | None = None,
+          value: bytes | None = None, flags: int = 0) -> bytes | bool:
+    """One element command.  With ``out``: the bytes the kernel wrote into a
+    fresh buffer of that size; else True.  False when the kernel says ENOENT."""
+    fdn = as_fd(fd)
+    kb = buf(key)
+    ob = bytearray(out) if out is not None else None
+    data = ob if ob is not None else value
+    vcd = ffi.from_buffer(data) if data is not None else None
+    ret = try_bpf(cmd, _elem_attr(fdn, kb, vcd, flags), SZ_ELEM)
+    if ret < 0:
+        if ret == -E.ENOENT:
+            return False
+        raise _map_elem_error(cmd, -ret, fdn)
+    return bytes(ob) if ob is not None else True
+
+
 def map_lookup(fd: "int | Fd", key: bytes | None, value_size: int, flags: int = 0) -> bytes | None:
     """BPF_MAP_LOOKUP_ELEM: the value bytes (``value_size`` long), or None if absent.
 
     ``key`` is None for queue/stack maps (peek).  For per-CPU maps
     ``value_size`` must be ``round_up(value_size, 8) * num_possible_cpus()``.
     """
-    fd = as_fd(fd)
-    kb = buf(key)
-    vb = bytearray(value_size)
-    vcd = ffi.from_buffer(vb)
-    attr = _elem_attr(fd, kb, vcd, flags)
-    ret = try_bpf(Cmd.MAP_LOOKUP_ELEM, attr, SZ_ELEM)
-    if ret < 0:
-        if ret == -E.ENOENT:
-            return None
-        raise _map_elem_error(Cmd.MAP_LOOKUP_ELEM, -ret, fd)
-    return bytes(vb)
+    got = _elem(Cmd.MAP_LOOKUP_ELEM, fd, key, out=value_size, flags=flags)
+    return got if isinstance(got, bytes) else None
 
 
 def map_update(fd: "int | Fd", key: bytes | None, value: bytes, flags: int = BPF_ANY) -> None:
     """BPF_MAP_UPDATE_ELEM (``key`` None for queue/stack push)."""
-    fd = as_fd(fd)
-    kb = buf(key)
-    vb = ffi.from_buffer(value)
-    attr = _elem_attr(fd, kb, vb, flags)
-    ret = try_bpf(Cmd.MAP_UPDATE_ELEM, attr, SZ_ELEM)
-    if ret < 0:
-        raise _map_elem_error(Cmd.MAP_UPDATE_ELEM, -ret, fd)
+    if not _elem(Cmd.MAP_UPDATE_ELEM, fd, key, value=value, flags=flags):
+        raise _map_elem_error(Cmd.MAP_UPDATE_ELEM, E.ENOENT, as_fd(fd))  # BPF_EXIST, absent
 
 
 def map_delete(fd: "int | Fd", key: bytes) -> bool:
     """BPF_MAP_DELETE_ELEM; False if the key was absent."""
-    fd = as_fd(fd)
-    kb = buf(key)
-    attr = _elem_attr(fd, kb, None, 0)
-    ret = try_bpf(Cmd.MAP_DELETE_ELEM, attr, SZ_ELEM)
-    if ret < 0:
-        if ret == -E.ENOENT:
-            return False
-        raise _map_elem_error(Cmd.MAP_DELETE_ELEM, -ret, fd)
-    return True
+    return _elem(Cmd.MAP_DELETE_ELEM, fd, key) is True
 
 
 def map_get_next_key(fd: "int | Fd", key: bytes | None, key_size: int) -> bytes | None:
     """BPF_MAP_GET_NEXT_KEY: the key after ``key`` (None: the first), or None at the end."""
-    fd = as_fd(fd)
-    kb = buf(key)
-    nb = bytearray(key_size)
-    ncd = ffi.from_buffer(nb)
-    attr = _elem_attr(fd, kb, ncd, 0)
-    ret = try_bpf(Cmd.MAP_GET_NEXT_KEY, attr, SZ_ELEM)
-    if ret < 0:
-        if ret == -E.ENOENT:
-            return None
-        raise _map_elem_error(Cmd.MAP_GET_NEXT_KEY, -ret, fd)
-    return bytes(nb)
+    got = _elem(Cmd.MAP_GET_NEXT_KEY, fd, key, out=key_size)
+    return got if isinstance(got, bytes) else None
 
 
 def map_lookup_and_delete(fd: "int | Fd", key: bytes | None, value_size: int,
                           flags: int = 0) -> bytes | None:
     """BPF_MAP_LOOKUP_AND_DELETE_ELEM (queue/stack pop with ``key`` None); None if empty/absent."""
-    fd = as_fd(fd)
-    kb = buf(key)
-    vb = bytearray(value_size)
-    vcd = ffi.from_buffer(vb)
-    attr = _elem_attr(fd, kb, vcd, flags)
-    ret = try_bpf(Cmd.MAP_LOOKUP_AND_DELETE_ELEM, attr, SZ_ELEM)
-    if ret < 0:
-        if ret == -E.ENOENT:
-            return None
-        raise _map_elem_error(Cmd.MAP_LOOKUP_AND_DELETE_ELEM, -ret, fd)
-    return bytes(vb)
+    got = _elem(Cmd.MAP_LOOKUP_AND_DELETE_ELEM, fd, key, out=value_size, flags=flags)
+    return got if isinstance(got, bytes) else None
 
 
 def map_freeze(fd: "int | Fd") -> None:

@@ -14,9 +14,9 @@ if TYPE_CHECKING:
 
 from ..errors import PermissionDeniedError
 from .constants import BPF_STATS_RUN_TIME, Cmd, LinkType, MapType, ProgType, enum_name
-from .core import Fd, addr, as_fd, attr_size, cstr, decode_cstr, new_attr, try_bpf
+from .core import (Fd, addr, as_fd, attr_size, cstr, decode_cstr, kernel_error, new_attr,
+                   try_bpf)
 from .ffi import ffi
-from .hints import kernel_error
 from .._record import Record, record
 
 __all__ = ["ProgInfo", "MapInfo", "LinkInfo", "UprobeMultiLinkInfo", "JitedImage",

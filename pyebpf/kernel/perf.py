@@ -25,9 +25,8 @@ from .constants import (PERF_ATTR_FLAG_WATERMARK, PERF_ATTR_FLAG_WRITE_BACKWARD,
                         PERF_EVENT_IOC_RESET, PERF_EVENT_IOC_SET_BPF, PERF_EVENT_IOC_SET_OUTPUT,
                         PERF_FLAG_FD_CLOEXEC, PERF_SAMPLE_RAW, PERF_TYPE_SOFTWARE,
                         PERF_TYPE_TRACEPOINT)
-from .core import RETRIES, Fd, addr, as_fd
+from .core import RETRIES, Fd, addr, as_fd, kernel_error
 from .ffi import NR_PERF_EVENT_OPEN, ffi, sys_ioctl, sys_perf_event_open
-from .hints import error_for, kernel_error
 
 __all__ = ["PerfAttr", "bpf_output_attr", "open_bpf_output", "uprobe_attr", "kprobe_attr",
            "tracepoint_attr", "pmu_type", "pmu_format_field", "uprobe_pmu_type",
@@ -250,7 +249,7 @@ def _ioctl(fd: "int | Fd", request: int, arg: int, name: str) -> int:
     fdn = as_fd(fd)
     ret: int = sys_ioctl(fdn, request, arg)
     if ret < 0:
-        raise error_for(ffi.errno, name, f"fd {fdn}")
+        raise kernel_error(name, ffi.errno, f"fd {fdn}")
     return ret
 
 

@@ -14,9 +14,9 @@ if TYPE_CHECKING:
 
 from ..errors import EncodingError, KernelError, VerifierError
 from .constants import AttachType, Cmd, ProgType, enum_name
-from .core import Fd, addr, as_fd, attr_size, buf, decode_cstr, new_attr, obj_name, try_bpf
+from .core import (Fd, addr, as_fd, attr_size, buf, decode_cstr, kernel_error, new_attr,
+                   obj_name, try_bpf)
 from .ffi import ffi
-from .hints import VERIFIER_ERRNOS, kernel_error, verifier_hint, verifier_message
 from .._record import Record, record
 
 __all__ = ["prog_load", "prog_test_run", "TestRun", "DEFAULT_LOG_SIZE"]
@@ -109,6 +109,7 @@ def prog_load(prog_type: int, insns: bytes, license: str = "GPL", *, name: str =
 
 def _prog_load_error(err: int, log: str, prog_type: int, expected_attach_type: int,
                      license: str) -> KernelError:
+    from .hints import VERIFIER_ERRNOS, verifier_hint, verifier_message  # the failure path
     if log.strip() and err in VERIFIER_ERRNOS:
         message = verifier_message(log)
         return VerifierError(err, log, message or os.strerror(err), hint=verifier_hint(message))

@@ -180,3 +180,17 @@ def test_verifier_hints_are_a_table():
     assert verifier_message(log) == "R0 !read_ok"
     assert verifier_hint("R0 !read_ok").startswith("r0 is the program's return value")
     assert verifier_hint("nothing we know") == ""
+
+
+def test_start_up_loads_only_the_kernel_modules_it_uses():
+    """The policy tables load with the first failure and the info records when
+    first asked for: an ordinary start (maps, attach, loader) imports neither."""
+    code = ("import sys, pyebpf.maps, pyebpf.attach, pyebpf.loader, pyebpf.events\n"
+            "print(' '.join(sorted(m for m in sys.modules if m.startswith('pyebpf.kernel.'))))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=60, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    loaded = set(r.stdout.split())
+    assert "pyebpf.kernel.mapops" in loaded
+    assert not loaded & {"pyebpf.kernel.hints", "pyebpf.kernel.objinfo", "pyebpf.kernel.links",
+                         "pyebpf.kernel.fs"}, loaded

@@ -8,6 +8,7 @@
 * :mod:`.mapops`, :mod:`.prog`, :mod:`.objinfo`, :mod:`.links`, :mod:`.fs` --
   the typed wrappers, one module per concern
 * :mod:`.perf` -- perf_event_open, its ioctls, perf_event_attr builders
+* :mod:`.process` -- process controls :mod:`os` lacks (prctl)
 * :mod:`.syscall` -- every wrapper under one name (its table says where each lives)
 * :mod:`.features` -- cached feature probes
 * :mod:`.cpus` -- possible/online CPUs

@@ -80,11 +80,21 @@ def _imports_of(path: pathlib.Path) -> list[tuple[str, tuple[str, ...], int]]:
     return out
 
 
+#: modules still calling the kernel directly, with what to use instead (empty this)
+PENDING = {
+    # main's trace.live (not on this branch yet) calls prctl through kernel.ffi in
+    # _die_with: kernel.process.set_death_signal(signal.SIGKILL) is the kernel-layer call
+    "pyebpf/trace/live.py",
+}
+
+
 def test_nothing_above_the_kernel_layer_calls_the_kernel():
     """No module outside pyebpf/kernel imports the cffi declaration (``ffi``,
     ``lib``, ``sys_bpf``): they go through the kernel layer's functions."""
     bad = []
     for path in _above_kernel():
+        if str(path.relative_to(ROOT)) in PENDING:
+            continue
         for mod, names, line in _imports_of(path):
             if mod in ("pyebpf.kernel.ffi", "pyebpf.kernel._ffi_abi") or \
                     (mod == "pyebpf.kernel" and {"ffi", "_ffi_abi"} & set(names)):
@@ -194,3 +204,26 @@ def test_start_up_loads_only_the_kernel_modules_it_uses():
     assert "pyebpf.kernel.mapops" in loaded
     assert not loaded & {"pyebpf.kernel.hints", "pyebpf.kernel.objinfo", "pyebpf.kernel.links",
                          "pyebpf.kernel.fs"}, loaded
+
+
+def test_set_death_signal():
+    """prctl(PR_SET_PDEATHSIG) through the kernel layer: read back with
+    PR_GET_PDEATHSIG; a bad signal number is a KernelError (EINVAL)."""
+    code = (
+        "import errno, signal\n"
+        "from pyebpf.errors import KernelError\n"
+        "from pyebpf.kernel.ffi import NR_PRCTL, ffi, lib\n"
+        "from pyebpf.kernel.process import set_death_signal\n"
+        "set_death_signal(signal.SIGUSR1)\n"
+        "out = ffi.new('int *')\n"
+        "assert lib.syscall(NR_PRCTL, ffi.cast('long', 2), out) == 0\n"   # PR_GET_PDEATHSIG
+        "assert out[0] == signal.SIGUSR1, out[0]\n"
+        "try:\n"
+        "    set_death_signal(9999)\n"
+        "except KernelError as exc:\n"
+        "    assert exc.errno == errno.EINVAL and exc.operation == 'prctl', exc\n"
+        "    print('ok')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=60, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok"

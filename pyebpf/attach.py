@@ -73,7 +73,6 @@ from .kernel import syscall as _sys
 from .kernel.constants import (PERF_ATTR_FLAG_FREQ, PERF_TYPE_HARDWARE, PERF_TYPE_SOFTWARE,
                                AttachType, ProgType)
 from .kernel.cpus import online_cpus
-from .kernel.ffi import ffi, lib
 from .kernel.syscall import Fd
 from ._record import Record, record
 
@@ -612,16 +611,6 @@ def _tracefs_mounts() -> list[str]:
     return out
 
 
-def _mount_tracefs(path: str) -> None:
-    os.makedirs(path, exist_ok=True)
-    if lib.mount(b"nodev", os.fsencode(path), b"tracefs", 0, ffi.NULL) != 0:
-        err = ffi.errno
-        raise _sys.error_for(err, "mount", f"mounting tracefs at {path}",
-                             f"mount it yourself as root: mount -t tracefs nodev {path}",
-                             cls=PermissionDeniedError if err in (E.EPERM, E.EACCES)
-                             else NotSupportedError)
-
-
 def _tracefs_denied(path: str) -> str:
     """Why this user cannot use the tracefs mounted at ``path``."""
     try:
@@ -666,7 +655,7 @@ def tracefs_dir(mount: bool = True) -> str:
     if os.geteuid() != 0:
         raise PermissionDeniedError(E.EACCES, "tracefs",
                                     "tracefs is not mounted and only root can mount it", how)
-    _mount_tracefs(_TRACEFS_DEFAULT)
+    _sys.mount_tracefs(_TRACEFS_DEFAULT)
     if not os.path.isdir(os.path.join(_TRACEFS_DEFAULT, "events")):
         raise NotSupportedError(E.ENOENT, "tracefs", f"tracefs at {_TRACEFS_DEFAULT} has no "
                                 "events directory", "the kernel lacks CONFIG_EVENT_TRACING")
@@ -994,24 +983,6 @@ def attach_perf_event(prog: Any, frequency: int | None = 99, *, period: int | No
 
 
 # ==================================================================== kprobes
-def _kprobe_attr(function: str, offset: int, retprobe: bool) -> perf.PerfAttr:
-    ptype = perf.kprobe_pmu_type()
-    config = 0
-    if retprobe:
-        fmt = perf.pmu_format_field("kprobe", "retprobe") or ("config", 0, 0)
-        config |= 1 << fmt[1]
-    a = perf.PerfAttr()
-    p = a.ptr
-    p.type = ptype
-    p.config = config
-    nb = a.keep(ffi.new("char[]", function.encode()))
-    p.config1 = int(ffi.cast("uintptr_t", nb))
-    p.config2 = offset
-    p.sample_period = 1
-    p.wakeup_events = 1
-    return a
-
-
 def attach_kprobe(prog: Any, function: str, offset: int = 0, *, retprobe: bool = False,
                   method: str = "auto") -> Link:
     """Attach a KPROBE program to kernel function ``function`` (+``offset``)
@@ -1032,7 +1003,7 @@ def attach_kprobe(prog: Any, function: str, offset: int = 0, *, retprobe: bool =
     prog, owned = _prepare(prog, ProgType.KPROBE, f"attach_{kind}")
     try:
         try:
-            pfd = _kprobe_attr(function, offset, retprobe).open(pid=-1, cpu=0)
+            pfd = perf.kprobe_attr(function, offset, retprobe=retprobe).open(pid=-1, cpu=0)
         except KernelError as exc:
             if isinstance(exc, PermissionDeniedError):
                 raise

@@ -90,9 +90,13 @@ _Buf = Any
 from .errors import (ArgumentTypeError, LostEventsWarning, OptionError, PyebpfError, SizeError,
                      StateError)
 from .kernel import syscall as _sys
-from .kernel.constants import MapType
+from .kernel.constants import (BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP, BPF_RINGBUF_BUSY_BIT,
+                               BPF_RINGBUF_DISCARD_BIT, BPF_RINGBUF_HDR_SZ, PERF_RECORD_LOST,
+                               PERF_RECORD_SAMPLE, MapType)
 from .kernel.cpus import online_cpus, possible_cpus
-from .kernel.perf import bpf_output_attr
+from .kernel.perf import (MMAP_DATA_HEAD as _DATA_HEAD, MMAP_DATA_OFFSET as _DATA_OFFSET,
+                          MMAP_DATA_SIZE as _DATA_SIZE, MMAP_DATA_TAIL as _DATA_TAIL,
+                          bpf_output_attr)
 from .maps import (BytesCodec, Codec, CtypesCodec, Map, PerCpuArrayMap, PerfEventArray,
                    perf_ring_size,
                    RingBuf, StructCodec, codec)
@@ -102,22 +106,11 @@ __all__ = ["PerfBuffer", "RingBufferReader", "ReaderClosedError", "PAGE_SIZE",
            "BPF_RINGBUF_DISCARD_BIT", "BPF_RB_NO_WAKEUP", "BPF_RB_FORCE_WAKEUP"]
 
 PAGE_SIZE = mmap.PAGESIZE
-PERF_RECORD_LOST = 2
-PERF_RECORD_SAMPLE = 9
-BPF_RINGBUF_BUSY_BIT = 1 << 31
-BPF_RINGBUF_DISCARD_BIT = 1 << 30
+# PERF_RECORD_*, BPF_RINGBUF_* and the ``ringbuf_output``/``ringbuf_submit``
+# flags BPF_RB_NO_WAKEUP (the reader polls on a timer, ``read_batch(timeout=...)``)
+# and BPF_RB_FORCE_WAKEUP come from pyebpf.kernel.constants (re-exported here);
+# without either flag the kernel wakes the reader when it had caught up.
 _RINGBUF_LEN_MASK = BPF_RINGBUF_DISCARD_BIT - 1
-#: ``ringbuf_output``/``ringbuf_submit`` flags: no wakeup at all (the reader
-#: polls on a timer, ``read_batch(timeout=...)``), or a wakeup every time.
-#: Without either, the kernel wakes the reader when it had caught up.
-BPF_RB_NO_WAKEUP = 1
-BPF_RB_FORCE_WAKEUP = 2
-
-# perf_event_mmap_page offsets
-_DATA_HEAD = 1024
-_DATA_TAIL = 1032
-_DATA_OFFSET = 1040
-_DATA_SIZE = 1048
 
 _U32 = struct.Struct("<I").unpack_from
 _U64 = struct.Struct("<Q").unpack_from
@@ -1173,7 +1166,7 @@ class RingBufferReader(_Reader):
     one period.
     """
 
-    _hdr = 8           # struct bpf_ringbuf_hdr
+    _hdr = BPF_RINGBUF_HDR_SZ  # struct bpf_ringbuf_hdr
     _kind = "ringbuf"
     _loss_hint = ("the ring buffer was full when the program output: raise the ring "
                   "size, drain more often, or send less.")

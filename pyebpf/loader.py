@@ -17,10 +17,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Iterable, Mapping
 
+    from .kernel import Fd, ProgInfo, TestRun
+
 from .errors import OptionError, ProgramError, VerifierError
 from .isa import Insn, decode, encode, opcodes as op
-from .kernel import Fd, ProgInfo, ProgType, TestRun
-from .kernel import syscall as _sys
+from .kernel import ProgType
+from .kernel import syscall as _sys     # each wrapper's module is imported on first use
 from .program import Program
 from .program.check import check_program
 

@@ -88,9 +88,6 @@ from .kernel import syscall as _sys
 from .kernel.constants import (BPF_ANY, BPF_EXIST, BPF_F_STACK_BUILD_ID,
                                BPF_NOEXIST, PERF_MAX_STACK_DEPTH, MapType, enum_name)
 from .kernel.cpus import num_possible_cpus, possible_cpus
-from .kernel.ffi import NR_BPF, sys_bpf
-
-_SZ_ELEM = _sys.attr_size("elem", "flags")
 
 
 class _Slot(_sys.MapOps):
@@ -857,7 +854,7 @@ class _DictMap(Map, Generic[_K, _V]):
                     raise self._size_error("key", key, self.key_codec, exc) from None
             else:
                 self._pack_key(s, key)
-            if sys_bpf(NR_BPF, 1, s._a_lookup, _SZ_ELEM) < 0 and not s._fail(1, s._a_lookup):
+            if s.raw_bpf(*s.lookup_args) < 0 and not s.lookup_failed():
                 raise MapKeyError(key)
             vv = s.vview
             value: _V = vv[0] if vv is not None else self._vunpack(s.value, 0)
@@ -914,9 +911,9 @@ class _DictMap(Map, Generic[_K, _V]):
                     raise self._size_error("value", value, self.value_codec, exc) from None
             else:
                 self._pack_value(s.value, 0, value)
-            if flags != s._uflags:
-                s._update_el.flags = s._uflags = flags
-            if sys_bpf(NR_BPF, 2, s._a_update, _SZ_ELEM) < 0 and not s._fail(2, s._a_update):
+            if flags != s.update_flags:
+                s.set_update_flags(flags)
+            if s.raw_bpf(*s.update_args) < 0 and not s.update_failed():
                 raise MapKeyError(key)
         finally:
             pool.append(s)

@@ -426,3 +426,16 @@ PERF_EVENT_IOC_PAUSE_OUTPUT = 0x40042409
 
 PERF_RECORD_LOST = 2
 PERF_RECORD_SAMPLE = 9
+
+# BPF ring buffer (BPF_MAP_TYPE_RINGBUF): bits of a record header's length word,
+# the header's size, and the ringbuf_output/ringbuf_submit flags (no wakeup at
+# all, or a wakeup every time; without either the kernel wakes the reader when
+# it had caught up)
+BPF_RINGBUF_BUSY_BIT = 1 << 31
+BPF_RINGBUF_DISCARD_BIT = 1 << 30
+BPF_RINGBUF_HDR_SZ = 8
+BPF_RB_NO_WAKEUP = 1
+BPF_RB_FORCE_WAKEUP = 2
+
+# prctl(2) options (linux/prctl.h)
+PR_SET_PDEATHSIG = 1

@@ -19,12 +19,13 @@ if TYPE_CHECKING:
     from .ffi import CData
 
 from ..errors import KernelError, VerifierError
-from .constants import (BPF_F_MMAPABLE, BPF_F_NO_PREALLOC, BPF_F_SLEEPABLE, AttachType, MapType,
-                        ProgType, enum_name)
+from .constants import (BPF_F_MMAPABLE, BPF_F_NO_PREALLOC, BPF_F_SLEEPABLE, AttachType, Cmd,
+                        MapType, ProgType, enum_name)
+from .core import Fd, addr, attr_size, new_attr, try_bpf
 from .ffi import ffi
+from .mapops import BatchOps, map_create
 from .perf import EVENT_SOURCE_DIR, kprobe_pmu_type, uprobe_pmu_type
-from .syscall import (BatchOps, Fd, _addr, attr_size, map_create, new_attr,
-                      prog_load, try_bpf)
+from .prog import prog_load
 from .._record import Record, record
 
 __all__ = ["Feature", "kernel_version", "kernel_version_code", "has_map_type",
@@ -206,7 +207,7 @@ def _link_probe(name: str, prog_kw: dict[str, int], link_setup: Callable[[CData,
     try:
         attr = new_attr()
         keep = link_setup(attr, fd.fileno())
-        ret = try_bpf(28, attr, size)
+        ret = try_bpf(Cmd.LINK_CREATE, attr, size)
         del keep
     finally:
         fd.close()
@@ -241,8 +242,8 @@ def has_uprobe_multi() -> Feature:
         lc = attr.link_create
         lc.prog_fd = prog_fd
         lc.attach_type = AttachType.TRACE_UPROBE_MULTI
-        lc.uprobe_multi.path = _addr(path)
-        lc.uprobe_multi.offsets = _addr(offs)
+        lc.uprobe_multi.path = addr(path)
+        lc.uprobe_multi.offsets = addr(offs)
         lc.uprobe_multi.cnt = 1
         return path, offs
     return _link_probe("uprobe_multi links",

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     CData = Any
 
 __all__ = ["ffi", "lib", "offsetofend", "sys_bpf", "sys_perf_event_open",
-           "NR_BPF", "NR_PERF_EVENT_OPEN", "CDEF"]
+           "NR_BPF", "NR_PERF_EVENT_OPEN", "NR_PRCTL", "CDEF"]
 
 CDEF = r"""
 /* ---------------------------------------------------------------- libc */
@@ -514,9 +514,9 @@ lib = ffi.dlopen(None)
 
 _MACHINE = os.uname().machine
 if _MACHINE in ("x86_64", "AMD64"):
-    NR_BPF, NR_PERF_EVENT_OPEN = 321, 298
-elif _MACHINE in ("aarch64", "arm64", "riscv64", "loongarch64"):
-    NR_BPF, NR_PERF_EVENT_OPEN = 280, 241
+    NR_BPF, NR_PERF_EVENT_OPEN, NR_PRCTL = 321, 298, 157
+elif _MACHINE in ("aarch64", "arm64", "riscv64", "loongarch64"):   # the generic table
+    NR_BPF, NR_PERF_EVENT_OPEN, NR_PRCTL = 280, 241, 167
 else:  # pragma: no cover - other architectures are not supported yet
     raise ImportError(f"pyebpf: unsupported architecture {_MACHINE!r} "
                       "(known: x86_64, aarch64, riscv64, loongarch64)")

@@ -1,10 +1,14 @@
-"""Building ``struct perf_event_attr`` for the events pyebpf opens.
+"""perf_event_open(2): building ``struct perf_event_attr``, opening, the ioctls.
 
-Only attr construction and PMU discovery live here; opening is
-:func:`pyebpf.kernel.syscall.perf_event_open`, reading rings is a later layer.
+Attrs for the events pyebpf opens (BPF output, uprobes, kprobes,
+tracepoints), PMU discovery, :func:`perf_event_open` and the
+``PERF_EVENT_IOC_*`` ioctls, and where the fields of the ring's first page
+(``struct perf_event_mmap_page``) live.  Reading rings is a later layer
+(:mod:`pyebpf.events`).  The conventions are those of :mod:`.core`.
 """
 from __future__ import annotations
 
+import errno as E
 import functools
 import os
 
@@ -12,18 +16,37 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from .ffi import CData
+
 from ..errors import NotSupportedError
 from .constants import (PERF_ATTR_FLAG_WATERMARK, PERF_ATTR_FLAG_WRITE_BACKWARD,
-                        PERF_ATTR_SIZE_VER1, PERF_COUNT_SW_BPF_OUTPUT,
-                        PERF_SAMPLE_RAW, PERF_TYPE_SOFTWARE, PERF_TYPE_TRACEPOINT)
-from .ffi import ffi
-from .syscall import Fd, perf_event_open
+                        PERF_ATTR_SIZE_VER1, PERF_COUNT_SW_BPF_OUTPUT, PERF_EVENT_IOC_DISABLE,
+                        PERF_EVENT_IOC_ENABLE, PERF_EVENT_IOC_ID, PERF_EVENT_IOC_PAUSE_OUTPUT,
+                        PERF_EVENT_IOC_RESET, PERF_EVENT_IOC_SET_BPF, PERF_EVENT_IOC_SET_OUTPUT,
+                        PERF_FLAG_FD_CLOEXEC, PERF_SAMPLE_RAW, PERF_TYPE_SOFTWARE,
+                        PERF_TYPE_TRACEPOINT)
+from .core import RETRIES, Fd, addr, as_fd, kernel_error
+from .ffi import NR_PERF_EVENT_OPEN, ffi, sys_ioctl, sys_perf_event_open
 
-__all__ = ["PerfAttr", "bpf_output_attr", "open_bpf_output", "uprobe_attr",
+__all__ = ["PerfAttr", "bpf_output_attr", "open_bpf_output", "uprobe_attr", "kprobe_attr",
            "tracepoint_attr", "pmu_type", "pmu_format_field", "uprobe_pmu_type",
-           "kprobe_pmu_type", "EVENT_SOURCE_DIR"]
+           "kprobe_pmu_type", "EVENT_SOURCE_DIR",
+           "perf_event_open", "perf_event_enable", "perf_event_disable",
+           "perf_event_reset", "perf_event_set_bpf", "perf_event_set_output",
+           "perf_event_pause_output", "perf_event_id",
+           "MMAP_DATA_HEAD", "MMAP_DATA_TAIL", "MMAP_DATA_OFFSET", "MMAP_DATA_SIZE"]
 
 EVENT_SOURCE_DIR = "/sys/bus/event_source/devices"
+
+# where the ring's first page (struct perf_event_mmap_page) keeps its positions
+#: ``data_head``: where the kernel will write next (read it, then the data)
+MMAP_DATA_HEAD: int = ffi.offsetof("struct perf_event_mmap_page", "data_head")
+#: ``data_tail``: how far the reader has consumed (written by the reader)
+MMAP_DATA_TAIL: int = ffi.offsetof("struct perf_event_mmap_page", "data_tail")
+#: ``data_offset``: where the data area starts in the mapping (0 on old kernels)
+MMAP_DATA_OFFSET: int = ffi.offsetof("struct perf_event_mmap_page", "data_offset")
+#: ``data_size``: the data area's length (0 on old kernels)
+MMAP_DATA_SIZE: int = ffi.offsetof("struct perf_event_mmap_page", "data_size")
 
 
 class PerfAttr:
@@ -134,6 +157,29 @@ def kprobe_pmu_type() -> int | None:
     return pmu_type("kprobe")
 
 
+def kprobe_attr(function: str, offset: int = 0, *, retprobe: bool = False) -> PerfAttr:
+    """A kprobe (or kretprobe) on the kprobe PMU at kernel ``function`` + ``offset``."""
+    ptype = kprobe_pmu_type()
+    if ptype is None:
+        raise NotSupportedError(E.ENOENT, "perf_event_open", "no kprobe PMU in "
+                                f"{EVENT_SOURCE_DIR}/kprobe",
+                                "the kernel lacks CONFIG_KPROBES (or CONFIG_KPROBE_EVENTS)")
+    config = 0
+    if retprobe:
+        fmt = pmu_format_field("kprobe", "retprobe") or ("config", 0, 0)
+        config |= 1 << fmt[1]
+    a = PerfAttr()
+    p = a.ptr
+    p.type = ptype
+    p.config = config
+    nb = a.keep(ffi.new("char[]", function.encode()))
+    p.config1 = addr(nb)
+    p.config2 = offset
+    p.sample_period = 1
+    p.wakeup_events = 1
+    return a
+
+
 def uprobe_attr(path: str, offset: int, *, retprobe: bool = False,
                 ref_ctr_offset: int = 0) -> PerfAttr:
     """A uprobe (or uretprobe) on the uprobe PMU at file ``offset`` of ``path``.
@@ -164,8 +210,84 @@ def uprobe_attr(path: str, offset: int, *, retprobe: bool = False,
     p.size = max(PERF_ATTR_SIZE_VER1, p.size)
     p.config = config
     pb = a.keep(ffi.new("char[]", os.fsencode(path)))
-    p.config1 = int(ffi.cast("uintptr_t", pb))
+    p.config1 = addr(pb)
     p.config2 = offset
     p.sample_period = 1
     p.wakeup_events = 1
     return a
+
+
+# -------------------------------------------------------------- perf events
+def perf_event_open(attr: CData, pid: int = -1, cpu: int = 0, group_fd: int = -1,
+                    flags: int = PERF_FLAG_FD_CLOEXEC) -> Fd:
+    """perf_event_open(2).  ``attr`` is a ``struct perf_event_attr *`` (see :mod:`.perf`).
+
+    PERF_FLAG_FD_CLOEXEC is always added.  ``attr.size`` defaults to the
+    size of the declared struct when left 0.  A :class:`pyebpf.kernel.perf.PerfAttr`
+    is accepted too.
+    """
+    attr = getattr(attr, "ptr", attr)
+    if attr.size == 0:
+        attr.size = ffi.sizeof("struct perf_event_attr")
+    tries = 0
+    while True:
+        ret = sys_perf_event_open(NR_PERF_EVENT_OPEN, attr, pid, cpu, group_fd,
+                                  flags | PERF_FLAG_FD_CLOEXEC)
+        if ret >= 0:
+            return Fd(ret)
+        err = ffi.errno
+        if err in (E.EINTR, E.EAGAIN) and tries < RETRIES:
+            tries += 1
+            continue
+        break
+    raise kernel_error("perf_event_open", err,
+                       f"type {attr.type}, config {attr.config:#x}, pid {pid}, cpu {cpu}",
+                       size=attr.size, pid=pid)
+
+
+def _ioctl(fd: "int | Fd", request: int, arg: int, name: str) -> int:
+    fdn = as_fd(fd)
+    ret: int = sys_ioctl(fdn, request, arg)
+    if ret < 0:
+        raise kernel_error(name, ffi.errno, f"fd {fdn}")
+    return ret
+
+
+def perf_event_enable(fd: "int | Fd") -> None:
+    """PERF_EVENT_IOC_ENABLE."""
+    _ioctl(fd, PERF_EVENT_IOC_ENABLE, 0, "PERF_EVENT_IOC_ENABLE")
+
+
+def perf_event_disable(fd: "int | Fd") -> None:
+    """PERF_EVENT_IOC_DISABLE."""
+    _ioctl(fd, PERF_EVENT_IOC_DISABLE, 0, "PERF_EVENT_IOC_DISABLE")
+
+
+def perf_event_reset(fd: "int | Fd") -> None:
+    """PERF_EVENT_IOC_RESET."""
+    _ioctl(fd, PERF_EVENT_IOC_RESET, 0, "PERF_EVENT_IOC_RESET")
+
+
+def perf_event_set_bpf(fd: "int | Fd", prog_fd: "int | Fd") -> None:
+    """PERF_EVENT_IOC_SET_BPF: the legacy (pre-link) way to attach a program."""
+    _ioctl(fd, PERF_EVENT_IOC_SET_BPF, as_fd(prog_fd), "PERF_EVENT_IOC_SET_BPF")
+
+
+def perf_event_set_output(fd: "int | Fd", target_fd: "int | Fd | None") -> None:
+    """PERF_EVENT_IOC_SET_OUTPUT: send ``fd``'s records to ``target_fd``'s ring (None: stop)."""
+    arg = -1 if target_fd is None else as_fd(target_fd)
+    _ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, arg & 0xFFFFFFFFFFFFFFFF, "PERF_EVENT_IOC_SET_OUTPUT")
+
+
+def perf_event_pause_output(fd: "int | Fd", pause: bool = True) -> None:
+    """PERF_EVENT_IOC_PAUSE_OUTPUT: stop (or resume) writing to the ring buffer."""
+    _ioctl(fd, PERF_EVENT_IOC_PAUSE_OUTPUT, 1 if pause else 0, "PERF_EVENT_IOC_PAUSE_OUTPUT")
+
+
+def perf_event_id(fd: "int | Fd") -> int:
+    """PERF_EVENT_IOC_ID: the event's unique id (as in sample ids)."""
+    out = ffi.new("uint64_t *")
+    _ioctl(fd, PERF_EVENT_IOC_ID, addr(out), "PERF_EVENT_IOC_ID")
+    event_id: int = out[0]
+    return event_id
+

@@ -33,11 +33,12 @@ from .._record import Record, record
 __all__ = ["Output", "RecordLayout", "record_layout", "BPF_F_CURRENT_CPU"]
 
 #: ``flags`` value of bpf_perf_event_output meaning "the ring of this CPU".
+#: (Deliberately the same number as ``pyebpf.kernel.constants.BPF_F_CURRENT_CPU``,
+#: declared here so that importing the DSL loads no kernel tables; a test checks
+#: the two agree.  Map types are looked up in those tables when a program is
+#: built, by ``_map_type``.)
 BPF_F_CURRENT_CPU = 0xFFFFFFFF
 
-_MAP_PERF_EVENT_ARRAY = 4
-_MAP_RINGBUF = 27
-_MAP_PERCPU_ARRAY = 6
 _SIZE_NAMES = {"u8": 1, "u16": 2, "u32": 4, "u64": 8, "s8": 1, "s16": 2, "s32": 4, "s64": 8}
 _CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}
 
@@ -88,9 +89,13 @@ def record_layout(sizes: Sequence[Any]) -> RecordLayout:
     return RecordLayout(tuple(offs), tuple(widths), total, "".join(fmt))
 
 
-def _map_type(map_: Any) -> int | None:
+def _map_type(map_: Any) -> str | None:
+    """The name of ``map_``'s type (``"RINGBUF"``); None when it is no map object."""
     t = getattr(map_, "map_type", None)
-    return int(t) if t is not None else None
+    if t is None:
+        return None
+    from ..kernel.constants import MapType, enum_name  # loaded already with any map object
+    return enum_name(MapType, int(t))
 
 
 class Output(Idioms):
@@ -117,7 +122,7 @@ class Output(Idioms):
                                f"not {ctx!r}")
         self._check_out(offset, size)
         t = _map_type(map_)
-        if t is not None and t != _MAP_PERF_EVENT_ARRAY:
+        if t is not None and t != "PERF_EVENT_ARRAY":
             raise ProgramError(f"perf_event_output needs a PERF_EVENT_ARRAY map, not "
                                f"{getattr(map_, 'name', map_)!r} (type {t}); use "
                                "ringbuf_output for a RingBuf")
@@ -151,7 +156,7 @@ class Output(Idioms):
         """
         self._check_out(offset, size)
         t = _map_type(map_)
-        if t is not None and t != _MAP_RINGBUF:
+        if t is not None and t != "RINGBUF":
             raise ProgramError(f"ringbuf_output needs a RINGBUF map, not "
                                f"{getattr(map_, 'name', map_)!r} (type {t}); use "
                                "perf_event_output for a PerfEventArray")
@@ -173,7 +178,7 @@ class Output(Idioms):
         """Atomically add 1 to ``drops[slot]`` (this CPU's copy) of a per-CPU
         array map of ``u64``.  Clobbers r0-r5 and 4 bytes of stack."""
         t = _map_type(drops)
-        if t is not None and t != _MAP_PERCPU_ARRAY:
+        if t is not None and t != "PERCPU_ARRAY":
             raise ProgramError(f"the drop counter {getattr(drops, 'name', drops)!r} must be a "
                                f"PerCpuArrayMap (of u64), not map type {t}")
         vs = getattr(drops, "value_size", None)
@@ -209,7 +214,7 @@ class Output(Idioms):
         layout = record_layout([s for _, s in fields])
         if kind is None:
             t = _map_type(map_)
-            kind = {_MAP_PERF_EVENT_ARRAY: "perf", _MAP_RINGBUF: "ringbuf"}.get(t)  # type: ignore[arg-type]
+            kind = {"PERF_EVENT_ARRAY": "perf", "RINGBUF": "ringbuf"}.get(t or "")
             if kind is None:
                 raise ProgramError("output_record cannot tell the map kind: pass a "
                                    "PerfEventArray or RingBuf object, or kind='perf'/'ringbuf'")

@@ -13,6 +13,7 @@ import pytest
 from pyebpf import maps
 from pyebpf.errors import (KernelError, MapFullError, MapKeyError, NotSupportedError,
                            PermissionDeniedError, SizeError)
+from pyebpf.kernel import core, mapops
 from pyebpf.kernel import syscall as sc
 from pyebpf.kernel.constants import BPF_EXIST, BPF_NOEXIST, MapType, ProgType
 from pyebpf.kernel.cpus import num_possible_cpus
@@ -275,8 +276,10 @@ def test_wrong_sizes_refused_before_any_syscall(monkeypatch, no_fd_leak):
         def no_syscall(*args):
             calls.append(args)
             raise AssertionError("a syscall was made")
-        monkeypatch.setattr(maps, "sys_bpf", no_syscall)
-        monkeypatch.setattr(sc, "sys_bpf", no_syscall)
+        monkeypatch.setattr(mapops, "sys_bpf", no_syscall)
+        monkeypatch.setattr(core, "sys_bpf", no_syscall)
+        for slot in (s for each in (m, b, p) for s in each._pool):   # their fast path
+            monkeypatch.setattr(slot, "raw_bpf", no_syscall)
         cases = [
             (lambda: m.__setitem__(2**32, 1), "u32"),
             (lambda: m.__getitem__(-1), "u32"),
@@ -456,3 +459,30 @@ def test_map_spec_describes_without_creating(no_fd_leak):
         maps.MapSpec(HashMap, "u64", "u64", 1 << 40)
     with spec.create() as m:
         assert m.info().name == "described" and m.info().max_entries == 64
+
+
+# ------------------------------------------------------- MapOps fast path
+def test_mapops_fast_path(no_fd_leak):
+    """raw_bpf(*lookup_args/update_args) is the bare syscall; *_failed read the errno:
+    False for an absent key (or BPF_EXIST on one), an exception otherwise."""
+    with sc.map_create(MapType.HASH, 4, 8, 4) as fd:
+        ops = mapops.MapOps(fd.fileno(), 4, 8)
+        ops.key[:] = struct.pack("<I", 7)
+        assert ops.raw_bpf(*ops.lookup_args) < 0 and ops.lookup_failed() is False
+        ops.set_update_flags(BPF_EXIST)
+        assert ops.update_flags == BPF_EXIST
+        assert ops.raw_bpf(*ops.update_args) < 0 and ops.update_failed() is False
+        ops.set_update_flags(BPF_NOEXIST)
+        ops.value[:] = struct.pack("<Q", 99)
+        assert ops.raw_bpf(*ops.update_args) == 0
+        ops.value[:] = bytes(8)
+        assert ops.raw_bpf(*ops.lookup_args) == 0 and struct.unpack("<Q", ops.value) == (99,)
+        assert ops.raw_bpf(*ops.update_args) < 0
+        with pytest.raises(KernelError) as ei:         # BPF_NOEXIST on a present key
+            ops.update_failed()
+        assert ei.value.errno == errno.EEXIST and ei.value.operation == "BPF_MAP_UPDATE_ELEM"
+        ops.invalidate()
+        assert ops.raw_bpf(*ops.lookup_args) < 0
+        with pytest.raises(KernelError) as ei:
+            ops.lookup_failed()
+        assert ei.value.errno == errno.EBADF and ei.value.operation == "BPF_MAP_LOOKUP_ELEM"

@@ -429,3 +429,13 @@ def test_bpf_output_attr_flags(no_fd_leak):
     for cpu in __import__("pyebpf.kernel.cpus", fromlist=["x"]).online_cpus():
         with a.open(pid=-1, cpu=cpu) as fd:
             assert fd.fileno() > 0
+
+
+def test_kprobe_attr_without_a_kprobe_pmu_says_so():
+    from pyebpf.kernel import perf
+    if perf.kprobe_pmu_type() is not None:
+        a = perf.kprobe_attr("do_sys_openat2", retprobe=True)
+        assert a.type == perf.kprobe_pmu_type() and a.config2 == 0
+        return
+    with pytest.raises(NotSupportedError, match="CONFIG_KPROBES"):
+        perf.kprobe_attr("do_sys_openat2")

@@ -1,0 +1,182 @@
+"""Programs: BPF_PROG_LOAD with its verifier log, and BPF_PROG_TEST_RUN.
+
+The conventions are those of :mod:`.core`; a rejection by the verifier becomes
+a :class:`~pyebpf.errors.VerifierError` with a hint from :mod:`.hints`.
+"""
+from __future__ import annotations
+
+import errno as E
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Sequence
+
+from ..errors import EncodingError, KernelError, VerifierError
+from .constants import AttachType, Cmd, ProgType, enum_name
+from .core import (Fd, addr, as_fd, attr_size, buf, decode_cstr, kernel_error, new_attr,
+                   obj_name, try_bpf)
+from .ffi import ffi
+from .._record import Record, record
+
+__all__ = ["prog_load", "prog_test_run", "TestRun", "DEFAULT_LOG_SIZE"]
+
+#: the verifier log buffer a load starts with (it grows as the kernel asks)
+DEFAULT_LOG_SIZE = 64 * 1024
+_LOG_MAX = (1 << 30) - 1           # the kernel's bound on log_size (UINT_MAX >> 2)
+_SZ_PROG_LOAD = attr_size("prog_load", "log_true_size")
+_SZ_TEST = attr_size("test", "batch_size")
+
+
+def prog_load(prog_type: int, insns: bytes, license: str = "GPL", *, name: str = "",
+              log_level: int = 0, log_size: int = DEFAULT_LOG_SIZE,
+              expected_attach_type: int = 0, prog_flags: int = 0, kern_version: int = 0,
+              fd_array: "Sequence[int | Fd] | None" = None, attach_btf_id: int = 0,
+              attach_prog_fd: int = 0, prog_ifindex: int = 0) -> tuple[Fd, str]:
+    """BPF_PROG_LOAD.  Returns ``(fd, log)``.
+
+    ``insns`` is the raw instruction bytes (8 per slot).  With ``log_level`` 0 the
+    program is loaded without a log; if the kernel rejects it, it is loaded again
+    with ``log_level=1`` to get the verifier's explanation.  With ``log_level`` 1
+    (branches), 2 (every instruction) or 4 (stats; may be or-ed) the log of a
+    successful load is returned too.  The log buffer starts at ``log_size`` and
+    grows as the kernel asks (``log_true_size``, or x8 on kernels without it, up
+    to 1 GiB), because a truncated log turns success into ENOSPC.
+
+    Raises :class:`VerifierError` (``.log``, ``.message``; ``index``/``origin``
+    are left None for the loader to fill) when the verifier rejects the
+    program, :class:`PermissionDeniedError`, :class:`NotSupportedError` or
+    :class:`ResourceLimitError` otherwise.
+    """
+    code = bytes(insns)
+    if len(code) % 8 or not code:
+        raise EncodingError(f"program must be a non-empty multiple of 8 bytes, got {len(code)}")
+    insn_cd = ffi.from_buffer(code)
+    lic = license.encode() + b"\0"
+    lic_cd = ffi.from_buffer(lic)
+    fda = None
+    if fd_array:
+        fda = ffi.new("int32_t[]", [as_fd(f) for f in fd_array])
+    attr = new_attr()
+    pl = attr.prog_load
+    pl.prog_type = prog_type
+    pl.insn_cnt = len(code) // 8
+    pl.insns = addr(insn_cd)
+    pl.license = addr(lic_cd)
+    pl.kern_version = kern_version
+    pl.prog_flags = prog_flags
+    nm = obj_name(name)
+    ffi.memmove(pl.prog_name, nm, len(nm))
+    pl.prog_ifindex = prog_ifindex
+    pl.expected_attach_type = expected_attach_type
+    pl.attach_btf_id = attach_btf_id
+    pl.attach_prog_fd = as_fd(attach_prog_fd)
+    pl.fd_array = addr(fda) if fda is not None else 0
+
+    level = log_level
+    size = max(int(log_size), 128) if level else 0
+    asked_log = bool(log_level)
+    while True:
+        logbuf = bytearray(size) if level else None
+        log_cd = ffi.from_buffer(logbuf) if level else None
+        pl.log_level = level
+        pl.log_size = size
+        pl.log_buf = addr(log_cd) if level else 0
+        pl.log_true_size = 0
+        ret = try_bpf(Cmd.PROG_LOAD, attr, _SZ_PROG_LOAD)
+        if ret >= 0:
+            return Fd(ret), (decode_cstr(logbuf) if asked_log else "")
+        err = -ret
+        if err == E.ENOSPC and level:
+            true_size = pl.log_true_size
+            if true_size > size:
+                new = true_size
+            elif true_size == 0 and size < _LOG_MAX:
+                new = size * 8           # old kernel without log_true_size
+            else:
+                new = 0
+            if new and size < _LOG_MAX:
+                size = min(new, _LOG_MAX)
+                continue
+            raise kernel_error("BPF_PROG_LOAD", err, size=size)
+        if level == 0 and err in (E.EACCES, E.EINVAL, E.E2BIG, E.ENOSPC, E.EFAULT):
+            level = 1                    # load again only to learn why
+            size = max(int(log_size), 128)
+            continue
+        log = decode_cstr(logbuf)
+        raise _prog_load_error(err, log, prog_type, expected_attach_type, license)
+
+
+def _prog_load_error(err: int, log: str, prog_type: int, expected_attach_type: int,
+                     license: str) -> KernelError:
+    from .hints import VERIFIER_ERRNOS, verifier_hint, verifier_message  # the failure path
+    if log.strip() and err in VERIFIER_ERRNOS:
+        message = verifier_message(log)
+        return VerifierError(err, log, message or os.strerror(err), hint=verifier_hint(message))
+    tname = enum_name(ProgType, prog_type)
+    return kernel_error("BPF_PROG_LOAD", err, f"program type {tname}", tname=tname,
+                        prog_type=prog_type,
+                        attach=enum_name(AttachType, expected_attach_type),
+                        license_note="" if license else "; the license must not be empty")
+
+
+@record
+class TestRun(Record):
+    """Result of :func:`prog_test_run` (a tuple: ``retval, data_out, duration_ns, ctx_out``)."""
+
+    retval: int
+    data_out: bytes
+    duration_ns: int
+    ctx_out: bytes | None
+
+
+TestRun.__test__ = False  # type: ignore[attr-defined]  # not a pytest class
+
+
+def prog_test_run(fd: "int | Fd", data: bytes = b"", repeat: int = 1,
+                  ctx: bytes | None = None, data_size_out: int | None = None, *,
+                  flags: int = 0, cpu: int = 0, batch_size: int = 0) -> TestRun:
+    """BPF_PROG_TEST_RUN: run the program ``repeat`` times on ``data`` (and ``ctx``).
+
+    ``data_size_out`` is the size of the output buffer (default: ``len(data)``
+    plus 4 KiB of room for programs that grow the packet; 0 = no output).
+    ``duration_ns`` is the kernel's average per run.  Returns :class:`TestRun`.
+    """
+    fd = as_fd(fd)
+    if data_size_out is None:
+        data_size_out = len(data) + 4096 if data else 0
+    din = buf(data)
+    dout = bytearray(data_size_out) if data_size_out else None
+    dout_cd = buf(dout)
+    cin = buf(ctx)
+    cout = bytearray(len(ctx)) if ctx else None
+    cout_cd = buf(cout)
+    attr = new_attr()
+    t = attr.test
+    t.prog_fd = fd
+    t.data_size_in = len(data)
+    t.data_size_out = data_size_out
+    t.data_in = addr(din) if din is not None else 0
+    t.data_out = addr(dout_cd) if dout_cd is not None else 0
+    # the kernel runs once for repeat 0; raw_tracepoint programs insist on 0
+    t.repeat = 0 if repeat == 1 else repeat
+    t.ctx_size_in = len(ctx) if ctx else 0
+    t.ctx_size_out = len(ctx) if ctx else 0
+    t.ctx_in = addr(cin) if cin is not None else 0
+    t.ctx_out = addr(cout_cd) if cout_cd is not None else 0
+    t.flags = flags
+    t.cpu = cpu
+    t.batch_size = batch_size
+    ret = try_bpf(Cmd.PROG_TEST_RUN, attr, _SZ_TEST)
+    if ret == -E.EINVAL and cout is not None:
+        # raw_tracepoint (and some other) programs take ctx in but give none back;
+        # the kernel checks this before running, so trying again is safe
+        t.ctx_size_out = 0
+        t.ctx_out = 0
+        cout = None
+        ret = try_bpf(Cmd.PROG_TEST_RUN, attr, _SZ_TEST)
+    if ret < 0:
+        raise kernel_error("BPF_PROG_TEST_RUN", -ret, f"program fd {fd}", out=t.data_size_out)
+    out = bytes(dout[:min(t.data_size_out, data_size_out)]) if dout is not None else b""
+    ctx_out = bytes(cout[:t.ctx_size_out]) if cout is not None else None
+    return TestRun(t.retval, out, t.duration, ctx_out)

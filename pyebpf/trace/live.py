@@ -74,6 +74,7 @@ class Child:
     def _spawn(self, mask: SignalMask) -> None:
         """Fork (signals held: see :func:`_hold_signals`); the child waits on a pipe."""
         parent = os.getpid()
+        from ..kernel import process  # noqa: F401  (before the fork: the child calls it)
         go_r, go_w = os.pipe()
         try:
             err_r, err_w = os.pipe2(os.O_CLOEXEC)
@@ -176,7 +177,6 @@ _ALL_SIGNALS = signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}
 #: what Python ignores at start-up and a command expects at its default (as
 #: ``subprocess``'s ``restore_signals`` does)
 _PYTHON_IGNORES = {signal.SIGPIPE, signal.SIGXFSZ}
-_PR_SET_PDEATHSIG = 1
 
 
 def _hold_signals() -> SignalMask:
@@ -264,10 +264,8 @@ def _die_with(parent: int) -> None:
     send SIGTERM and wait; this one is for when the tracer could not, and
     nobody would be left to insist if the command ignored SIGTERM.  (The
     setting is cleared by exec of a set-user-ID or set-group-ID program.)"""
-    from ..kernel.ffi import ffi, lib         # imported by the tracer already
-    nr_prctl = 157 if os.uname().machine == "x86_64" else 167   # (the generic table)
-    # (cannot fail: the only error is EINVAL for a bad signal number)
-    lib.syscall(nr_prctl, ffi.cast("long", _PR_SET_PDEATHSIG), ffi.cast("long", signal.SIGKILL))
+    from ..kernel.process import set_death_signal   # imported by _spawn before the fork
+    set_death_signal(signal.SIGKILL)    # (cannot fail: EINVAL is for a bad signal number)
     if os.getppid() != parent:                # the tracer died before prctl
         os._exit(1)
 

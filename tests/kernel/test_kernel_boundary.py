@@ -81,11 +81,7 @@ def _imports_of(path: pathlib.Path) -> list[tuple[str, tuple[str, ...], int]]:
 
 
 #: modules still calling the kernel directly, with what to use instead (empty this)
-PENDING = {
-    # main's trace.live (not on this branch yet) calls prctl through kernel.ffi in
-    # _die_with: kernel.process.set_death_signal(signal.SIGKILL) is the kernel-layer call
-    "pyebpf/trace/live.py",
-}
+PENDING: set[str] = set()   # files still calling the kernel directly (none)
 
 
 def test_nothing_above_the_kernel_layer_calls_the_kernel():

@@ -4,9 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from .parser import Subparsers
+from .parser import Subparsers   # (at run time too, for documentation tools)
 
 
 def register(sub: Subparsers) -> None:

@@ -5,9 +5,7 @@ import argparse
 
 from . import positive_int
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from .parser import Subparsers
+from .parser import Subparsers   # (at run time too, for documentation tools)
 
 
 def register(sub: Subparsers) -> None:

@@ -8,7 +8,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, BinaryIO
 
-    from .parser import Subparsers
+from .parser import Subparsers   # (at run time too, for documentation tools)
 
 DESCRIPTION = """\
 Disassemble eBPF instructions: raw bytes (8-byte little-endian slots, as

@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from typing import Any, Callable, Sequence, TextIO
 
     from ..usdt.notes import UsdtNote, UsdtProbe
-    from .parser import Subparsers
+
+from .parser import Subparsers   # (at run time too, for documentation tools)
 
 DESCRIPTION = """\
 List the USDT (sys/sdt.h) probes of an ELF file, or of every module a running

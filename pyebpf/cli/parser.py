@@ -5,10 +5,13 @@ import argparse
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import NoReturn
+    from argparse import _SubParsersAction
+    from typing import NoReturn, TypeAlias
 
     #: what each sub-command's ``register`` gets: ``add_parser`` makes its parser
-    Subparsers = argparse._SubParsersAction["Parser"]
+    Subparsers: TypeAlias = "_SubParsersAction[Parser]"
+else:   # (at run time, where documentation tools resolve it, the class unsubscripted)
+    Subparsers = argparse._SubParsersAction
 
 __all__ = ["Parser"]
 

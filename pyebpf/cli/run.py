@@ -13,7 +13,8 @@ from . import command_line, pid, positive_int, process_exists, seconds
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..trace.session import Session
-    from .parser import Subparsers
+
+from .parser import Subparsers   # (at run time too, for documentation tools)
 
 DESCRIPTION = """\
 Load a program written in text assembly (llvm dialect) whose header declares

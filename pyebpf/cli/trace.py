@@ -12,7 +12,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..trace.recipes import Trace
     from ..trace.session import Session
-    from .parser import Subparsers
+
+from .parser import Subparsers   # (at run time too, for documentation tools)
 
 DESCRIPTION = """\
 Trace a probe and count, aggregate or print what happens there -- like a

@@ -60,7 +60,7 @@ class Tok(NamedTuple):
     key: str
     text: str
     col: int
-    value: TokValue = None
+    value: int | str | tuple[str, int] | None = None    # (TokValue, spelled out for pdoc)
     hex: bool = False
 
 

@@ -65,7 +65,7 @@ if TYPE_CHECKING:
         filters: Iterable[str | Filter]
         unsafe: bool
 
-__all__ = ["Trace", "TraceSession", "Event", "Aggregate", "count", "histogram", "latency",
+__all__ = ["Trace", "Event", "Aggregate", "count", "histogram", "latency",
            "events", "stacks", "stats", "AGG_KINDS", "KeyPart", "AggValue", "AggResult",
            "FieldValue"]
 

@@ -50,6 +50,7 @@ import struct
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 if TYPE_CHECKING:
+    from ..maps import PerCpuArrayMap
     from typing_extensions import Self
 
 from .. import elf as _elf

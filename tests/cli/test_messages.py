@@ -8,10 +8,10 @@ import glob
 import os
 import re
 import subprocess
-import sys
 import tempfile
 
 import pytest
+import unprivileged
 
 from pyebpf.errors import AssemblyError, VerifierError
 from pyebpf.text import assemble, parse_conformance
@@ -93,8 +93,8 @@ def test_tracefs_mounted_but_not_readable_says_so():
     code = ("from pyebpf.attach import tracefs_dir\n"
             "try:\n    tracefs_dir()\n"
             "except Exception as exc:\n    print(type(exc).__name__, exc)\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          user=65534, group=65534, extra_groups=[], cwd="/",
+    proc = subprocess.run([*unprivileged.python_argv(), "-c", code], capture_output=True,
+                          text=True, cwd="/",
                           env={"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "")})
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout

@@ -5,11 +5,10 @@ kernel, each failing with a documented error (PyebpfError)."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import sys
 
 import pytest
+import unprivileged
 from hypothesis import given, strategies as st
 
 from budget import fuzz_settings
@@ -79,12 +78,9 @@ def test_show_then_start_counts(tmp_path):
 
 
 def _unprivileged(*argv: str) -> subprocess.CompletedProcess:
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        pytest.skip("needs root and setpriv to drop to an unprivileged user")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                           sys.executable, *argv], capture_output=True, text=True,
-                          timeout=120, env=env, cwd="/")
+    return subprocess.run([*unprivileged.python_argv(), *argv], capture_output=True,
+                          text=True, timeout=120, env=env, cwd="/")
 
 
 def test_show_program_works_without_cap_bpf():

@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from pyebpf import attach
+from pyebpf.attach import tracefs as attach_tracefs
 from pyebpf.attach import (attach_kprobe, attach_kretprobe, attach_perf_event,
                            attach_raw_tracepoint, attach_tracepoint, parse_tracepoint_format,
                            tracepoint_format)
@@ -103,26 +104,26 @@ def test_tracefs_mount_and_errors(tmp_path, monkeypatch):
     """No tracefs anywhere: mounted at the default place when root; a clear
     error saying how when that is not possible."""
     where = tmp_path / "tracing"
-    monkeypatch.setattr(attach, "_tracefs_found", None)
-    monkeypatch.setattr(attach, "_tracefs_mounts", lambda: [])
-    monkeypatch.setattr(attach, "_TRACEFS_DEFAULT", str(where))
-    monkeypatch.setattr(attach, "_TRACEFS_PLACES", (str(where),))
+    monkeypatch.setattr(attach_tracefs, "_tracefs_found", None)
+    monkeypatch.setattr(attach_tracefs, "_tracefs_mounts", lambda: [])
+    monkeypatch.setattr(attach_tracefs, "_TRACEFS_DEFAULT", str(where))
+    monkeypatch.setattr(attach_tracefs, "_TRACEFS_PLACES", (str(where),))
     with pytest.raises(NotSupportedError, match=f"mount -t tracefs nodev {where}"):
         attach.tracefs_dir(mount=False)
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(PermissionDeniedError, match="only root can mount"):
         attach.tracefs_dir()
     monkeypatch.undo()
-    monkeypatch.setattr(attach, "_tracefs_found", None)
-    monkeypatch.setattr(attach, "_tracefs_mounts", lambda: [])
-    monkeypatch.setattr(attach, "_TRACEFS_DEFAULT", str(where))
-    monkeypatch.setattr(attach, "_TRACEFS_PLACES", (str(where),))
+    monkeypatch.setattr(attach_tracefs, "_tracefs_found", None)
+    monkeypatch.setattr(attach_tracefs, "_tracefs_mounts", lambda: [])
+    monkeypatch.setattr(attach_tracefs, "_TRACEFS_DEFAULT", str(where))
+    monkeypatch.setattr(attach_tracefs, "_TRACEFS_PLACES", (str(where),))
     try:
         assert attach.tracefs_dir() == str(where)          # really mounted there
         assert os.path.isdir(where / "events" / "sched")
     finally:
         subprocess.run(["umount", str(where)], check=False)
-    monkeypatch.setattr(attach, "_tracefs_found", None)
+    monkeypatch.setattr(attach_tracefs, "_tracefs_found", None)
 
 
 # ------------------------------------------------------------ tracepoints

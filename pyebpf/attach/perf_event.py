@@ -1,0 +1,144 @@
+"""Perf-event attachments: sampling events on each CPU, and kprobes through the kprobe PMU.
+
+Both open perf events and attach the program to each with a BPF perf link
+(Linux 5.15+) or ``PERF_EVENT_IOC_SET_BPF`` (:func:`pyebpf.attach.link.perf_method`).
+"""
+from __future__ import annotations
+
+import errno as E
+import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Iterable
+
+from ..errors import (AttachError, KernelError, NotSupportedError, OptionError,
+                      PermissionDeniedError)
+from ..kernel import features, perf
+from ..kernel.constants import (PERF_ATTR_FLAG_FREQ, PERF_TYPE_HARDWARE, PERF_TYPE_SOFTWARE,
+                               ProgType)
+from ..kernel.cpus import online_cpus
+from ..kernel.syscall import Fd
+from ._programs import prepare
+from .link import Link, close_groups, attach_perf_fd, perf_method
+
+__all__ = ["PERF_EVENTS", "attach_perf_event", "attach_kprobe", "attach_kretprobe"]
+
+
+#: Named perf events for :func:`attach_perf_event`: ``(perf type, config)``.
+PERF_EVENTS: dict[str, tuple[int, int]] = {
+    "cpu-clock": (PERF_TYPE_SOFTWARE, 0),
+    "task-clock": (PERF_TYPE_SOFTWARE, 1),
+    "page-faults": (PERF_TYPE_SOFTWARE, 2),
+    "context-switches": (PERF_TYPE_SOFTWARE, 3),
+    "cpu-migrations": (PERF_TYPE_SOFTWARE, 4),
+    "cycles": (PERF_TYPE_HARDWARE, 0),
+    "cpu-cycles": (PERF_TYPE_HARDWARE, 0),
+    "instructions": (PERF_TYPE_HARDWARE, 1),
+    "cache-misses": (PERF_TYPE_HARDWARE, 3),
+    "branch-misses": (PERF_TYPE_HARDWARE, 5),
+}
+
+
+def attach_perf_event(prog: Any, frequency: int | None = 99, *, period: int | None = None,
+                      cpus: Iterable[int] | None = None, event: "str | tuple[int, int]" =
+                      "cpu-clock", pid: int = -1, method: str = "auto") -> Link:
+    """Attach a PERF_EVENT program to a sampling event on each CPU.
+
+    By default the software ``cpu-clock`` event at ``frequency`` Hz on every
+    online CPU, for every process.  ``period`` (events per sample) replaces
+    ``frequency``; ``event`` is a name from :data:`PERF_EVENTS` or a
+    ``(type, config)`` pair; ``pid`` restricts sampling to one process.
+    """
+    if (frequency is None) == (period is None):
+        if period is not None:
+            raise OptionError("give either frequency or period, not both")
+        raise OptionError("give a sampling frequency (Hz) or a period")
+    if isinstance(event, str):
+        try:
+            ptype, config = PERF_EVENTS[event]
+        except KeyError:
+            raise OptionError(f"unknown perf event {event!r}; known: "
+                              f"{', '.join(PERF_EVENTS)} (or pass (type, config))") from None
+    else:
+        ptype, config = event
+    cpu_list = list(cpus) if cpus is not None else online_cpus()
+    if not cpu_list:
+        raise OptionError("no CPUs to sample on")
+    t0 = time.perf_counter()
+    chosen = perf_method(method, "attach_perf_event")
+    prog, owned = prepare(prog, ProgType.PERF_EVENT, "attach_perf_event")
+    groups: list[list[Fd]] = []
+    try:
+        for cpu in cpu_list:
+            a = perf.PerfAttr()
+            p = a.ptr
+            p.type = ptype
+            p.config = config
+            if frequency is not None:
+                p.sample_freq = frequency
+                p.flags = PERF_ATTR_FLAG_FREQ
+            else:
+                p.sample_period = period
+            pfd = a.open(pid=pid, cpu=cpu)
+            group = [pfd]
+            groups.append(group)
+            group.extend(attach_perf_fd(prog, pfd, chosen))
+    except BaseException:
+        close_groups(groups, False)
+        if owned:
+            prog.close()
+        raise
+    what = f"{event if isinstance(event, str) else event} " + \
+        (f"@{frequency}Hz" if frequency is not None else f"every {period}") + \
+        f" on CPUs {','.join(map(str, cpu_list))}"
+    return Link("perf_event", what, chosen, groups, program=prog, owns_program=owned,
+                pid=None if pid == -1 else pid, attach_seconds=time.perf_counter() - t0)
+
+
+# ==================================================================== kprobes
+def attach_kprobe(prog: Any, function: str, offset: int = 0, *, retprobe: bool = False,
+                  method: str = "auto") -> Link:
+    """Attach a KPROBE program to kernel function ``function`` (+``offset``)
+    through the kprobe PMU.
+
+    Raises :class:`NotSupportedError` carrying the feature probe's reason when
+    the kernel has no kprobe PMU (CONFIG_KPROBES off).
+    """
+    kind = "kretprobe" if retprobe else "kprobe"
+    feat = features.has_kprobe_pmu()
+    if not feat:
+        raise NotSupportedError(E.EOPNOTSUPP, f"attach_{kind}", f"{function}+{offset:#x}",
+                                feat.reason)
+    if retprobe and offset:
+        raise OptionError("a kretprobe goes on a function's entry (offset 0)")
+    t0 = time.perf_counter()
+    chosen = perf_method(method, f"attach_{kind}")
+    prog, owned = prepare(prog, ProgType.KPROBE, f"attach_{kind}")
+    try:
+        try:
+            pfd = perf.kprobe_attr(function, offset, retprobe=retprobe).open(pid=-1, cpu=0)
+        except KernelError as exc:
+            if isinstance(exc, PermissionDeniedError):
+                raise
+            raise AttachError(exc.errno or 0, f"attach_{kind}", f"{function}+{offset:#x}",
+                              "no such kernel function, or it cannot be probed (inlined, "
+                              "notrace, or blacklisted in /sys/kernel/debug/kprobes/"
+                              "blacklist)") from exc
+        try:
+            extra = attach_perf_fd(prog, pfd, chosen)
+        except BaseException:
+            pfd.close()
+            raise
+    except BaseException:
+        if owned:
+            prog.close()
+        raise
+    return Link(kind, f"{function}+{offset:#x}" if offset else function, chosen,
+                [[pfd] + extra], program=prog, owns_program=owned,
+                attach_seconds=time.perf_counter() - t0)
+
+
+def attach_kretprobe(prog: Any, function: str, **kw: Any) -> Link:
+    """:func:`attach_kprobe` with ``retprobe=True``."""
+    return attach_kprobe(prog, function, retprobe=True, **kw)

@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 
     from .core import StackFrame
 
-from ..codecs import INT_TYPES
 from ..errors import ProgramError
 from ..isa import Insn, helper as _helper, opcodes as op, s32
 
@@ -85,8 +84,12 @@ def _reg(value: Any, what: str) -> Reg:
 
 def _size_code(size: int | str) -> int:
     if isinstance(size, str):
-        t = INT_TYPES.get(size) if size[:1] == "u" else None
-        size = t[0] if t else _SIZE_LETTERS.get(size, size)
+        if size[:1] == "u":                     # u8..u64 (the codec table, loaded when used)
+            from ..codecs import INT_TYPES
+            t = INT_TYPES.get(size)
+            size = t[0] if t else size
+        else:
+            size = _SIZE_LETTERS.get(size, size)
     try:
         return _SIZE_OF_BYTES[size]  # type: ignore[index]
     except KeyError:

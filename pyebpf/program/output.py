@@ -29,7 +29,6 @@ from ..errors import ProgramError
 from .dsl import R0, R1, R2, R3, R4, R5, R6, R10, W3, Operand, Reg
 from .idioms import Idioms
 from .._record import Record, record
-from ..codecs import INT_TYPES, UNSIGNED_BY_SIZE, layout_format
 
 __all__ = ["Output", "RecordLayout", "record_layout", "BPF_F_CURRENT_CPU"]
 
@@ -59,6 +58,7 @@ class RecordLayout(Record):
 
 def _field_size(size: Any) -> int:
     if isinstance(size, str):
+        from ..codecs import INT_TYPES         # (loaded when used: not on the DSL's start-up path)
         t = INT_TYPES.get(size.lower())
         size = t[0] if t else size
     if size not in (1, 2, 4, 8):
@@ -70,6 +70,7 @@ def record_layout(sizes: Sequence[Any]) -> RecordLayout:
     """The C-struct layout of fields of the given sizes (1/2/4/8 or ``"u32"``...)."""
     if not sizes:
         raise ProgramError("a record needs at least one field")
+    from ..codecs import INT_TYPES, UNSIGNED_BY_SIZE, layout_format
     widths = [_field_size(s) for s in sizes]
     fmt, offs, total = layout_format([(INT_TYPES[UNSIGNED_BY_SIZE[w]][2], w, w) for w in widths])
     return RecordLayout(tuple(offs), tuple(widths), total, fmt)

@@ -182,7 +182,8 @@ def format_fields(fmt: str) -> tuple[str, list[tuple[str, int, int, int]], int]:
 # Codecs
 
 class Codec:
-    """Converts Python values to and from the fixed-size bytes a map stores.
+    """Converts Python values to and from the fixed-size bytes of a map key or
+    value, or of an event record.
 
     Subclasses set :attr:`size` and :attr:`label` and provide
     :meth:`pack_into` / :meth:`unpack_from`; the rest derives from them.

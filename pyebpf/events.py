@@ -25,7 +25,7 @@ Both offer:
 
 Decoding
 --------
-``decode=`` takes the codec specs of :mod:`pyebpf.maps` (``"u64"``, a
+``decode=`` takes the codec specs of :mod:`pyebpf.codecs` (``"u64"``, a
 :mod:`struct` format such as ``"<QQ"`` -> tuples, a ``ctypes`` Structure ->
 instances, ``Bytes(n)`` -> exactly *n* bytes), or any callable applied to the
 raw payload ``bytes``.  Without it events are ``bytes``.  A record shorter
@@ -65,7 +65,6 @@ import errno as _errno
 import gc
 import mmap
 import os
-import re
 import select
 import struct
 import sys
@@ -97,9 +96,8 @@ from .kernel.cpus import online_cpus, possible_cpus
 from .kernel.perf import (MMAP_DATA_HEAD as _DATA_HEAD, MMAP_DATA_OFFSET as _DATA_OFFSET,
                           MMAP_DATA_SIZE as _DATA_SIZE, MMAP_DATA_TAIL as _DATA_TAIL,
                           bpf_output_attr)
-from .maps import (BytesCodec, Codec, CtypesCodec, Map, PerCpuArrayMap, PerfEventArray,
-                   perf_ring_size,
-                   RingBuf, StructCodec, codec)
+from .codecs import BytesCodec, Codec, CtypesCodec, StructCodec, codec, format_fields
+from .maps import Map, PerCpuArrayMap, PerfEventArray, RingBuf, perf_ring_size
 
 __all__ = ["PerfBuffer", "RingBufferReader", "ReaderClosedError", "PAGE_SIZE",
            "PERF_RECORD_SAMPLE", "PERF_RECORD_LOST", "BPF_RINGBUF_BUSY_BIT",
@@ -159,44 +157,8 @@ def _numpy() -> Any:
 # =========================================================================
 # struct formats: explicit layouts and numpy dtypes
 
-_TOKEN = re.compile(r"\s*(\d*)\s*([xcbB?hHiIlLqQnNefdspP])")
 _NP_CODES = {"b": "i1", "B": "u1", "h": "i2", "H": "u2", "i": "i4", "I": "u4", "q": "i8",
              "Q": "u8", "e": "f2", "f": "f4", "d": "f8", "?": "b1"}
-
-
-def _parse_format(fmt: str) -> tuple[str, list[tuple[str, int, int, int]], int]:
-    """``fmt`` -> (order, [(code, count, offset, item_size)], size).
-
-    ``order`` is ``"<"``/``">"``/``"="`` (``"@"`` formats are resolved to
-    native sizes and explicit offsets, so they can be re-expressed in
-    ``"="`` with ``x`` padding).  Padding tokens (``x``) are dropped.
-    """
-    order = fmt[:1] if fmt[:1] in "@=<>!" else "@"
-    body = fmt[1:] if fmt[:1] in "@=<>!" else fmt
-    native = order == "@"
-    pos = 0
-    out: list[tuple[str, int, int, int]] = []
-    for m in _TOKEN.finditer(body):
-        count = int(m.group(1)) if m.group(1) else 1
-        code = m.group(2)
-        if code in "sp":                   # strings: no alignment
-            if code == "p":
-                raise SizeError("pascal strings ('p') are not supported in event formats")
-            out.append(("s", count, pos, count))
-            pos += count
-            continue
-        isz = struct.calcsize(("@" if native else "=") + code)
-        if native and code not in "xcbB?":
-            pos = (pos + isz - 1) // isz * isz
-        if code == "x":
-            pos += count
-            continue
-        for _ in range(count):
-            out.append((code, 1, pos, isz))
-            pos += isz
-    if pos != struct.calcsize(fmt):
-        raise SizeError(f"cannot lay out struct format {fmt!r}")
-    return ({"@": "=", "!": ">"}.get(order, order)), out, pos
 
 
 def _standard_code(code: str, isz: int) -> str:
@@ -208,7 +170,7 @@ def _standard_code(code: str, isz: int) -> str:
 def _explicit_body(fmt: str) -> tuple[str, str]:
     """(order char, body) of a format with the same layout, explicit padding
     and standard sizes: safe to embed after other fields."""
-    order, fields, size = _parse_format(fmt)
+    order, fields, size = format_fields(fmt)
     parts = []
     pos = 0
     for code, count, off, isz in fields:
@@ -224,7 +186,7 @@ def _explicit_body(fmt: str) -> tuple[str, str]:
 def _format_dtype(fmt: str) -> Any:
     """The numpy dtype with the layout of struct format ``fmt`` (fields f0, f1 ...)."""
     np = _numpy()
-    order, fields, size = _parse_format(fmt)
+    order, fields, size = format_fields(fmt)
     names, formats, offsets = [], [], []
     for i, (code, count, off, isz) in enumerate(fields):
         if code == "s":

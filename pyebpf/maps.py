@@ -12,18 +12,11 @@ is pinned or a loaded program still uses it::
         for pid, n in counts.items():          # BPF_MAP_LOOKUP_BATCH
             ...
 
-Keys and values are described by a *codec spec*, turned into a :class:`Codec`
-by :func:`codec`:
-
-* an integer width ``1, 2, 4, 8`` -- an unsigned little-endian integer
-  (``key=4`` is a ``u32``);
-* a type name: ``"u8" "u16" "u32" "u64" "s8" ... "s64"`` (also ``"i32"`` ...);
-* a ``struct`` format string: ``"<QI"`` gives tuples, ``"<Q"`` a scalar;
-  formats without a byte-order character use C alignment (``"@"``);
-* a ``ctypes`` type: ``ctypes.c_uint64`` gives ints, a ``ctypes.Structure``
-  (or array/union) gives instances of it;
-* :class:`Bytes` ``(n)`` -- raw ``bytes`` of exactly ``n`` bytes;
-* any :class:`Codec` instance.
+Keys and values are described by a *codec spec* (an integer width ``4``, a
+type name ``"u32"``, a :mod:`struct` format ``"<QI"``, a ctypes type,
+``Bytes(16)`` or a :class:`Codec`), turned into a :class:`Codec` by
+:func:`codec`; both live in :mod:`pyebpf.codecs` (see its docs) and are
+importable from here too.
 
 Per-CPU maps hold one value per *possible* CPU: reading gives a list,
 writing takes a list of that length (or a single value for every CPU).
@@ -48,18 +41,12 @@ from collections.abc import Mapping
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import ctypes as _ct
-    from types import ModuleType
-    from typing import Any, Callable, ClassVar, Iterable, Iterator, Literal, Sequence, TypeVar
+    from typing import Any, ClassVar, Iterable, Iterator, Sequence, TypeVar
 
     M = TypeVar("M", bound="Map")
     #: a buffer a codec reads from / writes into
     _RBuf = bytes | bytearray | memoryview
     _WBuf = bytearray | memoryview
-    #: a struct format character ``memoryview.cast`` takes for one number
-    _CastFormat = Literal["b", "B", "h", "H", "i", "I", "l", "L", "q", "Q", "f", "d"]
-    #: the ctypes types stored as records (copied in and out)
-    _CtypesRecord = type[_ct.Structure] | type[_ct.Union] | type[_ct.Array[Any]]
 
 # Keyed maps are generic in (key, value) to type checkers: ``HashMap[int, int]``;
 # at run time the subscript gives the class back, and typing is not imported.
@@ -88,6 +75,8 @@ from .kernel import syscall as _sys
 from .kernel.constants import (BPF_ANY, BPF_EXIST, BPF_F_STACK_BUILD_ID,
                                BPF_NOEXIST, PERF_MAX_STACK_DEPTH, MapType, enum_name)
 from .kernel.cpus import num_possible_cpus, possible_cpus
+from .codecs import (Bytes, BytesCodec, Codec, CtypesCodec, StructCodec, codec,
+                     default_codec as _default_codec)
 
 
 class _Slot(_sys.MapOps):
@@ -110,227 +99,7 @@ __all__ = [
 
 
 # =========================================================================
-# Codecs
-
-class Codec:
-    """Converts Python values to and from the fixed-size bytes a map stores.
-
-    Subclasses set :attr:`size` and :attr:`label` and provide
-    :meth:`pack_into` / :meth:`unpack_from`; the rest derives from them.
-    ``pack_into`` raises :class:`SizeError` when the value does not fit.
-    """
-
-    size: int = 0
-    label: str = "?"
-
-    def pack_into(self, buf: bytearray | memoryview, offset: int, value: Any) -> None:
-        """Write ``value`` at ``buf[offset:offset + size]``."""
-        raise NotImplementedError
-
-    def unpack_from(self, buf: bytes | bytearray | memoryview, offset: int = 0) -> Any:
-        """Read the value at ``buf[offset:offset + size]``."""
-        raise NotImplementedError
-
-    def encode(self, value: Any) -> bytes:
-        """``value`` -> exactly :attr:`size` bytes."""
-        buf = bytearray(self.size)
-        self.pack_into(buf, 0, value)
-        return bytes(buf)
-
-    def decode(self, data: bytes | bytearray | memoryview) -> Any:
-        """:attr:`size` bytes -> value."""
-        if len(data) != self.size:
-            raise SizeError(f"{self.label} needs {self.size} bytes, got {len(data)}")
-        return self.unpack_from(data, 0)
-
-    def unpack_many(self, buf: bytes | bytearray | memoryview, count: int) -> list[Any]:
-        """Decode ``count`` values packed back to back from the start of ``buf``."""
-        size = self.size
-        unpack = self.unpack_from
-        return [unpack(buf, i * size) for i in range(count)]
-
-    def pack_many_into(self, buf: bytearray, values: Sequence[Any]) -> None:
-        """Encode ``values`` back to back from the start of ``buf``."""
-        size = self.size
-        pack = self.pack_into
-        for i, v in enumerate(values):
-            pack(buf, i * size, v)
-
-    def zero(self) -> Any:
-        """The value whose bytes are all zero."""
-        return self.unpack_from(bytes(self.size), 0)
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.label} ({self.size} bytes)>"
-
-
-_NAMED_INTS = {
-    "u8": "<B", "u16": "<H", "u32": "<I", "u64": "<Q",
-    "s8": "<b", "s16": "<h", "s32": "<i", "s64": "<q",
-    "i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q",
-}
-_WIDTHS = {1: "u8", 2: "u16", 4: "u32", 8: "u64"}
-_NATIVE_LE = sys.byteorder == "little"
-
-
-class StructCodec(Codec):
-    """Values described by a :mod:`struct` format.
-
-    One-item formats give scalars; longer ones give tuples.
-    """
-
-    def __init__(self, fmt: str | struct.Struct, label: str | None = None) -> None:
-        st = fmt if isinstance(fmt, struct.Struct) else struct.Struct(fmt)
-        self.struct = st
-        self.format = st.format
-        self.size = st.size
-        if self.size == 0:
-            raise SizeError(f"struct format {self.format!r} has size 0")
-        self.label = label or f"struct {self.format!r}"
-        n = len(st.unpack(bytes(st.size)))
-        self.scalar = n == 1
-        self.items = n
-        if self.scalar:
-            raw_unpack = st.unpack_from
-
-            def unpack_from(buf: _RBuf, offset: int = 0,
-                            _u: Callable[[_RBuf, int], tuple[Any, ...]] = raw_unpack) -> Any:
-                return _u(buf, offset)[0]
-            self.pack_into = st.pack_into             # type: ignore[method-assign, assignment]
-            self.unpack_from = unpack_from                        # type: ignore[method-assign]
-        else:
-            raw_pack = st.pack_into
-
-            def pack_into(buf: _WBuf, offset: int, value: Any,
-                          _p: Callable[..., None] = raw_pack) -> None:
-                _p(buf, offset, *value)
-            self.pack_into = pack_into                            # type: ignore[method-assign]
-            self.unpack_from = st.unpack_from         # type: ignore[method-assign, assignment]
-        # fast path for unpack_many: memoryview.cast for one native-layout number
-        self._cast: _CastFormat | None = None
-        f = self.format
-        if self.scalar and len(f) == 2 and f[1] in "bBhHiIlLqQfd" and (
-                f[0] in "@=" or (f[0] == "<" and _NATIVE_LE) or (f[0] == ">" and not _NATIVE_LE)):
-            if struct.calcsize(f[1]) == self.size:
-                self._cast = f[1]  # type: ignore[assignment]  # one of bBhHiIlLqQfd, tested above
-
-    def error(self, value: Any, exc: BaseException, role: str = "value") -> SizeError:
-        """The SizeError for a value that failed to pack."""
-        if self.scalar:
-            return SizeError(f"{role} {value!r} does not fit {self.label} ({self.size} bytes): {exc}")
-        return SizeError(f"{role} {value!r} does not match {self.label} ({self.size} bytes, "
-                         f"a tuple of {self.items} items): {exc}")
-
-    def encode(self, value: Any) -> bytes:
-        """``value`` -> exactly :attr:`size` bytes (:class:`SizeError` if it does not fit)."""
-        buf = bytearray(self.size)
-        try:
-            self.pack_into(buf, 0, value)
-        except (struct.error, TypeError) as exc:
-            raise self.error(value, exc) from None
-        return bytes(buf)
-
-    def unpack_many(self, buf: _RBuf, count: int) -> list[Any]:
-        """Decode ``count`` values packed back to back (one ``memoryview.cast``
-        or ``struct.iter_unpack`` pass)."""
-        if count == 0:
-            return []
-        mv = memoryview(buf)[:count * self.size]
-        if self._cast is not None:
-            return mv.cast(self._cast).tolist()
-        if self.scalar:
-            return [t[0] for t in self.struct.iter_unpack(mv)]
-        return list(self.struct.iter_unpack(mv))
-
-    def pack_many_into(self, buf: bytearray, values: Sequence[Any]) -> None:
-        """Encode ``values`` back to back from the start of ``buf``."""
-        size = self.size
-        p = self.struct.pack_into
-        try:
-            if self.scalar:
-                for i, v in enumerate(values):
-                    p(buf, i * size, v)
-            else:
-                for i, v in enumerate(values):
-                    p(buf, i * size, *v)
-        except (struct.error, TypeError) as exc:
-            raise SizeError(f"a value does not fit {self.label} ({self.size} bytes): {exc}") from None
-
-
-class BytesCodec(Codec):
-    """Raw ``bytes`` of exactly :attr:`size` bytes."""
-
-    def __init__(self, size: int) -> None:
-        if size <= 0:
-            raise SizeError(f"Bytes size must be positive, got {size}")
-        self.size = size
-        self.label = f"Bytes({size})"
-
-    def pack_into(self, buf: _WBuf, offset: int, value: Any) -> None:
-        """Copy ``value`` (bytes-like of exactly :attr:`size` bytes) into ``buf``."""
-        if not isinstance(value, (bytes, bytearray, memoryview)):
-            raise SizeError(f"{self.label} wants bytes of length {self.size}, "
-                            f"got {type(value).__name__}")
-        if len(value) != self.size:
-            raise SizeError(f"{self.label} wants exactly {self.size} bytes, got {len(value)}")
-        buf[offset:offset + self.size] = value
-
-    def unpack_from(self, buf: _RBuf, offset: int = 0) -> bytes:
-        """A copy of the :attr:`size` bytes at ``offset``."""
-        return bytes(buf[offset:offset + self.size])
-
-    def unpack_many(self, buf: _RBuf, count: int) -> list[bytes]:
-        """``count`` copies of consecutive :attr:`size`-byte pieces of ``buf``."""
-        s = self.size
-        mv = memoryview(buf)
-        return [bytes(mv[i * s:(i + 1) * s]) for i in range(count)]
-
-
-def _ctypes() -> ModuleType:
-    import ctypes                    # (imported when used: it costs start-up ~2 ms)
-    return ctypes
-
-
-def Bytes(size: int) -> BytesCodec:  # noqa: N802 - reads like a type in specs
-    """Codec spec for raw bytes of ``size`` bytes: ``HashMap(Bytes(16), "u64")``."""
-    return BytesCodec(size)
-
-
-class CtypesCodec(Codec):
-    """Instances of a ctypes Structure/Union/Array type (copied in and out)."""
-
-    def __init__(self, ctype: _CtypesRecord) -> None:
-        self.ctype = ctype
-        self.size = _ctypes().sizeof(ctype)
-        if self.size == 0:
-            raise SizeError(f"ctypes type {ctype.__name__} has size 0")
-        self.label = f"{ctype.__name__}"
-
-    def pack_into(self, buf: _WBuf, offset: int, value: Any) -> None:
-        """Copy ``value`` (an instance of :attr:`ctype`, a tuple of its fields,
-        or bytes of its size) into ``buf``."""
-        data: bytes | bytearray | memoryview
-        if isinstance(value, self.ctype):
-            data = bytes(value)
-        elif isinstance(value, (bytes, bytearray, memoryview)):
-            data = value
-        elif isinstance(value, (_ctypes().Structure, _ctypes().Union, _ctypes().Array)):
-            raise SizeError(f"expected {self.label} ({self.size} bytes), got "
-                            f"{type(value).__name__} ({_ctypes().sizeof(value)} bytes)")
-        elif isinstance(value, tuple) and issubclass(self.ctype,
-                                                     (_ctypes().Structure, _ctypes().Union)):
-            data = bytes(self.ctype(*value))
-        else:
-            raise SizeError(f"expected {self.label} ({self.size} bytes), got "
-                            f"{type(value).__name__}")
-        if len(data) != self.size:
-            raise SizeError(f"expected {self.label} ({self.size} bytes), got {len(data)} bytes")
-        buf[offset:offset + self.size] = data
-
-    def unpack_from(self, buf: _RBuf, offset: int = 0) -> Any:
-        """A new :attr:`ctype` instance copied from ``buf`` at ``offset``."""
-        return self.ctype.from_buffer_copy(buf, offset)
-
+# Codecs (the rest live in pyebpf.codecs, re-exported here)
 
 class PerCpuCodec(Codec):
     """One value per possible CPU, each padded to 8 bytes (the kernel's layout).
@@ -378,52 +147,6 @@ class PerCpuCodec(Codec):
             n = self.ncpus
             return [flat[i * n:(i + 1) * n] for i in range(count)]
         return super().unpack_many(buf, count)
-
-
-_CTYPES_SCALARS = set("bBhHiIlLqQfd?")
-
-
-def codec(spec: Any, role: str = "value") -> Codec:
-    """Turn a codec spec (see the module docs) into a :class:`Codec`."""
-    if isinstance(spec, Codec):
-        return spec
-    if isinstance(spec, bool):
-        raise SizeError(f"{role}: {spec!r} is not a codec spec")
-    if isinstance(spec, int):
-        if spec in _WIDTHS:
-            name = _WIDTHS[spec]
-            return StructCodec(_NAMED_INTS[name], name)
-        raise SizeError(f"{role}: an integer spec means an unsigned integer of 1, 2, 4 or 8 "
-                        f"bytes; got {spec}. Use Bytes({spec}) for raw bytes or a struct "
-                        "format / ctypes type for a record")
-    if isinstance(spec, struct.Struct):
-        return StructCodec(spec)
-    if isinstance(spec, str):
-        name = spec.strip().lower()
-        if name in _NAMED_INTS:
-            return StructCodec(_NAMED_INTS[name], name)
-        try:
-            return StructCodec(spec)
-        except struct.error as exc:
-            raise SizeError(f"{role}: {spec!r} is neither a type name (u8..u64, s8..s64) nor "
-                            f"a struct format: {exc}") from None
-    # a ctypes type can only come from a program that imported ctypes already
-    ctypes = sys.modules.get("ctypes")
-    if ctypes is None or not isinstance(spec, type):
-        pass
-    elif issubclass(spec, ctypes._SimpleCData):
-        code = getattr(spec, "_type_", None)
-        if isinstance(code, str) and code in _CTYPES_SCALARS:
-            return StructCodec("@" + code, spec.__name__)
-        raise SizeError(f"{role}: ctypes type {spec.__name__} cannot be stored in a map")
-    elif issubclass(spec, (ctypes.Structure, ctypes.Union, ctypes.Array)):
-        return CtypesCodec(spec)
-    raise SizeError(f"{role}: {spec!r} is not a codec spec (use an int width, 'u32', a struct "
-                    "format, a ctypes type or Bytes(n))")
-
-
-def _default_codec(size: int) -> Codec:
-    return codec(size) if size in _WIDTHS else BytesCodec(size)
 
 
 # =========================================================================
@@ -1269,7 +992,7 @@ class StackTraceMap(_DictMap):
                     break
                 out.append((status, bid, off))
             return out
-        addrs = memoryview(raw).cast("Q").tolist() if _NATIVE_LE else \
+        addrs = memoryview(raw).cast("Q").tolist() if sys.byteorder == "little" else \
             [a for (a,) in struct.iter_unpack("<Q", raw)]
         try:
             return addrs[:addrs.index(0)]

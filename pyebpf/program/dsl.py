@@ -73,6 +73,7 @@ Target = str | int
 
 _SIZES = {"b": op.B, "h": op.H, "w": op.W, "dw": op.DW}
 _SIZE_OF_BYTES = {1: op.B, 2: op.H, 4: op.W, 8: op.DW}
+_SIZE_LETTERS = {"b": 1, "h": 2, "w": 4, "dw": 8}
 
 
 def _reg(value: Any, what: str) -> Reg:
@@ -83,7 +84,12 @@ def _reg(value: Any, what: str) -> Reg:
 
 def _size_code(size: int | str) -> int:
     if isinstance(size, str):
-        size = {"u8": 1, "u16": 2, "u32": 4, "u64": 8, "b": 1, "h": 2, "w": 4, "dw": 8}.get(size, size)
+        if size[:1] == "u":                     # u8..u64 (the codec table, loaded when used)
+            from ..codecs import INT_TYPES
+            t = INT_TYPES.get(size)
+            size = t[0] if t else size
+        else:
+            size = _SIZE_LETTERS.get(size, size)
     try:
         return _SIZE_OF_BYTES[size]  # type: ignore[index]
     except KeyError:

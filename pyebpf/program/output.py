@@ -39,9 +39,6 @@ __all__ = ["Output", "RecordLayout", "record_layout", "BPF_F_CURRENT_CPU"]
 #: built, by ``_map_type``.)
 BPF_F_CURRENT_CPU = 0xFFFFFFFF
 
-_SIZE_NAMES = {"u8": 1, "u16": 2, "u32": 4, "u64": 8, "s8": 1, "s16": 2, "s32": 4, "s64": 8}
-_CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}
-
 
 @record
 class RecordLayout(Record):
@@ -61,7 +58,9 @@ class RecordLayout(Record):
 
 def _field_size(size: Any) -> int:
     if isinstance(size, str):
-        size = _SIZE_NAMES.get(size.lower(), size)
+        from ..codecs import INT_TYPES         # (loaded when used: not on the DSL's start-up path)
+        t = INT_TYPES.get(size.lower())
+        size = t[0] if t else size
     if size not in (1, 2, 4, 8):
         raise ProgramError(f"a record field is 1, 2, 4 or 8 bytes (or u8..u64), not {size!r}")
     return int(size)
@@ -71,22 +70,10 @@ def record_layout(sizes: Sequence[Any]) -> RecordLayout:
     """The C-struct layout of fields of the given sizes (1/2/4/8 or ``"u32"``...)."""
     if not sizes:
         raise ProgramError("a record needs at least one field")
-    offs: list[int] = []
-    fmt = ["<"]
-    pos = 0
+    from ..codecs import INT_TYPES, UNSIGNED_BY_SIZE, layout_format
     widths = [_field_size(s) for s in sizes]
-    for w in widths:
-        aligned = (pos + w - 1) // w * w
-        if aligned > pos:
-            fmt.append(f"{aligned - pos}x")
-        offs.append(aligned)
-        fmt.append(_CODES[w])
-        pos = aligned + w
-    align = max(widths)
-    total = (pos + align - 1) // align * align
-    if total > pos:
-        fmt.append(f"{total - pos}x")
-    return RecordLayout(tuple(offs), tuple(widths), total, "".join(fmt))
+    fmt, offs, total = layout_format([(INT_TYPES[UNSIGNED_BY_SIZE[w]][2], w, w) for w in widths])
+    return RecordLayout(tuple(offs), tuple(widths), total, fmt)
 
 
 def _map_type(map_: Any) -> str | None:

@@ -49,10 +49,10 @@ from __future__ import annotations
 import dataclasses
 import re
 import shlex
-import struct
 import time
 from typing import Any, Callable, cast
 
+from ..codecs import INT_TYPES, layout_format
 from ..errors import PyebpfError, StateError
 from .session import Session
 
@@ -68,8 +68,6 @@ __all__ = ["AsmFileError", "AsmFile", "MapDecl", "OutputDecl", "ProgramDecl", "P
 
 _MAP_TYPES = ("hash", "array", "percpu_hash", "percpu_array", "lru_hash", "perf_event_array",
               "ringbuf", "stack_trace")
-_INTS = {"u8": "B", "u16": "H", "u32": "I", "u64": "Q", "s8": "b", "s16": "h", "s32": "i",
-         "s64": "q"}
 _PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_.]*)\}")
 #: bytes at the bottom of the stack (r10 - 512 ...) that '.arg' may use as scratch
 ARG_SCRATCH = 64
@@ -121,8 +119,9 @@ def parse_type(text: str) -> TypeSpec:
     """The :class:`TypeSpec` of ``u8``..``u64``, ``s8``..``s64`` or ``char[N]``
     (N 1..4096; case ignored); an :class:`AsmFileError` for anything else."""
     t = text.strip().lower()
-    if t in _INTS:
-        return TypeSpec(t, struct.calcsize("<" + _INTS[t]), _INTS[t])
+    if t in INT_TYPES:
+        size, _, code = INT_TYPES[t]
+        return TypeSpec(t, size, code)
     m = re.fullmatch(r"char\[(\d+)\]", t)
     if m and 0 < int(m.group(1)) <= 4096:
         n = int(m.group(1))
@@ -184,18 +183,8 @@ class OutputDecl:
 
     def struct_format(self) -> str:
         """Little-endian struct format with C alignment (and tail padding)."""
-        fmt, pos, align = "<", 0, 1
-        for _, t in self.fields:
-            a = 1 if t.is_string else t.size
-            align = max(align, a)
-            pad = (-pos) % a
-            if pad:
-                fmt += f"{pad}x"
-                pos += pad
-            fmt += t.code
-            pos += t.size
-        pad = (-pos) % align
-        return fmt + (f"{pad}x" if pad else "")
+        return layout_format([(t.code, t.size, 1 if t.is_string else t.size)
+                              for _, t in self.fields])[0]
 
 
 @dataclasses.dataclass

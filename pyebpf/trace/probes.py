@@ -34,6 +34,7 @@ import dataclasses
 import fnmatch
 from typing import Protocol, runtime_checkable
 
+from ..codecs import INT_TYPES
 from ..errors import PyebpfError
 
 TYPE_CHECKING = False
@@ -278,11 +279,11 @@ class UprobeSource:
 
 
 # ================================================================== tracepoints
-_CTYPE_SIZES = {"char": 1, "bool": 1, "_Bool": 1, "u8": 1, "s8": 1, "__u8": 1, "__s8": 1,
-                "short": 2, "u16": 2, "s16": 2, "__u16": 2, "__s16": 2, "umode_t": 2,
-                "int": 4, "u32": 4, "s32": 4, "__u32": 4, "__s32": 4, "pid_t": 4, "uid_t": 4,
-                "gid_t": 4, "key_serial_t": 4, "qid_t": 4, "clockid_t": 4, "timer_t": 4,
-                "mqd_t": 4, "rwf_t": 4, "__kernel_rwf_t": 4}
+_CTYPE_SIZES = {"char": 1, "bool": 1, "_Bool": 1, "short": 2, "umode_t": 2, "int": 4,
+                "pid_t": 4, "uid_t": 4, "gid_t": 4, "key_serial_t": 4, "qid_t": 4,
+                "clockid_t": 4, "timer_t": 4, "mqd_t": 4, "rwf_t": 4, "__kernel_rwf_t": 4}
+_CTYPE_SIZES.update((prefix + name, t[0]) for name, t in INT_TYPES.items()      # u32, __u32 ...
+                    for prefix in ("", "__"))
 
 
 def _ctype_signed(ctype: str) -> bool:

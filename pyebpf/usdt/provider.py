@@ -78,6 +78,7 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from ..codecs import INT_ALIASES, INT_TYPES
 from ..errors import ArgumentTypeError, UsdtError
 
 if TYPE_CHECKING:
@@ -116,17 +117,10 @@ class ArgType:
         return f"{sign}{self.size}@{8 * (index - 5)}(%rsp)"
 
 
-_INT_TYPES = {
-    "s8": (1, True, ctypes.c_int8), "u8": (1, False, ctypes.c_uint8),
-    "s16": (2, True, ctypes.c_int16), "u16": (2, False, ctypes.c_uint16),
-    "s32": (4, True, ctypes.c_int32), "u32": (4, False, ctypes.c_uint32),
-    "s64": (8, True, ctypes.c_int64), "u64": (8, False, ctypes.c_uint64),
-}
-_ALIASES = {"int8": "s8", "uint8": "u8", "int16": "s16", "uint16": "u16", "int32": "s32",
-            "uint32": "u32", "int64": "s64", "uint64": "u64", "i8": "s8", "i16": "s16",
-            "i32": "s32", "i64": "s64", "int": "s64", "long": "s64", "char": "s8",
-            "short": "s16", "bool": "u8", "size_t": "u64", "uintptr_t": "u64",
-            "intptr_t": "s64"}
+#: C spellings of the integer types besides :data:`~pyebpf.codecs.INT_ALIASES`
+#: (``int``: a Python int is 64 bits wide)
+_ALIASES = {**INT_ALIASES, "int": "s64", "long": "s64", "char": "s8", "short": "s16",
+            "bool": "u8", "size_t": "u64", "uintptr_t": "u64", "intptr_t": "s64"}
 _STRING_NAMES = {"str", "string", "char*", "char *", "const char*", "const char *", "bytes"}
 
 
@@ -149,8 +143,9 @@ def _arg_type(t: Any) -> ArgType:
         if key in ("ptr", "pointer", "void*", "void *", "address"):
             return ArgType("ptr", 8, False, ctypes.c_uint64)
         key = _ALIASES.get(key, key)
-        if key in _INT_TYPES:
-            size, signed, ct = _INT_TYPES[key]
+        if key in INT_TYPES:
+            size, signed, _ = INT_TYPES[key]
+            ct = getattr(ctypes, f"c_{'' if signed else 'u'}int{8 * size}")
             return ArgType(key, size, signed, ct)
         if key in ("float", "double", "f32", "f64"):
             return _arg_type(float)
@@ -167,7 +162,7 @@ def _arg_type(t: Any) -> ArgType:
             signed = code in "bhilq"
             return ArgType(f"{'s' if signed else 'u'}{8 * size}", size, signed, t)
     raise UsdtError(f"unsupported probe argument type {t!r}: use int, str, bytes, a name "
-                    f"({', '.join(sorted(_INT_TYPES))}, 'str', 'ptr') or a ctypes integer type")
+                    f"({', '.join(sorted(INT_TYPES))}, 'str', 'ptr') or a ctypes integer type")
 
 
 # ---------------------------------------------------------------------------

@@ -190,6 +190,7 @@ def _mmap_vs_cffi(n: int) -> float:
                     fake = _PerfRing()                       # walk without consuming
                     fake.cpu, fake.fd, fake.mm = 0, None, None
                     fake.meta = memoryview(bytearray(ring.meta))
+                    fake.tail_cell = memoryview(bytearray(8)).cast("Q")   # a private copy
                     fake.data, fake.size, fake.tail = data, ring.size, ring.tail
                     out: list = []
                     gc.collect()

@@ -91,10 +91,13 @@ def _interrupt_later(delay: float, signum: int) -> None:
 
 
 def _unraisable(code: Any) -> bool:
-    """True for code whose exceptions Python drops: a ``__del__``, or the
-    weakref callback of importlib's module locks (run during imports)."""
-    return code.co_name == "__del__" or (code.co_name == "cb"
-                                         and "importlib" in code.co_filename)
+    """True for code whose exceptions Python drops: a ``__del__``, or a
+    weakref callback that runs during imports (importlib's module locks'
+    ``cb``; 3.12's ``_WeakValueDictionary`` entries' ``remove``; weakref's own
+    ``remove`` callbacks)."""
+    name, filename = code.co_name, code.co_filename
+    return name == "__del__" or (name in ("cb", "remove") and (
+        "importlib" in filename or filename.endswith("weakref.py")))
 
 
 class StopSignals:

@@ -1,0 +1,295 @@
+"""The tree of a bpftrace program: what the parser builds and every later pass
+(semantic analysis, code generation, ``--show-program``) walks.
+
+Each node knows where it came from (:class:`Pos`: line and column, 1-based,
+and the end column on the same line) so that any pass can point at the
+script with a caret, as bpftrace does. Nodes are plain data: the passes keep
+what they compute (types, map layouts) in their own tables keyed by node
+(nodes hash by identity), or in the ``type`` slot of expressions that the
+semantic pass fills in.
+
+The shape follows the language, not bpftrace's C++ classes:
+
+- a :class:`Script` holds :class:`Probe` blocks;
+- a probe has one or more :class:`AttachPoint` (``uprobe:/bin/bash:readline``),
+  an optional predicate and a :class:`Block` of statements;
+- statements: :class:`ExprStmt`, :class:`AssignMap`, :class:`AssignVar`,
+  :class:`If`, :class:`Unroll`, :class:`While`, :class:`Jump`;
+- expressions: literals, builtins, ``$vars``, ``@maps``, calls, operators,
+  casts, field and index access, tuples, positional parameters.
+
+Compound assignments (``@x += 2``, ``$i -= 1``) keep their operator in the
+assignment's ``op`` (``None`` for a plain ``=``); ``++``/``--`` are
+:class:`Unop` with ``op`` ``"++"``/``"--"`` and ``postfix`` set as written.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+__all__ = ["Pos", "Node", "Expr", "Integer", "String", "Builtin", "Identifier",
+           "PositionalParameter", "Variable", "Map", "Call", "Binop", "Unop", "Ternary",
+           "FieldAccess", "ArrayAccess", "Cast", "Sizeof", "Tuple", "Stmt", "ExprStmt",
+           "AssignMap", "AssignVar", "Block", "If", "Unroll", "While", "Jump",
+           "AttachPoint", "Probe", "Script", "BINARY_OPS", "UNARY_OPS", "ASSIGN_OPS"]
+
+#: binary operators, C's set; the parser gives them C's precedence
+BINARY_OPS = frozenset({"||", "&&", "|", "^", "&", "==", "!=", "<", "<=", ">", ">=",
+                        "<<", ">>", "+", "-", "*", "/", "%"})
+#: prefix operators (``++``/``--`` also postfix); ``*`` is a dereference
+UNARY_OPS = frozenset({"-", "!", "~", "*", "++", "--"})
+#: the operators of compound assignments (``@x <<= 1``)
+ASSIGN_OPS = frozenset({"+", "-", "*", "/", "%", "&", "|", "^", "<<", ">>"})
+
+_node = dataclasses.dataclass(eq=False, repr=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class Pos:
+    """Where a node starts in the script: ``line`` and ``column`` (1-based),
+    and ``end`` the column just past it when it ends on the same line (else
+    ``column + 1``)."""
+    line: int
+    column: int
+    end: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.line}:{self.column}"
+
+
+@_node
+class Node:
+    """Any node: its position in the script."""
+    pos: Pos
+
+
+# ---- expressions ----------------------------------------------------------
+
+@_node
+class Expr(Node):
+    """An expression. ``type`` is filled in by the semantic pass (its own
+    type objects; ``None`` before it has run)."""
+    type: Any = dataclasses.field(default=None, kw_only=True, compare=False)
+
+
+@_node
+class Integer(Expr):
+    """An integer literal (``42``, ``0x10``, ``1_000``; a negative literal is
+    :class:`Unop` ``-`` over it, folded later)."""
+    value: int
+
+
+@_node
+class String(Expr):
+    """A string literal, escapes already decoded (``"a\\n"`` -> ``a`` + newline)."""
+    value: str
+
+
+@_node
+class Builtin(Expr):
+    """A builtin variable: ``pid tid uid gid cpu comm nsecs elapsed cgroup
+    retval func probe args cpid ustack kstack`` and ``arg0``..``argN``,
+    ``sarg0``.., ``curtask``, ``rand``, ``username``."""
+    name: str
+
+
+@_node
+class Identifier(Expr):
+    """A bare name where the language allows one: a stack mode
+    (``ustack(perf)``), a type in ``sizeof``, an enum-like argument."""
+    name: str
+
+
+@_node
+class PositionalParameter(Expr):
+    """``$1``.. (``index`` >= 1) or ``$#`` (``index`` 0, ``count`` True)."""
+    index: int
+    count: bool = False
+
+
+@_node
+class Variable(Expr):
+    """A scratch variable, ``$name`` (``name`` without the ``$``)."""
+    name: str
+
+
+@_node
+class Map(Expr):
+    """A map, ``@name`` or ``@name[k1, k2]`` (``name`` without the ``@``,
+    ``""`` for the anonymous ``@``); ``keys`` empty when it has none."""
+    name: str
+    keys: list[Expr] = dataclasses.field(default_factory=list)
+
+
+@_node
+class Call(Expr):
+    """A function call, ``name(args...)`` (``printf``, ``count``, ``str``...)."""
+    name: str
+    args: list[Expr] = dataclasses.field(default_factory=list)
+
+
+@_node
+class Binop(Expr):
+    """``left op right``, op one of :data:`BINARY_OPS`."""
+    op: str
+    left: Expr
+    right: Expr
+
+
+@_node
+class Unop(Expr):
+    """``op operand`` (or ``operand op`` when ``postfix``), op one of
+    :data:`UNARY_OPS`."""
+    op: str
+    operand: Expr
+    postfix: bool = False
+
+
+@_node
+class Ternary(Expr):
+    """``cond ? then : else_``."""
+    cond: Expr
+    then: Expr
+    else_: Expr
+
+
+@_node
+class FieldAccess(Expr):
+    """``expr.field`` or ``expr->field`` (``arrow`` set); ``args.filename``."""
+    expr: Expr
+    field: str
+    arrow: bool = False
+
+
+@_node
+class ArrayAccess(Expr):
+    """``expr[index]``."""
+    expr: Expr
+    index: Expr
+
+
+@_node
+class Cast(Expr):
+    """``(typename) expr``: ``typename`` as written, e.g. ``"uint8"``,
+    ``"int64"``, ``"struct task_struct *"``."""
+    typename: str
+    expr: Expr
+
+
+@_node
+class Sizeof(Expr):
+    """``sizeof(typename)`` (``typename`` set) or ``sizeof(expr)``."""
+    typename: str | None = None
+    expr: Expr | None = None
+
+
+@_node
+class Tuple(Expr):
+    """``(a, b, ...)``: two or more elements."""
+    elems: list[Expr] = dataclasses.field(default_factory=list)
+
+
+# ---- statements -----------------------------------------------------------
+
+@_node
+class Stmt(Node):
+    """A statement."""
+
+
+@_node
+class ExprStmt(Stmt):
+    """An expression used as a statement (a call, ``@x++``)."""
+    expr: Expr
+
+
+@_node
+class AssignMap(Stmt):
+    """``@m[k] = value`` (``op`` None) or ``@m[k] op= value``; ``value`` may be
+    an aggregation call (``@m[k] = count()``)."""
+    map: Map
+    value: Expr
+    op: str | None = None
+
+
+@_node
+class AssignVar(Stmt):
+    """``$v = value`` or ``$v op= value``."""
+    var: Variable
+    value: Expr
+    op: str | None = None
+
+
+@_node
+class Block(Node):
+    """``{ stmt; stmt; ... }``."""
+    stmts: list[Stmt] = dataclasses.field(default_factory=list)
+
+
+@_node
+class If(Stmt):
+    """``if (cond) { then } else { else_ }`` (``else if`` nests an If in a
+    one-statement else block); ``else_`` None without an else."""
+    cond: Expr
+    then: Block
+    else_: Block | None = None
+
+
+@_node
+class Unroll(Stmt):
+    """``unroll (count) { body }``; ``count`` an integer expression the
+    semantic pass requires to be a constant between 1 and 100."""
+    count: Expr
+    body: Block
+
+
+@_node
+class While(Stmt):
+    """``while (cond) { body }``."""
+    cond: Expr
+    body: Block
+
+
+@_node
+class Jump(Stmt):
+    """``return``, ``break`` or ``continue`` (``kind``)."""
+    kind: str
+
+
+# ---- probes ---------------------------------------------------------------
+
+@_node
+class AttachPoint(Node):
+    """One attach point as written (``raw``) and split: ``provider`` (the
+    canonical name: ``uprobe``, ``uretprobe``, ``usdt``, ``tracepoint``,
+    ``rawtracepoint``, ``profile``, ``interval``, ``software``,
+    ``hardware``, ``kprobe``, ``kretprobe``, ``kfunc``, ``kretfunc``,
+    ``BEGIN``, ``END``; short forms such as ``u:``/``t:`` expanded), and
+    ``parts`` the colon-separated fields after it (``["/bin/bash",
+    "readline"]``; ``["syscalls", "sys_enter_openat"]``; ``["hz", "99"]``).
+    ``func_offset``: the ``+off`` of ``uprobe:path:sym+off``, else None."""
+    raw: str
+    provider: str
+    parts: list[str] = dataclasses.field(default_factory=list)
+    func_offset: int | None = None
+
+
+@_node
+class Probe(Node):
+    """``attach_points /predicate/ { block }``."""
+    attach_points: list[AttachPoint]
+    predicate: Expr | None
+    block: Block
+
+
+@_node
+class Script(Node):
+    """A whole program: its probes in order, and the source text (for error
+    carets and for commenting generated code with the line it comes from)."""
+    probes: list[Probe]
+    source: str = ""
+    filename: str = "<stdin>"
+
+    def line(self, n: int) -> str:
+        """Source line ``n`` (1-based), ``""`` past the end."""
+        lines = self.source.splitlines()
+        return lines[n - 1] if 0 < n <= len(lines) else ""

@@ -1,0 +1,101 @@
+"""The types of the bpftrace language, as the semantic pass gives them to
+expressions, map keys and map values, and as code generation and printing
+read them.
+
+One class, :class:`Type`: a ``kind`` and what that kind needs (a size, a
+signedness, element types, an aggregation's parameters). Integers are 1, 2,
+4 or 8 bytes, signed or not; bpftrace's builtins and arguments are 64-bit
+(``uint64`` for ``pid``, ``nsecs``; ``int64`` for ``arg0`` and ``retval``;
+a USDT argument has the type of its spec: ``-4@%r8d`` is ``int32``).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+__all__ = ["Type", "KINDS", "AGGREGATIONS", "NONE", "int_type", "string_type",
+           "INT_NAMES"]
+
+#: every kind of value the language has
+KINDS = frozenset({
+    "none",        # no value (a statement call such as printf)
+    "int",         # size 1/2/4/8, signed or not
+    "string",      # NUL-terminated, ``size`` bytes at most (bpftrace's strlen, 64 by default)
+    "buffer",      # buf(): ``size`` bytes of data printed as \\x escapes
+    "tuple",       # ``elems``: the element types, laid out C-like
+    "ustack", "kstack",   # a stack id (``stack_mode``, ``stack_limit``)
+    "usym", "ksym",       # an address printed as a symbol
+    "inet",        # ntop(): an IPv4/IPv6 address
+    "timestamp",   # strftime(): a time printed with a format
+    "username",    # username: a uid printed as a name
+    "probe",       # the probe builtin: an index into the probes' names
+    "pointer",     # ``elem``: what it points to (casts, args fields)
+    "record",      # ``args`` of a tracepoint: ``fields`` name -> (offset, Type)
+    # aggregations: only as map values
+    "count", "sum", "min", "max", "avg", "stats", "hist", "lhist",
+})
+#: the kinds a map value may have only through an aggregation call
+AGGREGATIONS = frozenset({"count", "sum", "min", "max", "avg", "stats", "hist", "lhist"})
+
+#: bpftrace's integer type names -> (size, signed)
+INT_NAMES = {"int8": (1, True), "uint8": (1, False), "int16": (2, True),
+             "uint16": (2, False), "int32": (4, True), "uint32": (4, False),
+             "int64": (8, True), "uint64": (8, False)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Type:
+    """A value's type. ``size`` is its size in bytes as stored (in a map key,
+    an event record, the stack); ``signed`` matters for integers (and for
+    sum/min/max/avg/stats, which are signed when their argument is).
+
+    ``elems`` (tuple), ``elem`` (pointer), ``fields`` (record: name ->
+    (offset, Type)), ``stack_mode``/``stack_limit`` (ustack/kstack: bpftrace,
+    perf or raw; frames kept), ``lhist`` ``(min, max, step)``."""
+    kind: str
+    size: int = 0
+    signed: bool = False
+    elems: tuple[Type, ...] = ()
+    elem: Type | None = None
+    fields: tuple[tuple[str, int, Type], ...] = ()
+    stack_mode: str = "bpftrace"
+    stack_limit: int = 127
+    lhist: tuple[int, int, int] | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown type kind {self.kind!r}")
+
+    @property
+    def is_int(self) -> bool:
+        """An integer (of any size and signedness)."""
+        return self.kind == "int"
+
+    @property
+    def is_aggregation(self) -> bool:
+        """count/sum/min/max/avg/stats/hist/lhist."""
+        return self.kind in AGGREGATIONS
+
+    def __str__(self) -> str:
+        if self.kind == "int":
+            return f"{'' if self.signed else 'u'}int{self.size * 8}"
+        if self.kind in ("string", "buffer"):
+            return f"{self.kind}[{self.size}]"
+        if self.kind == "tuple":
+            return "(" + ", ".join(map(str, self.elems)) + ")"
+        if self.kind == "pointer":
+            return f"{self.elem} *"
+        return self.kind
+
+
+#: the type of an expression with no value
+NONE = Type("none")
+
+
+def int_type(size: int = 8, signed: bool = False) -> Type:
+    """An integer type of ``size`` bytes."""
+    return Type("int", size, signed)
+
+
+def string_type(size: int = 64) -> Type:
+    """A string of at most ``size`` bytes, its NUL included."""
+    return Type("string", size)

@@ -37,6 +37,9 @@ What it answers
   with paths reachable from here (``/proc/PID/root/...`` when the process
   lives in another mount namespace, i.e. a container).
 
+* **relocations** (:func:`relocations`): the SHT_RELA/SHT_REL entries with
+  their symbol names, e.g. to find a symbol's GOT slot.
+
 * **an ELF writer** (:class:`ElfWriter`): sections, segments, symbols,
   dynamic entries and notes, laid out and packed from the same structure
   declarations the readers use; :class:`pyebpf.usdt.Provider` builds its
@@ -64,10 +67,11 @@ Modules, one concern each (lower ones never import higher ones):
 :mod:`.file`           :class:`ElfFile` (the layers above) and :func:`open_elf`
 :mod:`.libs`           library and program names, ``/etc/ld.so.cache``
 :mod:`.procmaps`       ``/proc/PID/maps`` and the files a process maps
+:mod:`.relocs`         relocation tables (SHT_RELA/SHT_REL), as ``readelf -r``
 :mod:`.writer`         :class:`ElfWriter`
 =====================  ========================================================
 
-The first seven load with ``import pyebpf.elf``; the names of the last three
+The first seven load with ``import pyebpf.elf``; the names of the last four
 (and :func:`parse_eh_frame`) are imported on first use.
 """
 from __future__ import annotations
@@ -90,6 +94,7 @@ if TYPE_CHECKING:       # what __getattr__ imports on first use, as type checker
                        resolve_library as resolve_library)
     from .procmaps import (MapEntry as MapEntry, Module as Module, process_maps as process_maps,
                            process_modules as process_modules)
+    from .relocs import Relocation as Relocation, relocations as relocations
     from .writer import ElfWriter as ElfWriter
 
 _LAZY = {
@@ -97,6 +102,7 @@ _LAZY = {
     "resolve_library": "libs", "ld_so_cache": "libs", "library_search_dirs": "libs",
     "MapEntry": "procmaps", "Module": "procmaps", "process_maps": "procmaps",
     "process_modules": "procmaps",
+    "Relocation": "relocs", "relocations": "relocs",
     "ElfWriter": "writer",
 }
 

@@ -44,6 +44,7 @@ STB_GNU_UNIQUE = 10
 DT_NULL, DT_NEEDED, DT_PLTRELSZ, DT_PLTGOT, DT_HASH, DT_STRTAB, DT_SYMTAB = range(7)
 DT_STRSZ, DT_SYMENT, DT_SONAME = 10, 11, 14
 NT_GNU_BUILD_ID = 3
+R_X86_64_64, R_X86_64_GLOB_DAT, R_X86_64_RELATIVE = 1, 6, 8
 VERSYM_HIDDEN = 0x8000
 
 #: e_type -> name
@@ -126,6 +127,9 @@ STRUCTURES: dict[str, dict[int, tuple[tuple[str, str], ...]]] = {
                     ("vn_aux", "Word"), ("vn_next", "Word")) for c in (32, 64)},
     "Vernaux": {c: (("vna_hash", "Word"), ("vna_flags", "Half"), ("vna_other", "Half"),
                     ("vna_name", "Word"), ("vna_next", "Word")) for c in (32, 64)},
+    "Rel": {c: (("r_offset", "Addr"), ("r_info", "Xword")) for c in (32, 64)},
+    "Rela": {c: (("r_offset", "Addr"), ("r_info", "Xword"), ("r_addend", "Sxword"))
+             for c in (32, 64)},
     "Half": {c: (("value", "Half"),) for c in (32, 64)},
     "Addr": {c: (("value", "Addr"),) for c in (32, 64)},
 }

@@ -103,34 +103,20 @@ def cookie_address(cookie: int) -> int:
 @functools.lru_cache(maxsize=64)
 def _got_slots(path: str, key: tuple[int, ...]) -> dict[str | int, int]:
     """GOT slots of ``path``: symbol name -> slot vaddr (GLOB_DAT/64 relocs)
-    and, under int keys, addend -> slot vaddr (RELATIVE relocs)."""
-    from elftools.elf.elffile import ELFFile
-    from elftools.elf.relocation import RelocationSection
+    and, under int keys, addend -> slot vaddr (RELATIVE relocs).  x86-64 only
+    (empty for other machines); raises :class:`~pyebpf.elf.ElfError`."""
+    from ..elf import open_elf
+    from ..elf.layouts import R_X86_64_64, R_X86_64_GLOB_DAT, R_X86_64_RELATIVE
+    from ..elf.relocs import relocations
+    ef = open_elf(path)
     out: dict[Any, int] = {}
-    with open(path, "rb") as f:
-        ef = ELFFile(f)
-        if ef["e_machine"] != "EM_X86_64":
-            return out
-        for sec in ef.iter_sections():
-            if not isinstance(sec, RelocationSection) or not sec.is_RELA():
-                continue
-            symtab: Any = None
-            if sec["sh_link"]:
-                try:
-                    symtab = ef.get_section(sec["sh_link"])
-                except Exception:  # noqa: BLE001 - malformed link: no names
-                    symtab = None
-            for rel in sec.iter_relocations():
-                rtype = rel["r_info_type"]
-                if rtype in (6, 1) and symtab is not None and rel["r_info_sym"]:  # GLOB_DAT, 64
-                    try:
-                        name = symtab.get_symbol(rel["r_info_sym"]).name
-                    except Exception:  # noqa: BLE001
-                        continue
-                    if name:
-                        out.setdefault(name, rel["r_offset"])
-                elif rtype == 8:                                             # RELATIVE
-                    out.setdefault(int(rel["r_addend"]), rel["r_offset"])
+    if ef.machine != "EM_X86_64":
+        return out
+    for rel in relocations(ef, ("SHT_RELA",)):
+        if rel.type in (R_X86_64_GLOB_DAT, R_X86_64_64) and rel.symbol_name:
+            out.setdefault(rel.symbol_name, rel.offset)
+        elif rel.type == R_X86_64_RELATIVE:
+            out.setdefault(rel.addend, rel.offset)
     return out
 
 
@@ -295,7 +281,10 @@ def _resolved(spec: ArgSpec, where: _Where) -> tuple[ArgSpec, int | None]:
         return spec, None
     value = _symbol_value(spec, where)
     if spec.kind is ArgKind.GOTPCREL:
-        slot = _got_slot(where.path, spec.symbol, value)
+        try:
+            slot = _got_slot(where.path, spec.symbol, value)
+        except (ValueError, OSError) as exc:      # ElfError: a damaged relocation table
+            raise _fail(spec, where, f"cannot read the GOT of {where.path}: {exc}") from None
         if slot is None:
             return _as_address(spec), value
         return spec, slot

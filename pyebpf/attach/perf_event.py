@@ -10,7 +10,7 @@ import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Iterable
+    from typing import Any, Callable, Iterable
 
 from ..errors import (AttachError, KernelError, NotSupportedError, OptionError,
                       PermissionDeniedError)
@@ -96,6 +96,33 @@ def attach_perf_event(prog: Any, frequency: int | None = 99, *, period: int | No
                 pid=None if pid == -1 else pid, attach_seconds=time.perf_counter() - t0)
 
 
+def attach_one_event(prog: Any, prog_type: int, kind: str, what: str, method: str,
+                     open_event: Callable[[], Fd]) -> Link:
+    """Open one perf event (``open_event()``, every CPU and process) and attach
+    ``prog`` to it: the sequence kprobes and tracepoints share.
+
+    ``prog`` is prepared as ``prog_type``; on any failure the event, and the
+    program if it was loaded here, are closed.  ``kind`` and ``what`` name
+    the :class:`Link` (and ``attach_<kind>`` in errors).
+    """
+    t0 = time.perf_counter()
+    chosen = perf_method(method, f"attach_{kind}")
+    prog, owned = prepare(prog, prog_type, f"attach_{kind}")
+    try:
+        pfd = open_event()
+        try:
+            extra = attach_perf_fd(prog, pfd, chosen)
+        except BaseException:
+            pfd.close()
+            raise
+    except BaseException:
+        if owned:
+            prog.close()
+        raise
+    return Link(kind, what, chosen, [[pfd] + extra], program=prog, owns_program=owned,
+                attach_seconds=time.perf_counter() - t0)
+
+
 # ==================================================================== kprobes
 def attach_kprobe(prog: Any, function: str, offset: int = 0, *, retprobe: bool = False,
                   method: str = "auto") -> Link:
@@ -112,31 +139,20 @@ def attach_kprobe(prog: Any, function: str, offset: int = 0, *, retprobe: bool =
                                 feat.reason)
     if retprobe and offset:
         raise OptionError("a kretprobe goes on a function's entry (offset 0)")
-    t0 = time.perf_counter()
-    chosen = perf_method(method, f"attach_{kind}")
-    prog, owned = prepare(prog, ProgType.KPROBE, f"attach_{kind}")
-    try:
+    what = f"{function}+{offset:#x}"
+
+    def open_event() -> Fd:
         try:
-            pfd = perf.kprobe_attr(function, offset, retprobe=retprobe).open(pid=-1, cpu=0)
+            return perf.kprobe_attr(function, offset, retprobe=retprobe).open(pid=-1, cpu=0)
         except KernelError as exc:
             if isinstance(exc, PermissionDeniedError):
                 raise
-            raise AttachError(exc.errno or 0, f"attach_{kind}", f"{function}+{offset:#x}",
+            raise AttachError(exc.errno or 0, f"attach_{kind}", what,
                               "no such kernel function, or it cannot be probed (inlined, "
                               "notrace, or blacklisted in /sys/kernel/debug/kprobes/"
                               "blacklist)") from exc
-        try:
-            extra = attach_perf_fd(prog, pfd, chosen)
-        except BaseException:
-            pfd.close()
-            raise
-    except BaseException:
-        if owned:
-            prog.close()
-        raise
-    return Link(kind, f"{function}+{offset:#x}" if offset else function, chosen,
-                [[pfd] + extra], program=prog, owns_program=owned,
-                attach_seconds=time.perf_counter() - t0)
+    return attach_one_event(prog, ProgType.KPROBE, kind, what if offset else function,
+                            method, open_event)
 
 
 def attach_kretprobe(prog: Any, function: str, **kw: Any) -> Link:

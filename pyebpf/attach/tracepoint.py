@@ -23,7 +23,8 @@ from ..kernel import perf
 from ..kernel import syscall as _sys
 from ..kernel.constants import ProgType
 from ._programs import prepare, prog_fd
-from .link import Link, attach_perf_fd, perf_method
+from .link import Link
+from .perf_event import attach_one_event
 from .tracefs import tracefs_dir
 
 __all__ = ["list_tracepoints", "tracepoint_id", "tracepoint_format", "parse_tracepoint_format",
@@ -218,24 +219,10 @@ def attach_tracepoint(prog: Any, name: str, *, method: str = "auto") -> Link:
     program's context is the record described by :func:`tracepoint_format`.
     A wrong name raises :class:`AttachError` listing close matches.
     """
-    t0 = time.perf_counter()
     tp_id = tracepoint_id(name)
-    chosen = perf_method(method, "attach_tracepoint")
-    prog, owned = prepare(prog, ProgType.TRACEPOINT, "attach_tracepoint")
-    try:
-        pfd = perf.tracepoint_attr(tp_id).open(pid=-1, cpu=0)
-        try:
-            extra = attach_perf_fd(prog, pfd, chosen)
-        except BaseException:
-            pfd.close()
-            raise
-    except BaseException:
-        if owned:
-            prog.close()
-        raise
     cat, event = _split_tp(name)
-    return Link("tracepoint", f"{cat}:{event}", chosen, [[pfd] + extra], program=prog,
-                owns_program=owned, attach_seconds=time.perf_counter() - t0)
+    return attach_one_event(prog, ProgType.TRACEPOINT, "tracepoint", f"{cat}:{event}", method,
+                            lambda: perf.tracepoint_attr(tp_id).open(pid=-1, cpu=0))
 
 
 # ============================================================ raw tracepoints

@@ -78,6 +78,31 @@ class PerfAttr:
         return getattr(self.ptr, name)
 
 
+def _attr(type_: int, config: int, **fields: int) -> PerfAttr:
+    """A :class:`PerfAttr` of event ``type_``/``config`` sampling every event
+    (``sample_period`` 1), with the other ``fields`` set."""
+    a = PerfAttr()
+    p = a.ptr
+    p.type = type_
+    p.config = config
+    p.sample_period = 1
+    for name, value in fields.items():
+        setattr(p, name, value)
+    return a
+
+
+def _probe_attr(pmu: str, ptype: int, config: int, retprobe: bool, target: bytes,
+                offset: int) -> PerfAttr:
+    """A kprobe/uprobe PMU event: ``target`` (a function name or a path) and
+    ``offset`` in ``config1``/``config2``, the PMU's retprobe bit if asked."""
+    if retprobe:
+        fmt = pmu_format_field(pmu, "retprobe") or ("config", 0, 0)
+        config |= 1 << fmt[1]
+    a = _attr(ptype, config, config2=offset, wakeup_events=1)
+    a.ptr.config1 = addr(a.keep(ffi.new("char[]", target)))
+    return a
+
+
 def bpf_output_attr(*, wakeup_events: int = 1, wakeup_watermark: int | None = None,
                     write_backward: bool = False) -> PerfAttr:
     """The software BPF_OUTPUT event that ``bpf_perf_event_output`` writes to.
@@ -86,22 +111,13 @@ def bpf_output_attr(*, wakeup_events: int = 1, wakeup_watermark: int | None = No
     ``wakeup_watermark``, once that many bytes are in the ring (cheaper for
     the traced program at high rates).
     """
-    a = PerfAttr()
-    p = a.ptr
-    p.type = PERF_TYPE_SOFTWARE
-    p.config = PERF_COUNT_SW_BPF_OUTPUT
-    p.sample_period = 1
-    p.sample_type = PERF_SAMPLE_RAW
-    flags = 0
+    flags = PERF_ATTR_FLAG_WRITE_BACKWARD if write_backward else 0
     if wakeup_watermark is not None:
-        flags |= PERF_ATTR_FLAG_WATERMARK
-        p.wakeup_watermark = max(1, wakeup_watermark)
-    else:
-        p.wakeup_events = max(1, wakeup_events)
-    if write_backward:
-        flags |= PERF_ATTR_FLAG_WRITE_BACKWARD
-    p.flags = flags
-    return a
+        return _attr(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_BPF_OUTPUT, sample_type=PERF_SAMPLE_RAW,
+                     wakeup_watermark=max(1, wakeup_watermark),
+                     flags=flags | PERF_ATTR_FLAG_WATERMARK)
+    return _attr(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_BPF_OUTPUT, sample_type=PERF_SAMPLE_RAW,
+                 wakeup_events=max(1, wakeup_events), flags=flags)
 
 
 def open_bpf_output(cpu: int, **kw: Any) -> Fd:
@@ -111,14 +127,8 @@ def open_bpf_output(cpu: int, **kw: Any) -> Fd:
 
 def tracepoint_attr(tracepoint_id: int) -> PerfAttr:
     """A tracepoint event (id from ``<tracefs>/events/<group>/<name>/id``)."""
-    a = PerfAttr()
-    p = a.ptr
-    p.type = PERF_TYPE_TRACEPOINT
-    p.config = tracepoint_id
-    p.sample_period = 1
-    p.sample_type = PERF_SAMPLE_RAW
-    p.wakeup_events = 1
-    return a
+    return _attr(PERF_TYPE_TRACEPOINT, tracepoint_id, sample_type=PERF_SAMPLE_RAW,
+                 wakeup_events=1)
 
 
 @functools.lru_cache(maxsize=None)
@@ -164,20 +174,7 @@ def kprobe_attr(function: str, offset: int = 0, *, retprobe: bool = False) -> Pe
         raise NotSupportedError(E.ENOENT, "perf_event_open", "no kprobe PMU in "
                                 f"{EVENT_SOURCE_DIR}/kprobe",
                                 "the kernel lacks CONFIG_KPROBES (or CONFIG_KPROBE_EVENTS)")
-    config = 0
-    if retprobe:
-        fmt = pmu_format_field("kprobe", "retprobe") or ("config", 0, 0)
-        config |= 1 << fmt[1]
-    a = PerfAttr()
-    p = a.ptr
-    p.type = ptype
-    p.config = config
-    nb = a.keep(ffi.new("char[]", function.encode()))
-    p.config1 = addr(nb)
-    p.config2 = offset
-    p.sample_period = 1
-    p.wakeup_events = 1
-    return a
+    return _probe_attr("kprobe", ptype, 0, retprobe, function.encode(), offset)
 
 
 def uprobe_attr(path: str, offset: int, *, retprobe: bool = False,
@@ -195,25 +192,14 @@ def uprobe_attr(path: str, offset: int, *, retprobe: bool = False,
                                 "the kernel lacks CONFIG_UPROBE_EVENTS; use the tracefs "
                                 "uprobe_events interface or a newer kernel")
     config = 0
-    if retprobe:
-        fmt = pmu_format_field("uprobe", "retprobe") or ("config", 0, 0)
-        config |= 1 << fmt[1]
     if ref_ctr_offset:
         ref_fmt = pmu_format_field("uprobe", "ref_ctr_offset")
         if ref_fmt is None:
             raise NotSupportedError(95, "perf_event_open", "the uprobe PMU has no "
                                     "ref_ctr_offset format", "needs Linux 4.20+")
         config |= ref_ctr_offset << ref_fmt[1]
-    a = PerfAttr()
-    p = a.ptr
-    p.type = ptype
-    p.size = max(PERF_ATTR_SIZE_VER1, p.size)
-    p.config = config
-    pb = a.keep(ffi.new("char[]", os.fsencode(path)))
-    p.config1 = addr(pb)
-    p.config2 = offset
-    p.sample_period = 1
-    p.wakeup_events = 1
+    a = _probe_attr("uprobe", ptype, config, retprobe, os.fsencode(path), offset)
+    a.ptr.size = max(PERF_ATTR_SIZE_VER1, a.ptr.size)
     return a
 
 

@@ -84,6 +84,19 @@ class InstructionChecks(SymbolTable):
             self._boundaries[sym.address] = starts
         return starts
 
+    def _fixed_width_aligned(self, value: int, what: str) -> bool:
+        """False on machines whose instructions vary in width; on fixed-width
+        ones True, after checking that ``value`` (an offset or address, ``what``
+        in messages) is a multiple of the width (else InstructionBoundaryError)."""
+        align = FIXED_WIDTH.get(self.machine)
+        if align is None:
+            return False
+        if value % align:
+            raise InstructionBoundaryError(
+                f"{what} in {self.path} is not a multiple of {align}, so it is not an "
+                f"instruction boundary on {self.machine}{UNSAFE_HINT}")
+        return True
+
     def check_instruction_boundary(self, sym: Symbol, offset: int) -> None:
         """Raise :class:`InstructionBoundaryError` unless ``sym+offset`` starts an
         instruction (x86: by disassembly; arm64/other fixed-width ISAs: by
@@ -94,13 +107,7 @@ class InstructionChecks(SymbolTable):
             raise InstructionBoundaryError(
                 f"offset {offset:#x} is past the end of {sym.versioned_name} in {self.path} "
                 f"(the function is {sym.size:#x} bytes long){UNSAFE_HINT}")
-        align = FIXED_WIDTH.get(self.machine)
-        if align is not None:
-            if offset % align:
-                raise InstructionBoundaryError(
-                    f"{sym.versioned_name}+{offset:#x} in {self.path} is not a multiple of "
-                    f"{align}, so it is not an instruction boundary on {self.machine}"
-                    f"{UNSAFE_HINT}")
+        if self._fixed_width_aligned(offset, f"{sym.versioned_name}+{offset:#x}"):
             return
         starts = self.instruction_boundaries(sym, offset)
         if starts is None or offset in starts:
@@ -205,12 +212,7 @@ class InstructionChecks(SymbolTable):
                 f"{vaddr:#x} in {self.path} is not in executable code "
                 f"({seg or 'in no loadable segment'}), so it cannot start an instruction; a "
                 f"uprobe there would never fire, or would corrupt data{UNSAFE_HINT}")
-        align = FIXED_WIDTH.get(self.machine)
-        if align is not None:
-            if vaddr % align:
-                raise InstructionBoundaryError(
-                    f"{vaddr:#x} in {self.path} is not a multiple of {align}, so it is not "
-                    f"an instruction boundary on {self.machine}{UNSAFE_HINT}")
+        if self._fixed_width_aligned(vaddr, f"{vaddr:#x}"):
             return
         if self.machine not in VARIABLE_WIDTH:
             raise InstructionBoundaryError(

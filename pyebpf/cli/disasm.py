@@ -8,7 +8,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, BinaryIO
 
-from .parser import Subparsers   # (at run time too, for documentation tools)
+from .parser import Subparsers, add_command   # (Subparsers: at run time too, for the docs)
 
 DESCRIPTION = """\
 Disassemble eBPF instructions: raw bytes (8-byte little-endian slots, as
@@ -35,9 +35,8 @@ examples:
 
 def register(subparsers: Subparsers) -> None:
     """Add the ``disasm`` sub-command to ``subparsers``."""
-    p = subparsers.add_parser("disasm", help="disassemble raw eBPF bytes or an ELF section",
-                              description=DESCRIPTION, epilog=EPILOG,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = add_command(subparsers, "disasm", "disassemble raw eBPF bytes or an ELF section",
+                    DESCRIPTION, EPILOG)
     p.add_argument("file", metavar="FILE", nargs="?",
                    help="raw instruction bytes, or - for standard input")
     p.add_argument("--elf", metavar="OBJ", help="read the instructions from this ELF object")

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 else:   # (at run time, where documentation tools resolve it, the class unsubscripted)
     Subparsers = argparse._SubParsersAction
 
-__all__ = ["Parser"]
+__all__ = ["Parser", "add_command"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -28,3 +28,11 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         """Print the one-line usage error and exit with status 2."""
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def add_command(subparsers: Subparsers, name: str, help: str, description: str,
+                epilog: str) -> Parser:
+    """The parser of sub-command ``name``: ``help`` for the command list,
+    ``description`` and ``epilog`` printed as written (their line breaks kept)."""
+    return subparsers.add_parser(name, help=help, description=description, epilog=epilog,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)

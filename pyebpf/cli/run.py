@@ -14,7 +14,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..trace.session import Session
 
-from .parser import Subparsers   # (at run time too, for documentation tools)
+from .parser import Subparsers, add_command   # (Subparsers: at run time too, for the docs)
 
 DESCRIPTION = """\
 Load a program written in text assembly (llvm dialect) whose header declares
@@ -52,9 +52,9 @@ rejection's full log goes to --log FILE or to a new /tmp/pyebpf-verifier-*.log
 
 def register(subparsers: Subparsers) -> None:
     """Add the ``run`` sub-command to ``subparsers``."""
-    p = subparsers.add_parser("run", help="load and run a ready program (asm/) or a file of text assembly",
-                              description=DESCRIPTION, epilog=EPILOG,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = add_command(subparsers, "run",
+                    "load and run a ready program (asm/) or a file of text assembly",
+                    DESCRIPTION, EPILOG)
     p.add_argument("file", metavar="PROGRAM", nargs="?",
                    help="a program file (FILE.s), or the name of a ready program (see --list)")
     p.add_argument("--list", action="store_true",

@@ -85,6 +85,11 @@ def _map_type(map_: Any) -> str | None:
     return enum_name(MapType, int(t))
 
 
+#: output helper -> (the map type it needs, the other helper, that one's map class)
+_OUTPUT_MAPS = {"perf_event_output": ("PERF_EVENT_ARRAY", "ringbuf_output", "RingBuf"),
+                "ringbuf_output": ("RINGBUF", "perf_event_output", "PerfEventArray")}
+
+
 class Output(Idioms):
     """Part of :class:`Program`: idioms that send events to user space."""
 
@@ -107,12 +112,7 @@ class Output(Idioms):
         if not isinstance(ctx, Reg) or ctx.is32 or ctx.index == 10:
             raise ProgramError(f"ctx must be the 64-bit register holding the context pointer, "
                                f"not {ctx!r}")
-        self._check_out(offset, size)
-        t = _map_type(map_)
-        if t is not None and t != "PERF_EVENT_ARRAY":
-            raise ProgramError(f"perf_event_output needs a PERF_EVENT_ARRAY map, not "
-                               f"{getattr(map_, 'name', map_)!r} (type {t}); use "
-                               "ringbuf_output for a RingBuf")
+        self._check_out("perf_event_output", map_, offset, size)
         if ctx.index != 1:                   # set r1 first: ctx may live in r2..r5
             self.mov(R1, ctx)
         self.ld_map(R2, map_)
@@ -141,12 +141,7 @@ class Output(Idioms):
         reports the sum.  Clobbers r1-r5; with ``drops`` r0 is clobbered
         too (it is 0 after a successful output either way).
         """
-        self._check_out(offset, size)
-        t = _map_type(map_)
-        if t is not None and t != "RINGBUF":
-            raise ProgramError(f"ringbuf_output needs a RINGBUF map, not "
-                               f"{getattr(map_, 'name', map_)!r} (type {t}); use "
-                               "perf_event_output for a PerfEventArray")
+        self._check_out("ringbuf_output", map_, offset, size)
         if not 0 <= flags <= 0x7FFFFFFF:
             raise ProgramError(f"ringbuf_output flags {flags:#x} are invalid")
         self.ld_map(R1, map_)
@@ -254,9 +249,17 @@ class Output(Idioms):
                         break
 
     @staticmethod
-    def _check_out(offset: int, size: int) -> None:
+    def _check_out(helper: str, map_: Any, offset: int, size: int) -> None:
+        """Refuse an event that is not on the stack, or a map of the wrong type
+        for ``helper`` (the other output helper's, which the message suggests)."""
         if not isinstance(size, int) or not 0 < size <= 512:
             raise ProgramError(f"an event from the stack is 1..512 bytes, not {size!r}")
         if not isinstance(offset, int) or not -512 <= offset < 0 or offset + size > 0:
             raise ProgramError(f"the event buffer r10{offset:+d} (+{size} bytes) is not "
                                "inside the 512-byte stack frame")
+        wanted, other, other_map = _OUTPUT_MAPS[helper]
+        t = _map_type(map_)
+        if t is not None and t != wanted:
+            raise ProgramError(f"{helper} needs a {wanted} map, not "
+                               f"{getattr(map_, 'name', map_)!r} (type {t}); use "
+                               f"{other} for a {other_map}")

@@ -39,7 +39,9 @@ from .layouts import (E_TYPES, MACHINES, NT_GNU_BUILD_ID, PF_R, PF_W, PF_X, PT_L
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import BinaryIO, Iterator, Sequence
+    from typing import Any, BinaryIO, Iterable, Iterator, Sequence
+
+    from .layouts import ElfStruct
 
 __all__ = ["Section", "Segment", "Note", "ElfHeaders", "segment_at", "iter_notes",
            "read_at", "page_size"]
@@ -408,6 +410,24 @@ class ElfHeaders:
         if sec.type == "SHT_NOBITS":
             return b""
         return self.read_bytes(sec.offset, sec.size, f"section {sec.name or '(unnamed)'}")
+
+    def section_entries(self, sec: Section, fmt: ElfStruct, what: str,
+                        entry: str) -> Iterable[tuple[Any, ...]]:
+        """The fixed-size entries of a table section (``fmt`` each), unpacked.
+
+        Raises :class:`ElfError` when its ``sh_entsize`` is smaller than the
+        structure (``what`` names the table, ``entry`` one entry, in the
+        message) or the section lies outside the file.
+        """
+        data = self.section_data(sec)
+        entsize = sec.entsize or fmt.size
+        if entsize < fmt.size:
+            raise ElfError(f"{self.path}: the {what} {sec.name or '(unnamed)'} has entries of "
+                           f"{entsize} bytes; an ELF{self.elfclass} {entry} takes {fmt.size}")
+        count = len(data) // entsize
+        if entsize == fmt.size:
+            return fmt.iter_unpack(data[:count * entsize])
+        return (fmt.unpack_from(data, i * entsize) for i in range(count))
 
     @property
     def build_id(self) -> bytes | None:

@@ -45,17 +45,11 @@ def _symbol_names(elf: ElfHeaders, sec: Section) -> tuple[list[str], str]:
     if symtab.type not in ("SHT_DYNSYM", "SHT_SYMTAB") or symtab.link >= len(elf.sections):
         return [], symtab.name
     fmt = layout("Sym", elf.elfclass, elf.little_endian)
-    data = elf.section_data(symtab)
     strtab = elf.section_data(elf.sections[symtab.link])
-    entsize = symtab.entsize or fmt.size
-    if entsize < fmt.size:
-        raise ElfError(f"{elf.path}: the symbol table {symtab.name or '(unnamed)'} has "
-                       f"entries of {entsize} bytes; an ELF{elf.elfclass} symbol takes "
-                       f"{fmt.size}")
     name_at = fmt.fields.index("st_name")
     names = []
-    for i in range(len(data) // entsize):
-        offset = fmt.unpack_from(data, i * entsize)[name_at]
+    for i, entry in enumerate(elf.section_entries(symtab, fmt, "symbol table", "symbol")):
+        offset = entry[name_at]
         if offset >= len(strtab) and offset:
             raise ElfError(f"{elf.path}: symbol {i} of {symtab.name or '(unnamed)'} names "
                            f"offset {offset:#x} of a {len(strtab):#x}-byte string table")
@@ -67,17 +61,12 @@ def _section_relocations(elf: ElfHeaders, sec: Section) -> list[Relocation]:
     rela = sec.type == "SHT_RELA"
     fmt = layout("Rela" if rela else "Rel", elf.elfclass, elf.little_endian)
     where = sec.name or "(unnamed)"
-    entsize = sec.entsize or fmt.size
-    if entsize < fmt.size:
-        raise ElfError(f"{elf.path}: relocation section {where} has entries of {entsize} "
-                       f"bytes; an ELF{elf.elfclass} {fmt.name} takes {fmt.size}")
-    data = elf.section_data(sec)
+    entries = elf.section_entries(sec, fmt, "relocation section", fmt.name)
     names, table = _symbol_names(elf, sec)
     # r_info: symbol index and type, split at bit 32 (ELF64) or bit 8 (ELF32)
     shift = 32 if elf.elfclass == 64 else 8
     out = []
-    for i in range(len(data) // entsize):
-        fields = fmt.unpack_from(data, i * entsize)
+    for i, fields in enumerate(entries):
         info = fields[1]
         sym = info >> shift
         if sym and sym >= len(names):

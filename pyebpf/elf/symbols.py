@@ -19,10 +19,6 @@ from .headers import ElfHeaders
 from .layouts import (SHN_ABS, SHN_UNDEF, STB_GLOBAL, STB_GNU_UNIQUE, STB_LOCAL, STB_WEAK,
                       STT_FUNC, STT_GNU_IFUNC, STT_NOTYPE, STT_OBJECT, VERSYM_HIDDEN, layout)
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any, Iterable
-
 __all__ = ["Symbol", "Location", "SymbolTable", "parse_location", "cstr"]
 
 _TYPE_NAMES = {STT_NOTYPE: "NOTYPE", STT_OBJECT: "OBJECT", STT_FUNC: "FUNC",
@@ -248,14 +244,8 @@ class SymbolTable(ElfHeaders):
         for sec in tables:
             if sec.link >= len(self.sections) or sec.size == 0:
                 continue
-            data = self.section_data(sec)
+            records = self.section_entries(sec, fmt, "symbol table", "symbol")
             strtab = self.section_data(self.sections[sec.link])
-            entsize = sec.entsize or fmt.size
-            if entsize < fmt.size:
-                raise ElfError(f"{self.path}: the symbol table {sec.name or '(unnamed)'} has "
-                               f"entries of {entsize} bytes; an ELF{self.elfclass} symbol "
-                               f"takes {fmt.size}")
-            count = len(data) // entsize
             versym: tuple[int, ...] | None = None
             vernames: dict[int, tuple[str, bool]] = {}
             if sec.type == "SHT_DYNSYM":
@@ -266,10 +256,6 @@ class SymbolTable(ElfHeaders):
                     versym = struct.unpack(f"{half.format[0]}{n}H", raw[:n * half.size])
                     vernames = self._version_names()
             table = sec.name or (".dynsym" if sec.type == "SHT_DYNSYM" else ".symtab")
-            if entsize == fmt.size:
-                records: Iterable[tuple[Any, ...]] = fmt.iter_unpack(data[:count * entsize])
-            else:
-                records = (fmt.unpack_from(data, i * entsize) for i in range(count))
             for i, rec in enumerate(records):
                 if is64:
                     name_off, info, _other, shndx, value, size = rec

@@ -273,22 +273,16 @@ def _ldind(m: Tok, ops: _Ops) -> Insn:
                 _imm(ops[1]))
 
 
-@_def(["ja"], 1, "TARGET")
+@_def(["ja", "may_goto"], 1, "TARGET")
 def _ja(m: Tok, ops: _Ops) -> Insn:
     off, label = _target(ops[0])
-    return Insn(op.OP_JA, 0, 0, off, target=label)
+    return Insn(op.OP_JA if m.value == "ja" else op.OP_MAY_GOTO, 0, 0, off, target=label)
 
 
 @_def(["ja32"], 1, "TARGET")
 def _ja32(m: Tok, ops: _Ops) -> Insn:
     off, label = _target(ops[0], wide=True)
     return Insn(op.OP_GOTOL, 0, 0, 0, off, target=label)
-
-
-@_def(["may_goto"], 1, "TARGET")
-def _may_goto(m: Tok, ops: _Ops) -> Insn:
-    off, label = _target(ops[0])
-    return Insn(op.OP_MAY_GOTO, 0, 0, off, target=label)
 
 
 @_def(["gotox"], 1, "%rD")

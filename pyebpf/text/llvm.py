@@ -506,21 +506,24 @@ def _cmpxchg_kernel(v: Tok, f: Tok, ty: Tok, d: Tok, o: _Off, r0: Tok, s: Tok) -
     return _atomic(_atomic_size(ty, s, cast(str, f.value)), d, o, s, op.CMPXCHG)
 
 
+def _ordered_size(ty: Tok, val: Tok, what: str) -> int:
+    """The size of a load-acquire/store-release, whose value register ``val``
+    must be 64-bit for a u64 (``what``: "load" or "store")."""
+    size, _ = _size(ty)
+    if size == 8 and val.key == "w":
+        raise TextError(f"a 64-bit {what} needs a 64-bit register (rN)", val.col)
+    return size
+
+
 @_pattern("<x> = load_acquire ( ( <ty> * ) ( <r> <off> ) )")
 def _load_acquire(v: Tok, ty: Tok, s: Tok, o: _Off) -> Insn:
     # like a load: dst_reg receives the value, src_reg holds the address
-    size, _ = _size(ty)
-    if size == 8 and v.key == "w":
-        raise TextError("a 64-bit load needs a 64-bit register (rN)", v.col)
-    return Insn(op.ATOMIC | op.BYTES_SIZE[size] | op.STX, reg(v), reg(s), _off(o), op.LOAD_ACQ)
+    return _atomic(_ordered_size(ty, v, "load"), v, o, s, op.LOAD_ACQ)
 
 
 @_pattern("store_release ( ( <ty> * ) ( <r> <off> ) , <x> )")
 def _store_release(ty: Tok, d: Tok, o: _Off, s: Tok) -> Insn:
-    size, _ = _size(ty)
-    if size == 8 and s.key == "w":
-        raise TextError("a 64-bit store needs a 64-bit register (rN)", s.col)
-    return Insn(op.ATOMIC | op.BYTES_SIZE[size] | op.STX, reg(d), reg(s), _off(o), op.STORE_REL)
+    return _atomic(_ordered_size(ty, s, "store"), d, o, s, op.STORE_REL)
 
 
 @_pattern("goto <tgt>")

@@ -27,6 +27,10 @@ JMP_SYMBOLS = {"jeq": "==", "jne": "!=", "jgt": ">", "jge": ">=", "jlt": "<", "j
 ATOMIC_SYMBOLS = {"add": "+=", "and": "&=", "or": "|=", "xor": "^="}
 
 
+#: unconditional jump kind -> (its word, whether it jumps by imm: gotol's 32-bit reach; else off)
+_GOTOS = {"ja": ("goto", False), "gotol": ("gotol", True), "may_goto": ("may_goto", False)}
+
+
 def _mem(r: int, off: int, verifier: bool) -> str:
     if verifier:
         return f"(r{r} {off:+d})"
@@ -97,19 +101,13 @@ def _f_ldind(insn: Insn, f: Form, v: bool, label: str | None) -> str:
 
 
 def _f_ldx(insn: Insn, f: Form, v: bool, label: str | None) -> str:
-    return f"r{insn.dst} = *(u{f.size * 8} *){_mem(insn.src, insn.off, v)}"
-
-
-def _f_ldxs(insn: Insn, f: Form, v: bool, label: str | None) -> str:
-    return f"r{insn.dst} = *(s{f.size * 8} *){_mem(insn.src, insn.off, v)}"
+    sign = "s" if f.kind == "ldxs" else "u"         # ldxs: the sign-extending load
+    return f"r{insn.dst} = *({sign}{f.size * 8} *){_mem(insn.src, insn.off, v)}"
 
 
 def _f_st(insn: Insn, f: Form, v: bool, label: str | None) -> str:
-    return f"*(u{f.size * 8} *){_mem(insn.dst, insn.off, v)} = {insn.imm}"
-
-
-def _f_stx(insn: Insn, f: Form, v: bool, label: str | None) -> str:
-    return f"*(u{f.size * 8} *){_mem(insn.dst, insn.off, v)} = r{insn.src}"
+    value = insn.imm if f.kind == "st" else f"r{insn.src}"      # stx: from a register
+    return f"*(u{f.size * 8} *){_mem(insn.dst, insn.off, v)} = {value}"
 
 
 def _f_atomic(insn: Insn, f: Form, v: bool, label: str | None) -> str:
@@ -147,20 +145,13 @@ def _f_atomic(insn: Insn, f: Form, v: bool, label: str | None) -> str:
     return f"lock *({ty} *){mem} {ATOMIC_SYMBOLS[o]} {r}{s}"
 
 
-def _f_ja(insn: Insn, f: Form, v: bool, label: str | None) -> str:
-    return f"goto {_target(insn, insn.off, v, label)}"
+def _f_goto(insn: Insn, f: Form, v: bool, label: str | None) -> str:
+    word, wide = _GOTOS[f.kind]
+    return f"{word} {_target(insn, insn.imm if wide else insn.off, v, label)}"
 
 
-def _f_gotol(insn: Insn, f: Form, v: bool, label: str | None) -> str:
-    return f"gotol {_target(insn, insn.imm, v, label)}"
-
-
-def _f_gotox(insn: Insn, f: Form, v: bool, label: str | None) -> str:
-    return f"gotox r{insn.dst}"
-
-
-def _f_may_goto(insn: Insn, f: Form, v: bool, label: str | None) -> str:
-    return f"may_goto {_target(insn, insn.off, v, label)}"
+def _f_indirect(insn: Insn, f: Form, v: bool, label: str | None) -> str:
+    return f"{f.kind} r{insn.dst}"                  # gotox / callx
 
 
 def _f_jcc(insn: Insn, f: Form, v: bool, label: str | None) -> str:
@@ -191,19 +182,15 @@ def _f_call(insn: Insn, f: Form, v: bool, label: str | None) -> str:
     return f"call {insn.imm}"
 
 
-def _f_callx(insn: Insn, f: Form, v: bool, label: str | None) -> str:
-    return f"callx r{insn.dst}"
-
-
 def _f_exit(insn: Insn, f: Form, v: bool, label: str | None) -> str:
     return "exit"
 
 
 _FORMATTERS = {
     "alu": _f_alu, "neg": _f_neg, "movsx": _f_movsx, "end": _f_end, "lddw": _f_lddw,
-    "ldabs": _f_ldabs, "ldind": _f_ldind, "ldx": _f_ldx, "ldxs": _f_ldxs, "st": _f_st,
-    "stx": _f_stx, "atomic": _f_atomic, "ja": _f_ja, "gotol": _f_gotol, "gotox": _f_gotox,
-    "jcc": _f_jcc, "may_goto": _f_may_goto, "call": _f_call, "callx": _f_callx, "exit": _f_exit,
+    "ldabs": _f_ldabs, "ldind": _f_ldind, "ldx": _f_ldx, "ldxs": _f_ldx, "st": _f_st,
+    "stx": _f_st, "atomic": _f_atomic, "ja": _f_goto, "gotol": _f_goto, "gotox": _f_indirect,
+    "jcc": _f_jcc, "may_goto": _f_goto, "call": _f_call, "callx": _f_indirect, "exit": _f_exit,
 }
 
 

@@ -28,7 +28,7 @@ architecture: :mod:`~pyebpf.usdt.spec.x86` (x86_64, x32, i386),
 :mod:`~pyebpf.usdt.spec.aarch64`, :mod:`~pyebpf.usdt.spec.arm`,
 :mod:`~pyebpf.usdt.spec.riscv`, :mod:`~pyebpf.usdt.spec.s390` and
 :mod:`~pyebpf.usdt.spec.ppc`.  Each has ``parse`` (an operand to a record),
-``unparse`` (a record to its canonical text), ``reg_as_written`` and
+``FORMS`` (each kind's canonical text, as data), ``reg_as_written`` and
 ``EXPECTED`` (the forms it accepts); the operand syntax they share (integers,
 displacements, the size prefix) is here.  A family's module is imported
 when a spec of its architecture is first parsed or formatted, so importing
@@ -40,7 +40,7 @@ import enum
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from ...errors import UsdtSpecError
 
@@ -164,7 +164,7 @@ class ArgSpec:
 
     def format(self) -> str:
         """The canonical text of this spec; parsing it gives an equal record."""
-        return _family_of(self.arch).unparse(self)
+        return _unparse(self, _family_of(self.arch).FORMS, _FAMILY[self.arch])
 
     def __str__(self) -> str:
         return self.text or self.format()
@@ -445,6 +445,52 @@ def _size_prefix(a: ArgSpec) -> str:
     return f"{'-' if a.signed else ''}{a.size}{'f' if a.is_float else ''}@"
 
 
+# building and formatting records
+
+class _Maker:
+    """Makes the :class:`ArgSpec` of one token: the fields its size prefix and
+    architecture fix are given once, ``mk(kind, default_size, **fields)`` per form."""
+
+    __slots__ = ("arch", "word", "size", "signed", "is_float", "size_given")
+
+    def __init__(self, arch: str, size: int, signed: bool, is_float: bool,
+                 size_given: bool) -> None:
+        self.arch, self.size, self.signed = arch, size, signed
+        self.is_float, self.size_given = is_float, size_given
+        #: the architecture's word size: the size of size-less constants and memory operands
+        self.word = _WORD[arch]
+
+    def __call__(self, kind: ArgKind, default_size: int, **fields: Any) -> ArgSpec:
+        """The record of ``kind``; its size is the token's, else ``default_size``."""
+        return ArgSpec(self.arch, kind, self.size or default_size, self.signed, self.is_float,
+                       size_given=self.size_given, **fields)
+
+
+def _unparse(a: ArgSpec, forms: dict[ArgKind, Callable[[ArgSpec], str]], family: str) -> str:
+    """The canonical text of ``a``: its size prefix and its operand as the
+    family's ``forms`` (kind -> writer) write it."""
+    write = forms.get(a.kind)
+    if write is None:  # pragma: no cover - the parsers make no other kind
+        raise UsdtSpecError(f"cannot format {a.kind} for {family}", arch=a.arch)
+    return _size_prefix(a) + write(a)
+
+
+# riscv, s390 and ppc memory operands
+
+def _parens(s: str, forms: str) -> tuple[str, str]:
+    """``off(inside)`` -> (``off`` text, ``inside``); ``forms`` names the
+    accepted spellings in the error."""
+    disp, _, rest = s.partition("(")
+    if not rest.endswith(")") or "(" in rest[:-1] or ")" in rest[:-1]:
+        raise _Fail(f"memory operand must be {forms}")
+    return disp, rest[:-1]
+
+
+def _offset(disp: str) -> int:
+    """The displacement before ``(``: an integer, 0 when left out."""
+    return _int(disp, "offset") if disp.strip() else 0
+
+
 # aarch64 and arm memory operands
 
 def _bracket_parts(s: str) -> list[str]:
@@ -458,6 +504,42 @@ def _bracket_parts(s: str) -> list[str]:
     if not parts[0]:
         raise _Fail("missing base register")
     return parts
+
+
+def _bracket_operand(s: str, mk: _Maker, reg: Callable[[str], tuple[str, int]],
+                     usable: Callable[[str, int, str], bool],
+                     offset_form: Callable[[list[str], str, int, _Maker], ArgSpec | None]
+                     ) -> ArgSpec:
+    """The operand grammar arm and aarch64 share: ``#imm``/``imm``, a register,
+    ``[base]``, ``[base, <offset_form>]``, ``[base, index]`` and
+    ``[base, index, lsl #s]``.
+
+    ``reg`` reads a register (name, width); ``usable(reg, width, role)`` says
+    whether it may be the "base" or the "index"; ``offset_form(parts, base,
+    width, mk)`` reads the family's ``[base, ...]`` offset forms (None: not one).
+    """
+    if not s.startswith("["):
+        if s.startswith("#") or re.match(r"[-+]?\d", s):
+            return mk(ArgKind.CONST, mk.word, imm=_int(s.lstrip("#"), "constant"))
+        name, width = reg(s)
+        return mk(ArgKind.REG, min(width, 8), reg=name, reg_width=width)
+    parts = _bracket_parts(s)
+    base, bw = reg(parts[0])
+    if not usable(base, bw, "base"):
+        raise _Fail(f"{parts[0]} cannot be a base register")
+    if len(parts) == 1:
+        return mk(ArgKind.DEREF, mk.word, reg=base, reg_width=bw)
+    spec = offset_form(parts, base, bw, mk)
+    if spec is not None:
+        return spec
+    if len(parts) > 3:
+        raise _Fail("too many parts in [base, index, lsl #N]")
+    index, iw = reg(parts[1])
+    if not usable(index, iw, "index"):
+        raise _Fail(f"{parts[1]} cannot be an index register")
+    scale = _shift_scale(parts[2]) if len(parts) == 3 else 1
+    return mk(ArgKind.SIB, mk.word, reg=base, reg_width=bw, index=index, index_width=iw,
+              scale=scale)
 
 
 def _shift_scale(text: str) -> int:
@@ -482,10 +564,10 @@ if TYPE_CHECKING:
 
         EXPECTED: str
 
-        def parse(self, body: str, size: int, signed: bool, is_float: bool,
-                  size_given: bool, arch: str) -> ArgSpec: ...
+        #: kind -> the writer of an operand of that kind (see :func:`_unparse`)
+        FORMS: dict[ArgKind, Callable[[ArgSpec], str]]
 
-        def unparse(self, a: ArgSpec) -> str: ...
+        def parse(self, body: str, mk: _Maker) -> ArgSpec: ...
 
         def reg_as_written(self, a: ArgSpec) -> str | None: ...
 
@@ -524,7 +606,7 @@ def _parse_cached(text: str, arch: str) -> ArgSpec:
         if not token:
             raise _Fail("empty spec")
         size, signed, is_float, given, body = _split_size(token, arch)
-        spec = family.parse(body, size, signed, is_float, given, arch)
+        spec = family.parse(body, _Maker(arch, size, signed, is_float, given))
     except _Fail as exc:
         raise UsdtSpecError(str(exc), spec=token, arch=arch, expected=family.EXPECTED) from None
     except (ValueError, KeyError, IndexError, OverflowError) as exc:  # defensive: never leak

@@ -9,10 +9,9 @@ or ``#imm``, ``[base]``, ``[base, off]``, ``[base, #off]``, ``[base, index]``,
 from __future__ import annotations
 
 import re
+from typing import Callable
 
-from ...errors import UsdtSpecError
-from . import (ArgKind, ArgSpec, _bracket_parts, _expr, _Fail, _fmt_disp, _int, _shift_scale,
-               _size_prefix)
+from . import ArgKind, ArgSpec, _bracket_operand, _expr, _Fail, _fmt_disp, _int, _Maker
 
 #: the forms :func:`~pyebpf.usdt.spec.parse_arg` accepts, for its error messages.
 EXPECTED = ("N@xN, N@wN, N@sp, N@imm, N@#imm, N@[reg], N@[reg, off], N@[reg, #off], "
@@ -55,73 +54,54 @@ def _a64_regname(reg: str, width: int | None) -> str:
     return prefix + reg[1:]
 
 
-def parse(body: str, size: int, signed: bool, is_float: bool, size_given: bool,
-          arch: str) -> ArgSpec:
-    """The operand ``body`` (the text after ``N@``) as an :class:`ArgSpec`
-    for ``arch``; ``size`` is 0 when the spec gives none.  Raises ``_Fail``."""
-    s = body.strip()
-    if s.startswith("["):
-        parts = _bracket_parts(s)
-        base, bw = _a64_reg(parts[0])
-        if not base.startswith("x") and base != "sp":
-            raise _Fail(f"{parts[0]} cannot be a base register")
-        size = size or 8
-        if len(parts) == 1:
-            return ArgSpec(arch, ArgKind.DEREF, size, signed, is_float, reg=base, reg_width=bw,
-                           size_given=size_given)
-        second = parts[1]
-        if len(parts) == 2 and second.startswith("#:"):
-            m = re.fullmatch(r"#:([a-z0-9_]+):(.+)", second, re.I)
-            if not m:
-                raise _Fail(f"cannot read relocation {second!r}")
-            symbol, reloc2, off = _expr(m.group(2))
-            if symbol is None or reloc2:
-                raise _Fail(f"expected a symbol after #:{m.group(1)}:")
-            return ArgSpec(arch, ArgKind.SYM_REG, size, signed, is_float, reg=base,
-                           reg_width=bw, offset=off, symbol=symbol, reloc=m.group(1).lower(),
-                           size_given=size_given)
-        if len(parts) == 2 and re.fullmatch(r"#?\s*[-+]?(0[xX][0-9a-fA-F]+|\d+)", second):
-            off = _int(second.lstrip("#").strip(), "offset")
-            return ArgSpec(arch, ArgKind.DEREF, size, signed, is_float, reg=base, reg_width=bw,
-                           offset=off, size_given=size_given)
-        if len(parts) > 3:
-            raise _Fail("too many parts in [base, index, lsl #N]")
-        index, iw = _a64_reg(second)
-        if not index.startswith("x"):
-            raise _Fail(f"{second} cannot be an index register")
-        scale = _shift_scale(parts[2]) if len(parts) == 3 else 1
-        return ArgSpec(arch, ArgKind.SIB, size, signed, is_float, reg=base, reg_width=bw,
-                       index=index, index_width=iw, scale=scale, size_given=size_given)
-    if s.startswith("#") or re.match(r"[-+]?\d", s):
-        imm = _int(s.lstrip("#"), "constant")
-        return ArgSpec(arch, ArgKind.CONST, size or 8, signed, is_float, imm=imm,
-                       size_given=size_given)
-    reg, width = _a64_reg(s)
-    return ArgSpec(arch, ArgKind.REG, size or min(width, 8), signed, is_float, reg=reg,
-                   reg_width=width, size_given=size_given)
+def _offset_form(parts: list[str], base: str, width: int, mk: _Maker) -> ArgSpec | None:
+    """``[base, off]``, ``[base, #off]`` and ``[base, #:reloc:sym]``."""
+    second = parts[1]
+    if len(parts) == 2 and second.startswith("#:"):
+        m = re.fullmatch(r"#:([a-z0-9_]+):(.+)", second, re.I)
+        if not m:
+            raise _Fail(f"cannot read relocation {second!r}")
+        symbol, reloc2, off = _expr(m.group(2))
+        if symbol is None or reloc2:
+            raise _Fail(f"expected a symbol after #:{m.group(1)}:")
+        return mk(ArgKind.SYM_REG, mk.word, reg=base, reg_width=width, offset=off, symbol=symbol,
+                  reloc=m.group(1).lower())
+    if len(parts) == 2 and re.fullmatch(r"#?\s*[-+]?(0[xX][0-9a-fA-F]+|\d+)", second):
+        off = _int(second.lstrip("#").strip(), "offset")
+        return mk(ArgKind.DEREF, mk.word, reg=base, reg_width=width, offset=off)
+    return None
 
 
-def unparse(a: ArgSpec) -> str:
-    """The canonical text of ``a``: parsing it gives an equal record."""
-    k = a.kind
-    if k is ArgKind.CONST:
-        op = str(a.imm)
-    elif k is ArgKind.REG:
-        op = _a64_regname(a.reg or '', a.reg_width)
-    elif k is ArgKind.DEREF:
-        base = _a64_regname(a.reg or '', a.reg_width)
-        op = f"[{base}, {a.offset}]" if a.offset else f"[{base}]"
-    elif k is ArgKind.SIB:
-        op = f"[{_a64_regname(a.reg or '', a.reg_width)}, {_a64_regname(a.index or '', a.index_width)}"
-        if a.scale != 1:
-            op += f", lsl #{a.scale.bit_length() - 1}"
-        op += "]"
-    elif k is ArgKind.SYM_REG:
-        op = (f"[{_a64_regname(a.reg or '', a.reg_width)}, "
-              f"#:{a.reloc}:{_fmt_disp(a.symbol, None, a.offset, True)}]")
-    else:  # pragma: no cover - the parser makes no other kind
-        raise UsdtSpecError(f"cannot format {k} for aarch64", arch=a.arch)
-    return _size_prefix(a) + op
+def _usable(reg: str, _width: int, role: str) -> bool:
+    """An x register may be a base or an index, sp only a base."""
+    return reg.startswith("x") or (role == "base" and reg == "sp")
+
+
+def parse(body: str, mk: _Maker) -> ArgSpec:
+    """The operand ``body`` (after ``N@``) as the record ``mk`` makes; raises ``_Fail``."""
+    return _bracket_operand(body.strip(), mk, _a64_reg, _usable, _offset_form)
+
+
+def _sib(a: ArgSpec) -> str:
+    shift = f", lsl #{a.scale.bit_length() - 1}" if a.scale != 1 else ""
+    return (f"[{_a64_regname(a.reg or '', a.reg_width)}, "
+            f"{_a64_regname(a.index or '', a.index_width)}{shift}]")
+
+
+def _deref(a: ArgSpec) -> str:
+    base = _a64_regname(a.reg or '', a.reg_width)
+    return f"[{base}, {a.offset}]" if a.offset else f"[{base}]"
+
+
+#: kind -> its canonical text (parsing it gives an equal record)
+FORMS: dict[ArgKind, Callable[[ArgSpec], str]] = {
+    ArgKind.CONST: lambda a: str(a.imm),
+    ArgKind.REG: lambda a: _a64_regname(a.reg or '', a.reg_width),
+    ArgKind.DEREF: _deref,
+    ArgKind.SIB: _sib,
+    ArgKind.SYM_REG: lambda a: (f"[{_a64_regname(a.reg or '', a.reg_width)}, "
+                                f"#:{a.reloc}:{_fmt_disp(a.symbol, None, a.offset, True)}]"),
+}
 
 
 def reg_as_written(a: ArgSpec) -> str | None:

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import re
 
-from . import _WORD, ArgKind, ArgSpec, _expr, _Fail, _fmt_disp, _int, _size_prefix
+from typing import Callable
+
+from . import ArgKind, ArgSpec, _expr, _Fail, _fmt_disp, _int, _Maker
 
 #: the forms :func:`~pyebpf.usdt.spec.parse_arg` accepts, for its error messages.
 EXPECTED = ("N@%reg, N@$imm, N@off(%reg), N@(%reg), N@off(%base,%index,scale), "
@@ -89,11 +91,9 @@ def _x86_reg(text: str, arch: str) -> tuple[str, int, int]:
         raise _Fail(f"unknown {arch} register %{t[1:]}") from None
 
 
-def parse(body: str, size: int, signed: bool, is_float: bool, size_given: bool,
-          arch: str) -> ArgSpec:
-    """The operand ``body`` (the text after ``N@``) as an :class:`ArgSpec`
-    for ``arch``; ``size`` is 0 when the spec gives none.  Raises ``_Fail``."""
-    word = _WORD[arch]
+def parse(body: str, mk: _Maker) -> ArgSpec:
+    """The operand ``body`` (after ``N@``) as the record ``mk`` makes; raises ``_Fail``."""
+    arch = mk.arch
     s = body.strip()
     segment = None
     m = re.match(r"%([a-zA-Z]s)\s*:", s)
@@ -105,25 +105,19 @@ def parse(body: str, size: int, signed: bool, is_float: bool, size_given: bool,
             raise _Fail("a segment override on an immediate")
         symbol, reloc, off = _expr(s[1:])
         if symbol is None:
-            return ArgSpec(arch, ArgKind.CONST, size or word, signed, is_float, imm=off,
-                           size_given=size_given)
-        return ArgSpec(arch, ArgKind.ADDRESS, size or word, signed, is_float, offset=off,
-                       symbol=symbol, reloc=reloc, size_given=size_given)
+            return mk(ArgKind.CONST, mk.word, imm=off)
+        return mk(ArgKind.ADDRESS, mk.word, offset=off, symbol=symbol, reloc=reloc)
     if s.startswith("%") and "(" not in s:
         if segment:
             raise _Fail("a segment override on a register")
         reg, width, shift = _x86_reg(s, arch)
-        if not size:
-            size = min(width, 8)
-        return ArgSpec(arch, ArgKind.REG, size, signed, is_float, reg=reg, reg_width=width,
-                       reg_shift=shift, size_given=size_given)
-    size = size or word
+        return mk(ArgKind.REG, min(width, 8), reg=reg, reg_width=width, reg_shift=shift)
     if "(" not in s:
         if ")" in s:
             raise _Fail("')' without '('")
         symbol, reloc, off = _expr(s)
-        return ArgSpec(arch, ArgKind.ABSOLUTE, size, signed, is_float, offset=off,
-                       symbol=symbol, reloc=reloc, segment=segment, size_given=size_given)
+        return mk(ArgKind.ABSOLUTE, mk.word, offset=off, symbol=symbol, reloc=reloc,
+                  segment=segment)
     disp, _, rest = s.partition("(")
     if not rest.endswith(")"):
         raise _Fail("memory operand must end with ')'")
@@ -165,9 +159,8 @@ def parse(body: str, size: int, signed: bool, is_float: bool, size_given: bool,
         kind = ArgKind.SIB if index is not None else ArgKind.DEREF
     else:
         kind = ArgKind.SYM_INDEX if index is not None else ArgKind.SYM_REG
-    return ArgSpec(arch, kind, size, signed, is_float, reg=base, reg_width=bw, offset=off,
-                   index=index, index_width=iw, scale=scale, symbol=symbol, reloc=reloc,
-                   segment=segment, size_given=size_given)
+    return mk(kind, mk.word, reg=base, reg_width=bw, offset=off, index=index, index_width=iw,
+              scale=scale, symbol=symbol, reloc=reloc, segment=segment)
 
 
 def _x86_regname(reg: str, width: int | None, shift: int, arch: str) -> str:
@@ -175,27 +168,27 @@ def _x86_regname(reg: str, width: int | None, shift: int, arch: str) -> str:
     return rev[(reg, width, shift)]  # type: ignore[index]  # width None: KeyError, as meant
 
 
-def unparse(a: ArgSpec) -> str:
-    """The canonical text of ``a``: parsing it gives an equal record."""
-    k = a.kind
-    if k is ArgKind.CONST:
-        op = f"${a.imm}"
-    elif k is ArgKind.ADDRESS:
-        op = "$" + _fmt_disp(a.symbol, a.reloc, a.offset, True)
-    elif k is ArgKind.REG:
-        op = "%" + _x86_regname(a.reg or "", a.reg_width, a.reg_shift, a.arch)
-    else:
-        seg = f"%{a.segment}:" if a.segment else ""
-        if k is ArgKind.ABSOLUTE:
-            op = seg + _fmt_disp(a.symbol, a.reloc, a.offset, True)
-        else:
-            parts = "%" + _x86_regname(a.reg, a.reg_width, 0, a.arch) if a.reg else ""
-            if a.index:
-                parts += ",%" + _x86_regname(a.index, a.index_width, 0, a.arch)
-                if a.scale != 1:
-                    parts += f",{a.scale}"
-            op = seg + _fmt_disp(a.symbol, a.reloc, a.offset, False) + f"({parts})"
-    return _size_prefix(a) + op
+def _memory(a: ArgSpec) -> str:
+    """A memory operand: ``%seg:disp(%base,%index,scale)``, or ``%seg:disp`` (ABSOLUTE)."""
+    seg = f"%{a.segment}:" if a.segment else ""
+    if a.kind is ArgKind.ABSOLUTE:
+        return seg + _fmt_disp(a.symbol, a.reloc, a.offset, True)
+    parts = "%" + _x86_regname(a.reg, a.reg_width, 0, a.arch) if a.reg else ""
+    if a.index:
+        parts += ",%" + _x86_regname(a.index, a.index_width, 0, a.arch)
+        if a.scale != 1:
+            parts += f",{a.scale}"
+    return seg + _fmt_disp(a.symbol, a.reloc, a.offset, False) + f"({parts})"
+
+
+#: kind -> its canonical text (parsing it gives an equal record)
+FORMS: dict[ArgKind, Callable[[ArgSpec], str]] = {
+    ArgKind.CONST: lambda a: f"${a.imm}",
+    ArgKind.ADDRESS: lambda a: "$" + _fmt_disp(a.symbol, a.reloc, a.offset, True),
+    ArgKind.REG: lambda a: "%" + _x86_regname(a.reg or "", a.reg_width, a.reg_shift, a.arch),
+    **dict.fromkeys((ArgKind.ABSOLUTE, ArgKind.DEREF, ArgKind.SIB, ArgKind.RIP,
+                     ArgKind.GOTPCREL, ArgKind.SYM_REG, ArgKind.SYM_INDEX), _memory),
+}
 
 
 def reg_as_written(a: ArgSpec) -> str | None:

@@ -77,29 +77,18 @@ def kernel_version_code() -> int:
 # ---------------------------------------------------------------- map types
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
-# (key_size, value_size, max_entries, flags) the kernel accepts for each type
+# (key_size, value_size, max_entries, flags) the kernel accepts for each type,
+# grouped by what they take; any other type gets (4, 8, 1, 0)
 _MAP_PARAMS: dict[int, tuple[int, int, int, int]] = {
-    MapType.RINGBUF: (0, 0, _PAGE, 0),
-    MapType.USER_RINGBUF: (0, 0, _PAGE, 0),
-    MapType.QUEUE: (0, 4, 1, 0),
-    MapType.STACK: (0, 4, 1, 0),
-    MapType.BLOOM_FILTER: (0, 4, 1, 0),
-    MapType.PERF_EVENT_ARRAY: (4, 4, 1, 0),
-    MapType.PROG_ARRAY: (4, 4, 1, 0),
-    MapType.CGROUP_ARRAY: (4, 4, 1, 0),
-    MapType.ARRAY_OF_MAPS: (4, 4, 1, 0),
-    MapType.HASH_OF_MAPS: (4, 4, 1, 0),
+    **dict.fromkeys((MapType.RINGBUF, MapType.USER_RINGBUF), (0, 0, _PAGE, 0)),
+    **dict.fromkeys((MapType.QUEUE, MapType.STACK, MapType.BLOOM_FILTER), (0, 4, 1, 0)),
+    **dict.fromkeys((MapType.PERF_EVENT_ARRAY, MapType.PROG_ARRAY, MapType.CGROUP_ARRAY,
+                     MapType.ARRAY_OF_MAPS, MapType.HASH_OF_MAPS, MapType.DEVMAP,
+                     MapType.DEVMAP_HASH, MapType.CPUMAP, MapType.XSKMAP, MapType.SOCKMAP,
+                     MapType.SOCKHASH, MapType.REUSEPORT_SOCKARRAY), (4, 4, 1, 0)),
+    **dict.fromkeys((MapType.CGROUP_STORAGE, MapType.PERCPU_CGROUP_STORAGE), (16, 8, 0, 0)),
     MapType.STACK_TRACE: (4, 8, 1, 0),
     MapType.LPM_TRIE: (8, 4, 1, BPF_F_NO_PREALLOC),
-    MapType.CGROUP_STORAGE: (16, 8, 0, 0),
-    MapType.PERCPU_CGROUP_STORAGE: (16, 8, 0, 0),
-    MapType.DEVMAP: (4, 4, 1, 0),
-    MapType.DEVMAP_HASH: (4, 4, 1, 0),
-    MapType.CPUMAP: (4, 4, 1, 0),
-    MapType.XSKMAP: (4, 4, 1, 0),
-    MapType.SOCKMAP: (4, 4, 1, 0),
-    MapType.SOCKHASH: (4, 4, 1, 0),
-    MapType.REUSEPORT_SOCKARRAY: (4, 4, 1, 0),
     MapType.ARENA: (0, 0, 1, BPF_F_MMAPABLE),
 }
 _NEEDS_BTF_MAPS = {MapType.SK_STORAGE, MapType.INODE_STORAGE, MapType.TASK_STORAGE,

@@ -226,6 +226,13 @@ class Codec:
         for i, v in enumerate(values):
             pack(buf, i * size, v)
 
+    def _copy_in(self, buf: bytearray | memoryview, offset: int,
+                 data: bytes | bytearray | memoryview) -> None:
+        """Copy ``data``, which must be exactly :attr:`size` bytes, to ``buf[offset:]``."""
+        if len(data) != self.size:
+            raise SizeError(f"{self.label} wants exactly {self.size} bytes, got {len(data)}")
+        buf[offset:offset + self.size] = data
+
     def zero(self) -> Any:
         """The value whose bytes are all zero."""
         return self.unpack_from(bytes(self.size), 0)
@@ -335,9 +342,7 @@ class BytesCodec(Codec):
         if not isinstance(value, (bytes, bytearray, memoryview)):
             raise SizeError(f"{self.label} wants bytes of length {self.size}, "
                             f"got {type(value).__name__}")
-        if len(value) != self.size:
-            raise SizeError(f"{self.label} wants exactly {self.size} bytes, got {len(value)}")
-        buf[offset:offset + self.size] = value
+        self._copy_in(buf, offset, value)
 
     def unpack_from(self, buf: _RBuf, offset: int = 0) -> bytes:
         """A copy of the :attr:`size` bytes at ``offset``."""
@@ -387,9 +392,7 @@ class CtypesCodec(Codec):
         else:
             raise SizeError(f"expected {self.label} ({self.size} bytes), got "
                             f"{type(value).__name__}")
-        if len(data) != self.size:
-            raise SizeError(f"expected {self.label} ({self.size} bytes), got {len(data)} bytes")
-        buf[offset:offset + self.size] = data
+        self._copy_in(buf, offset, data)
 
     def unpack_from(self, buf: _RBuf, offset: int = 0) -> Any:
         """A new :attr:`ctype` instance copied from ``buf`` at ``offset``."""

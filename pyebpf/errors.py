@@ -133,6 +133,7 @@ class UsdtSpecError(UsdtError):
     def __init__(self, reason: str, spec: str | None = None, arch: str | None = None,
                  expected: str | None = None, probe: str | None = None,
                  index: int | None = None):
+        # (duplicates: deliberate, one attribute a line as in VerifierError and Insn)
         self.reason = reason
         self.spec = spec
         self.arch = arch

@@ -87,6 +87,7 @@ def tracepoint_id(name: str) -> int:
         return int(f.read().strip())
 
 
+# (duplicates: deliberate, a record's fields one a line, alike by shape with elf.Symbol's)
 @record
 class TracepointField(Record):
     """One field of a tracepoint's record (the context of a TRACEPOINT program).

@@ -46,6 +46,7 @@ class Helper(Record):
         return "bpf_" + self.name
 
 
+# (duplicates: deliberate, one row per kernel helper: a table whose rows are alike by shape)
 HELPERS: tuple[Helper, ...] = tuple(Helper(*row) for row in (
     (0, 'unspec', 'scalar', (), False),
     (1, 'map_lookup_elem', 'ptr', ('map', 'map_key'), False),

@@ -320,6 +320,8 @@ class LinkType(_Numbers):
 
 
 # ------------------------------------------------------------------ flags
+# (duplicates: deliberate, these tables are parallel NAME = number lines, as the UAPI headers
+# declare them; each name must stay a plain module attribute for importers and type checkers)
 # BPF_MAP_UPDATE_ELEM flags
 BPF_ANY = 0
 BPF_NOEXIST = 1

@@ -42,6 +42,7 @@ def obj_get_info_by_fd(fd: "int | Fd", info: CData) -> None:
         raise kernel_error("BPF_OBJ_GET_INFO_BY_FD", -ret, f"fd {fd}")
 
 
+# (duplicates: deliberate, the records below mirror the kernel's info structs field by field)
 @record
 class ProgInfo(Record):
     """What the kernel tells about a loaded program (``struct bpf_prog_info``)."""

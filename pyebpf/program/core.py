@@ -32,6 +32,7 @@ _PKG_DIR = _dsl._PKG_DIR
 
 def caller_origin(depth: int = 2) -> str:
     """``file:line`` of the nearest frame outside the pyebpf package."""
+    # (duplicates: deliberate, dsl.Builder._emit inlines this loop on its hot path; keep them alike)
     frame: FrameType | None = sys._getframe(depth)
     inside = _INSIDE
     while frame is not None:

@@ -472,6 +472,8 @@ class InstructionBuilder:
             return self._jump_insn(code | op.X, dst.index, src.index, 0, target)
         return self._jump_insn(code, dst.index, 0, _imm(src), target)
 
+    # (duplicates: deliberate, one method per operation, as the ALU ones above: each is public,
+    # typed and documented, and all call the one emitter)
     def jeq(self, dst: Reg, src: Operand, target: Target) -> Self:
         """``if dst == src goto target``."""
         return self.jump_if("jeq", dst, src, target)

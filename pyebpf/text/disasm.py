@@ -41,6 +41,7 @@ class Instruction(Record):
     label: str | None           #: this instruction's synthetic label (label mode)
     error: str | None = None    #: why ``form`` is None
 
+    # (duplicates: deliberate, one-line properties reading the instruction; alike by shape only)
     @property
     def slots(self) -> int:
         """1, or 2 for ld_imm64."""

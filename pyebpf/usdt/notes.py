@@ -202,6 +202,7 @@ class UsdtNote:
         return (f"UsdtNote({self.provider}:{self.name} @ {self.location:#x}, "
                 f"sema={self.semaphore:#x}, args={self.args!r})")
 
+    # (duplicates: deliberate, equality by a key tuple, the Python protocol as Insn writes it)
     def _key(self) -> tuple[Any, ...]:
         return (self.elf.path, self.provider, self.name, self.location, self.base,
                 self.semaphore, self.args)

@@ -26,6 +26,7 @@ EXPECTED = ("N@%reg, N@$imm, N@off(%reg), N@(%reg), N@off(%base,%index,scale), "
 _RegTable = dict[str, tuple[str, int, int]]        # name -> (full register, width, shift)
 _RegNames = dict[tuple[str, int, int], str]        # the reverse, to canonical names
 
+# (duplicates: deliberate, the tables spell out every name gcc and clang print, row by row)
 #: x86_64 and x32: register name -> (full register, width in bytes, bit shift).
 _X86_R64: _RegTable = {
     "rax": ("rax", 8, 0), "eax": ("rax", 4, 0), "ax": ("rax", 2, 0), "al": ("rax", 1, 0),

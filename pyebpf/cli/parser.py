@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 else:   # (at run time, where documentation tools resolve it, the class unsubscripted)
     Subparsers = argparse._SubParsersAction
 
-__all__ = ["Parser", "add_command"]
+__all__ = ["Parser"]        # (add_command is for the sub-command modules)
 
 
 class Parser(argparse.ArgumentParser):

@@ -27,7 +27,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__)))))
 
-from pyebpf.elf import ElfError, ElfFile, parse_eh_frame  # noqa: E402
+from pyebpf.elf import ElfError, ElfFile, parse_eh_frame, relocations  # noqa: E402
 
 BOUNDARY = [0, 1, 2, 3, 4, 7, 8, 12, 16, 23, 24, 0x7f, 0x80, 0xff, 0x100, 0xffff, 0x10000,
             0x7fffffff, 0x80000000, 0xffffffff, 2**63 - 1, 2**63, 2**64 - 1]
@@ -133,6 +133,7 @@ def _calls(ef: ElfFile, rng: random.Random):
             yield lambda o=o: ef.location_at_offset(o)
         yield lambda seg=seg: str(seg)
     yield ef.symbols
+    yield lambda: relocations(ef)
     yield ef.eh_frame_functions
     yield ef.known_instruction_starts
     syms = []

@@ -466,6 +466,10 @@ class _Maker:
                        size_given=self.size_given, **fields)
 
 
+#: the maker of a (arch, size, signed, float, size given): a few dozen in use, made once each
+_maker = lru_cache(maxsize=512)(_Maker)
+
+
 def _unparse(a: ArgSpec, forms: dict[ArgKind, Callable[[ArgSpec], str]], family: str) -> str:
     """The canonical text of ``a``: its size prefix and its operand as the
     family's ``forms`` (kind -> writer) write it."""
@@ -606,7 +610,7 @@ def _parse_cached(text: str, arch: str) -> ArgSpec:
         if not token:
             raise _Fail("empty spec")
         size, signed, is_float, given, body = _split_size(token, arch)
-        spec = family.parse(body, _Maker(arch, size, signed, is_float, given))
+        spec = family.parse(body, _maker(arch, size, signed, is_float, given))
     except _Fail as exc:
         raise UsdtSpecError(str(exc), spec=token, arch=arch, expected=family.EXPECTED) from None
     except (ValueError, KeyError, IndexError, OverflowError) as exc:  # defensive: never leak

@@ -219,12 +219,19 @@ def _tracepoints(ap: AttachPoint) -> list[ResolvedProbe]:
     cat, name = ap.parts
     if not (_is_glob(cat) or _is_glob(name)):
         return [ResolvedProbe(f"tracepoint:{cat}:{name}", TracepointSource(cat, name))]
-    from ..attach import list_tracepoints
-    everything = list_tracepoints()
+    everything = _tracepoint_names()
     hits = [t for t in everything if _match(f"{cat}:{name}", t)]
     if not hits:
         raise _not_found("tracepoint", f"{cat}:{name}", everything)
     return [ResolvedProbe(f"tracepoint:{t}", TracepointSource(*t.split(":", 1))) for t in hits]
+
+
+def _tracepoint_names() -> list[str]:
+    """``CATEGORY:NAME`` of every tracepoint, as bpftrace sees them: sorted as
+    whole strings (``fib6:`` before ``fib:``), the ftrace category left out
+    (its events cannot be attached)."""
+    from ..attach import list_tracepoints
+    return sorted(f"{t}" for t in list_tracepoints() if not t.startswith("ftrace:"))
 
 
 class RawTracepointSource:
@@ -460,8 +467,10 @@ def probe_name(ap: AttachPoint, *, pid: int | None = None) -> list[str]:
 
 # =============================================================== resolver
 def _field_type(f: Any) -> Type:
-    """A tracepoint field's type as bpftrace types ``args.NAME`` (``f``
-    narrowed to its C type's width already)."""
+    """A tracepoint field's type as bpftrace types ``args.NAME``: a scalar
+    read with its C type's width (``int`` stored in 8 bytes: int32)."""
+    if not (f.data_loc or f.array_len is not None or "*" in f.type):
+        f = TracepointSource._narrowed(f)
     if f.data_loc:
         return string_type(64)
     if f.array_len is not None:
@@ -505,7 +514,7 @@ class Resolver:
         if kind == "tracepoint":
             src = self.probes(ap)[0].source
             if 0 <= n < len(src.fields):
-                return _field_type(src._narrowed(src.fields[n]))
+                return _field_type(src.fields[n])
         if kind == "rawtracepoint":
             return int_type(8, False)
         return int_type(8, True)
@@ -516,7 +525,7 @@ class Resolver:
         if _canonical(ap.provider) != "tracepoint":
             return None
         src = self.probes(ap)[0].source
-        fields = tuple((f.name, f.offset, _field_type(src._narrowed(f)))
+        fields = tuple((f.name, f.offset, _field_type(f))
                        for f in src.format.fields)
         size = max((f.offset + f.size for f in src.format.fields), default=0)
         return Type("record", size, fields=fields)
@@ -554,11 +563,10 @@ def list_probes(pattern: str | None = None) -> list[str]:
 
 def _list_kind(kind: str, parts: list[str]) -> list[str]:
     if kind == "tracepoint":
-        from ..attach import list_tracepoints
         if len(parts) == 1:
             parts = ["*", parts[0]] if parts[0] else ["*", "*"]
         pat = ":".join(parts[:2]) if parts else "*:*"
-        return [f"tracepoint:{t}" for t in list_tracepoints() if _match(pat, t)]
+        return [f"tracepoint:{t}" for t in _tracepoint_names() if _match(pat, t)]
     if kind in ("software", "hardware"):
         if kind == "hardware" and not os.path.isdir(_CPU_PMU):
             return []

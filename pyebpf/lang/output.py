@@ -11,7 +11,8 @@ a map value or an event record into one), typed by the language's
                   UTF-8 kept as surrogates: write with ``surrogateescape``)
 ``buffer``        ``bytes``
 ``tuple``         a ``tuple`` of the element values
-``ustack`` ...    whatever the ``stacks`` callable takes (a stack id, frames)
+``ustack`` ...    its frames (see :func:`format_stack`), or what the
+                  ``stacks`` callable turns into them (a stack id)
 ``usym``/``ksym`` an address (``int``), named by the ``syms`` callable
 ``inet``          ``bytes`` (4 or 16) or an already printed ``str``
 ``timestamp``     ``(format, nsecs since boot)`` or an already printed ``str``
@@ -55,12 +56,14 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
     from typing import Any
 
-    #: a stack's printed text from its value and type
-    StackFormatter = Callable[[Any, Type], str]
+    #: a stack's frames ``(address, symbol+offset | None, module | None)``
+    #: from its value (a stack id...) and type
+    StackFormatter = Callable[[Any, Type], Sequence[tuple[int, str | None, str | None]]]
     #: an address's symbol from (address, type) (usym/ksym)
     SymFormatter = Callable[[int, Type], str]
 
 __all__ = ["format_printf", "printf_conversions", "decode", "format_value", "format_map",
+           "format_stack", "tuple_offsets",
            "format_exit", "json_map", "json_printf", "json_value", "json_time",
            "format_time", "format_strftime", "format_buffer", "hist_text",
            "OutputError", "PRINTF_SPEC", "BAR_WIDTH"]
@@ -209,12 +212,29 @@ def _username(value: Any) -> str:
         return str(value)
 
 
+def format_stack(frames: Iterable[tuple[int, str | None, str | None]], mode: str = "bpftrace",
+                 indent: int = 8) -> str:
+    """A stack as bpftrace prints it, from its frames ``(address, symbol+offset
+    or None, module path or None)``, innermost first: a newline, then a line
+    per frame -- ``indent`` spaces and the symbol (``0x...`` when unknown) in
+    bpftrace's mode (8 in printf/print/values, 4 in a map key), or
+    ``\\tADDR SYMBOL (MODULE)`` in perf's mode."""
+    lines = []
+    for addr, sym, module in frames:
+        if mode == "perf":
+            lines.append(f"\t{addr:x} {sym or f'0x{addr:x}'} ({module or '[unknown]'})\n")
+        else:
+            lines.append(" " * indent + (sym or f"0x{addr:x}") + "\n")
+    return "\n" + "".join(lines)
+
+
 def format_value(t: Type, value: Any, *, stacks: StackFormatter | None = None,
-                 syms: SymFormatter | None = None) -> str:
-    """``value`` (of type ``t``) as bpftrace prints it in a map key, a map
-    value or ``print()``: integers in decimal, strings as they are, tuples
-    ``(1, a, -3)``, buffers with ``\\x`` escapes, symbols, addresses and
-    stacks through the ``syms``/``stacks`` callables."""
+                 syms: SymFormatter | None = None, key: bool = False) -> str:
+    """``value`` (of type ``t``) as bpftrace prints it in a map key (``key``),
+    a map value or ``print()``: integers in decimal, strings as they are,
+    tuples ``(1, a, -3)``, buffers with ``\\x`` escapes, symbols through
+    ``syms`` (else ``0x...``), stacks from their frames (a list of
+    :func:`format_stack` frames, or whatever ``stacks`` turns into one)."""
     k = t.kind
     if k == "int" or k in ("count", "sum", "min", "max"):
         return str(int(value))
@@ -223,14 +243,17 @@ def format_value(t: Type, value: Any, *, stacks: StackFormatter | None = None,
     if k == "buffer":
         return value if isinstance(value, str) else format_buffer(bytes(value))
     if k == "tuple":
-        return "(" + ", ".join(format_value(e, v, stacks=stacks, syms=syms)
+        return "(" + ", ".join(format_value(e, v, stacks=stacks, syms=syms, key=key)
                                for e, v in zip(t.elems, value)) + ")"
     if k in ("ustack", "kstack"):
         if isinstance(value, str):
             return value
-        if stacks is None:
-            raise OutputError(f"printing a {k} needs the stacks formatter")
-        return stacks(value, t)
+        frames = value if isinstance(value, (list, tuple)) else None
+        if frames is None:
+            if stacks is None:
+                raise OutputError(f"printing a {k} needs the stacks callable")
+            frames = stacks(value, t)
+        return format_stack(frames, t.stack_mode, 4 if key else 8)
     if k in ("usym", "ksym"):
         if isinstance(value, str):
             return value
@@ -462,10 +485,9 @@ def _key_text(key: Type | None, k: Any, stacks: Any, syms: Any, sep: str = ", ")
         return ""
     if key.kind == "tuple":
         parts = k if isinstance(k, tuple) else (k,)
-        return sep.join(format_value(e, v, stacks=stacks, syms=syms)
+        return sep.join(format_value(e, v, stacks=stacks, syms=syms, key=True)
                         for e, v in zip(key.elems, parts))
-    return format_value(key, k[0] if isinstance(k, tuple) and len(k) == 1
-                        and key.kind not in ("tuple",) else k, stacks=stacks, syms=syms)
+    return format_value(key, k, stacks=stacks, syms=syms, key=True)
 
 
 def _cdiv(v: int, div: int) -> int:

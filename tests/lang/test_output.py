@@ -294,3 +294,30 @@ def test_printf_integer_conversions_are_cs(minus, width, prec, length, conv, val
     spec = ("%" + ("-" if minus else "") + width + ("" if prec is None else "." + prec)
             + (length or "") + conv)
     assert out.format_printf(spec, [(I64, value)]) == _c_printf(spec, length, conv, value)
+
+
+@pytest.mark.kernel
+def test_stacks_in_keys_values_and_print_like_bpftrace():
+    """One stack printed by bpftrace in both modes while the process lives:
+    the perf-mode lines give each frame's address, symbol and module, from
+    which the formatter must print every layout bpftrace printed."""
+    import re
+    from .harness import bt_workload
+    w = bt_workload()
+    text = run_bpftrace(
+        f"uprobe:{w}:lock_b_inner {{ @p[ustack(perf, 2)] = count(); print(@p); "
+        "@[ustack(2)] = count(); print(@); @s = ustack(2); print(@s); print(ustack(2)); "
+        "clear(@p); clear(@); clear(@s); exit(); }", command=f"{w} 200000 100")
+    frames = [(int(a, 16), sym, mod) for a, sym, mod in
+              re.findall(r"^\t([0-9a-f]+) (\S+) \((.*)\)$", text, re.M)[:2]]
+    assert len(frames) == 2 and frames[0][1] == "lock_b_inner+0"
+    bt = Type("ustack", stack_limit=2)
+    perf = Type("ustack", stack_mode="perf", stack_limit=2)
+    key = tuple(frames)
+    ours = "".join([
+        out.format_map("@p", perf, COUNT, {key: 1}),
+        out.format_map("@", bt, COUNT, {key: 1}),
+        out.format_map("@s", None, bt, {None: frames}),
+        out.format_value(bt, frames) + "\n",
+    ])
+    assert text.startswith(ours), (ours, text)

@@ -160,15 +160,21 @@ def _uprobes(ap: AttachPoint, pid: int | None) -> list[ResolvedProbe]:
 # =================================================================== USDT
 def _usdt_files(path: str, pid: int | None) -> list[tuple[str, str]]:
     """(file, path shown) for a USDT target: a path, a name, or (with
-    ``pid``) ``*``/empty for every module of that process."""
+    ``pid``) ``*``/empty for every module of that process. With ``pid``
+    bpftrace shows the file through the process's root
+    (``/proc/PID/root/usr/bin/x``)."""
     from ..errors import UsdtError
     from ..usdt.attach import usdt_files
     if path in ("", "*") and pid is not None:
+        # named as bpftrace names them: through the process's root
         try:
-            return [(f, f) for f in usdt_files(None, pid)]
+            return [(f, f if f.startswith("/proc/") else f"/proc/{pid}/root{f}")
+                    for f in usdt_files(None, pid)]
         except UsdtError as exc:
             raise ProbeSpecError(str(exc)) from None
     real, shown = _shown_path(path, pid)
+    if pid is not None and not real.startswith("/proc/"):
+        shown = f"/proc/{pid}/root{os.path.abspath(real)}"
     return [(real, shown)]
 
 

@@ -211,9 +211,24 @@ def test_usdt_with_pid_and_semaphore(no_fd_leak, w):
     try:
         time.sleep(0.1)
         probes = resolve(ap("usdt:*:btw:gated"), pid=proc.pid)
-        assert [r.name for r in probes] == [f"usdt:{w}:btw:gated"]
+        assert [r.name for r in probes] == [f"usdt:/proc/{proc.pid}/root{w}:btw:gated"]
         # btw:gated fires only while its semaphore is raised, which attaching does
         assert _count(probes[0].source, 0.3, pid=proc.pid, busy=False) > 0
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.kernel
+def test_names_with_pid_are_bpftraces(w):
+    proc = subprocess.Popen([w, "200000", "200"], stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.1)
+        points = ["usdt:*:btw:gated", "uprobe:libc:pthread_mutex_trylock", f"usdt:{w}:delta"]
+        program = " ".join(f"{p} {{ @[probe] = count(); }}" for p in points)
+        text = run_bpftrace(program + " interval:ms:200 { exit(); }", "-p", str(proc.pid))
+        theirs = set(re.findall(r"^@\[(.*)\]: \d+$", text, re.M))
+        assert {n for p in points for n in names(p, pid=proc.pid)} == theirs
     finally:
         proc.kill()
         proc.wait()

@@ -47,8 +47,7 @@ What bpftrace does, and this module with it:
 """
 from __future__ import annotations
 
-import json as _json
-
+from ..errors import PyebpfError
 from .types import Type
 
 TYPE_CHECKING = False
@@ -66,9 +65,8 @@ __all__ = ["format_printf", "printf_conversions", "decode", "format_value", "for
            "format_stack", "tuple_offsets",
            "format_exit", "json_map", "json_printf", "json_value", "json_time",
            "format_time", "format_strftime", "format_buffer", "hist_text",
+           "attaching_text", "json_attached",
            "OutputError", "PRINTF_SPEC", "BAR_WIDTH"]
-
-from ..errors import PyebpfError
 
 
 class OutputError(PyebpfError, ValueError):
@@ -248,12 +246,11 @@ def format_value(t: Type, value: Any, *, stacks: StackFormatter | None = None,
     if k in ("ustack", "kstack"):
         if isinstance(value, str):
             return value
-        frames = value if isinstance(value, (list, tuple)) else None
-        if frames is None:
-            if stacks is None:
-                raise OutputError(f"printing a {k} needs the stacks callable")
-            frames = stacks(value, t)
-        return format_stack(frames, t.stack_mode, 4 if key else 8)
+        if isinstance(value, (list, tuple)):
+            return format_stack(value, t.stack_mode, 4 if key else 8)
+        if stacks is None:
+            raise OutputError(f"printing a {k} needs the stacks callable")
+        return format_stack(stacks(value, t), t.stack_mode, 4 if key else 8)
     if k in ("usym", "ksym"):
         if isinstance(value, str):
             return value
@@ -295,6 +292,7 @@ def _json_value(t: Type, value: Any, *, stacks: StackFormatter | None = None,
 def _dumps(obj: Any) -> str:
     """JSON as bpftrace writes it: ``", "``/``": "`` in objects and in a
     histogram's list, ``,`` in a tuple's array (a Python tuple here)."""
+    import json as _json       # (on first use: it is not on the start-up path)
     if isinstance(obj, dict):
         return "{" + ", ".join(f"{_json.dumps(str(k), ensure_ascii=False)}: {_dumps(v)}"
                                for k, v in obj.items()) + "}"
@@ -322,25 +320,23 @@ def _conv_text(m: Any, t: Type | None, value: Any, stacks: Any, syms: Any) -> st
     if conv in _INT_CONVS and t is not None and t.kind not in (
             "int", "count", "sum", "min", "max", "pointer", "usym", "ksym", "username"):
         raise OutputError(f"%{conv} takes an integer, not a {t}")
-    if conv in _INT_CONVS or conv == "c":
+    if conv == "c":
+        c = _int_arg(value, length, "u") & 0xFF
+        char = chr(c) if c < 0x80 else bytes([c]).decode("utf-8", "surrogateescape")
+        return str(("%" + minus + width.lstrip("0") + "s") % char)
+    if conv in _INT_CONVS:
         v = _int_arg(value, length, "d" if conv == "d" else "u")
-        if conv == "c":
-            v &= 0xFF
-            body = chr(v) if v < 0x80 else bytes([v]).decode("utf-8", "surrogateescape")
-            prec = None
-            conv_py, arg = "s", body
-        else:
-            conv_py, arg = ("d" if conv == "u" else conv), v
         if prec is not None and width.startswith("0"):
             width = width.lstrip("0")          # C: the 0 flag is ignored with a precision
-        if prec is not None and not int(prec or 0) and arg == 0:
-            return ("%" + minus + width.lstrip("0") + "s") % ""   # C: no digits for 0
-        spec = "%" + minus + width + (f".{prec or 0}" if prec is not None else "") + conv_py
-        return spec % arg
+        if prec is not None and not int(prec or 0) and v == 0:
+            return str(("%" + minus + width.lstrip("0") + "s") % "")   # C: no digits for 0
+        spec = ("%" + minus + width + (f".{prec or 0}" if prec is not None else "")
+                + ("d" if conv == "u" else conv))
+        return str(spec % v)
     if conv == "p":
-        v = int(value) & _MASK64
-        body = "(nil)" if v == 0 else f"0x{v:x}"
-        return ("%" + minus + width.lstrip("0") + "s") % body
+        addr = int(value) & _MASK64
+        return str(("%" + minus + width.lstrip("0") + "s") % ("(nil)" if addr == 0
+                                                              else f"0x{addr:x}"))
     if conv == "r":
         body = format_buffer(bytes(value)) if not isinstance(value, str) else value
     elif t is not None:
@@ -350,7 +346,7 @@ def _conv_text(m: Any, t: Type | None, value: Any, stacks: Any, syms: Any) -> st
     else:
         body = str(value)
     spec = "%" + minus + width.lstrip("0") + (f".{prec or 0}" if prec is not None else "") + "s"
-    return spec % body
+    return str(spec % body)
 
 
 def format_printf(fmt: str, values: Sequence[tuple[Type | None, Any]], *,
@@ -372,7 +368,17 @@ def format_printf(fmt: str, values: Sequence[tuple[Type | None, Any]], *,
             raise OutputError(f"printf({fmt!r}): fewer values than conversions") from None
         return _conv_text(m, t, v, stacks, syms)
 
-    return _printf_re().sub(conv, fmt)
+    return str(_printf_re().sub(conv, fmt))
+
+
+def attaching_text(n: int) -> str:
+    """bpftrace's first line: ``Attaching 1 probe...`` / ``Attaching N probes...``."""
+    return f"Attaching {n} probe{'' if n == 1 else 's'}..."
+
+
+def json_attached(n: int) -> str:
+    """The ``-f json`` first line: ``{"type": "attached_probes", "data": {"probes": N}}``."""
+    return _dumps({"type": "attached_probes", "data": {"probes": n}})
 
 
 def json_printf(text: str) -> str:

@@ -229,7 +229,8 @@ def _tracepoints(ap: AttachPoint) -> list[ResolvedProbe]:
     hits = [t for t in everything if _match(f"{cat}:{name}", t)]
     if not hits:
         raise _not_found("tracepoint", f"{cat}:{name}", everything)
-    return [ResolvedProbe(f"tracepoint:{t}", TracepointSource(*t.split(":", 1))) for t in hits]
+    return [ResolvedProbe(f"tracepoint:{t}", TracepointSource(c, n))
+            for t in hits for c, _, n in [t.partition(":")]]
 
 
 def _tracepoint_names() -> list[str]:
@@ -445,8 +446,9 @@ def resolve(ap: AttachPoint, *, pid: int | None = None) -> list[ResolvedProbe]:
     matches), or a kind this kernel or pyebpf cannot attach."""
     kind = _canonical(ap.provider)
     if kind != ap.provider:
-        from .ast import AttachPoint as _AP
-        ap = _AP(ap.pos, ap.raw, kind, list(ap.parts), ap.func_offset)
+        import copy
+        ap = copy.copy(ap)
+        ap.provider = kind
     if kind in ("uprobe", "uretprobe"):
         return _uprobes(ap, pid)
     if kind == "usdt":

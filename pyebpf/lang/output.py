@@ -21,8 +21,10 @@ a map value or an event record into one), typed by the language's
 count/sum/min/max an ``int``
 avg, stats        ``(count, total)``
 hist, lhist       ``{bucket: count}``: bucket 0 below the range, then
-                  log2 buckets (1: ``[0]``, 2: ``[1]``, 3: ``[2, 4)``...) or
-                  the ``lhist`` steps, the last one ``[max, ...)``
+                  log2 buckets (1: ``[0]``, 2: ``[1]``, 3: ``[2, 4)``...:
+                  :func:`pyebpf.trace.aggregate.log2_bucket`) or the
+                  ``lhist`` steps, the last one ``[max, ...)``
+                  (:func:`lhist_bucket`)
 ================  ==========================================================
 
 A map's entries are a mapping from its key (``None``/``()`` for a map
@@ -65,7 +67,7 @@ __all__ = ["format_printf", "printf_conversions", "decode", "format_value", "for
            "format_stack", "tuple_offsets",
            "format_exit", "json_map", "json_printf", "json_value", "json_time",
            "format_time", "format_strftime", "format_buffer", "hist_text",
-           "attaching_text", "json_attached",
+           "attaching_text", "json_attached", "lhist_bucket", "lhist_range",
            "OutputError", "PRINTF_SPEC", "BAR_WIDTH"]
 
 
@@ -418,20 +420,44 @@ def json_time(text: str) -> str:
 
 
 # ================================================================== maps
+def lhist_bucket(value: int, lo: int, hi: int, step: int) -> int:
+    """The bucket of ``value`` in bpftrace 0.17's ``lhist(value, lo, hi,
+    step)``: 0 below ``lo``; then ``(hi - lo) // step`` buckets of ``step``;
+    then one for the rest (``[hi, ...)``: a value in a last partial step,
+    ``lhist(9, 0, 10, 3)``, goes there too, as bpftrace counts it)."""
+    n = (hi - lo) // step
+    if value < lo:
+        return 0
+    return min((value - lo) // step + 1, n + 1)
+
+
+def lhist_range(bucket: int, lo: int, hi: int, step: int) -> tuple[int | None, int | None]:
+    """``[min, max)`` of an lhist bucket as bpftrace 0.17 labels it (None:
+    open-ended)."""
+    n = (hi - lo) // step
+    if bucket <= 0:
+        return None, lo
+    if bucket > n:
+        return hi, None
+    start = lo + (bucket - 1) * step
+    return start, start + step
+
+
 def _hist_labels(value: Type) -> Callable[[int], str]:
-    from ..trace.render import _linear_labels, log2_label
+    from ..trace.render import linear_label, log2_label
     if value.kind == "lhist":
         if value.lhist is None:
             raise OutputError("an lhist type needs its (min, max, step)")
-        return _linear_labels(*value.lhist)
+        lo, hi, step = value.lhist
+        return lambda b: linear_label(*lhist_range(b, lo, hi, step))
     return log2_label
 
 
 def _bucket_range(value: Type) -> Callable[[int], tuple[int | None, int | None]]:
-    from ..trace.aggregate import linear_bucket_range, log2_bucket_range
+    from ..trace.aggregate import log2_bucket_range
     if value.kind == "lhist":
-        lo, hi, step = value.lhist or (0, 0, 1)
-        return lambda b: linear_bucket_range(b, lo, hi, step)
+        lo, hi, step = value.lhist or (0, 1, 1)
+        return lambda b: lhist_range(b, lo, hi, step)
     return log2_bucket_range
 
 

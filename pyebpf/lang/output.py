@@ -291,16 +291,42 @@ def _json_value(t: Type, value: Any, *, stacks: StackFormatter | None = None,
     return format_value(t, value, stacks=stacks, syms=syms)
 
 
+_JSON_ESCAPES = {ord('"'): '\\"', ord("\\"): "\\\\", ord("\n"): "\\n", ord("\t"): "\\t",
+                 ord("\r"): "\\r"}
+
+
+def _json_str(text: str) -> str:
+    """A JSON string as bpftrace 0.17 writes it: ``\\"`` ``\\\\`` ``\\n``
+    ``\\t`` ``\\r``, other control bytes as ``\\u00XX``, and each byte
+    of a non-ASCII character as ``\\uffffffXX`` (its sign-extended char)."""
+    out = []
+    for b in text.encode("utf-8", "surrogateescape"):
+        esc = _JSON_ESCAPES.get(b)
+        if esc is not None:
+            out.append(esc)
+        elif b < 0x20:
+            out.append(f"\\u{b:04x}")
+        elif b >= 0x80:
+            out.append(f"\\uffffff{b:02x}")
+        else:
+            out.append(chr(b))
+    return '"' + "".join(out) + '"'
+
+
 def _dumps(obj: Any) -> str:
     """JSON as bpftrace writes it: ``", "``/``": "`` in objects and in a
-    histogram's list, ``,`` in a tuple's array (a Python tuple here)."""
-    import json as _json       # (on first use: it is not on the start-up path)
+    histogram's list, ``,`` in a tuple's array (a Python tuple here), its
+    string escapes (:func:`_json_str`)."""
     if isinstance(obj, dict):
-        return "{" + ", ".join(f"{_json.dumps(str(k), ensure_ascii=False)}: {_dumps(v)}"
+        return "{" + ", ".join(f"{_json_str(str(k))}: {_dumps(v)}"
                                for k, v in obj.items()) + "}"
     if isinstance(obj, (list, tuple)):
         return "[" + ("," if isinstance(obj, tuple) else ", ").join(_dumps(v) for v in obj) + "]"
-    return _json.dumps(obj, ensure_ascii=False)
+    if isinstance(obj, str):
+        return _json_str(obj)
+    if obj is None:
+        return "null"
+    return str(int(obj))
 
 
 def json_value(t: Type, value: Any, **kw: Any) -> str:

@@ -330,3 +330,12 @@ def test_stacks_in_keys_values_and_print_like_bpftrace():
         out.format_value(bt, frames) + "\n",
     ])
     assert text.startswith(ours), (ours, text)
+
+
+def test_json_escapes_like_bpftrace():
+    # bpftrace 0.17 writes each byte of a non-ASCII character as \uffffffXX
+    theirs = run_bpftrace(r"""BEGIN { printf("é\ta\x01/\r|\x08|\x0c|\x7f|\x1f|\\|\"\n");
+        @s["é\x01"] = 1; exit(); }""", "-f", "json").split("\n")
+    assert theirs[1] == out.json_printf('é\ta\x01/\r|\x08|\x0c|\x7f|\x1f|\\|"\n')
+    assert theirs[4] == out.json_map("@s", S, I64, {"é\x01": 1})
+    assert "\\uffffffc3\\uffffffa9" in theirs[1]

@@ -329,6 +329,8 @@ def test_stacks_in_keys_values_and_print_like_bpftrace():
         out.format_map("@s", None, bt, {None: frames}),
         out.format_value(bt, frames) + "\n",
     ])
+    # (the probe may fire a few times before exit() takes effect: counts vary)
+    text, ours = (re.sub(r"\]: \d+\n", "]: N\n", x) for x in (text, ours))
     assert text.startswith(ours), (ours, text)
 
 

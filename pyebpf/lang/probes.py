@@ -587,7 +587,7 @@ def _list_kind(kind: str, parts: list[str]) -> list[str]:
             raise ProbeSpecError(f"{kind} probe type requires 2 arguments: {kind}:PATH:FUNCTION")
         real, shown = _shown_path(parts[0], None)
         pat = parts[1] if len(parts) > 1 and parts[1] else "*"
-        return [f"uprobe:{shown}:{n}" for n in _functions(real) if _match(pat, n)]
+        return [f"{kind}:{shown}:{n}" for n in _functions(real) if _match(pat, n)]
     if kind == "usdt":
         if not parts or not parts[0]:
             raise ProbeSpecError("usdt probe type requires 2 or 3 arguments: "

@@ -40,10 +40,18 @@ def test_workload_functions_like_bpftrace(suffix):
     assert (f"uprobe:{w}:lock_b_inner" in ours) == (suffix in ("*", "lock*", "*e*"))
 
 
-@pytest.mark.parametrize("suffix", ["*", "btw:*", "*:g*", "delta", "nomatch"])
-def test_workload_usdt_like_bpftrace(suffix):
+@pytest.mark.parametrize("kind", ["uretprobe", "u"])
+def test_short_and_return_kinds_like_bpftrace(kind):
     w = bt_workload()
-    pattern = f"usdt:{w}:{suffix}"
+    pattern = f"{kind}:{w}:lock*"
+    assert list_probes(pattern) == bpftrace_l(pattern)
+
+
+@pytest.mark.parametrize("suffix", ["*", "btw:*", "*:g*", "delta", "nomatch"])
+@pytest.mark.parametrize("kind", ["usdt", "U"])
+def test_workload_usdt_like_bpftrace(kind, suffix):
+    w = bt_workload()
+    pattern = f"{kind}:{w}:{suffix}"
     assert list_probes(pattern) == bpftrace_l(pattern)
 
 

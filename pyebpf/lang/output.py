@@ -32,6 +32,8 @@ without keys; a tuple when it has several) to its value.
 
 What bpftrace does, and this module with it:
 
+- a 64-bit integer in a map key prints signed, whatever its type
+  (``@k[(uint64)-1]`` is ``@k[-1]``); narrower ones as their type says.
 - keyed maps of integers (count, sum, min, max, plain ints) are printed by
   value ascending; avg and stats by their average; hist/lhist by their total
   count; other maps by key. Ties come in bpftrace's hash order; here by key.
@@ -236,6 +238,8 @@ def format_value(t: Type, value: Any, *, stacks: StackFormatter | None = None,
     ``syms`` (else ``0x...``), stacks from their frames (a list of
     :func:`format_stack` frames, or whatever ``stacks`` turns into one)."""
     k = t.kind
+    if k == "int" and key and t.size == 8:
+        return str(_signed(int(value), 64))     # bpftrace prints 64-bit keys signed
     if k == "int" or k in ("count", "sum", "min", "max"):
         return str(int(value))
     if k == "string":

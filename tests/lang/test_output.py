@@ -71,6 +71,7 @@ EXIT_SCRIPT = r"""BEGIN {
   @hk[1] = hist(1); @hk[1] = hist(1); @hk[2] = hist(1000000);
   @lk["z"] = lhist(55, 0, 100, 10); @lk["y"] = lhist(5, 0, 100, 10); @lk["y"] = lhist(5, 0, 100, 10);
   @neg[-1] = -5; @neg[5] = 2; @neg[-7] = 9;
+  @uk[(uint64)-1] = 1; @uk2[(uint8)200, (uint64)-3] = (uint64)-3; @uk3[(uint32)-1] = 2;
   @part = lhist(9, 0, 10, 3); @part = lhist(1, 0, 10, 3); @part = lhist(6, 0, 10, 3);
   @mk[1] = min(-1); @mk[2] = min(-5); @xk[1] = max(4); @xk[2] = max(9);
   @ss["b", -1] = sum(-3); @ss["a", 2] = sum(5);
@@ -101,6 +102,9 @@ EXIT_MAPS = [
     ("@lk", S, lhist(0, 100, 10), {"z": lhist_of(0, 100, 10, 55),
                                    "y": lhist_of(0, 100, 10, 5, 5)}),
     ("@neg", I64, I64, {-1: -5, 5: 2, -7: 9}),
+    ("@uk", U64, I64, {2 ** 64 - 1: 1}),
+    ("@uk2", key2(int_type(1, False), U64), U64, {(200, 2 ** 64 - 3): 2 ** 64 - 3}),
+    ("@uk3", int_type(4, False), I64, {2 ** 32 - 1: 2}),
     ("@part", None, lhist(0, 10, 3), {None: lhist_of(0, 10, 3, 9, 1, 6)}),
     ("@mk", I64, MIN, {1: -1, 2: -5}),
     ("@xk", I64, MAX, {1: 4, 2: 9}),

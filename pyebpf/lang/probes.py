@@ -508,7 +508,8 @@ class Resolver:
 
     def arg_type(self, ap: AttachPoint, n: int) -> Type:
         """``argN``'s type: a USDT argument by its spec (size and sign, the
-        widest over the expansions), a tracepoint's N-th field, else int64."""
+        widest over the expansions), a tracepoint's N-th field, else uint64
+        (bpftrace 0.17's type of a uprobe's or raw tracepoint's argument)."""
         kind = _canonical(ap.provider)
         if kind == "usdt":
             sizes, signed = [], False
@@ -523,9 +524,9 @@ class Resolver:
             src = self.probes(ap)[0].source
             if 0 <= n < len(src.fields):
                 return _field_type(src.fields[n])
-        if kind == "rawtracepoint":
-            return int_type(8, False)
-        return int_type(8, True)
+        # uprobes, raw tracepoints: uint64, as bpftrace 0.17 types them (an
+        # argument of -60 compares greater than 0 and prints 18446744073709551556)
+        return int_type(8, False)
 
     def args_record(self, ap: AttachPoint) -> Type | None:
         """A tracepoint's ``args``: a record of its fields (name, offset,
@@ -539,8 +540,9 @@ class Resolver:
         return Type("record", size, fields=fields)
 
     def retval_type(self, ap: AttachPoint) -> Type:
-        """``retval``: int64 (a uretprobe's rax)."""
-        return int_type(8, True)
+        """``retval``: uint64 (a uretprobe's rax), as bpftrace 0.17 types it:
+        a -1 returned prints 18446744073709551615 and is not ``< 0``."""
+        return int_type(8, False)
 
 
 # ================================================================ listing

@@ -146,8 +146,8 @@ def test_usdt_arguments_typed_by_their_spec(w):
     assert r.arg_type(ap(f"usdt:{w}:btw:delta"), 2) == int_type(2, True)
     assert r.arg_type(ap(f"usdt:{w}:btw:request"), 0) == int_type(8, False)   # a pointer
     assert r.arg_type(ap(f"usdt:{w}:btw:request"), 1) == int_type(8, True)
-    assert r.arg_type(ap(f"uprobe:{w}:compute"), 0) == int_type(8, True)
-    assert r.retval_type(ap(f"uretprobe:{w}:compute")) == int_type(8, True)
+    assert r.arg_type(ap(f"uprobe:{w}:compute"), 0) == int_type(8, False)
+    assert r.retval_type(ap(f"uretprobe:{w}:compute")) == int_type(8, False)
     assert r.args_record(ap(f"uprobe:{w}:compute")) is None
 
 
@@ -232,3 +232,36 @@ def test_names_with_pid_are_bpftraces(w):
     finally:
         proc.kill()
         proc.wait()
+
+
+LSEEK = """import os
+f = os.open("/etc/passwd", 0)
+os.lseek(f, -5, 2)
+try:
+    os.lseek(f, -100000, 0)
+except OSError:
+    pass
+"""
+
+
+@pytest.mark.kernel
+def test_uprobe_arguments_and_retval_are_unsigned_as_in_bpftrace(tmp_path):
+    """bpftrace 0.17 reads a uprobe's argN and retval as uint64: a negative
+    offset prints as a huge value and is not < 0; the Resolver says so."""
+    from pyebpf.lang import output
+    py = "/usr/bin/python3.11"
+    if not os.path.exists(py):
+        pytest.skip(f"{py} is not installed")
+    script = tmp_path / "ls.py"
+    script.write_text(LSEEK)
+    text = run_bpftrace("uprobe:libc:lseek64 /pid == cpid && arg2 == 0/ { @v = arg1; "
+                        "@neg = arg1 < 0; } uretprobe:libc:lseek64 /pid == cpid/ "
+                        "{ @rn[retval < 0] = count(); } uretprobe:libc:lseek64 /pid == cpid && "
+                        "retval > 1000000000/ { @rv = retval; }",
+                        command=f"{py} {script}")
+    r = Resolver()
+    t_arg = r.arg_type(ap("uprobe:libc:lseek64"), 1)
+    t_ret = r.retval_type(ap("uretprobe:libc:lseek64"))
+    assert output.format_map("@v", None, t_arg, {None: 2 ** 64 - 100000}) in text
+    assert output.format_map("@rv", None, t_ret, {None: 2 ** 64 - 1}) in text
+    assert "@neg: 0\n" in text and "@rn[1]" not in text

@@ -73,14 +73,15 @@ def _clean(text: str, drop: tuple[str, ...] = ("done ",)) -> str:
 
 
 def run_bpftrace(program: str, *args: str, command: str | None = None,
-                 timeout: float = 120) -> str:
-    """bpftrace's stdout for ``program`` (``-c command`` when given), without
-    its ``Attaching`` line; skips when bpftrace is not installed."""
+                 timeout: float = 120, cwd: str | None = None) -> str:
+    """bpftrace's stdout for ``program`` (``-c command`` when given; run in
+    ``cwd``), without its ``Attaching`` line; skips when bpftrace is not
+    installed."""
     if shutil.which("bpftrace") is None:
         pytest.skip("bpftrace is not installed")
     cmd = ["bpftrace", *args, "-e", program] + (["-c", command] if command else [])
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                          errors="surrogateescape")
+                          errors="surrogateescape", cwd=cwd)
     if proc.returncode != 0:
         raise AssertionError(f"bpftrace failed ({proc.returncode}):\n{proc.stderr}")
     return _clean(proc.stdout)
@@ -97,9 +98,10 @@ def pyebpf_bt_available() -> str | None:
 
 
 def run_pyebpf_bt(program: str, *args: str, command: str | None = None,
-                  timeout: float = 120) -> str:
-    """``python -m pyebpf bt`` (this checkout) on ``program``: its stdout
-    without an ``Attaching`` line; skips while ``pyebpf bt`` is missing."""
+                  timeout: float = 120, cwd: str | None = None) -> str:
+    """``python -m pyebpf bt`` (this checkout) on ``program`` (run in ``cwd``,
+    default the checkout): its stdout without an ``Attaching`` line; skips
+    while ``pyebpf bt`` is missing."""
     why = pyebpf_bt_available()
     if why:
         pytest.skip(why)
@@ -108,7 +110,7 @@ def run_pyebpf_bt(program: str, *args: str, command: str | None = None,
     cmd = [sys.executable, "-m", "pyebpf", "bt", *args, "-e", program] + \
         (["-c", command] if command else [])
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
-                          cwd=str(ROOT), errors="surrogateescape")
+                          cwd=cwd or str(ROOT), errors="surrogateescape")
     if proc.returncode != 0:
         raise AssertionError(f"pyebpf bt failed ({proc.returncode}):\n"
                              f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
@@ -156,11 +158,12 @@ def _normalize_json(line: str) -> str:
 
 
 def compare_with_bpftrace(program: str, *args: str, command: str | None = None,
-                          exact: bool = False) -> str:
-    """Run ``program`` with bpftrace and with ``pyebpf bt`` and assert their
-    outputs are equal (ties sorted unless ``exact``); returns bpftrace's."""
-    theirs = run_bpftrace(program, *args, command=command)
-    ours = run_pyebpf_bt(program, *args, command=command)
+                          exact: bool = False, cwd: str | None = None) -> str:
+    """Run ``program`` with bpftrace and with ``pyebpf bt`` (same arguments,
+    ``-c command``, directory) and assert their outputs are equal (ties
+    sorted unless ``exact``); returns bpftrace's."""
+    theirs = run_bpftrace(program, *args, command=command, cwd=cwd)
+    ours = run_pyebpf_bt(program, *args, command=command, cwd=cwd)
     if not exact:
         theirs, ours = normalize(theirs), normalize(ours)
     assert ours == theirs, (f"pyebpf bt and bpftrace differ on:\n{program}\n"

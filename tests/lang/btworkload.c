@@ -13,8 +13,9 @@
  *     compute(i % 10, i * 37 % 5000)                 -- plain entry/return probes
  *     lock_a(): pthread_mutex_trylock on a held lock -> fails (EBUSY), every 2nd i
  *     lock_b(): the same through another call stack, every 5th i
- *     every 8th i: nap(SLEEP_US * (1 + (i / 8) % 3))  -- known latencies:
- *                   SLEEP_US, 2x, 3x in turn
+ *     every 8th i: nap(SLEEP_US << 2 * ((i / 8) % 3))  -- known latencies:
+ *                   SLEEP_US, 4x, 16x in turn (far apart: log2 buckets
+ *                   stay the same on a loaded machine)
  * At the end it prints "done SUM".
  * Built with -O2 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls -pthread:
  * the USDT arguments are in registers (delta's d is -4@%esi or the like) and
@@ -110,7 +111,7 @@ int main(int argc, char **argv)
 		if (i % 5 == 0)
 			sum += lock_b();
 		if (i % 8 == 0)
-			sum += nap(sleep_us * (1 + (i / 8) % 3));
+			sum += nap(sleep_us << 2 * ((i / 8) % 3));
 	}
 	pthread_mutex_unlock(&held);
 	printf("done %ld\n", sum);

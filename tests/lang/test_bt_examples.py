@@ -65,12 +65,12 @@ def test_bpftrace_trylock_failures_by_stack(w):
 
 
 def test_bpftrace_latency(w):
-    # naps of 1.5, 3 and 4.5 ms, two each: in milliseconds far from the
+    # naps of 2.5, 10 and 40 ms, two each: in milliseconds far from the
     # buckets' edges, so a loaded machine's delays do not move them
-    text = run_bpftrace(LATENCY % {"w": w}, command=f"{w} 48 1500")
-    assert re.search(r"^\[1\]\s+2 \|", text, re.M), text
+    text = run_bpftrace(LATENCY % {"w": w}, command=f"{w} 48 2500")
     assert re.search(r"^\[2, 4\)\s+2 \|", text, re.M), text
-    assert re.search(r"^\[4, 8\)\s+2 \|", text, re.M), text
+    assert re.search(r"^\[8, 16\)\s+2 \|", text, re.M), text
+    assert re.search(r"^\[32, 64\)\s+2 \|", text, re.M), text
 
 
 # ---- pyebpf bt against bpftrace
@@ -98,4 +98,4 @@ def test_trylock_by_stack_same_as_bpftrace(w):
 
 @needs_bt
 def test_latency_same_as_bpftrace(w):
-    compare_with_bpftrace(LATENCY % {"w": w}, command=f"{w} 48 1500")
+    compare_with_bpftrace(LATENCY % {"w": w}, command=f"{w} 48 2500")

@@ -71,15 +71,12 @@ import sys
 import threading
 import time
 import warnings
-import weakref
 from operator import itemgetter
 from typing import Any, Callable, Iterator
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import FrameType
-
-    from typing_extensions import Self
 
     from .kernel.syscall import Fd
 
@@ -93,6 +90,7 @@ from .kernel.constants import (BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP, BPF_RINGBU
                                BPF_RINGBUF_DISCARD_BIT, BPF_RINGBUF_HDR_SZ, PERF_RECORD_LOST,
                                PERF_RECORD_SAMPLE, MapType)
 from .kernel.cpus import online_cpus, possible_cpus
+from .kernel.lifetime import Owner
 from .kernel.perf import (MMAP_DATA_HEAD as _DATA_HEAD, MMAP_DATA_OFFSET as _DATA_OFFSET,
                           MMAP_DATA_SIZE as _DATA_SIZE, MMAP_DATA_TAIL as _DATA_TAIL,
                           bpf_output_attr)
@@ -435,8 +433,8 @@ def _uniform_prefix(a: list[int], av: int, b: list[int] | None = None, bv: int =
 # lifetime: everything a reader owns, released by close() or the GC
 
 class _Resources:
-    """What a reader must release; no reference back to the reader (so
-    ``weakref.finalize`` can release it after the reader is collected)."""
+    """What a reader must release; no reference back to the reader (so the
+    garbage collector can release it after the reader is collected)."""
 
     def __init__(self) -> None:
         self.epoll: select.epoll | None = None
@@ -447,7 +445,13 @@ class _Resources:
         self.fds: list[_sys.Fd] = []
         self.owned: list[Any] = []                 # maps this reader created
 
+    def release_locked(self, lock: threading.Lock) -> None:
+        """:meth:`release` once no drain uses the rings (``lock`` held)."""
+        with lock:
+            self.release()
+
     def release(self) -> None:
+        """Unmap, close and empty everything (idempotent)."""
         if self.epoll is not None:
             self.epoll.close()
             self.epoll = None
@@ -498,8 +502,9 @@ class _Resources:
 # =========================================================================
 # the common reader
 
-class _Reader:
-    """What both readers share: waiting, delivery, decoding, lost events, lifetime."""
+class _Reader(Owner):
+    """What both readers share: waiting, delivery, decoding, lost events, lifetime
+    (an :class:`~pyebpf.kernel.lifetime.Owner` releasing its :class:`_Resources`)."""
 
     _hdr = 0                  # payload offset in a record (set by subclasses)
     _kind = "reader"
@@ -530,7 +535,7 @@ class _Reader:
         self._unwarned = 0
         self._last_warn = float("-inf")
         self._res = _Resources()
-        self._finalizer = weakref.finalize(self, self._res.release)
+        self._own(_Resources.release_locked, self._res, self._lock)
         self._res.epoll = select.epoll()
         self._res.wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._res.epoll.register(self._res.wake_fd, select.EPOLLIN)
@@ -545,11 +550,6 @@ class _Reader:
         """Hook for readers that learn about losses from elsewhere (drop counters)."""
 
     # --------------------------------------------------------------- lifetime
-    @property
-    def closed(self) -> bool:
-        """True after :meth:`close`."""
-        return self._closed
-
     def _check_open(self) -> None:
         if self._closed:
             raise ReaderClosedError(f"this {type(self).__name__} is closed")
@@ -557,22 +557,15 @@ class _Reader:
     def close(self) -> None:
         """Stop any waiter and the background thread, unmap the rings, close
         every fd the reader opened and the maps it created.  Idempotent."""
-        if self._closed:
-            return
+        super().close()
+
+    def _close_resources(self) -> None:
         self._stop = True
         self._wake()
         t = self._thread
         if t is not None and t is not threading.current_thread() and t.is_alive():
             t.join(5.0)
-        with self._lock:
-            self._closed = True
-            self._finalizer()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+        self._closed = True      # a drain that holds the lock now ends before the release
 
     def fileno(self) -> int:
         """The epoll fd: readable when a ring may have data (for selectors/asyncio)."""

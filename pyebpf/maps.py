@@ -75,6 +75,7 @@ from .kernel import syscall as _sys
 from .kernel.constants import (BPF_ANY, BPF_EXIST, BPF_F_STACK_BUILD_ID,
                                BPF_NOEXIST, PERF_MAX_STACK_DEPTH, MapType, enum_name)
 from .kernel.cpus import num_possible_cpus, possible_cpus
+from .kernel.lifetime import Owner
 from .codecs import (Bytes, BytesCodec, Codec, CtypesCodec, StructCodec, codec,
                      default_codec as _default_codec)
 
@@ -262,8 +263,12 @@ def _auto_name(prefix: str) -> str:
     return f"{prefix}_{next(_name_counter)}"
 
 
-class Map:
+class Map(Owner):
     """Base of every map: owns the fd and knows the map's shape.
+
+    Its lifetime is an :class:`~pyebpf.kernel.lifetime.Owner`'s: ``close()``
+    (idempotent), ``with`` and garbage collection release the fd; the
+    kernel frees the map once no fd, pin or program refers to it.
 
     Attributes:
         name: the name programs use to refer to this map (also the kernel
@@ -316,6 +321,7 @@ class Map:
 
     def _init_common(self, fd: _sys.Fd, name: str, max_entries: int, flags: int) -> None:
         self._fd = fd
+        self._own(fd.close)
         self.name = name
         self.max_entries = max_entries
         self.flags = flags
@@ -398,25 +404,12 @@ class Map:
         """Same as :attr:`fd`."""
         return self._fd.fileno()
 
-    @property
-    def closed(self) -> bool:
-        """True once :meth:`close` released the fd."""
-        return self._fd.closed
-
-    def close(self) -> None:
-        """Release the map's fd (idempotent).  The kernel frees the map once no
-        fd, pin or program refers to it."""
+    def _close_resources(self) -> None:
+        """Before the fd closes: no buffer set may use its number again."""
         self._invalidate()
-        self._fd.close()
 
     def _invalidate(self) -> None:
         pass
-
-    def __enter__(self: M) -> M:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"fd {self._fd._fd}"

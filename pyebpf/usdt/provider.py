@@ -74,12 +74,12 @@ import re
 import struct
 import tempfile
 import threading
-import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..codecs import INT_ALIASES, INT_TYPES
 from ..errors import ArgumentTypeError, UsdtError
+from ..kernel.lifetime import Owner
 
 if TYPE_CHECKING:
     from .attach import Usdt
@@ -315,7 +315,8 @@ def _dlclose(handle: int) -> None:
 
 
 class _Loaded:
-    """What a loaded provider owns (closed by a finalizer)."""
+    """What a loaded provider owns (released by its :class:`Provider`, an
+    :class:`~pyebpf.kernel.lifetime.Owner`, or after it by the garbage collector)."""
 
     def __init__(self) -> None:
         self.fd: int | None = None
@@ -424,7 +425,7 @@ class ProviderProbe:
         return f"<ProviderProbe {self.probe}({', '.join(t.name for t in self.types)})>"
 
 
-class Provider:
+class Provider(Owner):
     """A USDT provider defined from Python (see the module docs).
 
     Args:
@@ -442,7 +443,7 @@ class Provider:
         self._probes: dict[str, ProviderProbe] = {}
         self._lock = threading.Lock()
         self._res = _Loaded()
-        self._finalizer = weakref.finalize(self, _Loaded.release, self._res)
+        self._own(self._res.release)      # (the garbage collector: unload=False)
         self._lib: Any = None
         self._layout: _Layout | None = None
         self._closed = False
@@ -531,14 +532,14 @@ class Provider:
         """Unload the object and release its memfd/file (idempotent).  The
         probes then refuse to fire.  Detach tracers first: a uprobe on a
         file nobody maps simply never fires."""
+        super().close()
+
+    def _close_resources(self) -> None:
         with self._lock:
-            if self._closed:
-                return
             self._closed = True
             for p in self._probes.values():
                 p._unbind()
             self._lib = None
-            self._finalizer.detach()
             self._res.release(unload=True)
 
     def __enter__(self) -> "Provider":
@@ -546,9 +547,6 @@ class Provider:
         (the provider then loads on :meth:`load`, the first fire, or
         :meth:`usdt`).  Closes at the end of the block."""
         return self.load() if self._probes else self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     @property
     def image(self) -> bytes:

@@ -34,7 +34,7 @@ import weakref
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Iterable
+    from typing import Any, Callable
 
     from typing_extensions import Self
 

@@ -46,6 +46,9 @@ from ..kernel import syscall as _sys
 from ..kernel.constants import BPF_ANY, BPF_NOEXIST
 from .base import Map
 
+#: (nothing public: the map classes of :mod:`.kinds` derive from ``_DictMap``)
+__all__: list[str] = []
+
 
 class _Slot(_sys.MapOps):
     """MapOps plus typed views of its buffers for one-number keys/values."""
@@ -157,7 +160,7 @@ class _DictMap(Map, Generic[_K, _V]):
     # -- single elements -----------------------------------------------------
     def __getitem__(self, key: _K) -> _V:
         # The hot path: _take() and _pack_key() written out here and in set()
-        # (a method call each would cost a tenth of a lookup).
+        # (a method call each is a measurable share of a lookup).
         pool = self._pool
         try:
             s = pool.pop()

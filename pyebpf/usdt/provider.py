@@ -79,7 +79,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..codecs import INT_ALIASES, INT_TYPES
 from ..errors import ArgumentTypeError, UsdtError
-from ..kernel.lifetime import Owner
+from ..kernel.lifetime import Owner, close_fd
 
 if TYPE_CHECKING:
     from .attach import Usdt
@@ -314,6 +314,24 @@ def _dlclose(handle: int) -> None:
         pass
 
 
+#: the names of the objects dlopen'ed here that are still loaded.  dlopen finds
+#: a loaded object by its name first, and a provider collected unclosed leaves
+#: its object loaded (see :meth:`_Loaded.release`): a later provider whose
+#: memfd has the same number would be handed that old object.
+_DL_NAMES: set[str] = set()
+
+
+def _dl_name(path: str) -> str:
+    """``path`` spelled so that no object still loaded was opened by that name
+    (``/proc/self/fd/./N``, ``/proc/self/fd/././N``... name the same file)."""
+    name = path
+    while name in _DL_NAMES:
+        head, _, tail = name.rpartition("/")
+        name = f"{head}/./{tail}"
+    _DL_NAMES.add(name)
+    return name
+
+
 class _Loaded:
     """What a loaded provider owns (released by its :class:`Provider`, an
     :class:`~pyebpf.kernel.lifetime.Owner`, or after it by the garbage collector)."""
@@ -322,6 +340,7 @@ class _Loaded:
         self.fd: int | None = None
         self.file: str | None = None
         self.handle: int | None = None
+        self.dl_name: str | None = None
 
     def release(self, unload: bool = False) -> None:
         """Close the memfd / remove the file; ``unload`` also dlcloses the
@@ -331,11 +350,11 @@ class _Loaded:
         if self.handle is not None and unload:
             _dlclose(self.handle)
             self.handle = None
+        if self.handle is None and self.dl_name is not None:     # (not loaded any more)
+            _DL_NAMES.discard(self.dl_name)
+            self.dl_name = None
         if self.fd is not None:
-            try:
-                os.close(self.fd)
-            except OSError:
-                pass
+            close_fd(self.fd)
             self.fd = None
         if self.file is not None:
             try:
@@ -514,7 +533,8 @@ class Provider(Owner):
                     finally:
                         os.close(fd)
                     dl_path = path
-                lib = ctypes.CDLL(dl_path, mode=ctypes.RTLD_LOCAL)
+                res.dl_name = _dl_name(dl_path)
+                lib = ctypes.CDLL(res.dl_name, mode=ctypes.RTLD_LOCAL)
                 res.handle = lib._handle
                 base = _load_base(lib, layout)
                 for p in self._probes.values():

@@ -94,12 +94,7 @@ class PerfBuffer(_Reader):
                  callback: Callable[[Any], Any] | None = None,
                  on_lost: Callable[[int, int], Any] | None = None,
                  flush_interval: float = _DEFAULT_FLUSH) -> None:
-        self._setup(decode, callback, on_lost, flush_interval)   # (GC releases on failure)
-        try:
-            self._open(array, size, watermark, wakeup_events, cpus)
-        except BaseException:
-            self.close()
-            raise
+        self._construct(decode, callback, on_lost, flush_interval, array, size, watermark, wakeup_events, cpus)
 
     def _open(self, array: PerfEventArray | None, size: int, watermark: int | None,
               wakeup_events: int | None, cpus: list[int] | None) -> None:

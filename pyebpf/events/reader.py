@@ -182,6 +182,22 @@ class _Reader(Owner):
     _hdr = 0                  # payload offset in a record (set by subclasses)
     _kind = "reader"
 
+    def _construct(self, decode: Any, callback: Callable[[Any], Any] | None,
+                   on_lost: Callable[[int, int], Any] | None, flush_interval: float,
+                   *open_args: Any) -> None:
+        """The constructor of both readers: :meth:`_setup`, then the subclass's
+        ``_open(*open_args)``; what a failure leaves open is closed at once."""
+        self._setup(decode, callback, on_lost, flush_interval)
+        try:
+            self._open(*open_args)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self, *args: Any, **kw: Any) -> None:
+        """Open the rings (subclasses; the arguments are theirs)."""
+        raise NotImplementedError
+
     def _setup(self, decode: Any, callback: Callable[[Any], Any] | None,
                on_lost: Callable[[int, int], Any] | None, flush_interval: float) -> None:
         if flush_interval <= 0:

@@ -77,12 +77,7 @@ class RingBufferReader(_Reader):
                  on_lost: Callable[[int, int], Any] | None = None,
                  flush_interval: float = _DEFAULT_FLUSH,
                  drop_check_interval: float = 0.1) -> None:
-        self._setup(decode, callback, on_lost, flush_interval)   # (GC releases on failure)
-        try:
-            self._open(ringbuf, size, drops, drop_slot, drop_check_interval)
-        except BaseException:
-            self.close()
-            raise
+        self._construct(decode, callback, on_lost, flush_interval, ringbuf, size, drops, drop_slot, drop_check_interval)
 
     def _open(self, ringbuf: RingBuf | None, size: int, drops: PerCpuArrayMap | bool | None,
               drop_slot: int, drop_check_interval: float) -> None:

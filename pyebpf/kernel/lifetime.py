@@ -38,7 +38,9 @@ if TYPE_CHECKING:
 
     from typing_extensions import Self
 
-__all__ = ["Owner", "close_all", "close_fd", "close_quietly"]
+    from .core import Fd
+
+__all__ = ["Owner", "FdOwner", "close_all", "close_fd", "close_quietly"]
 
 
 def close_quietly(thing: Any) -> None:
@@ -142,3 +144,25 @@ class Owner:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} ({'closed' if self.closed else self._describe()})>"
 
+
+class FdOwner(Owner):
+    """An :class:`Owner` of one kernel object through one :class:`~.core.Fd`
+    (a map, a loaded program): :attr:`fd` and :meth:`fileno` give its number,
+    closing the owner closes it."""
+
+    _fd: Fd
+
+    def _own_fd(self, fd: Fd) -> None:
+        """Take ``fd`` as what this object owns."""
+        self._fd = fd
+        self._own(fd.close)
+
+    @property
+    def fd(self) -> int:
+        """The file descriptor number (what a program or the kernel is given);
+        :class:`~pyebpf.errors.KernelError` (EBADF) once closed."""
+        return self._fd.fileno()
+
+    def fileno(self) -> int:
+        """Same as :attr:`fd` (for :mod:`select` and the like)."""
+        return self._fd.fileno()

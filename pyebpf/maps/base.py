@@ -22,7 +22,7 @@ from ..codecs import Codec, codec, default_codec as _default_codec
 from ..errors import MapError, NotSupportedError, OptionError, SizeError
 from ..kernel import syscall as _sys
 from ..kernel.constants import MapType, enum_name
-from ..kernel.lifetime import Owner
+from ..kernel.lifetime import FdOwner
 
 __all__ = ["Map", "MapSpec", "check_map_shape", "ring_buffer_size", "perf_ring_size",
            "U32_MAX", "PERCPU_VALUE_MAX", "RINGBUF_MAX"]
@@ -141,10 +141,10 @@ def _auto_name(prefix: str) -> str:
     return f"{prefix}_{next(_name_counter)}"
 
 
-class Map(Owner):
+class Map(FdOwner):
     """Base of every map: owns the fd and knows the map's shape.
 
-    Its lifetime is an :class:`~pyebpf.kernel.lifetime.Owner`'s: ``close()``
+    Its lifetime is an :class:`~pyebpf.kernel.lifetime.FdOwner`'s: ``close()``
     (idempotent), ``with`` and garbage collection release the fd; the
     kernel frees the map once no fd, pin or program refers to it.
 
@@ -198,8 +198,7 @@ class Map(Owner):
         self.value_size = vc.size if vc else 0
 
     def _init_common(self, fd: _sys.Fd, name: str, max_entries: int, flags: int) -> None:
-        self._fd = fd
-        self._own(fd.close)
+        self._own_fd(fd)
         self.name = name
         self.max_entries = max_entries
         self.flags = flags
@@ -273,16 +272,7 @@ class Map(Owner):
         """Open a map by its kernel id."""
         return cls._from_owned_fd(_sys.map_get_fd_by_id(map_id), key, value)
 
-    # -- fd and lifetime -----------------------------------------------------
-    @property
-    def fd(self) -> int:
-        """The map's fd number (what a program's ``ld_imm64 map`` needs)."""
-        return self._fd.fileno()
-
-    def fileno(self) -> int:
-        """Same as :attr:`fd`."""
-        return self._fd.fileno()
-
+    # -- lifetime (fd, fileno(), close(), with: an FdOwner's) ------------------
     def _close_resources(self) -> None:
         """Before the fd closes: no buffer set may use its number again."""
         self._invalidate()

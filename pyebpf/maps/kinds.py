@@ -300,18 +300,17 @@ class _QueueLike(Map):
 
     def pop(self, *default: Any) -> Any:
         """Remove and return the next element (``default`` if given and empty)."""
-        with self._lock:
-            if self._ops.lookup_and_delete():
-                return self.value_codec.unpack_from(self._ops.value, 0)  # type: ignore[union-attr]
-        if default:
-            return default[0]
-        raise MapKeyError(f"{self._what} {self.name!r} is empty")
+        return self._next(True, default)
 
     def peek(self, *default: Any) -> Any:
         """Return the next element without removing it."""
+        return self._next(False, default)
+
+    def _next(self, remove: bool, default: tuple[Any, ...]) -> Any:
+        ops = self._ops
         with self._lock:
-            if self._ops.lookup():
-                return self.value_codec.unpack_from(self._ops.value, 0)  # type: ignore[union-attr]
+            if ops.lookup_and_delete() if remove else ops.lookup():
+                return self.value_codec.unpack_from(ops.value, 0)  # type: ignore[union-attr]
         if default:
             return default[0]
         raise MapKeyError(f"{self._what} {self.name!r} is empty")

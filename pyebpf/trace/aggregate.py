@@ -195,15 +195,16 @@ def _copy_words(p: Program, dst_off: int, src_off: int, size: int) -> None:
 class Aggregation(Owner):
     """Base: a named in-kernel aggregation backed by one per-CPU map.
 
-    ``key_size`` (keyed only): 8 for a u64 key (a register, or 8 bytes on the
-    stack), or the size of a key built on the stack (a multiple of 8).
-    Closing (an :class:`~pyebpf.kernel.lifetime.Owner`) closes the map.
+    ``name`` defaults to the kind (``"count"``, ``"min"``...).  ``key_size``
+    (keyed only): 8 for a u64 key (a register, or 8 bytes on the stack), or
+    the size of a key built on the stack (a multiple of 8).  Closing (an :class:`~pyebpf.kernel.lifetime.Owner`) closes the map.
     """
 
     kind = "aggregation"
 
-    def __init__(self, name: str, keyed: bool, max_keys: int, key_size: int = 8,
-                 create: bool = True) -> None:
+    def __init__(self, name: str | None = None, keyed: bool = False, max_keys: int = 10240,
+                 key_size: int = 8, create: bool = True) -> None:
+        name = name or self.kind
         if key_size <= 0 or key_size % 8:
             raise ProgramError(f"{name}: key_size must be a positive multiple of 8, not {key_size}")
         self.name = name
@@ -313,7 +314,7 @@ class _Total(Aggregation):
 
     def __init__(self, name: str | None = None, keyed: bool = False, max_keys: int = 10240,
                  key_size: int = 8, create: bool = True) -> None:
-        super().__init__(name or self.kind, keyed, max_keys, key_size, create)
+        super().__init__(name, keyed, max_keys, key_size, create)
         self.map = self._new_map()
 
     def _fold(self, total: int) -> int:
@@ -420,8 +421,8 @@ class Histogram(Aggregation):
 class _Pair(Aggregation):
     """Base of the aggregations whose per-CPU value is two u64s."""
 
-    def __init__(self, name: str, keyed: bool, max_keys: int, key_size: int,
-                 create: bool = True) -> None:
+    def __init__(self, name: str | None = None, keyed: bool = False, max_keys: int = 10240,
+                 key_size: int = 8, create: bool = True) -> None:
         super().__init__(name, keyed, max_keys, key_size, create)
         self.map = self._new_map("<QQ")
 
@@ -436,10 +437,6 @@ class _Extreme(_Pair):
     """``min(value)`` / ``max(value)``: per CPU ``(value, set)``."""
 
     _jump = "jsle"   # max: keep the current value when value <= current
-
-    def __init__(self, name: str, keyed: bool = False, max_keys: int = 10240, key_size: int = 8,
-                 create: bool = True) -> None:
-        super().__init__(name, keyed, max_keys, key_size, create)
 
     def emit(self, p: Program, value: Reg, key: "Reg | int | None" = None) -> None:
         """Record ``value`` (signed 64-bit).  Clobbers r0-r5."""
@@ -484,20 +481,12 @@ class Min(_Extreme):
     kind = "min"
     _jump = "jsge"
 
-    def __init__(self, name: str = "min", keyed: bool = False, max_keys: int = 10240,
-                 key_size: int = 8, create: bool = True) -> None:
-        super().__init__(name, keyed, max_keys, key_size, create)
-
 
 class Max(_Extreme):
     """``max(value)``, keyed or not (signed)."""
 
     kind = "max"
     _jump = "jsle"
-
-    def __init__(self, name: str = "max", keyed: bool = False, max_keys: int = 10240,
-                 key_size: int = 8, create: bool = True) -> None:
-        super().__init__(name, keyed, max_keys, key_size, create)
 
 
 class Stats(_Pair):
@@ -507,10 +496,6 @@ class Stats(_Pair):
     """
 
     kind = "stats"
-
-    def __init__(self, name: str = "stats", keyed: bool = False, max_keys: int = 10240,
-                 key_size: int = 8, create: bool = True) -> None:
-        super().__init__(name, keyed, max_keys, key_size, create)
 
     def emit(self, p: Program, value: Reg, key: "Reg | int | None" = None) -> None:
         """Record ``value``.  Clobbers r0-r5."""
@@ -555,10 +540,6 @@ class Avg(Stats):
     """``avg(value)``: the integer average, keyed or not."""
 
     kind = "avg"
-
-    def __init__(self, name: str = "avg", keyed: bool = False, max_keys: int = 10240,
-                 key_size: int = 8, create: bool = True) -> None:
-        super().__init__(name, keyed, max_keys, key_size, create)
 
     # (an int where Stats gives a tuple: Stats.read(avg) still gives the tuple)
     def read(self) -> dict[AggKey, int] | int | None:  # type: ignore[override]

@@ -192,6 +192,8 @@ class Trace(Owner):
         self.aggregates.append(Aggregate(kind, val, _as_keys(by, self.strlen), name, linear))
         return self
 
+    # One method per aggregation kind, alike on purpose: each is what help()
+    # and the reference show for its kind; _add does the work.
     def count(self, by: _By = None, name: str | None = None) -> "Trace":
         """``@name[by] = count()``: how many times the probes fired (per key)."""
         return self._add("count", None, by, name)

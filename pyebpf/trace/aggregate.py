@@ -432,6 +432,26 @@ class _Pair(Aggregation):
             return {k: list(v) for k, v in m.items()}
         return list(m[0])
 
+    def _stage(self, p: Program, value: Reg, key: "Reg | int | None") -> tuple[int, int]:
+        """Store the pair ``(value, 1)`` and the key on the stack; their offsets."""
+        val = p.stack.alloc(16)
+        p.stxdw(R10, val, value)
+        p.stdw(R10, val + 8, 1)
+        return val, self._key_slot(p, key)
+
+    def _combine(self, values: list[tuple[int, int]]) -> Any:
+        """One key's per-CPU pairs as :meth:`read` gives them; None: nothing recorded."""
+        raise NotImplementedError
+
+    def _read_combined(self) -> Any:
+        """:meth:`_combine` per key (keys that recorded nothing left out), or of
+        the one value."""
+        data = self._per_key()
+        if isinstance(data, dict):
+            out = {k: self._combine(v) for k, v in data.items()}
+            return {k: v for k, v in out.items() if v is not None}
+        return self._combine(data)
+
 
 class _Extreme(_Pair):
     """``min(value)`` / ``max(value)``: per CPU ``(value, set)``."""
@@ -440,10 +460,7 @@ class _Extreme(_Pair):
 
     def emit(self, p: Program, value: Reg, key: "Reg | int | None" = None) -> None:
         """Record ``value`` (signed 64-bit).  Clobbers r0-r5."""
-        val = p.stack.alloc(16)
-        p.stxdw(R10, val, value)
-        p.stdw(R10, val + 8, 1)
-        off = self._key_slot(p, key)
+        val, off = self._stage(p, value, key)
         missing, done = p.fresh_label("ext_missing"), p.fresh_label("ext_done")
         store = p.fresh_label("ext_store")
         p.map_lookup(self._spec(), off, missing)
@@ -468,11 +485,8 @@ class _Extreme(_Pair):
 
     def read(self) -> dict[AggKey, int] | int | None:
         """The extreme value (per key); None when nothing was recorded."""
-        data = self._per_key()
-        if isinstance(data, dict):
-            out = {k: self._combine(v) for k, v in data.items()}
-            return {k: v for k, v in out.items() if v is not None}
-        return self._combine(data)
+        value: dict[AggKey, int] | int | None = self._read_combined()
+        return value
 
 
 class Min(_Extreme):
@@ -499,10 +513,7 @@ class Stats(_Pair):
 
     def emit(self, p: Program, value: Reg, key: "Reg | int | None" = None) -> None:
         """Record ``value``.  Clobbers r0-r5."""
-        val = p.stack.alloc(16)
-        p.stxdw(R10, val, value)
-        p.stdw(R10, val + 8, 1)
-        off = self._key_slot(p, key)
+        val, off = self._stage(p, value, key)
         missing, done = p.fresh_label("st_missing"), p.fresh_label("st_done")
         p.map_lookup(self._spec(), off, missing)
         p.ldxdw(R1, R0, 0)
@@ -529,11 +540,9 @@ class Stats(_Pair):
     def read(self) -> dict[AggKey, tuple[int, int, int]] | tuple[int, int, int] | None:
         """``(count, average, total)`` (per key); None (unkeyed) when nothing
         was recorded, and keys that recorded nothing are left out."""
-        data = self._per_key()
-        if isinstance(data, dict):
-            out = {k: self._combine(v) for k, v in data.items()}
-            return {k: v for k, v in out.items() if v is not None}
-        return self._combine(data)
+        value: dict[AggKey, tuple[int, int, int]] | tuple[int, int, int] | None = \
+            self._read_combined()
+        return value
 
 
 class Avg(Stats):

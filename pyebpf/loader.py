@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 from .errors import OptionError, ProgramError, VerifierError
 from .isa import Insn, decode, encode, opcodes as op
 from .kernel import ProgType
+from .kernel.lifetime import FdOwner
 from .kernel import syscall as _sys     # each wrapper's module is imported on first use
 from .program import Program
 from .program.check import check_program
@@ -80,18 +81,19 @@ def failing_instruction(log: str, message: str) -> tuple[int | None, str | None]
 
 # ---------------------------------------------------------------------------
 
-class LoadedProgram:
+class LoadedProgram(FdOwner):
     """A program loaded in the kernel.
 
-    Owns the program's fd: ``close()`` (idempotent), ``with`` blocks and
-    garbage collection release it.  ``log`` holds the verifier log when one
+    Owns the program's fd (an :class:`~pyebpf.kernel.lifetime.FdOwner`):
+    ``close()`` (idempotent), ``with`` blocks and garbage collection release
+    it; the kernel frees the program once nothing else holds it.  ``log`` holds the verifier log when one
     was asked for (``log_level`` > 0).
     """
 
     def __init__(self, fd: Fd, prog_type: int, program: Program | None, insns: list[Insn],
                  maps: Mapping[str, Any], log: str = "", name: str = "",
                  expected_attach_type: int = 0):
-        self._fd = fd
+        self._own_fd(fd)
         self.prog_type = prog_type
         #: as loaded; attach functions read it (uprobe_multi needs 48)
         self.expected_attach_type = expected_attach_type
@@ -101,31 +103,7 @@ class LoadedProgram:
         self.log = log
         self.name = name
 
-    # -- lifetime
-    @property
-    def fd(self) -> int:
-        """The program's file descriptor number."""
-        return self._fd.fileno()
-
-    def fileno(self) -> int:
-        """The program's file descriptor."""
-        return self._fd.fileno()
-
-    @property
-    def closed(self) -> bool:
-        """True once :meth:`close` has run (the fd is closed)."""
-        return self._fd.closed
-
-    def close(self) -> None:
-        """Release the program (the kernel frees it once nothing else holds it)."""
-        self._fd.close()
-
-    def __enter__(self) -> "LoadedProgram":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
+    # -- lifetime (fd, fileno(), close(), with: an FdOwner's)
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"fd {self._fd.fileno()}"
         return f"<LoadedProgram {self.name!r} {ProgType(self.prog_type).name.lower()} ({state})>"

@@ -4,7 +4,7 @@ A :class:`Link` holds groups of fds (per attachment point: the perf event fd
 first, then the BPF link fd, if any) and the program when the attach call
 loaded it.  Closing is the one place of an attachment's teardown: idempotent,
 run by ``detach()``/``close()``, by the end of a ``with`` block and by the
-garbage collector (a ``weakref.finalize``), concurrently where the kernel makes
+garbage collector (an :class:`~pyebpf.kernel.lifetime.Owner`), concurrently where the kernel makes
 closing slow.  :func:`attach_perf_fd` is how every perf-event attachment
 (uprobe PMU, tracepoint, perf event, kprobe) becomes a group of such fds.
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import errno as E
 import time
-import weakref
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -23,6 +22,7 @@ if TYPE_CHECKING:
 from ..errors import KernelError, NotSupportedError, OptionError
 from ..kernel import features
 from ..kernel import syscall as _sys
+from ..kernel.lifetime import Owner, close_quietly
 from ..kernel.syscall import Fd
 from ._programs import prog_fd
 
@@ -67,16 +67,14 @@ def close_groups(groups: Sequence[Sequence[Fd]], parallel: bool) -> None:
         _close_group(g)
 
 
-def _finalize(groups: list[list[Fd]], parallel: bool, program: Any) -> None:
+def _release(groups: list[list[Fd]], parallel: bool, program: Any) -> None:
+    """What a :class:`Link` owns, released: its fds, then the program it loaded."""
     close_groups(groups, parallel)
     if program is not None:
-        try:
-            program.close()
-        except Exception:     # pragma: no cover - best effort in a finalizer
-            pass
+        close_quietly(program)
 
 
-class Link:
+class Link(Owner):
     """An attachment: owns the kernel objects that keep a program attached.
 
     Attributes:
@@ -95,7 +93,8 @@ class Link:
 
     ``detach()`` (alias ``close()``) closes every fd, concurrently where the
     kernel makes closing slow; it is idempotent and runs at the end of a
-    ``with`` block and on garbage collection.
+    ``with`` block and on garbage collection (an
+    :class:`~pyebpf.kernel.lifetime.Owner`).
     """
 
     def __init__(self, kind: str, target: str, method: str, groups: list[list[Fd]], *,
@@ -122,20 +121,14 @@ class Link:
                 except KernelError:
                     pass
         self.link_ids: tuple[int, ...] = tuple(ids)
-        self._finalizer = weakref.finalize(self, _finalize, groups, parallel_close,
-                                           program if owns_program else None)
+        self._own(_release, groups, parallel_close, program if owns_program else None)
 
     @property
     def fds(self) -> tuple[Fd, ...]:
         """The owned file descriptors (empty once detached)."""
-        if not self._finalizer.alive:
+        if self.closed:
             return ()
         return tuple(fd for g in self._groups for fd in g if not fd.closed)
-
-    @property
-    def closed(self) -> bool:
-        """True once detached."""
-        return not self._finalizer.alive
 
     @property
     def offsets(self) -> tuple[int, ...]:
@@ -144,9 +137,9 @@ class Link:
 
     def detach(self) -> None:
         """Detach and close everything (does nothing the second time)."""
-        if self._finalizer.alive:
+        if not self.closed:
             t0 = time.perf_counter()
-            self._finalizer()
+            Owner.close(self)
             self.detach_seconds = time.perf_counter() - t0
 
     close = detach
@@ -157,14 +150,8 @@ class Link:
             return []
         return [_sys.link_info(g[-1]) for g in self._groups]
 
-    def __enter__(self) -> "Link":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.detach()
-
     def __repr__(self) -> str:
-        state = "detached" if self.closed else f"{len(self._groups)} attachment(s)"
+        state = "detached, closed" if self.closed else f"{len(self._groups)} attachment(s)"
         return f"<Link {self.kind} {self.target} via {self.method} ({state})>"
 
 

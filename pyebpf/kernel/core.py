@@ -11,7 +11,8 @@ Conventions
   what to try (chosen by the tables of :mod:`.hints`).  ``EAGAIN``/``EINTR``
   are retried a bounded number of times.
 * File descriptors are owned by :class:`Fd` objects: closed by ``close()``, by a
-  ``with`` block, or when garbage collected; never fd 0.
+  ``with`` block, or when garbage collected (every owner of kernel objects
+  derives from :class:`.lifetime.Owner`); never fd 0.
 
 The wrappers live beside this module, one per concern: :mod:`.mapops` (map
 elements and batches), :mod:`.prog` (loading, test runs), :mod:`.objinfo`
@@ -23,7 +24,6 @@ from __future__ import annotations
 import errno as E
 import fcntl
 import os
-import weakref
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 from ..errors import KernelError, OptionError
 from .ffi import NR_BPF, ffi, offsetofend, sys_bpf
+from .lifetime import Owner, close_fd
 
 __all__ = ["Fd", "bpf", "try_bpf", "kernel_error", "new_attr", "attr_size", "addr", "as_fd",
            "obj_name", "buf", "decode_cstr", "cstr", "RETRIES"]
@@ -157,23 +158,17 @@ def bpf(cmd: int, attr: CData, size: int, detail: str = "") -> int:
 
 
 # -------------------------------------------------------------------------- Fd
-def _close_quietly(fd: int) -> None:
-    try:
-        os.close(fd)
-    except OSError:
-        pass
-
-
-class Fd:
+class Fd(Owner):
     """Owns one file descriptor.
 
     ``close()`` is idempotent; the fd is also closed at the end of a ``with``
-    block and when the object is garbage collected.  Fd 0 is never handed out:
-    if the kernel returns 0 (stdin was closed), it is moved to the lowest free
-    fd >= 1 with ``F_DUPFD_CLOEXEC`` (in many attrs 0 means "no fd").
+    block and when the object is garbage collected (the lifetime of every
+    :class:`~.lifetime.Owner`).  Fd 0 is never handed out: if the kernel
+    returns 0 (stdin was closed), it is moved to the lowest free fd >= 1 with
+    ``F_DUPFD_CLOEXEC`` (in many attrs 0 means "no fd").
     """
 
-    __slots__ = ("_fd", "_finalizer", "__weakref__")
+    __slots__ = ("_fd",)
 
     def __init__(self, fd: int) -> None:
         fd = int(fd)
@@ -184,7 +179,7 @@ class Fd:
             os.close(0)
             fd = new
         self._fd = fd
-        self._finalizer = weakref.finalize(self, _close_quietly, fd)
+        self._own(close_fd, fd)
 
     @property
     def closed(self) -> bool:
@@ -201,28 +196,19 @@ class Fd:
     def __int__(self) -> int:
         return self.fileno()
 
-    def close(self) -> None:
-        """Close the fd (does nothing the second time)."""
-        if self._fd >= 0:
-            self._fd = -1
-            self._finalizer()
+    def _close_resources(self) -> None:
+        self._fd = -1
 
     def detach(self) -> int:
         """Give up ownership: return the fd number, which this object no longer closes."""
         fd = self.fileno()
-        self._finalizer.detach()
+        self._disown()
         self._fd = -1
         return fd
 
     def dup(self) -> "Fd":
         """A new :class:`Fd` for the same open file (close-on-exec)."""
         return Fd(fcntl.fcntl(self.fileno(), fcntl.F_DUPFD_CLOEXEC, 1))
-
-    def __enter__(self) -> "Fd":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"<Fd {self._fd}>" if self._fd >= 0 else "<Fd closed>"

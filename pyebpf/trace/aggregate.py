@@ -32,11 +32,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from typing_extensions import Self
-
     from ..maps import BytesCodec
 
 from ..errors import ProgramError
+from ..kernel.lifetime import Owner
 from ..maps import MapSpec, PerCpuArrayMap, PerCpuHashMap
 from ..program import R0, R1, R2, R3, R4, R5, R10, Program, Reg
 
@@ -193,17 +192,19 @@ def _copy_words(p: Program, dst_off: int, src_off: int, size: int) -> None:
         p.stxdw(R10, dst_off + i, R1)
 
 
-class Aggregation:
+class Aggregation(Owner):
     """Base: a named in-kernel aggregation backed by one per-CPU map.
 
-    ``key_size`` (keyed only): 8 for a u64 key (a register, or 8 bytes on the
-    stack), or the size of a key built on the stack (a multiple of 8).
+    ``name`` defaults to the kind (``"count"``, ``"min"``...).  ``key_size``
+    (keyed only): 8 for a u64 key (a register, or 8 bytes on the stack), or
+    the size of a key built on the stack (a multiple of 8).  Closing (an :class:`~pyebpf.kernel.lifetime.Owner`) closes the map.
     """
 
     kind = "aggregation"
 
-    def __init__(self, name: str, keyed: bool, max_keys: int, key_size: int = 8,
-                 create: bool = True) -> None:
+    def __init__(self, name: str | None = None, keyed: bool = False, max_keys: int = 10240,
+                 key_size: int = 8, create: bool = True) -> None:
+        name = name or self.kind
         if key_size <= 0 or key_size % 8:
             raise ProgramError(f"{name}: key_size must be a positive multiple of 8, not {key_size}")
         self.name = name
@@ -214,6 +215,7 @@ class Aggregation:
         #: the per-CPU map (a :class:`~pyebpf.maps.MapSpec` until :meth:`open`
         #: when made with ``create=False``)
         self.map: PerCpuHashMap | PerCpuArrayMap | MapSpec | None = None
+        self._own()               # (the map releases itself when collected)
 
     def _key_spec(self) -> str | BytesCodec:
         from ..maps import Bytes
@@ -272,14 +274,11 @@ class Aggregation:
 
     def close(self) -> None:
         """Close the map (a described one has nothing to close); idempotent."""
+        super().close()
+
+    def _close_resources(self) -> None:
         if self.map is not None:
             self.map.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     def _key_slot(self, p: Program, key: "Reg | int | None", extra: Reg | None = None) -> int:
         """Store the key (and a second part) on the stack; return its offset."""
@@ -310,15 +309,31 @@ class Aggregation:
         return off
 
 
-class Count(Aggregation):
-    """``count()``, keyed or not."""
+class _Total(Aggregation):
+    """An aggregation of one u64 per key (or in all): the CPUs' values added."""
 
-    kind = "count"
-
-    def __init__(self, name: str = "count", keyed: bool = False, max_keys: int = 10240,
+    def __init__(self, name: str | None = None, keyed: bool = False, max_keys: int = 10240,
                  key_size: int = 8, create: bool = True) -> None:
         super().__init__(name, keyed, max_keys, key_size, create)
         self.map = self._new_map()
+
+    def _fold(self, total: int) -> int:
+        """The value shown for ``total``, the CPUs' values added."""
+        return total
+
+    def read(self) -> dict[AggKey, int] | int:
+        """The total, all CPUs added (keyed: per key)."""
+        m, fold = self._live(), self._fold
+        if self.keyed:
+            return {k: fold(sum(v)) for k, v in m.items()}
+        return fold(sum(m[0]))
+
+
+class Count(_Total):
+    """``count()``, keyed or not; :meth:`read` gives the count, all CPUs added
+    (keyed: per key)."""
+
+    kind = "count"
 
     def emit(self, p: Program, key: "Reg | int | None" = None) -> None:
         """Count one hit (under ``key`` when keyed: a register, or the stack
@@ -327,38 +342,20 @@ class Count(Aggregation):
             raise ProgramError(f"{self.name}: a keyed count needs a key register")
         emit_percpu_add(p, self._spec(), self._key_slot(p, key), 1)
 
-    def read(self) -> dict[AggKey, int] | int:
-        """The count, all CPUs added (keyed: per key)."""
-        m = self._live()
-        if self.keyed:
-            return {k: sum(v) for k, v in m.items()}
-        total: int = sum(m[0])
-        return total
 
-
-class Sum(Aggregation):
-    """``sum(value)``, keyed or not."""
+class Sum(_Total):
+    """``sum(value)``, keyed or not; :meth:`read` gives the sum as a signed
+    64-bit integer, all CPUs added (keyed: per key)."""
 
     kind = "sum"
-
-    def __init__(self, name: str = "sum", keyed: bool = False, max_keys: int = 10240,
-                 key_size: int = 8, create: bool = True) -> None:
-        super().__init__(name, keyed, max_keys, key_size, create)
-        self.map = self._new_map()
 
     def emit(self, p: Program, value: Reg, key: "Reg | int | None" = None) -> None:
         """Add ``value`` (under ``key`` when keyed).  Clobbers r0-r5."""
         # emit_percpu_add stores the amount on the stack before any helper call
         emit_percpu_add(p, self._spec(), self._key_slot(p, key), value)
 
-    def read(self) -> dict[AggKey, int] | int:
-        """The sum as a signed 64-bit integer, all CPUs added (keyed: per key)."""
-        def signed(v: int) -> int:
-            return v - (1 << 64) if v >= 1 << 63 else v
-        m = self._live()
-        if self.keyed:
-            return {k: signed(sum(v) & ((1 << 64) - 1)) for k, v in m.items()}
-        return signed(sum(m[0]) & ((1 << 64) - 1))
+    def _fold(self, total: int) -> int:
+        return _signed64(total)
 
 
 class Histogram(Aggregation):
@@ -424,8 +421,8 @@ class Histogram(Aggregation):
 class _Pair(Aggregation):
     """Base of the aggregations whose per-CPU value is two u64s."""
 
-    def __init__(self, name: str, keyed: bool, max_keys: int, key_size: int,
-                 create: bool = True) -> None:
+    def __init__(self, name: str | None = None, keyed: bool = False, max_keys: int = 10240,
+                 key_size: int = 8, create: bool = True) -> None:
         super().__init__(name, keyed, max_keys, key_size, create)
         self.map = self._new_map("<QQ")
 
@@ -435,22 +432,35 @@ class _Pair(Aggregation):
             return {k: list(v) for k, v in m.items()}
         return list(m[0])
 
+    def _stage(self, p: Program, value: Reg, key: "Reg | int | None") -> tuple[int, int]:
+        """Store the pair ``(value, 1)`` and the key on the stack; their offsets."""
+        val = p.stack.alloc(16)
+        p.stxdw(R10, val, value)
+        p.stdw(R10, val + 8, 1)
+        return val, self._key_slot(p, key)
+
+    def _combine(self, values: list[tuple[int, int]]) -> Any:
+        """One key's per-CPU pairs as :meth:`read` gives them; None: nothing recorded."""
+        raise NotImplementedError
+
+    def _read_combined(self) -> Any:
+        """:meth:`_combine` per key (keys that recorded nothing left out), or of
+        the one value."""
+        data = self._per_key()
+        if isinstance(data, dict):
+            out = {k: self._combine(v) for k, v in data.items()}
+            return {k: v for k, v in out.items() if v is not None}
+        return self._combine(data)
+
 
 class _Extreme(_Pair):
     """``min(value)`` / ``max(value)``: per CPU ``(value, set)``."""
 
     _jump = "jsle"   # max: keep the current value when value <= current
 
-    def __init__(self, name: str, keyed: bool = False, max_keys: int = 10240, key_size: int = 8,
-                 create: bool = True) -> None:
-        super().__init__(name, keyed, max_keys, key_size, create)
-
     def emit(self, p: Program, value: Reg, key: "Reg | int | None" = None) -> None:
         """Record ``value`` (signed 64-bit).  Clobbers r0-r5."""
-        val = p.stack.alloc(16)
-        p.stxdw(R10, val, value)
-        p.stdw(R10, val + 8, 1)
-        off = self._key_slot(p, key)
+        val, off = self._stage(p, value, key)
         missing, done = p.fresh_label("ext_missing"), p.fresh_label("ext_done")
         store = p.fresh_label("ext_store")
         p.map_lookup(self._spec(), off, missing)
@@ -475,11 +485,8 @@ class _Extreme(_Pair):
 
     def read(self) -> dict[AggKey, int] | int | None:
         """The extreme value (per key); None when nothing was recorded."""
-        data = self._per_key()
-        if isinstance(data, dict):
-            out = {k: self._combine(v) for k, v in data.items()}
-            return {k: v for k, v in out.items() if v is not None}
-        return self._combine(data)
+        value: dict[AggKey, int] | int | None = self._read_combined()
+        return value
 
 
 class Min(_Extreme):
@@ -488,20 +495,12 @@ class Min(_Extreme):
     kind = "min"
     _jump = "jsge"
 
-    def __init__(self, name: str = "min", keyed: bool = False, max_keys: int = 10240,
-                 key_size: int = 8, create: bool = True) -> None:
-        super().__init__(name, keyed, max_keys, key_size, create)
-
 
 class Max(_Extreme):
     """``max(value)``, keyed or not (signed)."""
 
     kind = "max"
     _jump = "jsle"
-
-    def __init__(self, name: str = "max", keyed: bool = False, max_keys: int = 10240,
-                 key_size: int = 8, create: bool = True) -> None:
-        super().__init__(name, keyed, max_keys, key_size, create)
 
 
 class Stats(_Pair):
@@ -512,16 +511,9 @@ class Stats(_Pair):
 
     kind = "stats"
 
-    def __init__(self, name: str = "stats", keyed: bool = False, max_keys: int = 10240,
-                 key_size: int = 8, create: bool = True) -> None:
-        super().__init__(name, keyed, max_keys, key_size, create)
-
     def emit(self, p: Program, value: Reg, key: "Reg | int | None" = None) -> None:
         """Record ``value``.  Clobbers r0-r5."""
-        val = p.stack.alloc(16)
-        p.stxdw(R10, val, value)
-        p.stdw(R10, val + 8, 1)
-        off = self._key_slot(p, key)
+        val, off = self._stage(p, value, key)
         missing, done = p.fresh_label("st_missing"), p.fresh_label("st_done")
         p.map_lookup(self._spec(), off, missing)
         p.ldxdw(R1, R0, 0)
@@ -548,21 +540,15 @@ class Stats(_Pair):
     def read(self) -> dict[AggKey, tuple[int, int, int]] | tuple[int, int, int] | None:
         """``(count, average, total)`` (per key); None (unkeyed) when nothing
         was recorded, and keys that recorded nothing are left out."""
-        data = self._per_key()
-        if isinstance(data, dict):
-            out = {k: self._combine(v) for k, v in data.items()}
-            return {k: v for k, v in out.items() if v is not None}
-        return self._combine(data)
+        value: dict[AggKey, tuple[int, int, int]] | tuple[int, int, int] | None = \
+            self._read_combined()
+        return value
 
 
 class Avg(Stats):
     """``avg(value)``: the integer average, keyed or not."""
 
     kind = "avg"
-
-    def __init__(self, name: str = "avg", keyed: bool = False, max_keys: int = 10240,
-                 key_size: int = 8, create: bool = True) -> None:
-        super().__init__(name, keyed, max_keys, key_size, create)
 
     # (an int where Stats gives a tuple: Stats.read(avg) still gives the tuple)
     def read(self) -> dict[AggKey, int] | int | None:  # type: ignore[override]

@@ -32,6 +32,8 @@ import sys
 import time
 from typing import Any, Callable, NoReturn, TextIO
 
+from ..kernel.lifetime import Owner, close_fd
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -45,8 +47,11 @@ if TYPE_CHECKING:
 __all__ = ["Child", "RunResult", "run_loop", "print_final", "sigterm_as_interrupt"]
 
 
-class Child:
+class Child(Owner):
     """A command started stopped, released by :meth:`go` (see the module docs).
+
+    It owns a pidfd of the command (when the kernel gives one): ``close()``,
+    ``with`` and garbage collection close it.
 
     Create it from the thread that lives as long as the trace (the main
     thread): the kernel's parent-death signal follows the thread that forked.
@@ -94,6 +99,8 @@ class Child:
             self.pidfd = os.pidfd_open(pid)
         except (AttributeError, OSError):
             self.pidfd = None
+        else:
+            self._own(close_fd, self.pidfd)
 
     def go(self) -> None:
         """Let the command run; raises OSError when it cannot be executed.
@@ -162,11 +169,8 @@ class Child:
             self.wait()
         self.close()
 
-    def close(self) -> None:
-        """Close the pidfd (idempotent)."""
-        fd, self.pidfd = self.pidfd, None
-        if fd is not None:
-            os.close(fd)
+    def _close_resources(self) -> None:
+        self.pidfd = None          # (closed by the release function)
 
 
 # ---------------------------------------------------------------------------
@@ -270,8 +274,9 @@ def _die_with(parent: int) -> None:
         os._exit(1)
 
 
-class _ProcessWatch:
-    """Tells when a process (not our child) has exited."""
+class _ProcessWatch(Owner):
+    """Tells when a process (not our child) has exited; owns a pidfd when
+    the kernel gives one."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
@@ -279,6 +284,8 @@ class _ProcessWatch:
             self.pidfd: int | None = os.pidfd_open(pid)
         except (AttributeError, OSError):
             self.pidfd = None
+        else:
+            self._own(close_fd, self.pidfd)
 
     def poll(self) -> bool:
         if self.pidfd is not None:
@@ -291,10 +298,8 @@ class _ProcessWatch:
             pass
         return False
 
-    def close(self) -> None:
-        if self.pidfd is not None:
-            os.close(self.pidfd)
-            self.pidfd = None
+    def _close_resources(self) -> None:
+        self.pidfd = None          # (closed by the release function)
 
 
 @dataclasses.dataclass

@@ -31,6 +31,7 @@ import time
 from typing import Any, Iterable, Sequence
 
 from ..errors import ProgramError
+from ..kernel.lifetime import Owner, close_all
 from . import aggregate as _agg
 from .expr import INT, STR, Expr, ExprError, Filter, parse_expr, parse_filter
 from .model import (AGG_KINDS, MAX_KEYS, Aggregate, AggResult, AggValue, Built, Event,
@@ -113,7 +114,7 @@ def _split_top(text: str) -> list[str]:
     return out
 
 
-class Trace:
+class Trace(Owner):
     """Probes and the actions to run when they fire (see the module docs).
 
     Args:
@@ -129,7 +130,9 @@ class Trace:
         unsafe: let uprobes go on addresses not proven to start an
             instruction (see :func:`pyebpf.attach.attach_uprobe`).
 
-    Building methods return the trace, so calls chain.
+    Building methods return the trace, so calls chain.  A trace owns the
+    maps it creates: ``close()``, ``with`` and garbage collection release
+    them (an :class:`~pyebpf.kernel.lifetime.Owner`).
     """
 
     def __init__(self, *probes: "str | ProbeSpec", pid: int | None = None, strlen: int = 64,
@@ -151,7 +154,8 @@ class Trace:
         self.event_format: str | None = None
         self.sources: list[Source] | None = None
         self.built: list[Built] = []
-        self._maps: list[Map | _agg.Aggregation] = []
+        self._maps: list[Map | _agg.Aggregation] = []      # owned: closed by close()
+        self._own(close_all, self._maps)
         # described (MapSpec) when built, created (Map) by open_maps()
         self._stack_map: Map | MapSpec | None = None
         self._events_map: Map | MapSpec | None = None
@@ -188,6 +192,8 @@ class Trace:
         self.aggregates.append(Aggregate(kind, val, _as_keys(by, self.strlen), name, linear))
         return self
 
+    # One method per aggregation kind, alike on purpose: each is what help()
+    # and the reference show for its kind; _add does the work.
     def count(self, by: _By = None, name: str | None = None) -> "Trace":
         """``@name[by] = count()``: how many times the probes fired (per key)."""
         return self._add("count", None, by, name)
@@ -340,6 +346,8 @@ class Trace:
         return self
 
     def _make_maps(self) -> None:
+        if self.closed:                   # built again after a failed build closed it
+            self._own(close_all, self._maps)
         for i, a in enumerate(self.aggregates):
             cls = AGG_KINDS[a.kind]
             mname = f"{a.kind}_{a.name or 'at'}"[:15]
@@ -430,19 +438,10 @@ class Trace:
 
     def close(self) -> None:
         """Close the maps (sessions close their programs and links)."""
-        for m in self._maps:
-            try:
-                m.close()
-            except Exception:
-                pass
-        self._maps = []
+        super().close()
+
+    def _close_resources(self) -> None:
         self._opened = None
-
-    def __enter__(self) -> "Trace":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     # ------------------------------------------------------------ decoding helpers
     def _record_format(self) -> str:

@@ -25,12 +25,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ..kernel.lifetime import Owner, close_quietly
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Protocol
-
-    from typing_extensions import Self
 
     from ..attach import Link
     from ..events import PerfBuffer, RingBufferReader
@@ -55,12 +55,24 @@ if TYPE_CHECKING:
 __all__ = ["Session"]
 
 
-class Session:
+def _release(links: list[Link], loaded: list[LoadedProgram]) -> None:
+    """Detach every link, then close every program (the lists stay as they are)."""
+    for link in links:
+        close_quietly(link)
+    for prog in loaded:
+        close_quietly(prog)
+
+
+class Session(Owner):
     """Loaded programs, their links, the event reader; see the module docs.
 
     Attributes: ``loaded`` (the programs), ``links`` (one per attached
     program), ``reader`` (the event reader, or None), ``lost`` (events
     reported lost so far), ``attach_seconds`` (time to load and attach).
+
+    Its lifetime is an :class:`~pyebpf.kernel.lifetime.Owner`'s; what the
+    garbage collector finds of a session not closed is released too (the
+    reader and the maps release themselves).
     """
 
     def __init__(self) -> None:
@@ -70,7 +82,7 @@ class Session:
         self.lost = 0
         self.attach_seconds = 0.0
         self._attached = False
-        self._closed = False
+        self._own(_release, self.links, self.loaded)
 
     # ------------------------------------------------------------ attaching
     def _attach_steps(self) -> list[AttachStep]:
@@ -156,37 +168,15 @@ class Session:
     def close(self) -> None:
         """Detach, unload, close the reader and the maps (idempotent; every
         step is tried even if one fails)."""
-        if self._closed:
-            return
-        self._closed = True
-        for link in self.links:
-            try:
-                link.detach()
-            except Exception:
-                pass
-        for prog in self.loaded:
-            try:
-                prog.close()
-            except Exception:
-                pass
+        super().close()
+
+    def _close_resources(self) -> None:
+        _release(self.links, self.loaded)
         if self.reader is not None:
             self.lost = self.lost_events()
-            try:
-                self.reader.close()
-            except Exception:
-                pass
+            close_quietly(self.reader)
         self._close_maps()
 
     def _close_maps(self) -> None:
         """Close the maps (subclasses: theirs)."""
 
-    @property
-    def closed(self) -> bool:
-        """True once :meth:`close` ran."""
-        return self._closed
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

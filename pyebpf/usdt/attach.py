@@ -51,10 +51,10 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 if TYPE_CHECKING:
     from ..maps import PerCpuArrayMap
-    from typing_extensions import Self
 
 from .. import elf as _elf
 from ..errors import UsdtError, UsdtNoteError, UsdtProbeLookupError, UsdtTargetError
+from ..kernel.lifetime import Owner, close_all
 from ..program import R1, R2, R3, R6, R7, R10, Program, Reg
 from .args import ArgReader
 from .notes import UsdtFile, UsdtNote, UsdtProbe
@@ -369,7 +369,7 @@ class Usdt:
         groups = []
         for link in links:
             groups.extend(link._groups)
-            link._finalizer.detach()          # ownership moves to the merged link
+            link._disown()          # ownership moves to the merged link
         merged = Link("usdt", target, links[0].method, groups, program=prog,
                       owns_program=owned,
                       locations=[loc for link in links for loc in link.locations], pid=pid,
@@ -408,34 +408,27 @@ def attach_usdt(prog: Any, target: str | None, provider: str | None, name: str, 
 # ---------------------------------------------------------------------------
 # recipes
 
-class _Recipe:
+class _Recipe(Owner):
+    """A recipe's kernel objects (map or reader, program, link), closed in
+    reverse order of creation (an :class:`~pyebpf.kernel.lifetime.Owner`)."""
+
     def __init__(self) -> None:
         self._closers: list[Any] = []
+        self._own(close_all, self._closers)
         self.link: Any = None
+
+    def _load_and_attach(self, probe: Usdt, p: Program, pid: int | None) -> None:
+        """Load ``p`` and attach it to ``probe``; both become owned."""
+        self.program = probe.load(p)
+        self._closers.append(self.program)
+        self.link = probe.attach(self.program, pid=pid)
+        self._closers.append(self.link)
 
     def close(self) -> None:
         """Detach and free everything (idempotent)."""
-        while self._closers:
-            obj = self._closers.pop()
-            try:
-                close = getattr(obj, "detach", None) or obj.close
-                close()
-            except Exception:  # noqa: BLE001 - best effort, keep closing the rest
-                pass
+        super().close()
 
     detach = close
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001
-            pass
 
 
 class UsdtCounter(_Recipe):
@@ -460,10 +453,7 @@ class UsdtCounter(_Recipe):
             p.store(R10, key, 0, 4)
             p.map_increment(self.map, key)
             p.ret(0)
-            self.program = probe.load(p)
-            self._closers.append(self.program)
-            self.link = probe.attach(self.program, pid=pid)
-            self._closers.append(self.link)
+            self._load_and_attach(probe, p, pid)
         except BaseException:
             self.close()
             raise
@@ -484,6 +474,9 @@ class UsdtCounter(_Recipe):
 
     def close(self) -> None:
         """Detach (the count stays readable in :attr:`value`) and free the map."""
+        super().close()
+
+    def _close_resources(self) -> None:
         if self._final is None and self.map is not None and self.link is not None:
             try:
                 if not self.link.closed:
@@ -491,7 +484,6 @@ class UsdtCounter(_Recipe):
                 self._final = self._read()
             except Exception:  # noqa: BLE001 - closing must not fail
                 pass
-        super().close()
 
 
 def _string_sizes(strings: Mapping[int, int] | Iterable[int] | None) -> dict[int, int]:
@@ -500,6 +492,25 @@ def _string_sizes(strings: Mapping[int, int] | Iterable[int] | None) -> dict[int
     if isinstance(strings, Mapping):
         return {int(k): int(v) for k, v in strings.items()}
     return {int(k): 64 for k in strings}
+
+
+class _EventDecoder:
+    """A :class:`UsdtTrace` record's bytes -> the tuple of its arguments."""
+
+    def __init__(self, layout: list[tuple[int, int, int]], signed: dict[int, bool]) -> None:
+        self.layout = layout
+        self.signed = signed
+
+    def __call__(self, raw: bytes) -> tuple[Any, ...]:
+        out = []
+        for i, off, n in self.layout:
+            if n:
+                s = raw[off:off + n]
+                z = s.find(b"\0")
+                out.append((s if z < 0 else s[:z]).decode("utf-8", "replace"))
+            else:
+                out.append(struct.unpack_from("<q" if self.signed[i] else "<Q", raw, off)[0])
+        return tuple(out)
 
 
 class UsdtTrace(_Recipe):
@@ -545,7 +556,9 @@ class UsdtTrace(_Recipe):
         self._layout = layout
         self._signed = {i: probe.arg_signed(i) for i in self.args}
         try:
-            self.reader = PerfBuffer(decode=self._decode, **reader_kw)
+            # (the decoder must not refer to self: the reader is owned, and an
+            # owner's resources never keep it alive)
+            self.reader = PerfBuffer(decode=_EventDecoder(layout, self._signed), **reader_kw)
             self._closers.append(self.reader)
             p = Program("usdt_trace")
             p.mov(R6, R1)
@@ -566,24 +579,10 @@ class UsdtTrace(_Recipe):
                 p.store(R10, base, 0, 8)
             p.perf_event_output(self.reader.array, base, self.record_size, ctx=R6)
             p.ret(0)
-            self.program = probe.load(p)
-            self._closers.append(self.program)
-            self.link = probe.attach(self.program, pid=pid)
-            self._closers.append(self.link)
+            self._load_and_attach(probe, p, pid)
         except BaseException:
             self.close()
             raise
-
-    def _decode(self, raw: bytes) -> tuple[Any, ...]:
-        out = []
-        for i, off, n in self._layout:
-            if n:
-                s = raw[off:off + n]
-                z = s.find(b"\0")
-                out.append((s if z < 0 else s[:z]).decode("utf-8", "replace"))
-            else:
-                out.append(struct.unpack_from("<q" if self._signed[i] else "<Q", raw, off)[0])
-        return tuple(out)
 
     def read(self, timeout: float | None = None) -> list[tuple[Any, ...]]:
         """Wait up to ``timeout`` seconds (None: forever) for events; return them."""

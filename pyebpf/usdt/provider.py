@@ -74,12 +74,12 @@ import re
 import struct
 import tempfile
 import threading
-import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..codecs import INT_ALIASES, INT_TYPES
 from ..errors import ArgumentTypeError, UsdtError
+from ..kernel.lifetime import Owner, close_fd
 
 if TYPE_CHECKING:
     from .attach import Usdt
@@ -314,13 +314,33 @@ def _dlclose(handle: int) -> None:
         pass
 
 
+#: the names of the objects dlopen'ed here that are still loaded.  dlopen finds
+#: a loaded object by its name first, and a provider collected unclosed leaves
+#: its object loaded (see :meth:`_Loaded.release`): a later provider whose
+#: memfd has the same number would be handed that old object.
+_DL_NAMES: set[str] = set()
+
+
+def _dl_name(path: str) -> str:
+    """``path`` spelled so that no object still loaded was opened by that name
+    (``/proc/self/fd/./N``, ``/proc/self/fd/././N``... name the same file)."""
+    name = path
+    while name in _DL_NAMES:
+        head, _, tail = name.rpartition("/")
+        name = f"{head}/./{tail}"
+    _DL_NAMES.add(name)
+    return name
+
+
 class _Loaded:
-    """What a loaded provider owns (closed by a finalizer)."""
+    """What a loaded provider owns (released by its :class:`Provider`, an
+    :class:`~pyebpf.kernel.lifetime.Owner`, or after it by the garbage collector)."""
 
     def __init__(self) -> None:
         self.fd: int | None = None
         self.file: str | None = None
         self.handle: int | None = None
+        self.dl_name: str | None = None
 
     def release(self, unload: bool = False) -> None:
         """Close the memfd / remove the file; ``unload`` also dlcloses the
@@ -330,11 +350,11 @@ class _Loaded:
         if self.handle is not None and unload:
             _dlclose(self.handle)
             self.handle = None
+        if self.handle is None and self.dl_name is not None:     # (not loaded any more)
+            _DL_NAMES.discard(self.dl_name)
+            self.dl_name = None
         if self.fd is not None:
-            try:
-                os.close(self.fd)
-            except OSError:
-                pass
+            close_fd(self.fd)
             self.fd = None
         if self.file is not None:
             try:
@@ -424,7 +444,7 @@ class ProviderProbe:
         return f"<ProviderProbe {self.probe}({', '.join(t.name for t in self.types)})>"
 
 
-class Provider:
+class Provider(Owner):
     """A USDT provider defined from Python (see the module docs).
 
     Args:
@@ -442,7 +462,7 @@ class Provider:
         self._probes: dict[str, ProviderProbe] = {}
         self._lock = threading.Lock()
         self._res = _Loaded()
-        self._finalizer = weakref.finalize(self, _Loaded.release, self._res)
+        self._own(self._res.release)      # (the garbage collector: unload=False)
         self._lib: Any = None
         self._layout: _Layout | None = None
         self._closed = False
@@ -513,7 +533,8 @@ class Provider:
                     finally:
                         os.close(fd)
                     dl_path = path
-                lib = ctypes.CDLL(dl_path, mode=ctypes.RTLD_LOCAL)
+                res.dl_name = _dl_name(dl_path)
+                lib = ctypes.CDLL(res.dl_name, mode=ctypes.RTLD_LOCAL)
                 res.handle = lib._handle
                 base = _load_base(lib, layout)
                 for p in self._probes.values():
@@ -531,14 +552,14 @@ class Provider:
         """Unload the object and release its memfd/file (idempotent).  The
         probes then refuse to fire.  Detach tracers first: a uprobe on a
         file nobody maps simply never fires."""
+        super().close()
+
+    def _close_resources(self) -> None:
         with self._lock:
-            if self._closed:
-                return
             self._closed = True
             for p in self._probes.values():
                 p._unbind()
             self._lib = None
-            self._finalizer.detach()
             self._res.release(unload=True)
 
     def __enter__(self) -> "Provider":
@@ -546,9 +567,6 @@ class Provider:
         (the provider then loads on :meth:`load`, the first fire, or
         :meth:`usdt`).  Closes at the end of the block."""
         return self.load() if self._probes else self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     @property
     def image(self) -> bytes:

@@ -277,3 +277,22 @@ def test_one_probe_in_two_files_of_a_process(no_fd_leak):
         # arg signedness for decoding is per probe (any location signed -> signed)
         assert got == [(-1, -1), (4_000_000_000, -2)]
         assert t.link.closed
+
+
+def test_a_provider_collected_unclosed_does_not_shadow_a_later_one(no_fd_leak):
+    """A provider collected without close() leaves its object loaded (its code
+    may still be called through a kept ``fire``); a later provider whose memfd
+    gets the same number still loads its own object, not that one."""
+    import gc
+    old = Provider("shadowed")
+    old.probe("first", "u32")
+    old.load()
+    number = old._res.fd
+    del old
+    gc.collect()
+    new = Provider("shadowing")
+    fire = new.probe("second", "u64")
+    with new:
+        assert new._res.fd == number          # the same /proc/self/fd/N
+        fire.fire(7)
+        assert new.usdt("second").name == "second"

@@ -1,0 +1,46 @@
+"""BPF maps with a dict-like API.
+
+A map is created in the kernel when the Python object is made, and freed when
+it is closed (``close()``, a ``with`` block, or garbage collection) unless it
+is pinned or a loaded program still uses it::
+
+    from pyebpf.maps import HashMap, ArrayMap, PerCpuArrayMap
+
+    with HashMap("u32", "u64", 1024, name="counts") as counts:
+        counts[7] = 1
+        counts.update({1: 10, 2: 20})          # one BPF_MAP_UPDATE_BATCH
+        for pid, n in counts.items():          # BPF_MAP_LOOKUP_BATCH
+            ...
+
+Keys and values are described by a *codec spec* (an integer width ``4``, a
+type name ``"u32"``, a :mod:`struct` format ``"<QI"``, a ctypes type,
+``Bytes(16)`` or a :class:`Codec`), turned into a :class:`Codec` by
+:func:`codec`; both live in :mod:`pyebpf.codecs` (see its docs) and are
+importable from here too.
+
+Per-CPU maps hold one value per *possible* CPU: reading gives a list,
+writing takes a list of that length (or a single value for every CPU).
+
+Wrong key/value sizes, and shapes beyond the kernel's limits (sizes and
+``max_entries`` are u32, a per-CPU value is at most 32 KiB, a ring buffer at
+most 2 GiB), raise :class:`~pyebpf.errors.SizeError` before any system call
+(:func:`check_map_shape`); :class:`MapSpec` describes a map without creating it; a missing key raises :class:`~pyebpf.errors.MapKeyError` (a
+``KeyError``).
+"""
+from __future__ import annotations
+
+from ..codecs import Bytes, BytesCodec, Codec, CtypesCodec, StructCodec, codec
+from .base import (PERCPU_VALUE_MAX, RINGBUF_MAX, U32_MAX, Map, MapSpec, check_map_shape,
+                   perf_ring_size, ring_buffer_size)
+from .dictmap import _BATCH_SUPPORT  # (what batch commands each map type has: tests set it)
+from .kinds import (ArrayMap, HashMap, LruHashMap, LruPerCpuHashMap, PerCpuArrayMap,
+                    PerCpuCodec, PerCpuHashMap, PerfEventArray, QueueMap, RingBuf, StackMap,
+                    StackTraceMap, map_class_for)
+
+__all__ = [
+    "Codec", "StructCodec", "BytesCodec", "CtypesCodec", "PerCpuCodec", "Bytes", "codec",
+    "Map", "HashMap", "ArrayMap", "PerCpuHashMap", "PerCpuArrayMap", "LruHashMap",
+    "LruPerCpuHashMap", "PerfEventArray", "RingBuf", "StackTraceMap", "QueueMap",
+    "StackMap", "map_class_for", "MapSpec", "check_map_shape", "ring_buffer_size",
+    "perf_ring_size", "U32_MAX", "PERCPU_VALUE_MAX", "RINGBUF_MAX",
+]

@@ -114,18 +114,20 @@ class BtRun:
         self.exited = False
         self.stopped = False
         self._end_done = False
-        self._pending: list[BtEvent] = []
         self._closed = False
+        #: the child was started by this run (killed and closed with it)
+        self.owns_child = False
 
     # ---------------------------------------------------------- lifetime
-    def start(self) -> BtRun:
-        """Create, load, attach, run BEGIN, release the command."""
+    def start(self, release: bool = True) -> BtRun:
+        """Create, load, attach, run BEGIN, release the command (unless
+        ``release`` is False: the caller does)."""
         try:
             self._create()
             self._load()
             self._attach()
             self._run_special("BEGIN")
-            if self.child is not None:
+            if self.child is not None and release:
                 self.child.go()
         except BaseException:
             self.close()
@@ -190,6 +192,11 @@ class BtRun:
         for m in self.live.values():
             m.close()
         self.loaded, self.live = [], {}
+        child = self.child
+        if self.owns_child and child is not None:
+            if child.status is None and not child.poll():
+                child.kill()
+            child.close()
 
     def __enter__(self) -> BtRun:
         return self

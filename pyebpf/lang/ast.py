@@ -48,10 +48,12 @@ _node = dataclasses.dataclass(eq=False, repr=True)
 class Pos:
     """Where a node starts in the script: ``line`` and ``column`` (1-based),
     and ``end`` the column just past it when it ends on the same line (else
-    ``column + 1``)."""
+    ``column + 1``); ``end_line`` the line it ends on when that is a later
+    one (else 0), so that errors over several lines print as bpftrace's."""
     line: int
     column: int
     end: int = 0
+    end_line: int = 0
 
     def __str__(self) -> str:
         return f"{self.line}:{self.column}"

@@ -46,13 +46,12 @@ class BtProgram:
 
     def __init__(self, script: Script, *, pid: int | None = None,
                  params: Sequence[str] = ()) -> None:
-        from .sema import analyse
         self.script = script
         self.pid = pid
         self.params = list(params)
         self._resolved: dict[int, list[tuple[str, Any]]] = {}
         self.resolver = resolver_for(pid)
-        self.analysis = analyse(script, self.resolver, params=self.params)
+        self.analysis = _analyse(script, self.resolver, self.params)
         for probe in script.probes:          # resolve now: a missing probe fails here
             for ap in probe.attach_points:
                 if ap.provider not in ("BEGIN", "END"):
@@ -102,6 +101,16 @@ class BtProgram:
                 child.kill()
                 child.close()
             raise
+
+
+def _analyse(script: Script, resolver: Any, params: list[str]) -> Any:
+    """The semantic pass's analysis of ``script`` (None before the pass
+    exists: code generation then takes the types from the tree)."""
+    try:
+        from .sema import analyse
+    except ImportError:
+        return None
+    return analyse(script, resolver, params=params)
 
 
 def resolver_for(pid: int | None) -> Any:

@@ -59,7 +59,7 @@ I64 = int_type(8, True)
 
 _BUILTIN_TYPES = {"pid": U64, "tid": U64, "uid": U64, "gid": U64, "cpu": U64, "nsecs": U64,
                   "elapsed": U64, "cgroup": U64, "cpid": U64, "rand": U64, "retval": I64,
-                  "comm": string_type(16)}
+                  "comm": string_type(16), "probe": Type("probe", 8), "func": Type("probe", 8)}
 
 
 class CodegenError(ProgramError):

@@ -303,18 +303,21 @@ def _infer_maps(script: A.Script) -> dict[str, _MapInfo]:
     seen (tests build such trees by hand)."""
     found: dict[str, _MapInfo] = {}
 
+    def widened(t: Type) -> Type:
+        return string_type(64) if t.kind == "string" else t
+
     def key_type(m: A.Map) -> Type | None:
         if not m.keys:
             return None
         if len(m.keys) == 1:
-            return type_of(m.keys[0])
-        return Type("tuple", elems=tuple(type_of(k) for k in m.keys))
+            return widened(type_of(m.keys[0]))
+        return Type("tuple", elems=tuple(widened(type_of(k)) for k in m.keys))
 
     def visit(stmts: list[A.Stmt]) -> None:
         for s in stmts:
             if isinstance(s, A.AssignMap):
                 found.setdefault("@" + s.map.name, _MapInfo("@" + s.map.name, key_type(s.map),
-                                                            _value_type(s.value)))
+                                                            widened(_value_type(s.value))))
             elif isinstance(s, A.ExprStmt) and isinstance(s.expr, A.Unop) and \
                     isinstance(s.expr.operand, A.Map):
                 m = s.expr.operand
@@ -454,12 +457,19 @@ class _ProbeGen:
         return r
 
     # ---------------------------------------------------------- statements
-    def block(self, b: A.Block) -> None:
+    def block(self, b: A.Block) -> bool:
+        """Emit the statements of ``b``; True when control cannot fall
+        through its end (what follows a ``return`` or ``exit()`` is not
+        emitted: the verifier refuses unreachable instructions)."""
         for s in b.stmts:
-            self.stmt(s)
+            if self.stmt(s):
+                return True
+        return False
 
-    def stmt(self, s: A.Stmt) -> None:
+    def stmt(self, s: A.Stmt) -> bool:
+        """Emit ``s``; True when control does not go on after it."""
         start = len(self.p.insns)
+        ends = False
         self._comment_line(s.pos)
         if isinstance(s, A.ExprStmt):
             self.expr_stmt(s.expr)
@@ -468,20 +478,26 @@ class _ProbeGen:
         elif isinstance(s, A.AssignMap):
             self.assign_map(s)
         elif isinstance(s, A.If):
-            self.if_(s)
+            ends = self.if_(s)
         elif isinstance(s, A.Unroll):
             n = _const(s.count)
             if n is None or not 1 <= n <= 100:
                 raise CodegenError("unroll needs a constant count between 1 and 100", s.count.pos)
             for _ in range(n):
-                self.block(s.body)
+                if self.block(s.body):
+                    ends = True
+                    break
         elif isinstance(s, A.While):
             self.while_(s)
         elif isinstance(s, A.Jump):
             self.jump(s)
+            ends = True
         else:
             raise CodegenError(f"statement {type(s).__name__} is not supported", s.pos)
+        if isinstance(s, A.ExprStmt) and isinstance(s.expr, A.Call) and s.expr.name == "exit":
+            ends = True
         self.spans.append((start, len(self.p.insns), s.pos))
+        return ends
 
     def jump(self, s: A.Jump) -> None:
         if s.kind == "return":
@@ -493,19 +509,21 @@ class _ProbeGen:
         else:
             self.p.ja(self.loops[-1].head)
 
-    def if_(self, s: A.If) -> None:
+    def if_(self, s: A.If) -> bool:
         p = self.p
         els, end = p.fresh_label("else"), p.fresh_label("endif")
         r = self.int_expr(s.cond)
         p.jeq(r, 0, els)
         self.release(r)
-        self.block(s.then)
-        if s.else_ is not None:
+        then_ends = self.block(s.then)
+        if s.else_ is not None and not then_ends:
             p.ja(end)
         p.label(els)
-        if s.else_ is not None:
-            self.block(s.else_)
-            p.label(end)
+        if s.else_ is None:
+            return False
+        else_ends = self.block(s.else_)
+        p.label(end)
+        return then_ends and else_ends
 
     def while_(self, s: A.While) -> None:
         p = self.p

@@ -1,0 +1,561 @@
+"""Printing as bpftrace 0.17 prints: ``printf``, ``print()``, ``time()`` and the
+maps at exit, as text and as ``-f json`` lines. Pure: no kernel, no I/O.
+
+Values come in as Python values (:func:`decode` turns the bytes of a map key,
+a map value or an event record into one), typed by the language's
+:class:`~pyebpf.lang.types.Type`:
+
+================  ==========================================================
+``int``           an ``int`` (its sign as the type says)
+``string``        a ``str`` (bytes up to the first NUL; bytes that are not
+                  UTF-8 kept as surrogates: write with ``surrogateescape``)
+``buffer``        ``bytes``
+``tuple``         a ``tuple`` of the element values
+``ustack`` ...    whatever the ``stacks`` callable takes (a stack id, frames)
+``usym``/``ksym`` an address (``int``), named by the ``syms`` callable
+``inet``          ``bytes`` (4 or 16) or an already printed ``str``
+``timestamp``     ``(format, nsecs since boot)`` or an already printed ``str``
+``username``      a uid (``int``) or a name (``str``)
+``probe``         the probe's name (``str``)
+count/sum/min/max an ``int``
+avg, stats        ``(count, total)``
+hist, lhist       ``{bucket: count}``: bucket 0 below the range, then
+                  log2 buckets (1: ``[0]``, 2: ``[1]``, 3: ``[2, 4)``...) or
+                  the ``lhist`` steps, the last one ``[max, ...)``
+================  ==========================================================
+
+A map's entries are a mapping from its key (``None``/``()`` for a map
+without keys; a tuple when it has several) to its value.
+
+What bpftrace does, and this module with it:
+
+- keyed maps of integers (count, sum, min, max, plain ints) are printed by
+  value ascending; avg and stats by their average; hist/lhist by their total
+  count; other maps by key. Ties come in bpftrace's hash order; here by key.
+- ``print(@m, top, div)``: the last ``top`` entries of that order; values
+  (and histogram counts, and averages, not stats) divided by ``div`` after
+  sorting.
+- an empty map prints as one blank line (two for avg and stats), nothing in
+  JSON; avg/stats/hist maps end with a blank line.
+- at exit bpftrace prints two newlines, then every map by name
+  (:func:`format_exit`).
+- ``printf`` is C's: without a length modifier ``%d %u %x %X %o`` read 32
+  bits (``%hd`` 16, ``%hhd`` 8, ``%ld %lld %zd %jd`` 64), ``%s`` a string,
+  ``%c`` a byte, ``%p`` an address (``(nil)`` for 0), ``%r`` a buffer as
+  ``\\xNN`` escapes; flags ``-`` and a ``0``-prefixed width, precision.
+"""
+from __future__ import annotations
+
+import json as _json
+
+from .types import Type
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from typing import Any
+
+    #: a stack's printed text from its value and type
+    StackFormatter = Callable[[Any, Type], str]
+    #: an address's symbol from (address, type) (usym/ksym)
+    SymFormatter = Callable[[int, Type], str]
+
+__all__ = ["format_printf", "printf_conversions", "decode", "format_value", "format_map",
+           "format_exit", "json_map", "json_printf", "json_value", "json_time",
+           "format_time", "format_strftime", "format_buffer", "hist_text",
+           "OutputError", "PRINTF_SPEC", "BAR_WIDTH"]
+
+from ..errors import PyebpfError
+
+
+class OutputError(PyebpfError, ValueError):
+    """A value that cannot be printed with its format or type (a printf with
+    fewer values than conversions, a value of the wrong shape)."""
+
+
+#: a printf conversion as bpftrace 0.17 recognises it: ``-``, a width (``0``
+#: first: zero padding), a precision, a length modifier, a conversion.
+#: (no ``+``, space or ``#`` flag; no ``%i``, no floats.)
+PRINTF_SPEC = (r"%(?P<minus>-?)(?P<width>[0-9]*)(?:\.(?P<prec>[0-9]*))?"
+               r"(?P<len>hh|h|ll|l|j|z|t)?(?P<conv>[duxXocspr])")
+BAR_WIDTH = 52
+_INT_CONVS = frozenset("duxXo")
+_MASK64 = (1 << 64) - 1
+
+
+def _printf_re() -> Any:
+    import re
+    global _PRINTF_RE
+    if _PRINTF_RE is None:
+        _PRINTF_RE = re.compile(PRINTF_SPEC + "|%%")
+    return _PRINTF_RE
+
+
+_PRINTF_RE: Any = None
+
+
+def printf_conversions(fmt: str) -> list[str]:
+    """The conversion characters of ``fmt`` that take a value, in order (``%%``
+    and what bpftrace does not recognise excluded): what a semantic pass
+    checks the arguments against."""
+    return [m.group("conv") for m in _printf_re().finditer(fmt) if m.group("conv")]
+
+
+# ================================================================ values
+def _signed(v: int, bits: int) -> int:
+    v &= (1 << bits) - 1
+    return v - (1 << bits) if v >> (bits - 1) else v
+
+
+def _text(raw: bytes) -> str:
+    return raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+
+
+def decode(t: Type, raw: bytes) -> object:
+    """The Python value of ``raw``, the bytes of a value of type ``t`` as
+    stored in a map key, a map value or an event record (little-endian,
+    tuples laid out as C lays out a struct of their elements).
+
+    Integers of every size get their sign; strings stop at their first NUL;
+    a buffer stays bytes; a stack id, symbol address, uid or probe index
+    stays an int (``stacks``/``syms`` name them when printed); ``inet``
+    gives its 4 or 16 address bytes; count/sum/min/max are 8-byte integers
+    (sum/min/max signed as ``t.signed``); avg/stats are ``(count, total)``
+    from two 8-byte words ``total, count``."""
+    k = t.kind
+    if k == "int":
+        v = int.from_bytes(raw[:t.size], "little", signed=t.signed)
+        return v
+    if k == "string":
+        return _text(raw[:t.size] if t.size else raw)
+    if k == "buffer":
+        return bytes(raw[:t.size] if t.size else raw)
+    if k == "tuple":
+        out = []
+        for elem, off in zip(t.elems, tuple_offsets(t)):
+            out.append(decode(elem, raw[off:off + _size(elem)]))
+        return tuple(out)
+    if k == "inet":
+        family = int.from_bytes(raw[:8], "little") if len(raw) >= 24 else 0
+        addr = raw[8:24] if len(raw) >= 24 else raw
+        return bytes(addr[:4]) if family == 2 else bytes(addr)
+    if k in ("count", "sum", "min", "max"):
+        return int.from_bytes(raw[:8], "little", signed=k != "count" and t.signed)
+    if k in ("avg", "stats"):
+        total = int.from_bytes(raw[:8], "little", signed=True)
+        count = int.from_bytes(raw[8:16], "little")
+        return (count, total)
+    return int.from_bytes(raw[:8], "little")
+
+
+def _size(t: Type) -> int:
+    if t.kind == "tuple":
+        offs = tuple_offsets(t)
+        if not t.elems:
+            return 0
+        end = offs[-1] + _size(t.elems[-1])
+        align = max(_align(e) for e in t.elems)
+        return (end + align - 1) // align * align
+    return t.size or 8
+
+
+def _align(t: Type) -> int:
+    if t.kind == "tuple":
+        return max((_align(e) for e in t.elems), default=1)
+    if t.kind == "int":
+        return t.size
+    if t.kind in ("string", "buffer"):
+        return 1
+    return 8
+
+
+def tuple_offsets(t: Type) -> list[int]:
+    """The offset of each element of tuple type ``t`` (C struct layout: each
+    element aligned to its own alignment, strings and buffers to 1)."""
+    offs, pos = [], 0
+    for e in t.elems:
+        a = _align(e)
+        pos = (pos + a - 1) // a * a
+        offs.append(pos)
+        pos += _size(e)
+    return offs
+
+
+def format_buffer(data: bytes) -> str:
+    """A ``buf()`` as bpftrace prints it: printable ASCII as is, every other
+    byte as ``\\xNN``."""
+    return "".join(chr(b) if 32 <= b < 127 else f"\\x{b:02x}" for b in data)
+
+
+def _inet_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    import socket
+    raw = bytes(value)
+    if len(raw) == 4:
+        return socket.inet_ntop(socket.AF_INET, raw)
+    if len(raw) == 16:
+        return socket.inet_ntop(socket.AF_INET6, raw)
+    raise OutputError(f"an inet address is 4 or 16 bytes, not {len(raw)}")
+
+
+def _username(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    import pwd
+    try:
+        return pwd.getpwuid(int(value)).pw_name
+    except KeyError:
+        return str(value)
+
+
+def format_value(t: Type, value: Any, *, stacks: StackFormatter | None = None,
+                 syms: SymFormatter | None = None) -> str:
+    """``value`` (of type ``t``) as bpftrace prints it in a map key, a map
+    value or ``print()``: integers in decimal, strings as they are, tuples
+    ``(1, a, -3)``, buffers with ``\\x`` escapes, symbols, addresses and
+    stacks through the ``syms``/``stacks`` callables."""
+    k = t.kind
+    if k == "int" or k in ("count", "sum", "min", "max"):
+        return str(int(value))
+    if k == "string":
+        return value if isinstance(value, str) else _text(bytes(value))
+    if k == "buffer":
+        return value if isinstance(value, str) else format_buffer(bytes(value))
+    if k == "tuple":
+        return "(" + ", ".join(format_value(e, v, stacks=stacks, syms=syms)
+                               for e, v in zip(t.elems, value)) + ")"
+    if k in ("ustack", "kstack"):
+        if isinstance(value, str):
+            return value
+        if stacks is None:
+            raise OutputError(f"printing a {k} needs the stacks formatter")
+        return stacks(value, t)
+    if k in ("usym", "ksym"):
+        if isinstance(value, str):
+            return value
+        if syms is None:
+            return f"0x{int(value) & _MASK64:x}"
+        return syms(int(value), t)
+    if k == "inet":
+        return _inet_text(value)
+    if k == "timestamp":
+        if isinstance(value, str):
+            return value
+        fmt, ns = value
+        return format_strftime(fmt, ns)
+    if k == "username":
+        return _username(value)
+    if k == "pointer":
+        return f"0x{int(value) & _MASK64:x}"
+    if k in ("avg", "stats"):
+        count, total = value
+        avg = _avg(count, total)
+        return str(avg) if k == "avg" else f"count {count}, average {avg}, total {total}"
+    return str(value)
+
+
+def _avg(count: int, total: int) -> int:
+    return _cdiv(total, count) if count else 0
+
+
+def _json_value(t: Type, value: Any, *, stacks: StackFormatter | None = None,
+                syms: SymFormatter | None = None) -> Any:
+    k = t.kind
+    if k == "int" or k in ("count", "sum", "min", "max"):
+        return int(value)
+    if k == "tuple":
+        return [_json_value(e, v, stacks=stacks, syms=syms) for e, v in zip(t.elems, value)]
+    return format_value(t, value, stacks=stacks, syms=syms)
+
+
+def _dumps(obj: Any) -> str:
+    """JSON as bpftrace writes it: ``", "``/``": "`` in objects, ``,`` in arrays."""
+    if isinstance(obj, dict):
+        return "{" + ", ".join(f"{_json.dumps(str(k), ensure_ascii=False)}: {_dumps(v)}"
+                               for k, v in obj.items()) + "}"
+    if isinstance(obj, list):
+        return "[" + ",".join(_dumps(v) for v in obj) + "]"
+    return _json.dumps(obj, ensure_ascii=False)
+
+
+def json_value(t: Type, value: Any, **kw: Any) -> str:
+    """``print(value)`` in ``-f json``: ``{"type": "value", "data": ...}``."""
+    return _dumps({"type": "value", "data": _json_value(t, value, **kw)})
+
+
+# ================================================================ printf
+def _int_arg(value: Any, length: str | None, conv: str) -> int:
+    v = int(value)
+    bits = 64 if length in ("l", "ll", "j", "z", "t") else \
+        16 if length == "h" else 8 if length == "hh" else 32
+    return _signed(v, bits) if conv == "d" else v & ((1 << bits) - 1)
+
+
+def _conv_text(m: Any, t: Type | None, value: Any, stacks: Any, syms: Any) -> str:
+    conv, length = m.group("conv"), m.group("len")
+    minus, width, prec = m.group("minus"), m.group("width"), m.group("prec")
+    if conv in _INT_CONVS and t is not None and t.kind not in (
+            "int", "count", "sum", "min", "max", "pointer", "usym", "ksym", "username"):
+        raise OutputError(f"%{conv} takes an integer, not a {t}")
+    if conv in _INT_CONVS or conv == "c":
+        v = _int_arg(value, length, "d" if conv == "d" else "u")
+        if conv == "c":
+            v &= 0xFF
+            body = chr(v) if v < 0x80 else bytes([v]).decode("utf-8", "surrogateescape")
+            prec = None
+            conv_py, arg = "s", body
+        else:
+            conv_py, arg = ("d" if conv == "u" else conv), v
+        if prec is not None and width.startswith("0"):
+            width = width.lstrip("0")          # C: the 0 flag is ignored with a precision
+        spec = "%" + minus + width + (f".{prec or 0}" if prec is not None else "") + conv_py
+        return spec % arg
+    if conv == "p":
+        v = int(value) & _MASK64
+        body = "(nil)" if v == 0 else f"0x{v:x}"
+        return ("%" + minus + width.lstrip("0") + "s") % body
+    if conv == "r":
+        body = format_buffer(bytes(value)) if not isinstance(value, str) else value
+    elif t is not None:
+        body = format_value(t, value, stacks=stacks, syms=syms)
+    elif isinstance(value, (bytes, bytearray)):
+        body = _text(bytes(value))
+    else:
+        body = str(value)
+    spec = "%" + minus + width.lstrip("0") + (f".{prec or 0}" if prec is not None else "") + "s"
+    return spec % body
+
+
+def format_printf(fmt: str, values: Sequence[tuple[Type | None, Any]], *,
+                  stacks: StackFormatter | None = None,
+                  syms: SymFormatter | None = None) -> str:
+    """``printf(fmt, values...)`` as bpftrace 0.17 prints it (see the module
+    docs for the specifiers). ``fmt`` has its escapes decoded already;
+    ``values`` are ``(type, value)`` pairs (the type may be None for a plain
+    int or str). Raises :class:`OutputError` when there are fewer values
+    than conversions."""
+    it = iter(values)
+
+    def conv(m: Any) -> str:
+        if m.group(0) == "%%":
+            return "%"
+        try:
+            t, v = next(it)
+        except StopIteration:
+            raise OutputError(f"printf({fmt!r}): fewer values than conversions") from None
+        return _conv_text(m, t, v, stacks, syms)
+
+    return _printf_re().sub(conv, fmt)
+
+
+def json_printf(text: str) -> str:
+    """The ``-f json`` line of a printed ``printf`` text."""
+    return _dumps({"type": "printf", "data": text})
+
+
+# ================================================================== time
+_BOOT: list[float] = []
+
+
+def _boot_time() -> float:
+    if not _BOOT:
+        import time
+        _BOOT.append(time.time() - time.clock_gettime(time.CLOCK_BOOTTIME))
+    return _BOOT[0]
+
+
+def format_time(fmt: str | None = None, when: float | None = None) -> str:
+    """``time(fmt)``: the local time (now, or ``when`` seconds since the
+    epoch) with C's ``strftime``; bpftrace's default ``"%H:%M:%S\\n"``."""
+    import time
+    return time.strftime("%H:%M:%S\n" if fmt is None else fmt,
+                         time.localtime(time.time() if when is None else when))
+
+
+def format_strftime(fmt: str, nsecs: int) -> str:
+    """``strftime(fmt, nsecs)``: ``nsecs`` (nanoseconds since boot, as the
+    ``nsecs`` builtin counts) as local wall-clock time."""
+    import time
+    return time.strftime(fmt, time.localtime(_boot_time() + nsecs / 1e9))
+
+
+def json_time(text: str) -> str:
+    """The ``-f json`` line of a ``time()`` output."""
+    return _dumps({"type": "time", "data": text})
+
+
+# ================================================================== maps
+def _hist_labels(value: Type) -> Callable[[int], str]:
+    from ..trace.render import _linear_labels, log2_label
+    if value.kind == "lhist":
+        if value.lhist is None:
+            raise OutputError("an lhist type needs its (min, max, step)")
+        return _linear_labels(*value.lhist)
+    return log2_label
+
+
+def _bucket_range(value: Type) -> Callable[[int], tuple[int | None, int | None]]:
+    from ..trace.aggregate import linear_bucket_range, log2_bucket_range
+    if value.kind == "lhist":
+        lo, hi, step = value.lhist or (0, 0, 1)
+        return lambda b: linear_bucket_range(b, lo, hi, step)
+    return log2_bucket_range
+
+
+def hist_text(value: Type, buckets: Mapping[int, int], div: int = 1) -> str:
+    """The bucket lines of a histogram (each ending with a newline), from the
+    lowest to the highest non-empty bucket, bars as bpftrace draws them."""
+    label = _hist_labels(value)
+    counts = {b: c // div for b, c in buckets.items() if c}
+    nonzero = [b for b, c in buckets.items() if c]
+    if not nonzero:
+        return ""
+    top = max(counts.values())
+    lines = []
+    for b in range(min(nonzero), max(nonzero) + 1):
+        n = counts.get(b, 0)
+        bar = "@" * (n * BAR_WIDTH // top if top else BAR_WIDTH)
+        lines.append(f"{label(b):<16}{n:>8} |{bar:<{BAR_WIDTH}}|\n")
+    return "".join(lines)
+
+
+def _sort_key(value: Type) -> Callable[[Any], Any]:
+    k = value.kind
+    if k in ("int", "count", "sum", "min", "max"):
+        return lambda v: int(v)
+    if k in ("avg", "stats"):
+        return lambda v: _avg(*v)
+    if k in ("hist", "lhist"):
+        return lambda v: sum(v.values())
+    return lambda v: 0
+
+
+def _key_order(key: Any) -> Any:
+    """A total order over keys of one type (ints, strs, bytes, tuples)."""
+    if isinstance(key, tuple):
+        return tuple(_key_order(k) for k in key)
+    if isinstance(key, (int, float)):
+        return (0, key, "")
+    return (1, 0, str(key))
+
+
+def _ordered(key: Type | None, value: Type, entries: Mapping[Any, Any],
+             top: int) -> list[tuple[Any, Any]]:
+    items = list(entries.items())
+    if key is not None:
+        by_value = _sort_key(value)
+        if value.kind in ("int", "count", "sum", "min", "max", "avg", "stats", "hist", "lhist"):
+            items.sort(key=lambda kv: (by_value(kv[1]), _key_order(kv[0])))
+        else:
+            items.sort(key=lambda kv: _key_order(kv[0]))
+    if top and len(items) > top:
+        items = items[len(items) - top:]
+    return items
+
+
+def _key_text(key: Type | None, k: Any, stacks: Any, syms: Any, sep: str = ", ") -> str:
+    if key is None:
+        return ""
+    if key.kind == "tuple":
+        parts = k if isinstance(k, tuple) else (k,)
+        return sep.join(format_value(e, v, stacks=stacks, syms=syms)
+                        for e, v in zip(key.elems, parts))
+    return format_value(key, k[0] if isinstance(k, tuple) and len(k) == 1
+                        and key.kind not in ("tuple",) else k, stacks=stacks, syms=syms)
+
+
+def _cdiv(v: int, div: int) -> int:
+    q = abs(v) // div                    # C's division: toward zero
+    return -q if v < 0 else q
+
+
+def _divided(value: Type, v: Any, div: int) -> Any:
+    """A value divided by ``print()``'s ``div``: integers and averages (an
+    avg becomes its divided average, an int); stats are not divided."""
+    k = value.kind
+    if k == "avg":
+        return _cdiv(_avg(*v), div)
+    if div != 1 and k in ("int", "count", "sum", "min", "max"):
+        return _cdiv(int(v), div)
+    return v
+
+
+def format_map(name: str, key: Type | None, value: Type, entries: Mapping[Any, Any], *,
+               top: int = 0, div: int = 1, stacks: StackFormatter | None = None,
+               syms: SymFormatter | None = None) -> str:
+    """Map ``name`` (``"@x"`` or ``"@"``) as bpftrace 0.17 prints it at exit
+    and with ``print(@x, top, div)`` (see the module docs for the order and
+    the blank lines). ``key`` is the key's type (None: no key; a tuple type
+    for several keys, whose entries are keyed by tuples)."""
+    items = _ordered(key, value, entries, top)
+    k = value.kind
+    if not items:
+        return "\n\n" if k in ("avg", "stats") else "\n"
+    out = []
+    for kv, v in items:
+        head = name + (f"[{_key_text(key, kv, stacks, syms)}]" if key is not None else "") + ": "
+        if k in ("hist", "lhist"):
+            out.append(head + "\n" + hist_text(value, v, max(div, 1)) + "\n")
+            continue
+        v = _divided(value, v, div)
+        text = str(v) if k == "avg" else format_value(value, v, stacks=stacks, syms=syms)
+        out.append(head + text + "\n")
+    if k in ("avg", "stats"):
+        out.append("\n")
+    return "".join(out)
+
+
+def format_exit(maps: Iterable[tuple[str, Type | None, Type, Mapping[Any, Any]]], *,
+                stacks: StackFormatter | None = None, syms: SymFormatter | None = None) -> str:
+    """What bpftrace prints at exit: two newlines, then every map (``(name,
+    key type, value type, entries)``) in name order."""
+    return "\n\n" + "".join(format_map(n, kt, vt, e, stacks=stacks, syms=syms)
+                            for n, kt, vt, e in sorted(maps, key=lambda m: m[0]))
+
+
+def _json_hist(value: Type, buckets: Mapping[int, int], div: int) -> list[dict[str, int]]:
+    rng = _bucket_range(value)
+    nonzero = [b for b, c in buckets.items() if c]
+    out: list[dict[str, int]] = []
+    if not nonzero:
+        return out
+    for b in range(min(nonzero), max(nonzero) + 1):
+        lo, hi = rng(b)
+        d: dict[str, int] = {}
+        if lo is not None:
+            d["min"] = lo
+        if hi is not None:
+            d["max"] = hi - 1
+        d["count"] = buckets.get(b, 0) // div
+        out.append(d)
+    return out
+
+
+def json_map(name: str, key: Type | None, value: Type, entries: Mapping[Any, Any], *,
+             top: int = 0, div: int = 1, stacks: StackFormatter | None = None,
+             syms: SymFormatter | None = None) -> str:
+    """Map ``name`` as a ``-f json`` line (no newline), or ``""`` for an
+    empty map (bpftrace prints nothing then): ``{"type": "map"|"hist"|
+    "stats", "data": {"@name": ...}}``, several keys joined by ``,``."""
+    items = _ordered(key, value, entries, top)
+    if not items:
+        return ""
+    k = value.kind
+    kind = "hist" if k in ("hist", "lhist") else "stats" if k in ("avg", "stats") else "map"
+
+    def one(v: Any) -> Any:
+        if k in ("hist", "lhist"):
+            return _json_hist(value, v, max(div, 1))
+        if k == "stats":
+            count, total = v
+            return {"count": count, "average": _avg(count, total), "total": total}
+        if k == "avg":
+            return _divided(value, v, div)
+        return _json_value(value, _divided(value, v, div), stacks=stacks, syms=syms)
+
+    if key is None:
+        data: Any = one(items[0][1])
+    else:
+        data = {_key_text(key, kv, stacks, syms, ","): one(v) for kv, v in items}
+    return _dumps({"type": kind, "data": {name: data}})

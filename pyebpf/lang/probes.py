@@ -1,0 +1,588 @@
+"""The attach points of a bpftrace program made concrete: which probes an
+attach point names, what each reads as its arguments, and ``bt -l``.
+
+- :func:`resolve` turns one :class:`~pyebpf.lang.ast.AttachPoint` into its
+  :class:`ResolvedProbe` list: a wildcard (``uprobe:./work:*e*``,
+  ``tracepoint:syscalls:sys_enter_open*``, ``usdt:PATH:*``) expands to one
+  probe per match, each named as bpftrace's ``probe`` builtin prints it
+  (``uprobe:/full/path:work``: the path as written, a library name such as
+  ``libc`` resolved; an address in decimal; the USDT provider filled in).
+  Each carries a probe *source* shaped like
+  :class:`pyebpf.trace.probes.ProbeSource` (``prog_type``, ``load_options``,
+  ``arg_count``, ``emit_arg``, ``attach``, ``describe``).
+- :class:`Resolver` gives the semantic pass the types of ``argN``,
+  ``args`` and ``retval`` (a USDT argument has its spec's size and sign:
+  ``-4@%r8d`` is ``int32``).
+- :func:`list_probes` prints what ``bpftrace -l PATTERN`` prints.
+
+Kinds: ``uprobe``/``uretprobe``, ``usdt``, ``tracepoint``,
+``rawtracepoint``, ``profile``, ``interval``, ``software``, ``hardware``.
+``kprobe``/``kretprobe``/``kfunc``/``kretfunc`` are refused with the
+reason the kernel's feature probe gives; ``hardware`` is refused where
+there is no CPU PMU. ``BEGIN``/``END`` are the runtime's, not here.
+Everything except ``attach`` is pure (ELF files, tracefs), so a bad probe
+fails before anything is loaded.
+"""
+from __future__ import annotations
+
+import os
+
+from ..trace.probes import ProbeSpecError, TracepointSource, UprobeSource
+from .types import Type, int_type, string_type
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..attach import Link
+    from ..program import Program, Reg
+    from .ast import AttachPoint
+
+__all__ = ["ResolvedProbe", "resolve", "Resolver", "list_probes", "PerfEventSource",
+           "RawTracepointSource", "ProbeSpecError", "SOFTWARE_EVENTS", "HARDWARE_EVENTS",
+           "probe_name"]
+
+#: bpftrace's software events: name -> (aliases, perf config, default count)
+SOFTWARE_EVENTS: dict[str, tuple[tuple[str, ...], int, int]] = {
+    "cpu-clock": (("cpu",), 0, 1000000),
+    "task-clock": ((), 1, 1000000),
+    "page-faults": (("faults",), 2, 100),
+    "context-switches": (("cs",), 3, 1000),
+    "cpu-migrations": ((), 4, 1),
+    "minor-faults": ((), 5, 100),
+    "major-faults": ((), 6, 1),
+    "alignment-faults": ((), 7, 1),
+    "emulation-faults": ((), 8, 1),
+    "dummy": ((), 9, 1),
+    "bpf-output": ((), 10, 1),
+}
+#: bpftrace's hardware events: name -> (aliases, perf config, default count)
+HARDWARE_EVENTS: dict[str, tuple[tuple[str, ...], int, int]] = {
+    "cpu-cycles": (("cycles",), 0, 1000000),
+    "instructions": ((), 1, 1000000),
+    "cache-references": ((), 2, 1000000),
+    "cache-misses": ((), 3, 1000000),
+    "branch-instructions": (("branches",), 4, 100000),
+    "branch-misses": ((), 5, 100000),
+    "bus-cycles": ((), 6, 100000),
+    "frontend-stalls": ((), 7, 1000000),
+    "backend-stalls": ((), 8, 1000000),
+    "ref-cycles": ((), 9, 1000000),
+}
+_PERF_TYPE_HARDWARE, _PERF_TYPE_SOFTWARE = 0, 1
+_UNITS_NS = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000}
+_CPU_PMU = "/sys/bus/event_source/devices/cpu"
+_SHORT = {"u": "uprobe", "ur": "uretprobe", "U": "usdt", "t": "tracepoint",
+          "rt": "rawtracepoint", "p": "profile", "i": "interval", "s": "software",
+          "h": "hardware", "k": "kprobe", "kr": "kretprobe", "f": "kfunc", "fr": "kretfunc"}
+
+
+class ResolvedProbe:
+    """One concrete probe: ``name`` (what the ``probe`` builtin prints) and
+    ``source`` (the probe source that loads and attaches it)."""
+
+    __slots__ = ("name", "source")
+
+    def __init__(self, name: str, source: Any) -> None:
+        self.name = name
+        self.source = source
+
+    def __repr__(self) -> str:
+        return f"ResolvedProbe({self.name!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ResolvedProbe) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+
+def _is_glob(text: str) -> bool:
+    return "*" in text
+
+
+def _match(pattern: str, name: str) -> bool:
+    import fnmatch
+    return fnmatch.fnmatchcase(name, pattern)
+
+
+def _not_found(what: str, wanted: str, candidates: list[str]) -> ProbeSpecError:
+    from ..errors import close_matches
+    close = close_matches(wanted, candidates, n=5)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return ProbeSpecError(f"{what}: nothing matches {wanted!r}{hint}")
+
+
+# ================================================================ uprobes
+def _shown_path(path: str, pid: int | None) -> tuple[str, str]:
+    """(file to open, path as the probe's name shows it): a path as written,
+    a library or program name resolved."""
+    from .. import elf
+    try:
+        real = elf.resolve_library(path, pid)
+    except (FileNotFoundError, ProcessLookupError) as exc:
+        raise ProbeSpecError(f"{path}: {exc}") from None
+    return real, (path if "/" in path else real)
+
+
+def _functions(path: str) -> list[str]:
+    from .. import elf
+    ef = elf.open_elf(path)
+    return sorted({s.name for s in ef.symbols() if s.is_function and s.address})
+
+
+def _uprobes(ap: AttachPoint, pid: int | None) -> list[ResolvedProbe]:
+    kind = ap.provider
+    if len(ap.parts) != 2 or not all(ap.parts):
+        raise ProbeSpecError(f"{ap.raw}: a {kind} is {kind}:PATH:FUNCTION (PATH a file or a "
+                             f"library name such as libc), e.g. {kind}:/bin/bash:readline")
+    path, func = ap.parts
+    real, shown = _shown_path(path, pid)
+    if ap.func_offset is not None and "+" not in func:
+        func = f"{func}+{ap.func_offset}"
+    ret = kind == "uretprobe"
+    if _is_glob(func):
+        names = [n for n in _functions(real) if _match(func, n)]
+        if not names:
+            raise _not_found(f"{kind}:{shown}", func, _functions(real))
+        return [ResolvedProbe(f"{kind}:{shown}:{n}", UprobeSource(real, n, retprobe=ret, pid=pid))
+                for n in names]
+    try:
+        src = UprobeSource(real, func, retprobe=ret, pid=pid)
+    except ProbeSpecError as exc:
+        if func.startswith("0x") or "+" in func:
+            raise
+        raise _not_found(f"{kind}:{shown}", func, _functions(real)) from exc
+    label = str(int(func, 16)) if func.lower().startswith("0x") else func
+    return [ResolvedProbe(f"{kind}:{shown}:{label}", src)]
+
+
+# =================================================================== USDT
+def _usdt_files(path: str, pid: int | None) -> list[tuple[str, str]]:
+    """(file, path shown) for a USDT target: a path, a name, or (with
+    ``pid``) ``*``/empty for every module of that process."""
+    from ..errors import UsdtError
+    from ..usdt.attach import usdt_files
+    if path in ("", "*") and pid is not None:
+        try:
+            return [(f, f) for f in usdt_files(None, pid)]
+        except UsdtError as exc:
+            raise ProbeSpecError(str(exc)) from None
+    real, shown = _shown_path(path, pid)
+    return [(real, shown)]
+
+
+def _usdt(ap: AttachPoint, pid: int | None) -> list[ResolvedProbe]:
+    from ..errors import UsdtError
+    from ..trace.usdt_source import usdt_probe_source
+    from ..usdt.notes import UsdtFile
+    parts = ap.parts
+    if len(parts) == 2:
+        path, provider, name = parts[0], "*", parts[1]
+    elif len(parts) == 3:
+        path, provider, name = parts[0], parts[1] or "*", parts[2]
+    else:
+        raise ProbeSpecError(f"{ap.raw}: a USDT probe is usdt:PATH:[PROVIDER:]NAME, e.g. "
+                             "usdt:/usr/bin/python3:python:function__entry")
+    if not name:
+        raise ProbeSpecError(f"{ap.raw}: the USDT probe has no name")
+    out, everything = [], []
+    for real, shown in _usdt_files(path, pid):
+        try:
+            probes = UsdtFile(real).probes()
+        except (UsdtError, OSError) as exc:
+            raise ProbeSpecError(f"{ap.raw}: {exc}") from None
+        seen = []
+        for pr in probes:
+            everything += [f"{pr.provider}:{pr.name}", pr.name]
+            if (pr.provider, pr.name) in seen:
+                continue
+            if _match(provider, pr.provider) and _match(name, pr.name):
+                seen.append((pr.provider, pr.name))
+        for prov, nm in sorted(seen):
+            try:
+                src = usdt_probe_source(real, prov, nm, pid=pid)
+            except UsdtError as exc:
+                raise ProbeSpecError(f"{ap.raw}: {exc}") from None
+            out.append(ResolvedProbe(f"usdt:{shown}:{prov}:{nm}", src))
+    if not out:
+        wanted = name if provider == "*" else f"{provider}:{name}"
+        raise _not_found(f"usdt:{path}", wanted, sorted(set(everything)))
+    return out
+
+
+# ============================================================= tracepoints
+def _tracepoints(ap: AttachPoint) -> list[ResolvedProbe]:
+    if len(ap.parts) != 2 or not all(ap.parts):
+        raise ProbeSpecError(f"{ap.raw}: a tracepoint is tracepoint:CATEGORY:NAME, e.g. "
+                             "tracepoint:syscalls:sys_enter_openat")
+    cat, name = ap.parts
+    if not (_is_glob(cat) or _is_glob(name)):
+        return [ResolvedProbe(f"tracepoint:{cat}:{name}", TracepointSource(cat, name))]
+    from ..attach import list_tracepoints
+    everything = list_tracepoints()
+    hits = [t for t in everything if _match(f"{cat}:{name}", t)]
+    if not hits:
+        raise _not_found("tracepoint", f"{cat}:{name}", everything)
+    return [ResolvedProbe(f"tracepoint:{t}", TracepointSource(*t.split(":", 1))) for t in hits]
+
+
+class RawTracepointSource:
+    """A raw tracepoint: ``argN`` is the tracepoint's N-th raw argument
+    (``ctx->args[N]``, 64-bit)."""
+
+    kind = "rawtracepoint"
+    arg_count = 12
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @property
+    def prog_type(self) -> int:
+        """``BPF_PROG_TYPE_RAW_TRACEPOINT``."""
+        from ..kernel.constants import ProgType
+        return int(ProgType.RAW_TRACEPOINT)
+
+    @property
+    def load_options(self) -> dict[str, int]:
+        """``{"prog_type": BPF_PROG_TYPE_RAW_TRACEPOINT}``."""
+        return {"prog_type": self.prog_type}
+
+    def emit_arg(self, p: Program, dst: Reg, n: int, ctx: Reg) -> None:
+        """``dst = ctx->args[n]``."""
+        if not 0 <= n < self.arg_count:
+            raise ProbeSpecError(f"rawtracepoint:{self.name}: arg{n} does not exist "
+                                 f"(arg0..arg{self.arg_count - 1})")
+        p.load(dst, ctx, 8 * n, 8)
+
+    def attach(self, loaded_program: Any, pid: int | None = None) -> Link:
+        """Attach to the raw tracepoint (system-wide; ``pid`` is ignored)."""
+        from ..attach import attach_raw_tracepoint
+        return attach_raw_tracepoint(loaded_program, self.name)
+
+    def describe(self) -> str:
+        """``rawtracepoint:NAME``."""
+        return f"rawtracepoint:{self.name}"
+
+
+def _rawtracepoints(ap: AttachPoint) -> list[ResolvedProbe]:
+    parts = [p for p in ap.parts if p]
+    if not parts or len(parts) > 2:
+        raise ProbeSpecError(f"{ap.raw}: a raw tracepoint is rawtracepoint:NAME, e.g. "
+                             "rawtracepoint:sched_switch")
+    name = parts[-1]
+    if not _is_glob(name):
+        known = _raw_names()
+        if known and name not in known:
+            raise _not_found("rawtracepoint", name, sorted(known))
+        return [ResolvedProbe(f"rawtracepoint:{name}", RawTracepointSource(name))]
+    hits = sorted(n for n in _raw_names() if _match(name, n))
+    if not hits:
+        raise _not_found("rawtracepoint", name, sorted(_raw_names()))
+    return [ResolvedProbe(f"rawtracepoint:{n}", RawTracepointSource(n)) for n in hits]
+
+
+def _raw_names() -> set[str]:
+    from ..attach import list_raw_tracepoints
+    return set(list_raw_tracepoints())
+
+
+# ============================================================ perf events
+class PerfEventSource:
+    """A perf event sampled by a PERF_EVENT program: ``profile`` (cpu-clock
+    on every CPU), ``interval`` (cpu-clock on one CPU), ``software`` and
+    ``hardware`` events (every CPU). No arguments."""
+
+    arg_count = 0
+
+    def __init__(self, kind: str, event: tuple[int, int], *, frequency: int | None = None,
+                 period: int | None = None, one_cpu: bool = False, label: str = "") -> None:
+        self.kind = kind
+        self.event = event
+        self.frequency = frequency
+        self.period = period
+        self.one_cpu = one_cpu
+        self.label = label
+
+    @property
+    def prog_type(self) -> int:
+        """``BPF_PROG_TYPE_PERF_EVENT``."""
+        from ..kernel.constants import ProgType
+        return int(ProgType.PERF_EVENT)
+
+    @property
+    def load_options(self) -> dict[str, int]:
+        """``{"prog_type": BPF_PROG_TYPE_PERF_EVENT}``."""
+        return {"prog_type": self.prog_type}
+
+    def emit_arg(self, p: Program, dst: Reg, n: int, ctx: Reg) -> None:
+        """There are none: a :class:`ProbeSpecError`."""
+        raise ProbeSpecError(f"{self.label}: {self.kind} probes have no arguments (arg{n})")
+
+    def attach(self, loaded_program: Any, pid: int | None = None) -> Link:
+        """Open the event (on CPU 0 for ``interval``, else on every online
+        CPU; for process ``pid`` only when given, except ``interval``) and
+        attach the program to it."""
+        from ..attach import attach_perf_event
+        from ..errors import KernelError
+        try:
+            return attach_perf_event(loaded_program, self.frequency, period=self.period,
+                                     event=self.event, cpus=[0] if self.one_cpu else None,
+                                     pid=-1 if pid is None or self.one_cpu else pid)
+        except KernelError as exc:
+            if self.kind == "hardware" and exc.errno in (2, 19, 95):
+                raise ProbeSpecError(f"{self.label}: the CPU has no PMU for hardware events "
+                                     f"here (perf_event_open: {exc.strerror or exc})") from None
+            raise
+
+    def describe(self) -> str:
+        """``profile:hz:99 (cpu-clock at 99 Hz on every CPU)``."""
+        rate = (f"at {self.frequency} Hz" if self.frequency is not None
+                else f"every {self.period} events")
+        return f"{self.label} ({self.event} {rate} on {'CPU 0' if self.one_cpu else 'every CPU'})"
+
+
+def _timed(ap: AttachPoint) -> list[ResolvedProbe]:
+    kind = ap.provider
+    if len(ap.parts) != 2:
+        raise ProbeSpecError(f"{ap.raw}: {kind} probe type requires 2 arguments: "
+                             f"{kind}:UNIT:N, UNIT one of hz s ms us, e.g. {kind}:hz:99")
+    unit, count = ap.parts
+    try:
+        n = int(count, 0)
+    except ValueError:
+        raise ProbeSpecError(f"{ap.raw}: {count!r} is not a number") from None
+    if n <= 0:
+        raise ProbeSpecError(f"{ap.raw}: the rate must be positive")
+    name = f"{kind}:{unit}:{count}"
+    cpu_clock = (_PERF_TYPE_SOFTWARE, 0)
+    one = kind == "interval"
+    if unit == "hz":
+        return [ResolvedProbe(name, PerfEventSource(kind, cpu_clock, frequency=n, one_cpu=one,
+                                                    label=name))]
+    if unit not in _UNITS_NS:
+        raise ProbeSpecError(f"{ap.raw}: unknown unit {unit!r}; {kind} takes hz, s, ms or us")
+    return [ResolvedProbe(name, PerfEventSource(kind, cpu_clock, period=n * _UNITS_NS[unit],
+                                                one_cpu=one, label=name))]
+
+
+def _event_named(table: dict[str, tuple[tuple[str, ...], int, int]], name: str
+                 ) -> tuple[str, int, int] | None:
+    for full, (aliases, config, default) in table.items():
+        if name == full or name in aliases:
+            return full, config, default
+    return None
+
+
+def _perf_counted(ap: AttachPoint) -> list[ResolvedProbe]:
+    kind = ap.provider
+    hw = kind == "hardware"
+    table = HARDWARE_EVENTS if hw else SOFTWARE_EVENTS
+    if not ap.parts or len(ap.parts) > 2 or not ap.parts[0]:
+        raise ProbeSpecError(f"{ap.raw}: a {kind} probe is {kind}:EVENT[:COUNT], e.g. "
+                             f"{kind}:{next(iter(table))}:{next(iter(table.values()))[2]}")
+    ev = _event_named(table, ap.parts[0])
+    if ev is None:
+        raise _not_found(kind, ap.parts[0], [n for n, (a, _c, _d) in table.items()
+                                             for n in (n, *a)])
+    full, config, default = ev
+    if hw and not os.path.isdir(_CPU_PMU):
+        raise ProbeSpecError(f"{ap.raw}: hardware events need the CPU's PMU, and this "
+                             f"machine has none ({_CPU_PMU} is missing: a virtual machine "
+                             "without a virtual PMU)")
+    count = ap.parts[1] if len(ap.parts) == 2 and ap.parts[1] else None
+    try:
+        period = int(count, 0) if count is not None else default
+    except ValueError:
+        raise ProbeSpecError(f"{ap.raw}: {count!r} is not a number") from None
+    if period <= 0:
+        raise ProbeSpecError(f"{ap.raw}: the count must be positive")
+    name = f"{kind}:{ap.parts[0]}:{count}" if count is not None else f"{kind}:{ap.parts[0]}:"
+    ptype = _PERF_TYPE_HARDWARE if hw else _PERF_TYPE_SOFTWARE
+    return [ResolvedProbe(name, PerfEventSource(kind, (ptype, config), period=period,
+                                                label=name))]
+
+
+# ============================================================== refusals
+def _refused(ap: AttachPoint) -> ProbeSpecError:
+    from ..kernel import features
+    if ap.provider in ("kprobe", "kretprobe"):
+        reason = features.has_kprobe_pmu().reason
+        if features.has_kprobe_pmu():
+            reason = ("pyebpf's bpftrace language does not attach kprobes yet "
+                      f"(the kernel has them: {reason})")
+    else:
+        from ..kernel.constants import ProgType
+        reason = ("they are fentry/fexit programs, and the feature probe says: " +
+                  features.has_prog_type(ProgType.TRACING).reason)
+    return ProbeSpecError(f"{ap.raw}: {ap.provider} probes are not available: {reason}")
+
+
+# ================================================================ resolve
+def _canonical(provider: str) -> str:
+    return _SHORT.get(provider, provider)
+
+
+def resolve(ap: AttachPoint, *, pid: int | None = None) -> list[ResolvedProbe]:
+    """The concrete probes attach point ``ap`` names (one per wildcard
+    match), each with its name as bpftrace prints it and its probe source.
+
+    Raises :class:`~pyebpf.trace.probes.ProbeSpecError` (a ``ValueError``)
+    for a malformed attach point, one that matches nothing (listing close
+    matches), or a kind this kernel or pyebpf cannot attach."""
+    kind = _canonical(ap.provider)
+    if kind != ap.provider:
+        from .ast import AttachPoint as _AP
+        ap = _AP(ap.pos, ap.raw, kind, list(ap.parts), ap.func_offset)
+    if kind in ("uprobe", "uretprobe"):
+        return _uprobes(ap, pid)
+    if kind == "usdt":
+        return _usdt(ap, pid)
+    if kind == "tracepoint":
+        return _tracepoints(ap)
+    if kind == "rawtracepoint":
+        return _rawtracepoints(ap)
+    if kind in ("profile", "interval"):
+        return _timed(ap)
+    if kind in ("software", "hardware"):
+        return _perf_counted(ap)
+    if kind in ("kprobe", "kretprobe", "kfunc", "kretfunc"):
+        raise _refused(ap)
+    if kind in ("BEGIN", "END"):
+        raise ProbeSpecError(f"{kind} is not a kernel probe (the runtime runs it)")
+    raise ProbeSpecError(f"{ap.raw}: unknown probe type {ap.provider!r}")
+
+
+def probe_name(ap: AttachPoint, *, pid: int | None = None) -> list[str]:
+    """The names of the probes ``ap`` expands to (:func:`resolve`'s names)."""
+    return [r.name for r in resolve(ap, pid=pid)]
+
+
+# =============================================================== resolver
+def _field_type(f: Any) -> Type:
+    """A tracepoint field's type as bpftrace types ``args.NAME`` (``f``
+    narrowed to its C type's width already)."""
+    if f.data_loc:
+        return string_type(64)
+    if f.array_len is not None:
+        return string_type(f.size) if "char" in f.type else Type("buffer", f.size)
+    if "*" in f.type:
+        elem = int_type(1, True) if "char" in f.type else int_type(8, False)
+        return Type("pointer", 8, elem=elem)
+    return int_type(f.size if f.size in (1, 2, 4, 8) else 8, bool(f.signed))
+
+
+class Resolver:
+    """The semantic pass's :class:`~pyebpf.lang.sema.TypeResolver`: the types
+    of ``argN``, ``args`` and ``retval`` at an attach point (resolving it
+    once, with ``pid`` as ``-p`` gives it)."""
+
+    def __init__(self, pid: int | None = None) -> None:
+        self.pid = pid
+        self._cache: dict[tuple[str, str, tuple[str, ...], int | None], list[ResolvedProbe]] = {}
+
+    def probes(self, ap: AttachPoint) -> list[ResolvedProbe]:
+        """:func:`resolve` of ``ap``, cached."""
+        key = (_canonical(ap.provider), ap.raw, tuple(ap.parts), ap.func_offset)
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._cache[key] = resolve(ap, pid=self.pid)
+        return hit
+
+    def arg_type(self, ap: AttachPoint, n: int) -> Type:
+        """``argN``'s type: a USDT argument by its spec (size and sign, the
+        widest over the expansions), a tracepoint's N-th field, else int64."""
+        kind = _canonical(ap.provider)
+        if kind == "usdt":
+            sizes, signed = [], False
+            for r in self.probes(ap):
+                src = r.source
+                if n < src.arg_count:
+                    sizes.append(src.arg_size(n))
+                    signed = signed or src.arg_signed(n)
+            size = max(sizes, default=8)
+            return int_type(size if size in (1, 2, 4, 8) else 8, signed)
+        if kind == "tracepoint":
+            src = self.probes(ap)[0].source
+            if 0 <= n < len(src.fields):
+                return _field_type(src._narrowed(src.fields[n]))
+        if kind == "rawtracepoint":
+            return int_type(8, False)
+        return int_type(8, True)
+
+    def args_record(self, ap: AttachPoint) -> Type | None:
+        """A tracepoint's ``args``: a record of its fields (name, offset,
+        type), the common ones included; None for other kinds."""
+        if _canonical(ap.provider) != "tracepoint":
+            return None
+        src = self.probes(ap)[0].source
+        fields = tuple((f.name, f.offset, _field_type(src._narrowed(f)))
+                       for f in src.format.fields)
+        size = max((f.offset + f.size for f in src.format.fields), default=0)
+        return Type("record", size, fields=fields)
+
+    def retval_type(self, ap: AttachPoint) -> Type:
+        """``retval``: int64 (a uretprobe's rax)."""
+        return int_type(8, True)
+
+
+# ================================================================ listing
+def _split_pattern(pattern: str) -> tuple[str, list[str]]:
+    kind, _, rest = pattern.partition(":")
+    return _canonical(kind), rest.split(":") if rest else []
+
+
+def list_probes(pattern: str | None = None) -> list[str]:
+    """What ``bpftrace -l [PATTERN]`` lists: ``tracepoint:CAT:NAME``,
+    ``rawtracepoint``-less (as bpftrace 0.17), ``software:EVENT:``,
+    ``hardware:EVENT:`` (where there is a PMU), ``uprobe:PATH:FUNC`` and
+    ``usdt:PATH:PROVIDER:NAME`` (those two only for a pattern naming a file).
+    ``*`` matches anything; a pattern without a kind matches every kind."""
+    if not pattern:
+        return _list_kind("tracepoint", ["*", "*"]) + _list_kind("software", ["*"]) + \
+            _list_kind("hardware", ["*"])
+    if ":" not in pattern:
+        out = []
+        for kind in ("tracepoint", "software", "hardware"):
+            out += [p for p in _list_kind(kind, ["*"] * (2 if kind == "tracepoint" else 1))
+                    if _match(pattern, p.split(":", 1)[1].rstrip(":"))
+                    or _match(pattern, p)]
+        return out
+    kind, parts = _split_pattern(pattern)
+    return _list_kind(kind, parts)
+
+
+def _list_kind(kind: str, parts: list[str]) -> list[str]:
+    if kind == "tracepoint":
+        from ..attach import list_tracepoints
+        if len(parts) == 1:
+            parts = ["*", parts[0]] if parts[0] else ["*", "*"]
+        pat = ":".join(parts[:2]) if parts else "*:*"
+        return [f"tracepoint:{t}" for t in list_tracepoints() if _match(pat, t)]
+    if kind in ("software", "hardware"):
+        if kind == "hardware" and not os.path.isdir(_CPU_PMU):
+            return []
+        table = HARDWARE_EVENTS if kind == "hardware" else SOFTWARE_EVENTS
+        pat = parts[0] if parts and parts[0] else "*"
+        return [f"{kind}:{n}:" for n in sorted(table)
+                if _match(pat, n) or any(_match(pat, a) for a in table[n][0])]
+    if kind in ("uprobe", "uretprobe"):
+        if not parts or not parts[0]:
+            raise ProbeSpecError(f"{kind} probe type requires 2 arguments: {kind}:PATH:FUNCTION")
+        real, shown = _shown_path(parts[0], None)
+        pat = parts[1] if len(parts) > 1 and parts[1] else "*"
+        return [f"uprobe:{shown}:{n}" for n in _functions(real) if _match(pat, n)]
+    if kind == "usdt":
+        if not parts or not parts[0]:
+            raise ProbeSpecError("usdt probe type requires 2 or 3 arguments: "
+                                 "usdt:PATH[:PROVIDER]:NAME")
+        from ..usdt.notes import UsdtFile
+        real, shown = _shown_path(parts[0], None)
+        prov, name = ("*", parts[1] or "*") if len(parts) == 2 else \
+            ((parts[1] or "*"), (parts[2] or "*")) if len(parts) >= 3 else ("*", "*")
+        found = sorted({(p.provider, p.name) for p in UsdtFile(real).probes()})
+        return [f"usdt:{shown}:{p}:{n}" for p, n in found if _match(prov, p) and _match(name, n)]
+    if kind in ("kprobe", "kretprobe", "kfunc", "kretfunc", "rawtracepoint"):
+        return []
+    raise ProbeSpecError(f"{kind!r} is not a probe type bpftrace -l lists (tracepoint, "
+                         "software, hardware, uprobe, usdt)")

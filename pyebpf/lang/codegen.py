@@ -234,6 +234,12 @@ class Unit:
         self.ringbuf = MapSpec(RingBuf, RINGBUF_SIZE, name="bt_events")
         self.stack_map: Any = None
         self.probe_names: list[str] = []
+        #: set by exit(): a one-element array every probe checks first, so
+        #: that nothing runs after exit() (described when the script exits)
+        self.exit_flag: Any = None
+        if _calls_exit(script):
+            from ..maps import ArrayMap
+            self.exit_flag = MapSpec(ArrayMap, "u64", 1, name="bt_exit")
 
     def action(self, kind: str, pos: A.Pos, **kw: Any) -> Action:
         """A new action (its id is its index)."""
@@ -254,7 +260,24 @@ class Unit:
         out[self.ringbuf.name] = self.ringbuf
         if self.stack_map is not None:
             out[self.stack_map.name] = self.stack_map
+        if self.exit_flag is not None:
+            out[self.exit_flag.name] = self.exit_flag
         return out
+
+
+def _calls_exit(script: A.Script) -> bool:
+    """True when ``exit()`` appears in ``script``."""
+    def visit(stmts: list[A.Stmt]) -> bool:
+        for s in stmts:
+            if isinstance(s, A.ExprStmt) and isinstance(s.expr, A.Call) and s.expr.name == "exit":
+                return True
+            if isinstance(s, A.If) and (visit(s.then.stmts) or
+                                        (s.else_ is not None and visit(s.else_.stmts))):
+                return True
+            if isinstance(s, (A.Unroll, A.While)) and visit(s.body.stmts):
+                return True
+        return False
+    return any(visit(p.block.stmts) for p in script.probes)
 
 
 # ============================================================== entry point
@@ -385,6 +408,10 @@ class _ProbeGen:
         p = self.p
         self._comment_line(self.node.pos, f"{self.name}")
         p.mov(R6, R1)
+        if self.unit.exit_flag is not None and self.source is not None:
+            p.ld_map_value(R1, self.unit.exit_flag)      # exit() has run: nothing more
+            p.ldxdw(R1, R1, 0)
+            p.jne(R1, 0, "out")
         self._declare_vars(self.node.block.stmts)
         if self.node.predicate is not None:
             start = len(p.insns)
@@ -652,6 +679,8 @@ class _ProbeGen:
             fmt = c.args[0].value if c.args and isinstance(c.args[0], A.String) else "%H:%M:%S\n"
             self.output(self.unit.action("time", c.pos, fmt=fmt), [])
         elif name == "exit":
+            p.ld_map_value(R1, self.unit.exit_flag)
+            p.stdw(R1, 0, 1)
             self.output(self.unit.action("exit", c.pos), [])
             p.ja("out")
         elif name in ("print", "clear", "zero"):

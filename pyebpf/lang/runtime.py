@@ -171,6 +171,9 @@ class BtRun:
         self._detach()
         if not self._end_done and self.loaded:
             self._end_done = True
+            if self.exited and self.reader is not None:
+                self.reader.read_batch(timeout=0)     # what came after exit() is dropped
+            self.exited = False                       # END's own events are read
             self._run_special("END")
 
     def _detach(self) -> None:

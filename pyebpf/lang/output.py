@@ -265,17 +265,18 @@ def _json_value(t: Type, value: Any, *, stacks: StackFormatter | None = None,
     if k == "int" or k in ("count", "sum", "min", "max"):
         return int(value)
     if k == "tuple":
-        return [_json_value(e, v, stacks=stacks, syms=syms) for e, v in zip(t.elems, value)]
+        return tuple(_json_value(e, v, stacks=stacks, syms=syms) for e, v in zip(t.elems, value))
     return format_value(t, value, stacks=stacks, syms=syms)
 
 
 def _dumps(obj: Any) -> str:
-    """JSON as bpftrace writes it: ``", "``/``": "`` in objects, ``,`` in arrays."""
+    """JSON as bpftrace writes it: ``", "``/``": "`` in objects and in a
+    histogram's list, ``,`` in a tuple's array (a Python tuple here)."""
     if isinstance(obj, dict):
         return "{" + ", ".join(f"{_json.dumps(str(k), ensure_ascii=False)}: {_dumps(v)}"
                                for k, v in obj.items()) + "}"
-    if isinstance(obj, list):
-        return "[" + ",".join(_dumps(v) for v in obj) + "]"
+    if isinstance(obj, (list, tuple)):
+        return "[" + ("," if isinstance(obj, tuple) else ", ").join(_dumps(v) for v in obj) + "]"
     return _json.dumps(obj, ensure_ascii=False)
 
 
@@ -309,6 +310,8 @@ def _conv_text(m: Any, t: Type | None, value: Any, stacks: Any, syms: Any) -> st
             conv_py, arg = ("d" if conv == "u" else conv), v
         if prec is not None and width.startswith("0"):
             width = width.lstrip("0")          # C: the 0 flag is ignored with a precision
+        if prec is not None and not int(prec or 0) and arg == 0:
+            return ("%" + minus + width.lstrip("0") + "s") % ""   # C: no digits for 0
         spec = "%" + minus + width + (f".{prec or 0}" if prec is not None else "") + conv_py
         return spec % arg
     if conv == "p":
@@ -405,18 +408,18 @@ def _bucket_range(value: Type) -> Callable[[int], tuple[int | None, int | None]]
 
 def hist_text(value: Type, buckets: Mapping[int, int], div: int = 1) -> str:
     """The bucket lines of a histogram (each ending with a newline), from the
-    lowest to the highest non-empty bucket, bars as bpftrace draws them."""
+    lowest to the highest non-empty bucket. As bpftrace, the counts shown
+    are divided by ``div`` but the bars are drawn from the counts before."""
     label = _hist_labels(value)
-    counts = {b: c // div for b, c in buckets.items() if c}
     nonzero = [b for b, c in buckets.items() if c]
     if not nonzero:
         return ""
-    top = max(counts.values())
+    top = max(buckets[b] for b in nonzero)
     lines = []
     for b in range(min(nonzero), max(nonzero) + 1):
-        n = counts.get(b, 0)
-        bar = "@" * (n * BAR_WIDTH // top if top else BAR_WIDTH)
-        lines.append(f"{label(b):<16}{n:>8} |{bar:<{BAR_WIDTH}}|\n")
+        n = buckets.get(b, 0)
+        bar = "@" * (n * BAR_WIDTH // top)
+        lines.append(f"{label(b):<16}{n // div:>8} |{bar:<{BAR_WIDTH}}|\n")
     return "".join(lines)
 
 

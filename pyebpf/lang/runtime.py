@@ -338,9 +338,8 @@ class BtRun:
         return output.format_map(name, key, plan.value, entries, top=top, div=div)
 
     def format_exit(self) -> str:
-        """What bpftrace prints at exit: every map, by name."""
-        if self.json_mode:
-            return "".join(self.format_map(n) for n in sorted(self.unit.maps))
+        """What bpftrace prints at exit: two newlines (in JSON mode too),
+        then every map, by name."""
         return "\n\n" + "".join(self.format_map(n) for n in sorted(self.unit.maps))
 
     def clear_map(self, name: str) -> None:

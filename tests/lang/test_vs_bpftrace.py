@@ -49,3 +49,15 @@ def test_usdt_strings(w: str) -> None:
 
 def test_exit_stops_and_prints(w: str) -> None:
     compare_with_bpftrace(f'uprobe:{w}:compute /arg0 == 7/ {{ printf("seen\\n"); @n = count(); exit(); }}', command=f"{w} 40 1")
+
+
+def test_json_output(w: str) -> None:
+    compare_with_bpftrace(f'usdt:{w}:btw:delta /arg0 < 3/ {{ printf("%d\\n", arg0); '
+                          f'@d[arg0] = count(); @h = hist(arg0); }} '
+                          f'END {{ printf("end\\n"); }}', "-f", "json", command=f"{w} 10 1")
+
+
+def test_usdt_signed_arguments(w: str) -> None:
+    compare_with_bpftrace(f'usdt:{w}:btw:delta {{ @d[arg1] = count(); '
+                          f'if (arg0 < 4) {{ printf("%d %d %d\\n", arg0, arg1, arg2); }} }}',
+                          command=f"{w} 14 1")

@@ -80,7 +80,13 @@ def type_of(e: A.Expr) -> Type:
     if isinstance(e, A.String):
         return string_type(len(e.value.encode()) + 1)
     if isinstance(e, A.Builtin):
+        if e.name in ("ustack", "kstack"):
+            return Type(e.name, 8)
         return _BUILTIN_TYPES.get(e.name, I64)
+    if isinstance(e, A.Call) and e.name in ("ustack", "kstack"):
+        mode = next((a.name for a in e.args if isinstance(a, A.Identifier)), "bpftrace")
+        limit = next((a.value for a in e.args if isinstance(a, A.Integer)), 127)
+        return Type(e.name, 8, stack_mode=mode, stack_limit=limit)
     if isinstance(e, A.Call) and e.name == "str":
         n = _const(e.args[1]) if len(e.args) > 1 else None
         return string_type(n + 1 if n is not None and 0 < n < 64 else 64)
@@ -233,6 +239,7 @@ class Unit:
         self.actions: list[Action] = []
         self.ringbuf = MapSpec(RingBuf, RINGBUF_SIZE, name="bt_events")
         self.stack_map: Any = None
+        self.kstack_map: Any = None
         self.probe_names: list[str] = []
         #: set by exit(): a one-element array every probe checks first, so
         #: that nothing runs after exit() (described when the script exits)
@@ -247,19 +254,27 @@ class Unit:
         self.actions.append(a)
         return a
 
-    def stacks(self) -> Any:
-        """The stack-trace map (described; made on first use)."""
-        if self.stack_map is None:
+    def stacks(self, kind: str) -> Any:
+        """The stack-trace map of ``kind`` (``ustack``: build ids and file
+        offsets, symbolized even after the process is gone; ``kstack``:
+        addresses), described, made on first use."""
+        if kind == "ustack":
+            if self.stack_map is None:
+                from ..trace.stacks import make_stack_map
+                self.stack_map = make_stack_map(4096, 127, name="bt_ustacks", create=False)
+            return self.stack_map
+        if self.kstack_map is None:
             from ..maps import MapSpec, StackTraceMap
-            self.stack_map = MapSpec(StackTraceMap, 4096, name="bt_stacks")
-        return self.stack_map
+            self.kstack_map = MapSpec(StackTraceMap, 4096, 127, name="bt_kstacks")
+        return self.kstack_map
 
     def all_map_specs(self) -> dict[str, Any]:
         """Kernel map name -> its description, for every map of the unit."""
         out = {m.kname: m.spec for m in self.maps.values()}
         out[self.ringbuf.name] = self.ringbuf
-        if self.stack_map is not None:
-            out[self.stack_map.name] = self.stack_map
+        for m in (self.stack_map, self.kstack_map):
+            if m is not None:
+                out[m.name] = m
         if self.exit_flag is not None:
             out[self.exit_flag.name] = self.exit_flag
         return out
@@ -1013,14 +1028,24 @@ class _ProbeGen:
             if self.source is None:
                 raise CodegenError(f"{n} is not available in {self.kind}", e.pos)
             self.source.emit_arg(p, r, int(n[3:]), R6)
-        elif n in ("ustack", "kstack"):
-            t = type_of(e)
-            p.mov(R1, R6)
-            p.ld_map(R2, self.unit.stacks())
-            p.mov(R3, BPF_F_USER_STACK if n == "ustack" else 0)
-            p.call("get_stackid")
+        elif n == "ustack":                      # pid << 32 | stack id
+            p.call("get_current_pid_tgid")
+            p.rsh(R0, 32)
+            p.lsh(R0, 32)
             p.mov(r, R0)
-            del t
+            p.mov(R1, R6)
+            p.ld_map(R2, self.unit.stacks("ustack"))
+            p.mov(R3, BPF_F_USER_STACK)
+            p.call("get_stackid")
+            p.mov(W0, W0)
+            p.or_(r, R0)
+        elif n == "kstack":
+            p.mov(R1, R6)
+            p.ld_map(R2, self.unit.stacks("kstack"))
+            p.mov(R3, 0)
+            p.call("get_stackid")
+            p.mov(W0, W0)
+            p.mov(r, R0)
         else:
             raise CodegenError(f"builtin {n} is not supported yet", e.pos)
 

@@ -119,6 +119,8 @@ class BtRun:
         self._closed = False
         #: the child was started by this run (killed and closed with it)
         self.owns_child = False
+        #: names the stacks (when the program takes any)
+        self.stacks: Any = None
 
     # ---------------------------------------------------------- lifetime
     def start(self, release: bool = True) -> BtRun:
@@ -141,6 +143,14 @@ class BtRun:
         for name, spec in self.unit.all_map_specs().items():
             self.live[name] = spec.create()
         self.reader = RingBufferReader(self.live[self.unit.ringbuf.name])
+        u = self.unit
+        if u.stack_map is not None or u.kstack_map is not None:
+            from .stacks import StackPrinter
+            files = [getattr(pl.source, "path", None) for pl in u.probes]
+            self.stacks = StackPrinter(self.live.get("bt_ustacks"), self.live.get("bt_kstacks"),
+                                       [f for f in files if f])
+            if self.pid:
+                self.stacks.remember_pid(self.pid)
 
     def _load(self) -> None:
         from .. import loader
@@ -259,7 +269,8 @@ class BtRun:
             return BtEvent(a.kind, values, "", a.fmt, a.map)
         kind = a.kind
         if kind == "printf":
-            text = output.format_printf(a.fmt, list(zip(self._printed_types(a), values)))
+            text = output.format_printf(a.fmt, list(zip(self._printed_types(a), values)),
+                                        stacks=self._stack_fmt(8))
             if self.json_mode:
                 text = output.json_printf(text) + "\n"
             return BtEvent("printf", values, text, a.fmt)
@@ -271,9 +282,9 @@ class BtRun:
         if kind == "print_value":
             t = self._printed_types(a)[0]
             if self.json_mode:
-                text = output.json_value(t, values[0]) + "\n"
+                text = output.json_value(t, values[0], stacks=self._stack_fmt(4)) + "\n"
             else:
-                text = output.format_value(t, values[0]) + "\n"
+                text = output.format_value(t, values[0], stacks=self._stack_fmt(4)) + "\n"
             return BtEvent("print", values, text)
         if kind == "exit":
             return BtEvent("exit", (), "")
@@ -286,6 +297,9 @@ class BtRun:
         elif kind == "zero":
             self.zero_map(a.map)
         return BtEvent(kind, (), "", map=a.map)
+
+    def _stack_fmt(self, indent: int) -> Any:
+        return self.stacks.formatter(indent) if self.stacks is not None else None
 
     def _printed_types(self, a: Action) -> list[Type]:
         return [Type("string", 64) if t.kind == "probe" else t for t in a.args]
@@ -334,8 +348,10 @@ class BtRun:
         if self.json_mode:
             if not entries:
                 return ""
-            return output.json_map(name, key, plan.value, entries, top=top, div=div) + "\n"
-        return output.format_map(name, key, plan.value, entries, top=top, div=div)
+            return output.json_map(name, key, plan.value, entries, top=top, div=div,
+                                   stacks=self._stack_fmt(4)) + "\n"
+        return output.format_map(name, key, plan.value, entries, top=top, div=div,
+                                 stacks=self._stack_fmt(4))
 
     def format_exit(self) -> str:
         """What bpftrace prints at exit: two newlines (in JSON mode too),

@@ -61,3 +61,14 @@ def test_usdt_signed_arguments(w: str) -> None:
     compare_with_bpftrace(f'usdt:{w}:btw:delta {{ @d[arg1] = count(); '
                           f'if (arg0 < 4) {{ printf("%d %d %d\\n", arg0, arg1, arg2); }} }}',
                           command=f"{w} 14 1")
+
+
+def test_kernel_stacks(w: str) -> None:
+    compare_with_bpftrace("tracepoint:syscalls:sys_enter_clock_nanosleep /pid == cpid/ { "
+                          "@ks[kstack(3)] = count(); @kp[kstack(perf, 2)] = count(); }",
+                          command=f"{w} 10 1")
+
+
+def test_user_stack_in_printf(w: str) -> None:
+    compare_with_bpftrace(f'uprobe:{w}:lock_b_inner {{ printf("%s\\n", ustack(2)); }}',
+                          command=f"{w} 10 1")

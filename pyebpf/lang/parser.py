@@ -159,14 +159,14 @@ class Parser:
         return probes
 
     def _probe(self) -> ast.Probe:
-        first = self.tok
         aps = [self._attach_point()]
         while self.tok.kind == ",":
             self._take()
             aps.append(self._attach_point())
         if self.tok.kind == "end of file":
             raise _Syntax("unexpected end of file, expected {",
-                          _join(_tspan(first), _tspan(self.tok)))
+                          (aps[0].pos.line, aps[0].pos.column, self.tok.end_line,
+                           self.tok.end_col))
         pred = None
         if self.tok.kind == "/":
             self._take()
@@ -176,7 +176,11 @@ class Parser:
         return ast.Probe(aps[0].pos, aps, pred, block)
 
     def _attach_point(self) -> ast.AttachPoint:
-        start = self.tok
+        # bison places the (left-recursive, possibly empty) attach point at
+        # the end of the token before it: its span starts there
+        before = self.toks[self.k - 1] if self.k else None
+        start = Token("", None, before.end_line, before.end_col, before.end_line,
+                      before.end_col) if before else Token("", None, 1, 1, 1, 1)
         prev = None
         raw: list[str] = []
         while self.tok.kind in _AP_KINDS:
@@ -195,7 +199,7 @@ class Parser:
         if prev is None:
             if self.tok.kind not in ("{", "/", ",", "end of file"):
                 raise self._unexpected()
-            span = (start.line, start.col, start.line, start.col)
+            span = _tspan(start)
         else:
             span = _join(_tspan(start), _tspan(prev))
         text = "".join(raw)

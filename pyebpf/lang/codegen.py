@@ -311,7 +311,7 @@ def generate(script: A.Script, analysis: Any = None, *, resolve: Any = None,
     infos = getattr(analysis, "maps", None) or _infer_maps(script)
     for i, (name, info) in enumerate(sorted(infos.items())):
         unit.maps[name] = MapPlan(name, info.key, info.value, i)
-    ctx = _Context(unit, cpid, list(params), start_ns)
+    ctx = _Context(unit, cpid, list(params), start_ns, analysis)
     for probe in script.probes:
         for ap in probe.attach_points:
             if ap.provider in ("BEGIN", "END"):
@@ -385,8 +385,10 @@ def _value_type(e: A.Expr) -> Type:
 class _Context:
     """What every probe's generator shares."""
 
-    def __init__(self, unit: Unit, cpid: int | None, params: list[str], start_ns: int) -> None:
+    def __init__(self, unit: Unit, cpid: int | None, params: list[str], start_ns: int,
+                 analysis: Any = None) -> None:
         self.unit = unit
+        self.analysis = analysis
         self.cpid = cpid or 0
         self.params = params
         self.start_ns = start_ns
@@ -465,10 +467,16 @@ class _ProbeGen:
                 insn.origin = probe_origin
 
     def _declare_vars(self, stmts: list[A.Stmt]) -> None:
+        """A stack slot per scratch variable, of the type the semantic pass
+        settled on (the widest string assigned), zeroed."""
+        analysis_vars = getattr(self.ctx.analysis, "variables", None) or {}
+        known: dict[str, Type] = analysis_vars.get(self.node, {})
         def visit(ss: list[A.Stmt]) -> None:
             for s in ss:
                 if isinstance(s, A.AssignVar) and s.var.name not in self.vars:
-                    t = s.var.type if isinstance(s.var.type, Type) else type_of(s.value)
+                    t = known.get(s.var.name)
+                    if t is None:
+                        t = s.var.type if isinstance(s.var.type, Type) else type_of(s.value)
                     if t.kind == "int":
                         t = int_type(8, t.signed)
                     size = stored_size(t)
@@ -482,7 +490,7 @@ class _ProbeGen:
                     visit(s.body.stmts)
         visit(stmts)
         for off, t in self.vars.values():
-            self.p.stack_zero(stored_size(t), off)
+            self._zero(off, stored_size(t))
 
     # ---------------------------------------------------------- registers
     def alloc(self) -> Reg | None:
@@ -600,7 +608,7 @@ class _ProbeGen:
         """Build ``m``'s key on the stack; return its offset."""
         p = self.p
         off = p.stack.alloc(plan.key_size)
-        p.stack_zero(plan.key_size, off)
+        self._zero(off, plan.key_size)
         if plan.key is None:
             return off
         if len(m.keys) == 1:
@@ -623,7 +631,7 @@ class _ProbeGen:
         vt = _stored_value_type(plan.value)
         val = self.p.stack.alloc(plan.value_size)
         if vt.kind != "int":
-            self.p.stack_zero(plan.value_size, val)
+            self._zero(val, plan.value_size)
         if s.op is None:
             self.value_into(v, val, vt)
         else:
@@ -756,7 +764,7 @@ class _ProbeGen:
                                "an event holds at most 472 (use shorter strings)", action.pos)
         base = p.stack.alloc(size)
         if action.record is not None:
-            p.stack_zero(size - 8, base + 8)
+            self._zero(base + 8, size - 8)
             for e, t, o in zip(args, action.args, offsets):
                 self.value_into(e, base + 8 + o, t)
         p.stdw(R10, base, action.id)
@@ -785,15 +793,29 @@ class _ProbeGen:
         self.copy_stack(off, src, size, size)
 
     def copy_stack(self, dst: int, src: int, n: int, dst_size: int) -> None:
+        """Copy ``min(n, dst_size)`` bytes of stack, zero the rest of ``dst``."""
+        self.copy_bytes(R10, src, dst, min(n, dst_size))
+        if dst_size > n:
+            self._zero(dst + n, dst_size - n)
+
+    def copy_bytes(self, base: Reg, src: int, dst: int, n: int) -> None:
+        """Copy ``n`` bytes from ``base + src`` to ``r10 + dst``, in the
+        widest accesses both alignments allow (the verifier refuses
+        misaligned stack accesses)."""
         p = self.p
         pos = 0
-        while pos < min(n, dst_size):
-            w = 8 if min(n, dst_size) - pos >= 8 else 4 if min(n, dst_size) - pos >= 4 else 1
-            p.load(R1, R10, src + pos, w)
+        while pos < n:
+            w = _width(src + pos, dst + pos, n - pos)
+            p.load(R1, base, src + pos, w)
             p.store(R10, dst + pos, R1, w)
             pos += w
-        if dst_size > pos:
-            p.stack_zero(dst_size - pos, dst + pos)
+
+    def _zero(self, off: int, n: int) -> None:
+        pos = 0
+        while pos < n:
+            w = _width(0, off + pos, n - pos)
+            self.p.store(R10, off + pos, 0, w)
+            pos += w
 
     def bytes_source(self, e: A.Expr, size: int) -> int:
         """The stack offset where the bytes of ``e`` (a string or tuple
@@ -808,19 +830,16 @@ class _ProbeGen:
         p = self.p
         if isinstance(e, A.String):
             data = e.value.encode()[:size - 1] + b"\0"
-            data += b"\0" * (-len(data) % 4)
-            p.stack_zero(size, off)
-            for i in range(0, len(data), 4):
-                word = int.from_bytes(data[i:i + 4], "little", signed=True)
-                if word and i + 4 <= size:
-                    p.stw(R10, off + i, word)
-                elif word:
-                    for j in range(i, min(size, i + 4)):
-                        if data[j]:
-                            p.stb(R10, off + j, data[j])
+            pos = 0
+            while pos < len(data):               # the bytes, in aligned 1/2/4-byte stores
+                w = min(_width(0, off + pos, len(data) - pos), 4)
+                p.store(R10, off + pos, int.from_bytes(data[pos:pos + w], "little",
+                                                        signed=True), w)
+                pos += w
+            self._zero(off + len(data), size - len(data))
             return
         if isinstance(e, A.Builtin) and e.name == "comm":
-            p.stack_zero(size, off)
+            self._zero(off, size)
             p.stack_pointer(R1, off)
             p.mov(R2, min(16, size))
             p.call("get_current_comm")
@@ -846,16 +865,10 @@ class _ProbeGen:
         if isinstance(e, A.Map):
             plan = self.plan(e)
             key = self.key(e, plan)
-            p.stack_zero(size, off)
+            self._zero(off, size)
             miss = p.fresh_label("smiss")
             p.map_lookup(plan.spec, key, miss)
-            n = min(size, plan.value_size)
-            pos = 0
-            while pos < n:
-                w = 8 if n - pos >= 8 else 4 if n - pos >= 4 else 1
-                p.load(R1, R0, pos, w)
-                p.store(R10, off + pos, R1, w)
-                pos += w
+            self.copy_bytes(R0, 0, off, min(size, plan.value_size))
             p.label(miss)
             return
         if isinstance(e, A.Call) and e.name == "str":
@@ -872,7 +885,7 @@ class _ProbeGen:
                 getattr(self.source, "emit_field_string", None) is not None and len(e.args) == 1:
             self.source.emit_field_string(p, src.field, off, size, R6)
             return
-        p.stack_zero(size, off)
+        self._zero(off, size)
         r = self.int_expr(src)
         if len(e.args) > 1:
             n = _const(e.args[1])
@@ -1056,7 +1069,7 @@ class _ProbeGen:
             size = _const(n)
             if size is None:
                 raise CodegenError("strncmp needs a constant length", n.pos)
-            self.str_compare(a, b, r, size, negate=True)
+            self.str_compare(a, b, r, size, negate=True, prefix=True)
         elif e.name in ("ustack", "kstack"):
             self.builtin(A.Builtin(e.pos, e.name, type=e.type), r)
         elif e.name in ("usym", "uaddr", "ksym", "kaddr") and e.args:
@@ -1174,39 +1187,41 @@ class _ProbeGen:
             raise CodegenError(f"operator {e.op} is not supported", e.pos)
         return r
 
-    def str_compare(self, a: A.Expr, b: A.Expr, dst: Reg, size: int, negate: bool) -> None:
-        """``dst = (a == b)`` on strings, up to ``size`` bytes (``negate``: !=)."""
+    def str_compare(self, a: A.Expr, b: A.Expr, dst: Reg, size: int, negate: bool,
+                    prefix: bool = False) -> None:
+        """``dst = (a == b)`` on strings, up to ``size`` bytes (``negate``:
+        !=; ``prefix``: equal when the first ``size`` bytes are, strncmp)."""
         p = self.p
         if isinstance(a, A.String) and not isinstance(b, A.String):
             a, b = b, a
         ta = type_of(a)
         sa = ta.size if ta.kind == "string" else size
         aoff = self.string_source(a, sa)
-        diff, same, end = p.fresh_label("sdiff"), p.fresh_label("ssame"), p.fresh_label("send")
+        diff, end = p.fresh_label("sdiff"), p.fresh_label("send")
+        same_value, diff_value = (0, 1) if negate else (1, 0)
         if isinstance(b, A.String):
             lit = b.value.encode() + b"\0"
             for i, ch in enumerate(lit[:min(size, sa)]):
                 p.ldxb(R1, R10, aoff + i)
                 p.jne(R1, ch, diff)
-            if len(lit) > min(size, sa) and min(size, sa) == size:
-                pass
-            elif len(lit) > sa:
-                p.ja(diff)
+            if prefix or len(lit) <= min(size, sa):   # (else ``a`` cannot hold it)
+                p.mov(dst, same_value)
+                p.ja(end)
         else:
             tb = type_of(b)
             sb = tb.size if tb.kind == "string" else size
             boff = self.string_source(b, sb)
-            n = min(size, sa, sb)
-            for i in range(n):
+            same = p.fresh_label("ssame")
+            for i in range(min(size, sa, sb)):
                 p.ldxb(R1, R10, aoff + i)
                 p.ldxb(R2, R10, boff + i)
                 p.jne(R1, R2, diff)
                 p.jeq(R1, 0, same)
-        p.label(same)
-        p.mov(dst, 0 if negate else 1)
-        p.ja(end)
+            p.label(same)
+            p.mov(dst, same_value)
+            p.ja(end)
         p.label(diff)
-        p.mov(dst, 1 if negate else 0)
+        p.mov(dst, diff_value)
         p.label(end)
 
     def string_source(self, e: A.Expr, size: int) -> int:
@@ -1215,6 +1230,15 @@ class _ProbeGen:
         off = self.p.stack.alloc((size + 7) // 8 * 8)
         self.string_into(e, off, size)
         return off
+
+
+def _width(a: int, b: int, left: int) -> int:
+    """The widest access (8, 4, 2, 1) aligned at offsets ``a`` and ``b``
+    that fits in ``left`` bytes."""
+    for w in (8, 4, 2, 1):
+        if w <= left and a % w == 0 and b % w == 0:
+            return w
+    return 1
 
 
 def _describe(e: A.Expr) -> str:

@@ -127,3 +127,10 @@ def test_show_program_comments_each_line() -> None:
     assert "stdin:2: @x = count();" in text
     assert 'stdin:3: printf("hi\\n");' in text
     assert "; probe BEGIN" in text
+
+
+def test_strncmp() -> None:
+    maps = run_begin('$s = "abcdef"; @a = strncmp($s, "abcxyz", 3); @b = strncmp($s, "abd", 3); '
+                     '@c = strncmp("ab", $s, 2); @d = strncmp($s, "abc", 10);')
+    assert maps["@a"] == 0 and maps["@b"] == 1 and maps["@c"] == 0 and maps["@d"] == 1
+

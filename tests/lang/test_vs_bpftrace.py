@@ -72,3 +72,20 @@ def test_kernel_stacks(w: str) -> None:
 def test_user_stack_in_printf(w: str) -> None:
     compare_with_bpftrace(f'uprobe:{w}:lock_b_inner {{ printf("%s\\n", ustack(2)); }}',
                           command=f"{w} 10 1")
+
+
+def test_str_lengths(w: str) -> None:
+    # str(s, 4) is 4 characters (pyebpf trace gave 3), and the length may be a variable
+    compare_with_bpftrace(f"usdt:{w}:btw:request {{ @f[str(arg0, 4)] = count(); "
+                          f"$n = arg1 - 2; @v[str(arg0, $n)] = count(); }}", command=f"{w} 9 1")
+
+
+def test_usdt_filter_with_strings_and_variables(w: str) -> None:
+    # the talk's script: host and path as strings, compared with maps set in BEGIN
+    compare_with_bpftrace(
+        'BEGIN { @filter_host = "beta"; @filter_path = "/x"; } '
+        f'usdt:{w}:btw:request {{ $host = str(arg0, arg1); $path = str(arg2, 0); '
+        'if (arg2 != 0) { $path = str(arg2, arg3); } '
+        'if ($path == @filter_path && $host == @filter_host) { '
+        'printf("match %s %s\\n", $host, $path); } @req[$host, $path] = count(); }',
+        command=f"{w} 24 1")

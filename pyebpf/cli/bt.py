@@ -152,26 +152,25 @@ def _run(prog: Any, args: argparse.Namespace) -> int:
 
 def _loop(run: Any, stops: Any, child: Any, pid: int | None, out: TextIO) -> None:
     """Print events until exit(), the command's or process's end, or a stop signal."""
-    import time
+    from ..trace.live import _ProcessWatch
+    watch = _ProcessWatch(pid) if pid is not None else None
     try:
         try:
             stops.arm()
             if child is not None:
                 child.go()
-            last_check = time.monotonic()
             while not run.exited:
                 _emit(run.poll(0.1), out)
-                if child is not None and child.poll():
+                if (child is not None and child.poll()) or (watch is not None and watch.poll()):
                     _emit(run.poll(0), out)
                     break
-                if pid is not None and time.monotonic() - last_check > 0.5:
-                    last_check = time.monotonic()
-                    if not process_exists(pid):
-                        break
         finally:
             stops.hold()
     except KeyboardInterrupt:
         pass
+    finally:
+        if watch is not None:
+            watch.close()
 
 
 def _emit(events: Any, out: TextIO) -> None:

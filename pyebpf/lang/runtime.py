@@ -161,7 +161,7 @@ class BtRun:
                 self.loaded.append(loader.load(plan.program, ptype, maps=self.live,
                                                name=plan.program.name, **opts))
             except VerifierError as exc:
-                raise _script_error(self.unit, exc, plan.name) from None
+                raise _script_error(self.unit, exc, plan.name) from exc
 
     def _attach(self) -> None:
         for plan, loaded in zip(self.unit.probes, self.loaded):
@@ -400,4 +400,19 @@ def _script_error(unit: Unit, exc: Any, probe: str) -> Exception:
     """A verifier rejection, pointing at the script line it comes from."""
     from .positions import script_error
     return script_error(unit.script, exc.origin, f"the kernel's verifier rejected the program "
-                        f"of {probe}: {exc.message or exc.summary}", exc)
+                        f"of {probe}: {_verifier_reason(exc)}", exc)
+
+
+_NOT_A_REASON = ("processed ", "old state", "cur state", "verification time", "stack depth",
+                 "mark_precise", "last_idx", "regs=", "parent ", "from ", "R0", "R1", "R6",
+                 ";", "func#", "Live regs", "Global function")
+
+
+def _verifier_reason(exc: Any) -> str:
+    """The line of the verifier's log that says why (not a state dump)."""
+    for line in reversed((exc.log or "").splitlines()):
+        text = line.strip()
+        if not text or text.startswith(_NOT_A_REASON) or text.split(":", 1)[0].isdigit():
+            continue
+        return text
+    return exc.message or exc.summary

@@ -102,7 +102,7 @@ def test_cpid_is_the_command() -> None:
 
 def test_pid_option_traces_that_process_and_ends_with_it() -> None:
     w = bt_workload()
-    target = subprocess.Popen([w, "40", "20000"], stdout=subprocess.DEVNULL)
+    target = subprocess.Popen([w, "40", "100000"], stdout=subprocess.DEVNULL)
     try:
         time.sleep(0.05)
         proc = bt("-e", f"uprobe:{w}:compute {{ @n = count(); }}", "-p", str(target.pid),

@@ -57,6 +57,11 @@ BPF_F_USER_STACK = 1 << 8
 U64 = int_type(8, False)
 I64 = int_type(8, True)
 
+#: bpftrace's reg() names (pt_regs' field names) -> the 64-bit registers
+_BPFTRACE_REGS = {"ip": "rip", "sp": "rsp", "ax": "rax", "bx": "rbx", "cx": "rcx",
+                  "dx": "rdx", "si": "rsi", "di": "rdi", "bp": "rbp", "flags": "eflags",
+                  "orig_ax": "orig_rax"}
+
 _BUILTIN_TYPES = {"pid": U64, "tid": U64, "uid": U64, "gid": U64, "cpu": U64, "nsecs": U64,
                   "elapsed": U64, "cgroup": U64, "cpid": U64, "rand": U64, "retval": I64,
                   "comm": string_type(16), "probe": Type("probe", 8), "func": Type("probe", 8)}
@@ -198,6 +203,8 @@ class Action:
         self.map = map
         self.params = list(params)
         self.record = Type("tuple", elems=tuple(self.args)) if self.args else None
+        #: argument index -> strftime format (the value printed is (format, nsecs))
+        self.strftime: dict[int, str] = {}
 
     def __repr__(self) -> str:
         return f"<Action {self.id} {self.kind} {self.fmt!r} {self.map or ''}>"
@@ -433,9 +440,7 @@ class _ProbeGen:
         if self.node.predicate is not None:
             start = len(p.insns)
             self._comment_line(self.node.predicate.pos)
-            r = self.int_expr(self.node.predicate)
-            p.jeq(r, 0, "out")
-            self.release(r)
+            self.jump_if_false(self.node.predicate, "out")
             self.spans.append((start, len(p.insns), self.node.predicate.pos))
         self.block(self.node.block)
         p.label("out")
@@ -559,12 +564,88 @@ class _ProbeGen:
         else:
             self.p.ja(self.loops[-1].head)
 
+    _NEGATED = {"==": "!=", "!=": "==", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
+
+    def jump_if_false(self, e: A.Expr, target: str) -> None:
+        """Jump to ``target`` when ``e`` is false (0): comparisons become one
+        conditional jump, ``&&``/``||``/``!`` short-circuit, without
+        materializing a 0/1 value."""
+        p = self.p
+        if isinstance(e, A.Unop) and e.op == "!" and not e.postfix:
+            self.jump_if_true(e.operand, target)
+            return
+        if isinstance(e, A.Binop) and e.op == "&&":
+            self.jump_if_false(e.left, target)
+            self.jump_if_false(e.right, target)
+            return
+        if isinstance(e, A.Binop) and e.op == "||":
+            ok = p.fresh_label("or_ok")
+            self.jump_if_true(e.left, ok)
+            self.jump_if_false(e.right, target)
+            p.label(ok)
+            return
+        if isinstance(e, A.Binop) and e.op in self._NEGATED and self._int_compare(e):
+            self._compare_jump(e, self._NEGATED[e.op], target)
+            return
+        r = self.int_expr(e)
+        p.jeq(r, 0, target)
+        self.release(r)
+
+    def jump_if_true(self, e: A.Expr, target: str) -> None:
+        """Jump to ``target`` when ``e`` is true (not 0)."""
+        p = self.p
+        if isinstance(e, A.Unop) and e.op == "!" and not e.postfix:
+            self.jump_if_false(e.operand, target)
+            return
+        if isinstance(e, A.Binop) and e.op == "||":
+            self.jump_if_true(e.left, target)
+            self.jump_if_true(e.right, target)
+            return
+        if isinstance(e, A.Binop) and e.op == "&&":
+            no = p.fresh_label("and_no")
+            self.jump_if_false(e.left, no)
+            self.jump_if_true(e.right, target)
+            p.label(no)
+            return
+        if isinstance(e, A.Binop) and e.op in self._NEGATED and self._int_compare(e):
+            self._compare_jump(e, e.op, target)
+            return
+        r = self.int_expr(e)
+        p.jne(r, 0, target)
+        self.release(r)
+
+    def _int_compare(self, e: A.Binop) -> bool:
+        return type_of(e.left).kind != "string" and type_of(e.right).kind != "string"
+
+    def _compare_jump(self, e: A.Binop, op: str, target: str) -> None:
+        """``if left <op> right goto target`` (signed when both sides are)."""
+        p = self.p
+        signed = type_of(e.left).signed and type_of(e.right).signed
+        cond = self._CMP[op][1 if signed else 0]
+        left = self.int_expr(e.left)
+        c = _const(e.right)
+        if c is not None and -(1 << 31) <= c < (1 << 31):
+            p.jump_if(cond, left, c, target)
+            self.release(left)
+            return
+        if not self.free:
+            spill = p.stack.alloc(8)
+            p.stxdw(R10, spill, left)
+            self.release(left)
+            right = self.int_expr(e.right)
+            p.ldxdw(R0, R10, spill)
+            p.jump_if(cond, R0, right, target)
+            self.release(right)
+            return
+        right = self.int_expr(e.right)
+        p.jump_if(cond, left, right, target)
+        self.release(left)
+        self.release(right)
+
     def if_(self, s: A.If) -> bool:
         p = self.p
         els, end = p.fresh_label("else"), p.fresh_label("endif")
-        r = self.int_expr(s.cond)
-        p.jeq(r, 0, els)
-        self.release(r)
+        self.jump_if_false(s.cond, els)
         then_ends = self.block(s.then)
         if s.else_ is not None and not then_ends:
             p.ja(end)
@@ -579,9 +660,7 @@ class _ProbeGen:
         p = self.p
         head, end = p.fresh_label("while"), p.fresh_label("wend")
         p.label(head)
-        r = self.int_expr(s.cond)
-        p.jeq(r, 0, end)
-        self.release(r)
+        self.jump_if_false(s.cond, end)
         self.loops.append(_Loop(head, end))
         self.block(s.body)
         self.loops.pop()
@@ -695,9 +774,12 @@ class _ProbeGen:
         if name == "printf":
             if not c.args or not isinstance(c.args[0], A.String):
                 raise CodegenError("printf needs a format string", c.pos)
-            self.output(self.unit.action("printf", c.pos, fmt=c.args[0].value,
-                                         args=[self.arg_type(a) for a in c.args[1:]]),
-                        c.args[1:])
+            action = self.unit.action("printf", c.pos, fmt=c.args[0].value,
+                                      args=[self.arg_type(a) for a in c.args[1:]])
+            action.strftime = {i: a.args[0].value for i, a in enumerate(c.args[1:])
+                               if isinstance(a, A.Call) and a.name == "strftime" and a.args
+                               and isinstance(a.args[0], A.String)}
+            self.output(action, c.args[1:])
         elif name == "time":
             fmt = c.args[0].value if c.args and isinstance(c.args[0], A.String) else "%H:%M:%S\n"
             self.output(self.unit.action("time", c.pos, fmt=fmt), [])
@@ -850,9 +932,7 @@ class _ProbeGen:
             return
         if isinstance(e, A.Ternary):
             els, end = p.fresh_label("selse"), p.fresh_label("send")
-            r = self.int_expr(e.cond)
-            p.jeq(r, 0, els)
-            self.release(r)
+            self.jump_if_false(e.cond, els)
             self.string_into(e.then, off, size)
             p.ja(end)
             p.label(els)
@@ -873,6 +953,18 @@ class _ProbeGen:
             return
         if isinstance(e, A.Call) and e.name == "str":
             self.str_call(e, off, size)
+            return
+        if isinstance(e, A.Call) and e.name == "buf" and e.args:
+            n = _const(e.args[1]) if len(e.args) > 1 else None
+            if n is None and len(e.args) > 1:
+                raise CodegenError("buf() needs a constant length", e.args[1].pos)
+            self._zero(off, size)
+            r = self.int_expr(e.args[0])
+            p.mov(R3, r)
+            self.release(r)
+            p.stack_pointer(R1, off)
+            p.mov(R2, min(n if n is not None else size, size))
+            p.call("probe_read_user")
             return
         raise CodegenError(f"cannot make a string of {type(e).__name__}", e.pos)
 
@@ -931,10 +1023,8 @@ class _ProbeGen:
         if isinstance(e, A.Unop):
             return self.unop(e)
         if isinstance(e, A.Ternary):
-            r = self.int_expr(e.cond)
             els, end = p.fresh_label("telse"), p.fresh_label("tend")
-            p.jeq(r, 0, els)
-            self.release(r)
+            self.jump_if_false(e.cond, els)
             a = self.int_expr(e.then)
             p.mov(R0, a)
             self.release(a)
@@ -1062,6 +1152,11 @@ class _ProbeGen:
         else:
             raise CodegenError(f"builtin {n} is not supported yet", e.pos)
 
+    def unit_prog_is_raw(self) -> bool:
+        """True when the context is not a ``pt_regs`` (tracepoints, perf events)."""
+        from ..kernel.constants import ProgType
+        return int(self.source.prog_type) != int(ProgType.KPROBE)
+
     def int_call(self, e: A.Call, r: Reg) -> None:
         p = self.p
         if e.name == "strncmp":
@@ -1072,6 +1167,19 @@ class _ProbeGen:
             self.str_compare(a, b, r, size, negate=True, prefix=True)
         elif e.name in ("ustack", "kstack"):
             self.builtin(A.Builtin(e.pos, e.name, type=e.type), r)
+        elif e.name == "reg" and e.args and isinstance(e.args[0], A.String):
+            if self.source is None or self.unit_prog_is_raw():
+                raise CodegenError("reg() needs a probe with registers (uprobe, usdt)", e.pos)
+            from .. import ptregs
+            name = e.args[0].value
+            try:
+                ptregs.load_reg(p, r, _BPFTRACE_REGS.get(name, name), ctx=R6)
+            except Exception as exc:
+                raise CodegenError(f"reg(): {exc}", e.args[0].pos) from None
+        elif e.name == "strftime" and len(e.args) == 2:
+            x = self.int_expr(e.args[1])
+            p.mov(r, x)
+            self.release(x)
         elif e.name in ("usym", "uaddr", "ksym", "kaddr") and e.args:
             x = self.int_expr(e.args[0])
             p.mov(r, x)

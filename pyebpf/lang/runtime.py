@@ -260,6 +260,9 @@ class BtRun:
             decoded = layout.decode(a.record, raw[8:])
             assert isinstance(decoded, tuple)
             values = tuple(_value(t, v, self.unit.probe_names) for t, v in zip(a.args, decoded))
+            if a.strftime:
+                values = tuple((a.strftime[i], v) if i in a.strftime else v
+                               for i, v in enumerate(values))
         return self._perform(a, values)
 
     def _perform(self, a: Action, values: tuple[Any, ...]) -> BtEvent:

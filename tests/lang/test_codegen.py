@@ -134,3 +134,17 @@ def test_strncmp() -> None:
                      '@c = strncmp("ab", $s, 2); @d = strncmp($s, "abc", 10);')
     assert maps["@a"] == 0 and maps["@b"] == 1 and maps["@c"] == 0 and maps["@d"] == 1
 
+
+
+@pytest.mark.parametrize("cond, taken", [
+    ("1 < 2 && 3 < 4", 1), ("1 < 2 && 3 > 4", 0), ("1 > 2 || 3 < 4", 1), ("1 > 2 || 3 > 4", 0),
+    ("!(1 > 2)", 1), ("!(1 < 2 && 2 < 3)", 0), ("(1 > 2 || 2 > 1) && !(0)", 1),
+    ("-1 < 0", 1), ("(uint64)-1 < 0", 0), ("$v == 7 && $v != 8", 1),
+])
+def test_conditions_jump_without_a_value(cond: str, taken: int) -> None:
+    maps = run_begin(f"$v = 7; @x = 0; if ({cond}) {{ @x = 1; }} "
+                     f"$i = 0; while ({cond} && $i < 3) {{ $i++; }} @i = $i; "
+                     f"@t = {cond} ? 1 : 0;")
+    assert maps["@x"] == taken
+    assert maps["@i"] == 3 * taken
+    assert maps["@t"] == taken

@@ -90,3 +90,12 @@ def test_usdt_filter_with_strings_and_variables(w: str) -> None:
         'if ($path == @filter_path && $host == @filter_host) { '
         'printf("match %s %s\\n", $host, $path); } @req[$host, $path] = count(); }',
         command=f"{w} 24 1")
+
+
+def test_reg_buf_print_zero_clear(w: str) -> None:
+    compare_with_bpftrace(
+        f'uprobe:{w}:compute /arg0 == 2/ {{ printf("%d\\n", reg("di")); }} '
+        f'usdt:{w}:btw:request /arg1 == 4/ {{ printf("%r|\\n", buf(arg0, 4)); '
+        f'@b[buf(arg0, 3)] = count(); }} '
+        f'uretprobe:{w}:nap {{ print(retval); @z[1] = 1; zero(@z); @c[2] = 3; clear(@c); '
+        f'print(@z); }}', command=f"{w} 12 1")

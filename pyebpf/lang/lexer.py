@@ -30,6 +30,8 @@ they are collected in :attr:`Lexer.errors`.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from .ast import Pos
 from .errors import Diagnostic
 
@@ -82,7 +84,7 @@ class Token:
 
     __slots__ = ("kind", "value", "line", "col", "end_line", "end_col")
 
-    def __init__(self, kind: str, value: object, line: int, col: int, end_line: int,
+    def __init__(self, kind: str, value: Any, line: int, col: int, end_line: int,
                  end_col: int) -> None:
         self.kind = kind
         self.value = value
@@ -119,7 +121,7 @@ def parse_int(text: str) -> int:
     low = body.lower()
     if "e" in low:
         mant, _, exp = low.partition("e")
-        return int(parse_int(mant)) * 10 ** int(parse_int(exp))
+        return int(parse_int(mant) * 10 ** parse_int(exp))
     while low and low[-1] in "ul":
         low = low[:-1]
     if len(low) > 1 and low[0] == "0":
@@ -159,7 +161,7 @@ class Lexer:
     def _step(self) -> None:
         self.bline, self.bcol = self.line, self.col
 
-    def _token(self, kind: str, value: object = None) -> Token:
+    def _token(self, kind: str, value: Any = None) -> Token:
         return Token(kind, value, self.bline, self.bcol, self.line, self.col)
 
     def _error(self, message: str) -> None:

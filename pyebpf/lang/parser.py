@@ -55,8 +55,8 @@ _EXPR_START = _IDENT_KINDS | {"integer", "string", "(", "positional parameter", 
                               "variable", "-", "!", "~", "*", "++", "--"}
 _JUMPS = frozenset({"return", "break", "continue"})
 
-# a span: (line, column, end_line, end_column)
-Span = tuple
+#: a span: (line, column, end_line, end_column)
+Span = tuple[int, int, int, int]
 
 
 def _join(a: Span, b: Span) -> Span:
@@ -138,11 +138,11 @@ class Parser:
             probes = self._program()
         except _Syntax as e:
             end = (e.span[2], e.span[3])
-            lex = [d for d in self.lex_errors if (d.pos.line, d.pos.column) < end]
+            lex = [d for d in self.lex_errors if _where(d) < end]
             raise LangError.collected(lex + self.errors + [self._diag(e.message, e.span)]) \
                 from None
         problems = sorted(self.lex_errors + self.errors,
-                          key=lambda d: (d.pos.line, d.pos.column) if d.pos else (0, 0))
+                          key=_where)
         if problems:
             raise LangError.collected(problems)
         return ast.Script(ast.Pos(1, 1, 2), probes, source=self.text, filename=self.filename)
@@ -496,6 +496,10 @@ class Parser:
                 return ast.Sizeof(pos, typename=args[0].name), span
             return ast.Sizeof(pos, expr=args[0]), span
         return ast.Call(pos, str(name.value), args), span
+
+
+def _where(d: Diagnostic) -> tuple[int, int]:
+    return (d.pos.line, d.pos.column) if d.pos else (0, 0)
 
 
 def split_attach_point(text: str, pos: ast.Pos) -> ast.AttachPoint | str:

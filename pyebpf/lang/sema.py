@@ -324,7 +324,8 @@ class Analyser:
             return old.kind != "lhist" or old.lhist == new.lhist or new.lhist is None
         return _same_kind(old, new)
 
-    def compound(self, op: str, target: ast.Expr, value: ast.Expr, pos: ast.Pos) -> Type:
+    def compound(self, op: str, target: ast.Map | ast.Variable, value: ast.Expr,
+                 pos: ast.Pos) -> Type:
         """``x op= v``: both integers; the result's type."""
         if isinstance(target, ast.Map):
             info = self.maps.get("@" + target.name)
@@ -780,11 +781,17 @@ def _map_arg(a: Analyser, c: ast.Call, what: str) -> None:
         a.error(f"The map passed to {c.name}() should not be indexed by a key", c.pos)
 
 
-_CALL_CHECKS: dict[str, object] = {}
+if TYPE_CHECKING:
+    from typing import Callable
+    _Check = Callable[[Analyser, ast.Call, "str | None"], Type]
+
+#: function name -> its check (which also gives the call's type)
+_CALL_CHECKS: dict[str, _Check] = {}
 
 
-def _call(name: str):
-    def register(fn):
+def _call(name: str) -> Callable[[_Check], _Check]:
+    """Register the decorated function as the check of ``name()``."""
+    def register(fn: _Check) -> _Check:
         _CALL_CHECKS[name] = fn
         return fn
     return register
@@ -812,7 +819,7 @@ def _check_call(a: Analyser, c: ast.Call, assigned_to: str | None) -> Type:
         else:
             a.expr(x)
     check = _CALL_CHECKS.get(c.name)
-    return check(a, c, assigned_to) if check else NONE   # type: ignore[operator]
+    return check(a, c, assigned_to) if check else NONE
 
 
 @_call("count")
@@ -822,7 +829,8 @@ def _count(a: Analyser, c: ast.Call, to: str | None) -> Type:
     return Type("count", 8)
 
 
-def _agg1(kind: str):
+def _agg1(kind: str) -> _Check:
+    """The check of a one-argument aggregation (sum, min, max, avg, stats, hist)."""
     def check(a: Analyser, c: ast.Call, to: str | None) -> Type:
         _assignment(a, c, to, "map")
         signed = True
@@ -1065,8 +1073,10 @@ def _stack(a: Analyser, c: ast.Call, to: str | None) -> Type:
         return Type(c.name, 8)
     mode, limit = "bpftrace", 127
     args = list(c.args)
-    if args and isinstance(args[0], ast.Identifier):
-        mode = args.pop(0).name   # another word was refused as an unknown identifier
+    first = args[0] if args else None
+    if isinstance(first, ast.Identifier):
+        args.pop(0)
+        mode = first.name   # another word was refused as an unknown identifier
     if args:
         n = a.const_int(args[0])
         if n is None:

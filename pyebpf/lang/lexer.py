@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 from .ast import Pos
-from .errors import Diagnostic
+from .errors import Diagnostic, LangError
 
 __all__ = ["Token", "Lexer", "tokenize", "BUILTINS", "CALLS", "CALL_BUILTINS",
            "KEYWORDS", "STACK_MODES"]
@@ -113,7 +113,8 @@ def _tail_digits(text: str, i: int, chars: frozenset[str]) -> int:
 
 def parse_int(text: str) -> int:
     """The value of an integer token as bpftrace 0.17 reads it (``1_000``,
-    ``0x1f``, ``010`` octal, ``1e3``, ``5ul``); ValueError with bpftrace's
+    ``0x1f``, ``010`` octal, ``1e3``, ``5ul``); a
+    :class:`~pyebpf.lang.errors.LangError` (a ValueError) with bpftrace's
     message when it is not a number."""
     body = text.replace("_", "") if not text[:2].lower() == "0x" else text
     if body[:2].lower() == "0x":
@@ -127,7 +128,7 @@ def parse_int(text: str) -> int:
     if len(low) > 1 and low[0] == "0":
         digits = low[1:]
         if any(c not in "01234567" for c in digits):
-            raise ValueError("Found trailing non-numeric characters")
+            raise LangError("Found trailing non-numeric characters")
         return int(digits, 8)
     return int(low)
 
@@ -313,8 +314,8 @@ class Lexer:
         self._advance(j - i)
         try:
             return self._token("integer", parse_int(word))
-        except ValueError as e:
-            self._error(str(e))
+        except LangError as e:
+            self._error(e.message)
             return None
 
     def _int_end(self, i: int) -> int:

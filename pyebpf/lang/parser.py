@@ -100,6 +100,7 @@ class Parser:
     # -- tokens ----------------------------------------------------------
     @property
     def tok(self) -> Token:
+        """The next token (bison's lookahead)."""
         return self.toks[self.k]
 
     def _peek(self, n: int = 1) -> Token:

@@ -246,10 +246,12 @@ class Analyser:
 
     # -- statements ------------------------------------------------------
     def block(self, block: ast.Block) -> None:
+        """Check a block's statements in order."""
         for stmt in block.stmts:
             self.stmt(stmt)
 
     def stmt(self, s: ast.Stmt) -> None:
+        """Check one statement."""
         if isinstance(s, ast.ExprStmt):
             self.expr(s.expr)
         elif isinstance(s, ast.AssignMap):
@@ -281,6 +283,7 @@ class Analyser:
             self.error(f"Invalid condition in {where}: {_kind_name(t)}", pos, final=True)
 
     def unroll(self, s: ast.Unroll) -> None:
+        """``unroll (N)``: N a constant between 1 and 100."""
         self.expr(s.count)
         n = self.const_int(s.count)
         if n is None:
@@ -292,6 +295,8 @@ class Analyser:
         self.block(s.body)
 
     def assign_map(self, s: ast.AssignMap) -> None:
+        """``@m[k] = v`` / ``@m[k] op= v``: the first assignment fixes the map's key
+        and value types, later ones must agree."""
         m = s.map
         self.map_keys(m)
         self.expr(s.value, assigned_to="map")
@@ -318,6 +323,7 @@ class Analyser:
 
     @staticmethod
     def same_value(old: Type, new: Type) -> bool:
+        """Whether a map holding ``old`` values may take ``new`` ones."""
         if old.is_aggregation or new.is_aggregation:
             if old.kind != new.kind:
                 return False
@@ -342,6 +348,8 @@ class Analyser:
         return int_type(8, cur.signed and vt.signed)
 
     def assign_var(self, s: ast.AssignVar) -> None:
+        """``$v = e`` / ``$v op= e``: the first assignment in the probe fixes the
+        variable's type."""
         v = s.var
         self.expr(s.value, assigned_to="var")
         value = s.value.type or NONE
@@ -367,6 +375,7 @@ class Analyser:
 
     # -- maps --------------------------------------------------------------
     def map_keys(self, m: ast.Map) -> None:
+        """Type a map's key expressions."""
         for k in m.keys:
             self.expr(k, assigned_to="key")
             t = k.type
@@ -375,6 +384,8 @@ class Analyser:
                            " array instead (eg `@map[$1, $2] = ...)`.", m.pos)
 
     def key_of(self, m: ast.Map) -> Type | None:
+        """The key type of a use of ``m`` (integers widened to 64 bits, their
+        sign kept; several keys make a tuple)."""
         keys = []
         for k in m.keys:
             t = k.type or NONE
@@ -384,6 +395,7 @@ class Analyser:
         return _key_shape(keys)
 
     def check_key(self, m: ast.Map) -> None:
+        """A use of ``m`` must have the key its map has (bpftrace's message)."""
         name = "@" + m.name
         info = self.maps.get(name)
         if info is None:
@@ -400,6 +412,7 @@ class Analyser:
             info.key = _merge(info.key, key)
 
     def map_read(self, m: ast.Map) -> Type:
+        """The value type of a map read (aggregations read as integers)."""
         self.map_keys(m)
         name = "@" + m.name
         info = self.maps.get(name)
@@ -487,6 +500,7 @@ class Analyser:
         return None
 
     def positional(self, e: ast.PositionalParameter) -> Type:
+        """``$N``: an integer when the parameter is a number, else a string."""
         if e.count:
             return I64
         value = self.params[e.index - 1] if e.index <= len(self.params) else ""
@@ -498,6 +512,7 @@ class Analyser:
         return I64
 
     def builtin(self, e: ast.Builtin) -> Type:  # noqa: C901 - one case per builtin
+        """The type of a builtin variable, refused where the probe lacks it."""
         name = e.name
         p = self.p
         assert p is not None
@@ -542,6 +557,8 @@ class Analyser:
         return NONE
 
     def arg(self, e: ast.Builtin) -> Type:
+        """``argN``/``sargN``: from the resolver (bpftrace's ``uint64`` without
+        one); only in uprobes, kprobes and USDT probes."""
         p = self.p
         assert p is not None
         sarg = e.name.startswith("s")
@@ -561,6 +578,7 @@ class Analyser:
         return types[0]
 
     def args_builtin(self, e: ast.Builtin) -> Type:
+        """``args``: a tracepoint's record from the resolver."""
         p = self.p
         assert p is not None
         kind = p.single_provider()
@@ -597,6 +615,7 @@ class Analyser:
         return NONE
 
     def record_field(self, e: ast.FieldAccess, rec: Type) -> Type:
+        """A field of a record (``args->filename``)."""
         if not rec.fields:     # no resolver: the fields are not known here
             return U64
         for fname, _off, ftype in rec.fields:
@@ -609,6 +628,8 @@ class Analyser:
         return NONE
 
     def binop(self, e: ast.Binop) -> Type:
+        """A binary operation: 64-bit, signed when both sides are (a shift: its
+        left side); strings compare with ``==``/``!=`` only."""
         lt = self.expr(e.left)
         rt = self.expr(e.right)
         if lt.kind == "none" or rt.kind == "none":
@@ -627,6 +648,7 @@ class Analyser:
         return U64
 
     def unop(self, e: ast.Unop) -> Type:
+        """A unary operation (``- ~ ! * ++ --``) as bpftrace types it."""
         if e.op in ("++", "--") and isinstance(e.operand, ast.Map):
             name = "@" + e.operand.name
             if name not in self.maps:   # ++ on a new map makes it an int64
@@ -652,6 +674,7 @@ class Analyser:
         return self.key_of(m)
 
     def ternary(self, e: ast.Ternary) -> Type:
+        """``c ? a : b``: both branches of one kind, an integer condition."""
         ct = self.expr(e.cond)
         tt = self.expr(e.then)
         et = self.expr(e.else_)
@@ -669,6 +692,8 @@ class Analyser:
         return NONE
 
     def cast(self, e: ast.Cast) -> Type:
+        """``(int8)e``..``(uint64)e`` truncate or extend; ``(T *)`` makes a
+        pointer; structs are refused (no C headers here)."""
         inner = self.expr(e.expr)
         name = e.typename
         if inner.kind == "record":
@@ -690,6 +715,7 @@ class Analyser:
         return NONE
 
     def sizeof(self, e: ast.Sizeof) -> Type:
+        """``sizeof(T)`` or ``sizeof(e)``: a ``uint64``."""
         if e.typename is not None:
             if e.typename not in INT_NAMES:
                 self.error(f"Unknown type: {e.typename}", e.pos)

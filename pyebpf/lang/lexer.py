@@ -69,6 +69,7 @@ del _op
 
 _IDENT_START = frozenset("_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _DIGITS = frozenset("0123456789")
+_BLANKS = frozenset(" \t\r")
 _IDENT_CHARS = _IDENT_START | _DIGITS
 _HEX = frozenset("0123456789abcdefABCDEF")
 _PATH_CHARS = _IDENT_CHARS | frozenset("-./#*")
@@ -189,8 +190,8 @@ class Lexer:
             if i >= n:
                 return self._token("end of file")
             c = text[i]
-            if c in " \t\r":
-                j = _tail_digits(text, i, frozenset(" \t\r"))
+            if c in _BLANKS:
+                j = _tail_digits(text, i, _BLANKS)
                 self._advance(j - i)
                 self._step()
                 continue

@@ -1,7 +1,7 @@
 """The parser of the bpftrace language: tokens -> :class:`~pyebpf.lang.ast.Script`.
 
-Why hand-written recursive descent (with one function per C precedence
-level, the binary levels driven by a table): it imports nothing beyond the
+Why hand-written recursive descent (with precedence climbing over a table
+of C's binary levels): it imports nothing beyond the
 lexer and the tree (no grammar to load or tables to build at start-up, which
 every ``pyebpf bt`` run pays), a 100-line script parses in about a
 millisecond, and it can reproduce exactly what bpftrace 0.17 (a bison LALR
@@ -46,6 +46,8 @@ _FULL_NAMES = frozenset(PROVIDERS.values()) | {"BEGIN", "END"}
 # binary precedence levels, loosest first (C's)
 _LEVELS = (("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!="),
            ("<=", ">=", "<", ">"), ("<<", ">>"), ("+", "-"), ("*", "/", "%"))
+#: binary operator -> its level (0 the loosest)
+_PREC = {op: level for level, ops in enumerate(_LEVELS) for op in ops}
 _COMPOUND = {"<<=": "<<", ">>=": ">>", "+=": "+", "-=": "-", "*=": "*", "/=": "/",
              "%=": "%", "&=": "&", "|=": "|", "^=": "^"}
 _IDENT_KINDS = frozenset({"identifier", "builtin", "call", "call_builtin", "stack_mode"})
@@ -315,17 +317,18 @@ class Parser:
         span = _join(cspan, espan)
         return ast.Ternary(_pos(span), cond, then, else_), span
 
-    def _binary(self, level: int) -> tuple[ast.Expr, Span]:
-        if level == len(_LEVELS):
-            return self._cast()
-        ops = _LEVELS[level]
-        left, lspan = self._binary(level + 1)
-        while self.tok.kind in ops:
+    def _binary(self, min_prec: int) -> tuple[ast.Expr, Span]:
+        """Precedence climbing over C's binary levels (all left-associative):
+        operators binding at least as tight as ``min_prec``."""
+        left, lspan = self._cast()
+        while True:
+            prec = _PREC.get(self.tok.kind, -1)
+            if prec < min_prec:
+                return left, lspan
             op = self._take()
-            right, rspan = self._binary(level + 1)
+            right, rspan = self._binary(prec + 1)
             lspan = _join(lspan, rspan)
             left = ast.Binop(op.pos, op.kind, left, right)
-        return left, lspan
 
     def _cast(self) -> tuple[ast.Expr, Span]:
         if self.tok.kind == "(" and self._peek().kind == "identifier":

@@ -30,8 +30,10 @@ they are collected in :attr:`Lexer.errors`.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from .ast import Pos
-from .errors import Diagnostic
+from .errors import Diagnostic, LangError
 
 __all__ = ["Token", "Lexer", "tokenize", "BUILTINS", "CALLS", "CALL_BUILTINS",
            "KEYWORDS", "STACK_MODES"]
@@ -67,6 +69,7 @@ del _op
 
 _IDENT_START = frozenset("_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _DIGITS = frozenset("0123456789")
+_BLANKS = frozenset(" \t\r")
 _IDENT_CHARS = _IDENT_START | _DIGITS
 _HEX = frozenset("0123456789abcdefABCDEF")
 _PATH_CHARS = _IDENT_CHARS | frozenset("-./#*")
@@ -82,7 +85,7 @@ class Token:
 
     __slots__ = ("kind", "value", "line", "col", "end_line", "end_col")
 
-    def __init__(self, kind: str, value: object, line: int, col: int, end_line: int,
+    def __init__(self, kind: str, value: Any, line: int, col: int, end_line: int,
                  end_col: int) -> None:
         self.kind = kind
         self.value = value
@@ -111,7 +114,8 @@ def _tail_digits(text: str, i: int, chars: frozenset[str]) -> int:
 
 def parse_int(text: str) -> int:
     """The value of an integer token as bpftrace 0.17 reads it (``1_000``,
-    ``0x1f``, ``010`` octal, ``1e3``, ``5ul``); ValueError with bpftrace's
+    ``0x1f``, ``010`` octal, ``1e3``, ``5ul``); a
+    :class:`~pyebpf.lang.errors.LangError` (a ValueError) with bpftrace's
     message when it is not a number."""
     body = text.replace("_", "") if not text[:2].lower() == "0x" else text
     if body[:2].lower() == "0x":
@@ -119,13 +123,13 @@ def parse_int(text: str) -> int:
     low = body.lower()
     if "e" in low:
         mant, _, exp = low.partition("e")
-        return int(parse_int(mant)) * 10 ** int(parse_int(exp))
+        return int(parse_int(mant) * 10 ** parse_int(exp))
     while low and low[-1] in "ul":
         low = low[:-1]
     if len(low) > 1 and low[0] == "0":
         digits = low[1:]
         if any(c not in "01234567" for c in digits):
-            raise ValueError("Found trailing non-numeric characters")
+            raise LangError("Found trailing non-numeric characters")
         return int(digits, 8)
     return int(low)
 
@@ -159,7 +163,7 @@ class Lexer:
     def _step(self) -> None:
         self.bline, self.bcol = self.line, self.col
 
-    def _token(self, kind: str, value: object = None) -> Token:
+    def _token(self, kind: str, value: Any = None) -> Token:
         return Token(kind, value, self.bline, self.bcol, self.line, self.col)
 
     def _error(self, message: str) -> None:
@@ -186,8 +190,8 @@ class Lexer:
             if i >= n:
                 return self._token("end of file")
             c = text[i]
-            if c in " \t\r":
-                j = _tail_digits(text, i, frozenset(" \t\r"))
+            if c in _BLANKS:
+                j = _tail_digits(text, i, _BLANKS)
                 self._advance(j - i)
                 self._step()
                 continue
@@ -311,8 +315,8 @@ class Lexer:
         self._advance(j - i)
         try:
             return self._token("integer", parse_int(word))
-        except ValueError as e:
-            self._error(str(e))
+        except LangError as e:
+            self._error(e.message)
             return None
 
     def _int_end(self, i: int) -> int:

@@ -204,6 +204,7 @@ class Analyser:
         self.variables: dict[ast.Probe, dict[str, Type]] = {}
         self.errors: list[Diagnostic] = []
         self.final = False
+        self.loops = 0
         self.p: _Probe | None = None
 
     # -- errors ------------------------------------------------------------
@@ -245,10 +246,12 @@ class Analyser:
 
     # -- statements ------------------------------------------------------
     def block(self, block: ast.Block) -> None:
+        """Check a block's statements in order."""
         for stmt in block.stmts:
             self.stmt(stmt)
 
     def stmt(self, s: ast.Stmt) -> None:
+        """Check one statement."""
         if isinstance(s, ast.ExprStmt):
             self.expr(s.expr)
         elif isinstance(s, ast.AssignMap):
@@ -257,7 +260,8 @@ class Analyser:
             self.assign_var(s)
         elif isinstance(s, ast.If):
             self.expr(s.cond)
-            self.truthy(s.cond, s.cond.pos)
+            # bpftrace 0.17 gives an if no position: it reports 1:1-1
+            self.truthy(s.cond, "if()", ast.Pos(1, 1, 1))
             self.block(s.then)
             if s.else_ is not None:
                 self.block(s.else_)
@@ -265,19 +269,25 @@ class Analyser:
             self.unroll(s)
         elif isinstance(s, ast.While):
             self.expr(s.cond)
-            self.truthy(s.cond, s.cond.pos)
+            self.truthy(s.cond, "while()", s.pos)
+            self.loops += 1
             self.block(s.body)
+            self.loops -= 1
+        elif isinstance(s, ast.Jump) and s.kind != "return" and not self.loops:
+            self.error(f"{s.kind} used outside of a loop", s.pos)
 
-    def truthy(self, e: ast.Expr, pos: ast.Pos) -> None:
+    def truthy(self, e: ast.Expr, where: str, pos: ast.Pos) -> None:
+        """A condition must be an integer (bpftrace checks it on its last pass)."""
         t = e.type
-        if t is not None and t.kind not in ("int", "none", "pointer"):
-            self.error(f"Invalid condition: {_tstr(t)} is not an integer", pos)
+        if t is not None and t.kind != "int":
+            self.error(f"Invalid condition in {where}: {_kind_name(t)}", pos, final=True)
 
     def unroll(self, s: ast.Unroll) -> None:
+        """``unroll (N)``: N a constant between 1 and 100."""
         self.expr(s.count)
         n = self.const_int(s.count)
         if n is None:
-            self.error("unroll count must be an integer literal", s.pos)
+            self.error("invalid unroll value", s.pos)
         elif n > 100:
             self.error("unroll maximum value is 100", s.pos)
         elif n < 1:
@@ -285,6 +295,8 @@ class Analyser:
         self.block(s.body)
 
     def assign_map(self, s: ast.AssignMap) -> None:
+        """``@m[k] = v`` / ``@m[k] op= v``: the first assignment fixes the map's key
+        and value types, later ones must agree."""
         m = s.map
         self.map_keys(m)
         self.expr(s.value, assigned_to="map")
@@ -311,13 +323,15 @@ class Analyser:
 
     @staticmethod
     def same_value(old: Type, new: Type) -> bool:
+        """Whether a map holding ``old`` values may take ``new`` ones."""
         if old.is_aggregation or new.is_aggregation:
             if old.kind != new.kind:
                 return False
             return old.kind != "lhist" or old.lhist == new.lhist or new.lhist is None
         return _same_kind(old, new)
 
-    def compound(self, op: str, target: ast.Expr, value: ast.Expr, pos: ast.Pos) -> Type:
+    def compound(self, op: str, target: ast.Map | ast.Variable, value: ast.Expr,
+                 pos: ast.Pos) -> Type:
         """``x op= v``: both integers; the result's type."""
         if isinstance(target, ast.Map):
             info = self.maps.get("@" + target.name)
@@ -334,6 +348,8 @@ class Analyser:
         return int_type(8, cur.signed and vt.signed)
 
     def assign_var(self, s: ast.AssignVar) -> None:
+        """``$v = e`` / ``$v op= e``: the first assignment in the probe fixes the
+        variable's type."""
         v = s.var
         self.expr(s.value, assigned_to="var")
         value = s.value.type or NONE
@@ -359,6 +375,7 @@ class Analyser:
 
     # -- maps --------------------------------------------------------------
     def map_keys(self, m: ast.Map) -> None:
+        """Type a map's key expressions."""
         for k in m.keys:
             self.expr(k, assigned_to="key")
             t = k.type
@@ -367,6 +384,8 @@ class Analyser:
                            " array instead (eg `@map[$1, $2] = ...)`.", m.pos)
 
     def key_of(self, m: ast.Map) -> Type | None:
+        """The key type of a use of ``m`` (integers widened to 64 bits, their
+        sign kept; several keys make a tuple)."""
         keys = []
         for k in m.keys:
             t = k.type or NONE
@@ -376,6 +395,7 @@ class Analyser:
         return _key_shape(keys)
 
     def check_key(self, m: ast.Map) -> None:
+        """A use of ``m`` must have the key its map has (bpftrace's message)."""
         name = "@" + m.name
         info = self.maps.get(name)
         if info is None:
@@ -392,6 +412,7 @@ class Analyser:
             info.key = _merge(info.key, key)
 
     def map_read(self, m: ast.Map) -> Type:
+        """The value type of a map read (aggregations read as integers)."""
         self.map_keys(m)
         name = "@" + m.name
         info = self.maps.get(name)
@@ -479,6 +500,7 @@ class Analyser:
         return None
 
     def positional(self, e: ast.PositionalParameter) -> Type:
+        """``$N``: an integer when the parameter is a number, else a string."""
         if e.count:
             return I64
         value = self.params[e.index - 1] if e.index <= len(self.params) else ""
@@ -490,6 +512,7 @@ class Analyser:
         return I64
 
     def builtin(self, e: ast.Builtin) -> Type:  # noqa: C901 - one case per builtin
+        """The type of a builtin variable, refused where the probe lacks it."""
         name = e.name
         p = self.p
         assert p is not None
@@ -534,6 +557,8 @@ class Analyser:
         return NONE
 
     def arg(self, e: ast.Builtin) -> Type:
+        """``argN``/``sargN``: from the resolver (bpftrace's ``uint64`` without
+        one); only in uprobes, kprobes and USDT probes."""
         p = self.p
         assert p is not None
         sarg = e.name.startswith("s")
@@ -553,6 +578,7 @@ class Analyser:
         return types[0]
 
     def args_builtin(self, e: ast.Builtin) -> Type:
+        """``args``: a tracepoint's record from the resolver."""
         p = self.p
         assert p is not None
         kind = p.single_provider()
@@ -566,30 +592,44 @@ class Analyser:
         return rec if rec is not None else Type("record")
 
     def field(self, e: ast.FieldAccess) -> Type:
+        """``x.f``, ``x->f`` (a tracepoint's ``args``), ``t.0`` (a tuple)."""
         base = self.expr(e.expr)
-        if base.kind == "tuple" and e.field.isdigit():
+        index = e.field.isdigit()
+        if base.kind == "pointer" and not e.arrow:
+            self.error(f"Can not access field '{e.field}' on type '{_tstr(base)}'. Try "
+                       "dereferencing it first, or using '->'", e.pos)
+            return NONE
+        if base.kind == "tuple" and index:
             i = int(e.field)
             if i >= len(base.elems):
                 self.error(f"Invalid tuple index: {i}. Found {len(base.elems)} elements in "
-                           "tuple.", e.pos)
+                           "tuple.", e.pos, final=True)
                 return NONE
             return base.elems[i]
-        if base.kind == "record":
-            if not base.fields:     # no resolver: fields unknown
-                return U64
-            for fname, _off, ftype in base.fields:
-                if fname == e.field:
-                    return ftype
-            self.error(f"Struct/union of type 'args' does not contain a field named "
-                       f"'{e.field}'", e.pos)
-            return NONE
-        if base.kind == "none":
-            return NONE
-        self.error(f"Can not access field '{e.field}' on expression of type "
-                   f"'{_tstr(base)}'", e.pos)
+        if base.kind == "record" and not index:
+            return self.record_field(e, base)
+        if base.kind != "none":
+            what = f"index {e.field}" if index else f"field '{e.field}'"
+            self.error(f"Can not access {what} on expression of type '{_tstr(base)}'",
+                       e.pos, final=True)
+        return NONE
+
+    def record_field(self, e: ast.FieldAccess, rec: Type) -> Type:
+        """A field of a record (``args->filename``)."""
+        if not rec.fields:     # no resolver: the fields are not known here
+            return U64
+        for fname, _off, ftype in rec.fields:
+            if fname == e.field:
+                return ftype
+        ap = self.p.probe.attach_points[0] if self.p else None
+        name = "_tracepoint_" + "_".join(ap.parts) if ap and ap.parts else "args"
+        self.error(f"Struct/union of type 'struct {name}' does not contain a field named "
+                   f"'{e.field}'", e.pos)
         return NONE
 
     def binop(self, e: ast.Binop) -> Type:
+        """A binary operation: 64-bit, signed when both sides are (a shift: its
+        left side); strings compare with ``==``/``!=`` only."""
         lt = self.expr(e.left)
         rt = self.expr(e.right)
         if lt.kind == "none" or rt.kind == "none":
@@ -608,67 +648,74 @@ class Analyser:
         return U64
 
     def unop(self, e: ast.Unop) -> Type:
+        """A unary operation (``- ~ ! * ++ --``) as bpftrace types it."""
+        if e.op in ("++", "--") and isinstance(e.operand, ast.Map):
+            name = "@" + e.operand.name
+            if name not in self.maps:   # ++ on a new map makes it an int64
+                self.maps[name] = MapInfo(name, self.key_of_unevaluated(e.operand), I64)
         t = self.expr(e.operand)
-        if e.op in ("++", "--"):
-            if isinstance(e.operand, ast.Map):
-                name = "@" + e.operand.name
-                if name not in self.maps:
-                    self.maps[name] = MapInfo(name, self.key_of(e.operand), I64)
-                    e.operand.type = I64
-                return self.maps[name].value
-            if isinstance(e.operand, ast.Variable) and t.kind != "int" and t.kind != "none":
+        if t.kind == "pointer" and e.op in ("++", "--", "*"):
+            return t.elem or U64 if e.op == "*" else t
+        if t.kind != "int":
+            if t.kind != "none":
                 self.error(f"The {e.op} operator can not be used on expressions of type "
-                           f"'{_tstr(t)}'", e.pos)
-            return t if t.kind == "int" else I64
-        if t.kind == "none":
+                           f"'{_tstr(t)}'", e.pos, final=True)
             return I64
         if e.op == "*":
-            if t.kind == "pointer" and t.elem is not None:
-                return t.elem
-            if t.kind == "int":
-                return U64
-        elif t.kind == "int":
-            if e.op == "-":
-                return I64
-            if e.op == "!":
-                return int_type(8, t.signed)
-            return int_type(8, t.signed)
-        self.error(f"The {e.op} operator can not be used on expressions of type "
-                   f"'{_tstr(t)}'", e.pos)
-        return I64
+            return U64
+        if e.op == "!":
+            return int_type(t.size, False)
+        return int_type(8, t.signed)
+
+    def key_of_unevaluated(self, m: ast.Map) -> Type | None:
+        """The key type of ``m`` before its keys were typed (for ``@x[k]++``
+        creating ``@x``): typed now."""
+        self.map_keys(m)
+        return self.key_of(m)
 
     def ternary(self, e: ast.Ternary) -> Type:
-        self.expr(e.cond)
+        """``c ? a : b``: both branches of one kind, an integer condition."""
+        ct = self.expr(e.cond)
         tt = self.expr(e.then)
         et = self.expr(e.else_)
-        if tt.kind == "none" or et.kind == "none":
-            return tt if et.kind == "none" else et
-        if not _same_kind(tt, et):
+        if tt.kind != et.kind:
             self.error(f"Ternary operator must return the same type: have "
-                       f"'{_kind_name(tt)}' and '{_kind_name(et)}'", e.pos)
-            return tt
+                       f"'{_kind_name(tt)}' and '{_kind_name(et)}'", e.pos, final=True)
+        if ct.kind != "int":
+            self.error(f"Invalid condition in ternary: {_kind_name(ct)}", e.pos, final=True)
+        if tt.kind == "string":
+            return string_type(STRLEN)
         if tt.kind == "int":
-            return int_type(8, tt.signed and et.signed)
-        return _merge(tt, et)
+            return int_type(8, tt.signed)
+        if tt.kind != "none":
+            self.error(f"Ternary return type unsupported {_kind_name(tt)}", e.pos)
+        return NONE
 
     def cast(self, e: ast.Cast) -> Type:
+        """``(int8)e``..``(uint64)e`` truncate or extend; ``(T *)`` makes a
+        pointer; structs are refused (no C headers here)."""
         inner = self.expr(e.expr)
         name = e.typename
-        if name in INT_NAMES:
-            size, signed = INT_NAMES[name]
-            if inner.kind not in ("int", "none", "pointer"):
-                self.error(f"Cannot cast from \"{_tstr(inner)}\" to \"{_tstr(int_type(size, signed))}\"",
-                           e.pos)
-            return int_type(size, signed)
-        base = name.rstrip(" *")
-        if base in INT_NAMES and name.endswith("*"):
+        if inner.kind == "record":
+            self.error(f'Cannot cast from struct type "{_tstr(inner)}"', e.pos)
+        elif inner.kind == "none":
+            self.error('Cannot cast from "none" type', e.pos)
+        base, _, stars = name.partition(" *")
+        if base in INT_NAMES:
             size, signed = INT_NAMES[base]
-            return Type("pointer", 8, elem=int_type(size, signed))
-        self.error(f"Unknown type: {base} (pyebpf has no C headers: cast to int8..uint64)",
-                   e.pos)
+            t = int_type(size, signed)
+            if name != base:
+                t = Type("pointer", 8, elem=t)
+                if stars:       # "**"
+                    t = Type("pointer", 8, elem=t)
+            elif inner.kind not in ("int", "record", "pointer", "none"):
+                self.error(f'Casts are not supported for type: "{_tstr(inner)}"', e.pos)
+            return t
+        self.error(f"Unknown struct/union: '{base}'", e.pos)
         return NONE
 
     def sizeof(self, e: ast.Sizeof) -> Type:
+        """``sizeof(T)`` or ``sizeof(e)``: a ``uint64``."""
         if e.typename is not None:
             if e.typename not in INT_NAMES:
                 self.error(f"Unknown type: {e.typename}", e.pos)
@@ -760,11 +807,17 @@ def _map_arg(a: Analyser, c: ast.Call, what: str) -> None:
         a.error(f"The map passed to {c.name}() should not be indexed by a key", c.pos)
 
 
-_CALL_CHECKS: dict[str, object] = {}
+if TYPE_CHECKING:
+    from typing import Callable
+    _Check = Callable[[Analyser, ast.Call, "str | None"], Type]
+
+#: function name -> its check (which also gives the call's type)
+_CALL_CHECKS: dict[str, _Check] = {}
 
 
-def _call(name: str):
-    def register(fn):
+def _call(name: str) -> Callable[[_Check], _Check]:
+    """Register the decorated function as the check of ``name()``."""
+    def register(fn: _Check) -> _Check:
         _CALL_CHECKS[name] = fn
         return fn
     return register
@@ -792,7 +845,7 @@ def _check_call(a: Analyser, c: ast.Call, assigned_to: str | None) -> Type:
         else:
             a.expr(x)
     check = _CALL_CHECKS.get(c.name)
-    return check(a, c, assigned_to) if check else NONE   # type: ignore[operator]
+    return check(a, c, assigned_to) if check else NONE
 
 
 @_call("count")
@@ -802,7 +855,8 @@ def _count(a: Analyser, c: ast.Call, to: str | None) -> Type:
     return Type("count", 8)
 
 
-def _agg1(kind: str):
+def _agg1(kind: str) -> _Check:
+    """The check of a one-argument aggregation (sum, min, max, avg, stats, hist)."""
     def check(a: Analyser, c: ast.Call, to: str | None) -> Type:
         _assignment(a, c, to, "map")
         signed = True
@@ -869,7 +923,8 @@ def _str(a: Analyser, c: ast.Call, to: str | None) -> Type:
     if not _varargs(a, c, 1, 2):
         return string_type(STRLEN)
     t = c.args[0].type or NONE
-    if t.kind not in ("int", "pointer", "string", "none"):
+    if t.kind not in ("int", "pointer", "none") and not isinstance(
+            c.args[0], ast.PositionalParameter):
         a.error(f"str() expects an integer or a pointer type as first argument "
                 f"({_tstr(t)} provided)", c.pos)
     size = STRLEN
@@ -1044,8 +1099,10 @@ def _stack(a: Analyser, c: ast.Call, to: str | None) -> Type:
         return Type(c.name, 8)
     mode, limit = "bpftrace", 127
     args = list(c.args)
-    if args and isinstance(args[0], ast.Identifier):
-        mode = args.pop(0).name   # another word was refused as an unknown identifier
+    first = args[0] if args else None
+    if isinstance(first, ast.Identifier):
+        args.pop(0)
+        mode = first.name   # another word was refused as an unknown identifier
     if args:
         n = a.const_int(args[0])
         if n is None:

@@ -11,7 +11,8 @@ a map value or an event record into one), typed by the language's
                   UTF-8 kept as surrogates: write with ``surrogateescape``)
 ``buffer``        ``bytes``
 ``tuple``         a ``tuple`` of the element values
-``ustack`` ...    whatever the ``stacks`` callable takes (a stack id, frames)
+``ustack`` ...    its frames (see :func:`format_stack`), or what the
+                  ``stacks`` callable turns into them (a stack id)
 ``usym``/``ksym`` an address (``int``), named by the ``syms`` callable
 ``inet``          ``bytes`` (4 or 16) or an already printed ``str``
 ``timestamp``     ``(format, nsecs since boot)`` or an already printed ``str``
@@ -20,8 +21,10 @@ a map value or an event record into one), typed by the language's
 count/sum/min/max an ``int``
 avg, stats        ``(count, total)``
 hist, lhist       ``{bucket: count}``: bucket 0 below the range, then
-                  log2 buckets (1: ``[0]``, 2: ``[1]``, 3: ``[2, 4)``...) or
-                  the ``lhist`` steps, the last one ``[max, ...)``
+                  log2 buckets (1: ``[0]``, 2: ``[1]``, 3: ``[2, 4)``...:
+                  :func:`pyebpf.trace.aggregate.log2_bucket`) or the
+                  ``lhist`` steps, the last one ``[max, ...)``
+                  (:func:`lhist_bucket`)
 ================  ==========================================================
 
 A map's entries are a mapping from its key (``None``/``()`` for a map
@@ -46,8 +49,7 @@ What bpftrace does, and this module with it:
 """
 from __future__ import annotations
 
-import json as _json
-
+from ..errors import PyebpfError
 from .types import Type
 
 TYPE_CHECKING = False
@@ -55,17 +57,18 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
     from typing import Any
 
-    #: a stack's printed text from its value and type
-    StackFormatter = Callable[[Any, Type], str]
+    #: a stack's frames ``(address, symbol+offset | None, module | None)``
+    #: from its value (a stack id...) and type
+    StackFormatter = Callable[[Any, Type], Sequence[tuple[int, str | None, str | None]]]
     #: an address's symbol from (address, type) (usym/ksym)
     SymFormatter = Callable[[int, Type], str]
 
 __all__ = ["format_printf", "printf_conversions", "decode", "format_value", "format_map",
+           "format_stack", "tuple_offsets",
            "format_exit", "json_map", "json_printf", "json_value", "json_time",
            "format_time", "format_strftime", "format_buffer", "hist_text",
+           "attaching_text", "json_attached", "lhist_bucket", "lhist_range",
            "OutputError", "PRINTF_SPEC", "BAR_WIDTH"]
-
-from ..errors import PyebpfError
 
 
 class OutputError(PyebpfError, ValueError):
@@ -209,12 +212,29 @@ def _username(value: Any) -> str:
         return str(value)
 
 
+def format_stack(frames: Iterable[tuple[int, str | None, str | None]], mode: str = "bpftrace",
+                 indent: int = 8) -> str:
+    """A stack as bpftrace prints it, from its frames ``(address, symbol+offset
+    or None, module path or None)``, innermost first: a newline, then a line
+    per frame -- ``indent`` spaces and the symbol (``0x...`` when unknown) in
+    bpftrace's mode (8 in printf/print/values, 4 in a map key), or
+    ``\\tADDR SYMBOL (MODULE)`` in perf's mode."""
+    lines = []
+    for addr, sym, module in frames:
+        if mode == "perf":
+            lines.append(f"\t{addr:x} {sym or f'0x{addr:x}'} ({module or '[unknown]'})\n")
+        else:
+            lines.append(" " * indent + (sym or f"0x{addr:x}") + "\n")
+    return "\n" + "".join(lines)
+
+
 def format_value(t: Type, value: Any, *, stacks: StackFormatter | None = None,
-                 syms: SymFormatter | None = None) -> str:
-    """``value`` (of type ``t``) as bpftrace prints it in a map key, a map
-    value or ``print()``: integers in decimal, strings as they are, tuples
-    ``(1, a, -3)``, buffers with ``\\x`` escapes, symbols, addresses and
-    stacks through the ``syms``/``stacks`` callables."""
+                 syms: SymFormatter | None = None, key: bool = False) -> str:
+    """``value`` (of type ``t``) as bpftrace prints it in a map key (``key``),
+    a map value or ``print()``: integers in decimal, strings as they are,
+    tuples ``(1, a, -3)``, buffers with ``\\x`` escapes, symbols through
+    ``syms`` (else ``0x...``), stacks from their frames (a list of
+    :func:`format_stack` frames, or whatever ``stacks`` turns into one)."""
     k = t.kind
     if k == "int" or k in ("count", "sum", "min", "max"):
         return str(int(value))
@@ -223,14 +243,16 @@ def format_value(t: Type, value: Any, *, stacks: StackFormatter | None = None,
     if k == "buffer":
         return value if isinstance(value, str) else format_buffer(bytes(value))
     if k == "tuple":
-        return "(" + ", ".join(format_value(e, v, stacks=stacks, syms=syms)
+        return "(" + ", ".join(format_value(e, v, stacks=stacks, syms=syms, key=key)
                                for e, v in zip(t.elems, value)) + ")"
     if k in ("ustack", "kstack"):
         if isinstance(value, str):
             return value
+        if isinstance(value, (list, tuple)):
+            return format_stack(value, t.stack_mode, 4 if key else 8)
         if stacks is None:
-            raise OutputError(f"printing a {k} needs the stacks formatter")
-        return stacks(value, t)
+            raise OutputError(f"printing a {k} needs the stacks callable")
+        return format_stack(stacks(value, t), t.stack_mode, 4 if key else 8)
     if k in ("usym", "ksym"):
         if isinstance(value, str):
             return value
@@ -269,15 +291,42 @@ def _json_value(t: Type, value: Any, *, stacks: StackFormatter | None = None,
     return format_value(t, value, stacks=stacks, syms=syms)
 
 
+_JSON_ESCAPES = {ord('"'): '\\"', ord("\\"): "\\\\", ord("\n"): "\\n", ord("\t"): "\\t",
+                 ord("\r"): "\\r"}
+
+
+def _json_str(text: str) -> str:
+    """A JSON string as bpftrace 0.17 writes it: ``\\"`` ``\\\\`` ``\\n``
+    ``\\t`` ``\\r``, other control bytes as ``\\u00XX``, and each byte
+    of a non-ASCII character as ``\\uffffffXX`` (its sign-extended char)."""
+    out = []
+    for b in text.encode("utf-8", "surrogateescape"):
+        esc = _JSON_ESCAPES.get(b)
+        if esc is not None:
+            out.append(esc)
+        elif b < 0x20:
+            out.append(f"\\u{b:04x}")
+        elif b >= 0x80:
+            out.append(f"\\uffffff{b:02x}")
+        else:
+            out.append(chr(b))
+    return '"' + "".join(out) + '"'
+
+
 def _dumps(obj: Any) -> str:
     """JSON as bpftrace writes it: ``", "``/``": "`` in objects and in a
-    histogram's list, ``,`` in a tuple's array (a Python tuple here)."""
+    histogram's list, ``,`` in a tuple's array (a Python tuple here), its
+    string escapes (:func:`_json_str`)."""
     if isinstance(obj, dict):
-        return "{" + ", ".join(f"{_json.dumps(str(k), ensure_ascii=False)}: {_dumps(v)}"
+        return "{" + ", ".join(f"{_json_str(str(k))}: {_dumps(v)}"
                                for k, v in obj.items()) + "}"
     if isinstance(obj, (list, tuple)):
         return "[" + ("," if isinstance(obj, tuple) else ", ").join(_dumps(v) for v in obj) + "]"
-    return _json.dumps(obj, ensure_ascii=False)
+    if isinstance(obj, str):
+        return _json_str(obj)
+    if obj is None:
+        return "null"
+    return str(int(obj))
 
 
 def json_value(t: Type, value: Any, **kw: Any) -> str:
@@ -299,25 +348,23 @@ def _conv_text(m: Any, t: Type | None, value: Any, stacks: Any, syms: Any) -> st
     if conv in _INT_CONVS and t is not None and t.kind not in (
             "int", "count", "sum", "min", "max", "pointer", "usym", "ksym", "username"):
         raise OutputError(f"%{conv} takes an integer, not a {t}")
-    if conv in _INT_CONVS or conv == "c":
+    if conv == "c":
+        c = _int_arg(value, length, "u") & 0xFF
+        char = chr(c) if c < 0x80 else bytes([c]).decode("utf-8", "surrogateescape")
+        return str(("%" + minus + width.lstrip("0") + "s") % char)
+    if conv in _INT_CONVS:
         v = _int_arg(value, length, "d" if conv == "d" else "u")
-        if conv == "c":
-            v &= 0xFF
-            body = chr(v) if v < 0x80 else bytes([v]).decode("utf-8", "surrogateescape")
-            prec = None
-            conv_py, arg = "s", body
-        else:
-            conv_py, arg = ("d" if conv == "u" else conv), v
         if prec is not None and width.startswith("0"):
             width = width.lstrip("0")          # C: the 0 flag is ignored with a precision
-        if prec is not None and not int(prec or 0) and arg == 0:
-            return ("%" + minus + width.lstrip("0") + "s") % ""   # C: no digits for 0
-        spec = "%" + minus + width + (f".{prec or 0}" if prec is not None else "") + conv_py
-        return spec % arg
+        if prec is not None and not int(prec or 0) and v == 0:
+            return str(("%" + minus + width.lstrip("0") + "s") % "")   # C: no digits for 0
+        spec = ("%" + minus + width + (f".{prec or 0}" if prec is not None else "")
+                + ("d" if conv == "u" else conv))
+        return str(spec % v)
     if conv == "p":
-        v = int(value) & _MASK64
-        body = "(nil)" if v == 0 else f"0x{v:x}"
-        return ("%" + minus + width.lstrip("0") + "s") % body
+        addr = int(value) & _MASK64
+        return str(("%" + minus + width.lstrip("0") + "s") % ("(nil)" if addr == 0
+                                                              else f"0x{addr:x}"))
     if conv == "r":
         body = format_buffer(bytes(value)) if not isinstance(value, str) else value
     elif t is not None:
@@ -327,7 +374,7 @@ def _conv_text(m: Any, t: Type | None, value: Any, stacks: Any, syms: Any) -> st
     else:
         body = str(value)
     spec = "%" + minus + width.lstrip("0") + (f".{prec or 0}" if prec is not None else "") + "s"
-    return spec % body
+    return str(spec % body)
 
 
 def format_printf(fmt: str, values: Sequence[tuple[Type | None, Any]], *,
@@ -349,7 +396,17 @@ def format_printf(fmt: str, values: Sequence[tuple[Type | None, Any]], *,
             raise OutputError(f"printf({fmt!r}): fewer values than conversions") from None
         return _conv_text(m, t, v, stacks, syms)
 
-    return _printf_re().sub(conv, fmt)
+    return str(_printf_re().sub(conv, fmt))
+
+
+def attaching_text(n: int) -> str:
+    """bpftrace's first line: ``Attaching 1 probe...`` / ``Attaching N probes...``."""
+    return f"Attaching {n} probe{'' if n == 1 else 's'}..."
+
+
+def json_attached(n: int) -> str:
+    """The ``-f json`` first line: ``{"type": "attached_probes", "data": {"probes": N}}``."""
+    return _dumps({"type": "attached_probes", "data": {"probes": n}})
 
 
 def json_printf(text: str) -> str:
@@ -389,20 +446,44 @@ def json_time(text: str) -> str:
 
 
 # ================================================================== maps
+def lhist_bucket(value: int, lo: int, hi: int, step: int) -> int:
+    """The bucket of ``value`` in bpftrace 0.17's ``lhist(value, lo, hi,
+    step)``: 0 below ``lo``; then ``(hi - lo) // step`` buckets of ``step``;
+    then one for the rest (``[hi, ...)``: a value in a last partial step,
+    ``lhist(9, 0, 10, 3)``, goes there too, as bpftrace counts it)."""
+    n = (hi - lo) // step
+    if value < lo:
+        return 0
+    return min((value - lo) // step + 1, n + 1)
+
+
+def lhist_range(bucket: int, lo: int, hi: int, step: int) -> tuple[int | None, int | None]:
+    """``[min, max)`` of an lhist bucket as bpftrace 0.17 labels it (None:
+    open-ended)."""
+    n = (hi - lo) // step
+    if bucket <= 0:
+        return None, lo
+    if bucket > n:
+        return hi, None
+    start = lo + (bucket - 1) * step
+    return start, start + step
+
+
 def _hist_labels(value: Type) -> Callable[[int], str]:
-    from ..trace.render import _linear_labels, log2_label
+    from ..trace.render import linear_label, log2_label
     if value.kind == "lhist":
         if value.lhist is None:
             raise OutputError("an lhist type needs its (min, max, step)")
-        return _linear_labels(*value.lhist)
+        lo, hi, step = value.lhist
+        return lambda b: linear_label(*lhist_range(b, lo, hi, step))
     return log2_label
 
 
 def _bucket_range(value: Type) -> Callable[[int], tuple[int | None, int | None]]:
-    from ..trace.aggregate import linear_bucket_range, log2_bucket_range
+    from ..trace.aggregate import log2_bucket_range
     if value.kind == "lhist":
-        lo, hi, step = value.lhist or (0, 0, 1)
-        return lambda b: linear_bucket_range(b, lo, hi, step)
+        lo, hi, step = value.lhist or (0, 1, 1)
+        return lambda b: lhist_range(b, lo, hi, step)
     return log2_bucket_range
 
 
@@ -462,10 +543,9 @@ def _key_text(key: Type | None, k: Any, stacks: Any, syms: Any, sep: str = ", ")
         return ""
     if key.kind == "tuple":
         parts = k if isinstance(k, tuple) else (k,)
-        return sep.join(format_value(e, v, stacks=stacks, syms=syms)
+        return sep.join(format_value(e, v, stacks=stacks, syms=syms, key=True)
                         for e, v in zip(key.elems, parts))
-    return format_value(key, k[0] if isinstance(k, tuple) and len(k) == 1
-                        and key.kind not in ("tuple",) else k, stacks=stacks, syms=syms)
+    return format_value(key, k, stacks=stacks, syms=syms, key=True)
 
 
 def _cdiv(v: int, div: int) -> int:

@@ -160,15 +160,21 @@ def _uprobes(ap: AttachPoint, pid: int | None) -> list[ResolvedProbe]:
 # =================================================================== USDT
 def _usdt_files(path: str, pid: int | None) -> list[tuple[str, str]]:
     """(file, path shown) for a USDT target: a path, a name, or (with
-    ``pid``) ``*``/empty for every module of that process."""
+    ``pid``) ``*``/empty for every module of that process. With ``pid``
+    bpftrace shows the file through the process's root
+    (``/proc/PID/root/usr/bin/x``)."""
     from ..errors import UsdtError
     from ..usdt.attach import usdt_files
     if path in ("", "*") and pid is not None:
+        # named as bpftrace names them: through the process's root
         try:
-            return [(f, f) for f in usdt_files(None, pid)]
+            return [(f, f if f.startswith("/proc/") else f"/proc/{pid}/root{f}")
+                    for f in usdt_files(None, pid)]
         except UsdtError as exc:
             raise ProbeSpecError(str(exc)) from None
     real, shown = _shown_path(path, pid)
+    if pid is not None and not real.startswith("/proc/"):
+        shown = f"/proc/{pid}/root{os.path.abspath(real)}"
     return [(real, shown)]
 
 
@@ -219,12 +225,20 @@ def _tracepoints(ap: AttachPoint) -> list[ResolvedProbe]:
     cat, name = ap.parts
     if not (_is_glob(cat) or _is_glob(name)):
         return [ResolvedProbe(f"tracepoint:{cat}:{name}", TracepointSource(cat, name))]
-    from ..attach import list_tracepoints
-    everything = list_tracepoints()
+    everything = _tracepoint_names()
     hits = [t for t in everything if _match(f"{cat}:{name}", t)]
     if not hits:
         raise _not_found("tracepoint", f"{cat}:{name}", everything)
-    return [ResolvedProbe(f"tracepoint:{t}", TracepointSource(*t.split(":", 1))) for t in hits]
+    return [ResolvedProbe(f"tracepoint:{t}", TracepointSource(c, n))
+            for t in hits for c, _, n in [t.partition(":")]]
+
+
+def _tracepoint_names() -> list[str]:
+    """``CATEGORY:NAME`` of every tracepoint, as bpftrace sees them: sorted as
+    whole strings (``fib6:`` before ``fib:``), the ftrace category left out
+    (its events cannot be attached)."""
+    from ..attach import list_tracepoints
+    return sorted(f"{t}" for t in list_tracepoints() if not t.startswith("ftrace:"))
 
 
 class RawTracepointSource:
@@ -432,8 +446,9 @@ def resolve(ap: AttachPoint, *, pid: int | None = None) -> list[ResolvedProbe]:
     matches), or a kind this kernel or pyebpf cannot attach."""
     kind = _canonical(ap.provider)
     if kind != ap.provider:
-        from .ast import AttachPoint as _AP
-        ap = _AP(ap.pos, ap.raw, kind, list(ap.parts), ap.func_offset)
+        import copy
+        ap = copy.copy(ap)
+        ap.provider = kind
     if kind in ("uprobe", "uretprobe"):
         return _uprobes(ap, pid)
     if kind == "usdt":
@@ -460,8 +475,10 @@ def probe_name(ap: AttachPoint, *, pid: int | None = None) -> list[str]:
 
 # =============================================================== resolver
 def _field_type(f: Any) -> Type:
-    """A tracepoint field's type as bpftrace types ``args.NAME`` (``f``
-    narrowed to its C type's width already)."""
+    """A tracepoint field's type as bpftrace types ``args.NAME``: a scalar
+    read with its C type's width (``int`` stored in 8 bytes: int32)."""
+    if not (f.data_loc or f.array_len is not None or "*" in f.type):
+        f = TracepointSource._narrowed(f)
     if f.data_loc:
         return string_type(64)
     if f.array_len is not None:
@@ -505,7 +522,7 @@ class Resolver:
         if kind == "tracepoint":
             src = self.probes(ap)[0].source
             if 0 <= n < len(src.fields):
-                return _field_type(src._narrowed(src.fields[n]))
+                return _field_type(src.fields[n])
         if kind == "rawtracepoint":
             return int_type(8, False)
         return int_type(8, True)
@@ -516,7 +533,7 @@ class Resolver:
         if _canonical(ap.provider) != "tracepoint":
             return None
         src = self.probes(ap)[0].source
-        fields = tuple((f.name, f.offset, _field_type(src._narrowed(f)))
+        fields = tuple((f.name, f.offset, _field_type(f))
                        for f in src.format.fields)
         size = max((f.offset + f.size for f in src.format.fields), default=0)
         return Type("record", size, fields=fields)
@@ -554,11 +571,10 @@ def list_probes(pattern: str | None = None) -> list[str]:
 
 def _list_kind(kind: str, parts: list[str]) -> list[str]:
     if kind == "tracepoint":
-        from ..attach import list_tracepoints
         if len(parts) == 1:
             parts = ["*", parts[0]] if parts[0] else ["*", "*"]
         pat = ":".join(parts[:2]) if parts else "*:*"
-        return [f"tracepoint:{t}" for t in list_tracepoints() if _match(pat, t)]
+        return [f"tracepoint:{t}" for t in _tracepoint_names() if _match(pat, t)]
     if kind in ("software", "hardware"):
         if kind == "hardware" and not os.path.isdir(_CPU_PMU):
             return []

@@ -39,10 +39,9 @@ def hist_of(*values: int) -> dict[int, int]:
 
 
 def lhist_of(lo: int, hi: int, step: int, *values: int) -> dict[int, int]:
-    nb = (hi - lo + step - 1) // step + 2
     b: dict[int, int] = {}
     for v in values:
-        i = 0 if v < lo else nb - 1 if v >= hi else 1 + (v - lo) // step
+        i = out.lhist_bucket(v, lo, hi, step)
         b[i] = b.get(i, 0) + 1
     return b
 
@@ -72,6 +71,7 @@ EXIT_SCRIPT = r"""BEGIN {
   @hk[1] = hist(1); @hk[1] = hist(1); @hk[2] = hist(1000000);
   @lk["z"] = lhist(55, 0, 100, 10); @lk["y"] = lhist(5, 0, 100, 10); @lk["y"] = lhist(5, 0, 100, 10);
   @neg[-1] = -5; @neg[5] = 2; @neg[-7] = 9;
+  @part = lhist(9, 0, 10, 3); @part = lhist(1, 0, 10, 3); @part = lhist(6, 0, 10, 3);
   @mk[1] = min(-1); @mk[2] = min(-5); @xk[1] = max(4); @xk[2] = max(9);
   @ss["b", -1] = sum(-3); @ss["a", 2] = sum(5);
   exit();
@@ -101,6 +101,7 @@ EXIT_MAPS = [
     ("@lk", S, lhist(0, 100, 10), {"z": lhist_of(0, 100, 10, 55),
                                    "y": lhist_of(0, 100, 10, 5, 5)}),
     ("@neg", I64, I64, {-1: -5, 5: 2, -7: 9}),
+    ("@part", None, lhist(0, 10, 3), {None: lhist_of(0, 10, 3, 9, 1, 6)}),
     ("@mk", I64, MIN, {1: -1, 2: -5}),
     ("@xk", I64, MAX, {1: 4, 2: 9}),
     ("@ss", key2(S, I64), SUM, {("b", -1): -3, ("a", 2): 5}),
@@ -234,6 +235,14 @@ def test_buffers_inet_probe_and_strftime_keys_like_bpftrace():
 
 
 # ------------------------------------------------------------------ pure
+def test_lhist_buckets_as_bpftrace_counts_them():
+    # lhist(v, 0, 10, 3): [0, 3) [3, 6) [6, 9), and 9 goes with the rest: [10, ...)
+    assert [out.lhist_bucket(v, 0, 10, 3) for v in (-1, 0, 2, 3, 8, 9, 10, 99)] == \
+        [0, 1, 1, 2, 3, 4, 4, 4]
+    assert out.lhist_range(4, 0, 10, 3) == (10, None)
+    assert out.lhist_range(0, 0, 10, 3) == (None, 0)
+
+
 def test_decode_signed_sizes_strings_and_tuples():
     assert out.decode(I8, b"\xfd") == -3
     assert out.decode(int_type(2, True), b"\xfe\xff") == -2
@@ -294,3 +303,41 @@ def test_printf_integer_conversions_are_cs(minus, width, prec, length, conv, val
     spec = ("%" + ("-" if minus else "") + width + ("" if prec is None else "." + prec)
             + (length or "") + conv)
     assert out.format_printf(spec, [(I64, value)]) == _c_printf(spec, length, conv, value)
+
+
+@pytest.mark.kernel
+def test_stacks_in_keys_values_and_print_like_bpftrace():
+    """One stack printed by bpftrace in both modes while the process lives:
+    the perf-mode lines give each frame's address, symbol and module, from
+    which the formatter must print every layout bpftrace printed."""
+    import re
+    from .harness import bt_workload
+    w = bt_workload()
+    text = run_bpftrace(
+        f"uprobe:{w}:lock_b_inner {{ @p[ustack(perf, 2)] = count(); print(@p); "
+        "@[ustack(2)] = count(); print(@); @s = ustack(2); print(@s); print(ustack(2)); "
+        "clear(@p); clear(@); clear(@s); exit(); }", command=f"{w} 200000 100")
+    frames = [(int(a, 16), sym, mod) for a, sym, mod in
+              re.findall(r"^\t([0-9a-f]+) (\S+) \((.*)\)$", text, re.M)[:2]]
+    assert len(frames) == 2 and frames[0][1] == "lock_b_inner+0"
+    bt = Type("ustack", stack_limit=2)
+    perf = Type("ustack", stack_mode="perf", stack_limit=2)
+    key = tuple(frames)
+    ours = "".join([
+        out.format_map("@p", perf, COUNT, {key: 1}),
+        out.format_map("@", bt, COUNT, {key: 1}),
+        out.format_map("@s", None, bt, {None: frames}),
+        out.format_value(bt, frames) + "\n",
+    ])
+    # (the probe may fire a few times before exit() takes effect: counts vary)
+    text, ours = (re.sub(r"\]: \d+\n", "]: N\n", x) for x in (text, ours))
+    assert text.startswith(ours), (ours, text)
+
+
+def test_json_escapes_like_bpftrace():
+    # bpftrace 0.17 writes each byte of a non-ASCII character as \uffffffXX
+    theirs = run_bpftrace(r"""BEGIN { printf("é\ta\x01/\r|\x08|\x0c|\x7f|\x1f|\\|\"\n");
+        @s["é\x01"] = 1; exit(); }""", "-f", "json").split("\n")
+    assert theirs[1] == out.json_printf('é\ta\x01/\r|\x08|\x0c|\x7f|\x1f|\\|"\n')
+    assert theirs[4] == out.json_map("@s", S, I64, {"é\x01": 1})
+    assert "\\uffffffc3\\uffffffa9" in theirs[1]

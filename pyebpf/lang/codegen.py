@@ -167,7 +167,13 @@ class MapPlan:
         elif self.kind == "lhist":
             if value.lhist is None:
                 raise CodegenError(f"map {name}: lhist without its (min, max, step)")
-            self.agg = agg.Histogram(self.kname, linear=value.lhist, **kw)
+            lo, hi, step = value.lhist
+            # bpftrace 0.17 counts a last partial step in [max, ...): the
+            # trace layer's buckets do the same when max is cut to whole steps
+            steps = (hi - lo) // step
+            if steps < 1:
+                raise CodegenError(f"map {name}: lhist needs max - min >= step")
+            self.agg = agg.Histogram(self.kname, linear=(lo, lo + steps * step, step), **kw)
         self.spec = self.agg.map
 
     @property

@@ -323,6 +323,7 @@ class BtRun:
         keys); avg as an int, stats as ``(count, average, total)``,
         histograms as ``{(lo, hi): count}`` (None for an open end)."""
         from ..trace import aggregate as agg
+        from . import output
         out: dict[str, Any] = {}
         for name, plan in sorted(self.unit.maps.items()):
             entries = self.entries(name)
@@ -335,7 +336,7 @@ class BtRun:
                 elif plan.kind in ("hist", "lhist"):
                     lin = plan.value.lhist
                     v = {(agg.log2_bucket_range(b) if lin is None
-                          else agg.linear_bucket_range(b, *lin)): c for b, c in sorted(v.items())}
+                          else output.lhist_range(b, *lin)): c for b, c in sorted(v.items())}
                 conv[k] = v
             out[name] = conv.get(None) if plan.key is None else conv
             if plan.key is None and None not in conv:

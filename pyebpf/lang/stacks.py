@@ -6,10 +6,8 @@ symbolized after the process is gone: see :mod:`pyebpf.trace.stacks`), the
 stack id alone for a kernel stack (a plain stack map; frames named from
 ``/proc/kallsyms``).
 
-Printed as bpftrace 0.17 prints them: a newline, then one frame per line,
-indented by 4 spaces in a map key and 8 in a ``printf``; ``perf`` mode
-prints ``\\tADDRESS SYMBOL (MODULE)``, ``raw`` mode the bare addresses.
-Unlike bpftrace 0.17, a user stack printed after its process exited is
+:meth:`StackPrinter.stack` gives the frames; :mod:`pyebpf.lang.output`
+prints them as bpftrace 0.17 does. Unlike bpftrace 0.17, a user stack printed after its process exited is
 still symbolized (bpftrace prints bare addresses then).
 """
 from __future__ import annotations
@@ -98,23 +96,15 @@ class StackPrinter:
         names = self.symbolizer.frames(raw, pid)
         return [(r if isinstance(r, int) else r[2], n) for r, n in zip(raw, names)]
 
-    def text(self, value: Any, t: Type, indent: int) -> str:
-        """The stack as bpftrace prints it (``indent`` spaces per frame)."""
-        if isinstance(value, str):
+    def stack(self, value: Any, t: Type) -> list[tuple[int, str | None, str | None]]:
+        """The frames :func:`pyebpf.lang.output.format_stack` prints:
+        ``(address, symbol+offset or None, module or None)``, innermost
+        first, cut to the type's ``stack_limit``."""
+        if isinstance(value, list):
             return value
         frames = self.frames(t, int(value))[:max(t.stack_limit, 0) or None]
-        if not frames:
-            return ""
-        mode = t.stack_mode
-        if mode == "perf":
-            if t.kind == "kstack":
-                return "\n" + "".join(f"\t{a:x} {n}\n" for a, n in frames)
-            return "\n" + "".join(f"\t{a:x} {n} ([unknown])\n" for a, n in frames)
-        if mode == "raw":
-            return "\n" + "".join(f"{a:x}\n" for a, _ in frames)
-        pad = " " * indent
-        return "\n" + "".join(f"{pad}{n}\n" for _, n in frames)
+        return [(a, None if n.startswith("0x") else n, None) for a, n in frames]
 
-    def formatter(self, indent: int) -> Callable[[Any, Type], str]:
-        """The ``stacks`` callable of :mod:`pyebpf.lang.output` for this indent."""
-        return lambda value, t: self.text(value, t, indent)
+    def formatter(self, indent: int = 0) -> Callable[[Any, Type], Any]:
+        """The ``stacks`` callable of :mod:`pyebpf.lang.output`."""
+        return self.stack

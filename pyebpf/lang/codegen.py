@@ -163,6 +163,8 @@ class MapPlan:
         elif self.kind == "stats":
             self.agg = agg.Stats(self.kname, **kw)
         elif self.kind == "hist":
+            if key is None:        # a per-CPU array of buckets: no key, no insertion
+                kw["keyed"] = False
             self.agg = agg.Histogram(self.kname, **kw)
         elif self.kind == "lhist":
             if value.lhist is None:
@@ -173,6 +175,8 @@ class MapPlan:
             steps = (hi - lo) // step
             if steps < 1:
                 raise CodegenError(f"map {name}: lhist needs max - min >= step")
+            if key is None:
+                kw["keyed"] = False
             self.agg = agg.Histogram(self.kname, linear=(lo, lo + steps * step, step), **kw)
         self.spec = self.agg.map
 
@@ -689,19 +693,36 @@ class _ProbeGen:
             raise CodegenError(f"unknown map @{m.name}", m.pos)
         return plan
 
-    def key(self, m: A.Map, plan: MapPlan) -> int:
-        """Build ``m``'s key on the stack; return its offset."""
+    def key(self, m: A.Map, plan: MapPlan, extra: int = 0) -> int:
+        """Build ``m``'s key on the stack (``extra`` bytes more after it, for
+        a histogram's bucket); return its offset. Only the padding the
+        values do not cover is zeroed."""
         p = self.p
-        off = p.stack.alloc(plan.key_size)
-        self._zero(off, plan.key_size)
+        off = p.stack.alloc(plan.key_size + extra)
         if plan.key is None:
+            self._zero(off, plan.key_size)
             return off
         if len(m.keys) == 1:
+            elems, offsets = [plan.key], [0]
             self.value_into(m.keys[0], off, plan.key)
         else:
-            offsets, _, _ = tuple_layout(plan.key.elems)
+            elems, offsets = list(plan.key.elems), tuple_layout(plan.key.elems)[0]
             for k, t, o in zip(m.keys, plan.key.elems, offsets):
                 self.value_into(k, off + o, t)
+        covered = bytearray(plan.key_size)
+        for t, o in zip(elems, offsets):
+            size = t.size if t.kind in ("string", "buffer") else size_align(t)[0]
+            covered[o:o + size] = b"\1" * size
+        pos = 0
+        while pos < plan.key_size:
+            if covered[pos]:
+                pos += 1
+                continue
+            end = pos
+            while end < plan.key_size and not covered[end]:
+                end += 1
+            self._zero(off + pos, end - pos)
+            pos = end
         return off
 
     def assign_map(self, s: A.AssignMap) -> None:
@@ -726,15 +747,69 @@ class _ProbeGen:
         self.p.map_update(plan.spec, key, val, flags=0)
 
     def aggregate(self, plan: MapPlan, m: A.Map, call: A.Call) -> None:
-        key = self.key(m, plan)
+        """``@m[k] = count()/sum(v)/hist(v)/lhist(v, ...)`` by a per-CPU add
+        (the trace layer's map layout, so its readers sum the CPUs);
+        min/max/avg/stats through :mod:`pyebpf.trace.aggregate`'s emitters."""
+        p = self.p
         if plan.kind == "count":
-            plan.agg.emit(self.p, key=key)
+            key = self.key(m, plan)
+            self.percpu_add(plan.spec, key, 1)
             return
         if not call.args:
             raise CodegenError(f"{plan.kind}() needs a value", call.pos)
+        if plan.kind in ("hist", "lhist") and plan.key is None:
+            r = self.int_expr(call.args[0])       # (no key: a per-CPU array of buckets)
+            self._bucket(plan, r)
+            self.release(r)
+            slot = p.stack.alloc(4, 4)
+            p.stxw(R10, slot, R1)
+            done = p.fresh_label("hist_done")
+            p.map_lookup(plan.spec, slot, done)
+            p.ldxdw(R1, R0, 0)
+            p.add(R1, 1)
+            p.stxdw(R0, 0, R1)
+            p.label(done)
+            return
+        if plan.kind in ("hist", "lhist"):
+            key = self.key(m, plan, extra=8)
+            r = self.int_expr(call.args[0])
+            self._bucket(plan, r)
+            self.release(r)
+            p.stxdw(R10, key + plan.key_size, R1)
+            self.percpu_add(plan.spec, key, 1)
+            return
+        key = self.key(m, plan)
         r = self.int_expr(call.args[0])
-        plan.agg.emit(self.p, r, key=key)
+        if plan.kind == "sum":
+            self.percpu_add(plan.spec, key, r)
+        else:
+            plan.agg.emit(p, r, key=key)
         self.release(r)
+
+    def _bucket(self, plan: MapPlan, value: Reg) -> None:
+        """``r1 = the histogram bucket of value`` (r2, r3 clobbered)."""
+        from ..trace.aggregate import emit_linear_bucket, emit_log2_bucket
+        if plan.kind == "hist":
+            emit_log2_bucket(self.p, R1, value, R2, R3)
+        else:
+            emit_linear_bucket(self.p, R1, value, *plan.agg.linear, tmp=R2)
+
+    def percpu_add(self, map_: Any, key: int, amount: Reg | int) -> None:
+        """This CPU's value under the key at ``r10 + key`` += ``amount`` (an
+        immediate or a register of the pool, which survives the calls),
+        inserted when absent."""
+        p = self.p
+        miss, done = p.fresh_label("add_miss"), p.fresh_label("add_done")
+        p.map_lookup(map_, key, miss)
+        p.ldxdw(R1, R0, 0)
+        p.add(R1, amount)
+        p.stxdw(R0, 0, R1)
+        p.ja(done)
+        p.label(miss)
+        val = p.stack.alloc(8)
+        p.store(R10, val, amount, 8)
+        p.map_update(map_, key, val, flags=1)          # BPF_NOEXIST
+        p.label(done)
 
     def map_read(self, m: A.Map, dst: Reg) -> None:
         """``dst = @m[k]`` (0 when absent) for an integer map."""
@@ -1244,6 +1319,16 @@ class _ProbeGen:
 
     def _apply(self, op: str, dst: Reg, src: Reg | int, signed: bool, pos: A.Pos) -> None:
         p = self.p
+        if isinstance(src, int) and src > 0 and src & (src - 1) == 0 and op in ("%", "/", "*"):
+            shift = src.bit_length() - 1        # (BPF's / and % are unsigned, as bpftrace's)
+            if op == "%":
+                p.and_(dst, src - 1)
+            elif op == "/":
+                if shift:
+                    p.rsh(dst, shift)
+            elif shift:
+                p.lsh(dst, shift)
+            return
         if op in self._ALU:
             getattr(p, self._ALU[op])(dst, src)
         elif op == ">>":

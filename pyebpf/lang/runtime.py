@@ -82,6 +82,8 @@ def map_entries(plan: MapPlan, live: Any, probe_names: list[str]) -> dict[Any, A
         return out
     data = bound.read()
     assert isinstance(data, dict)
+    if plan.kind in ("hist", "lhist") and plan.key is None:
+        return {None: data} if data else {}       # (a per-CPU array of buckets)
     for k, v in data.items():
         out[key_of(k)] = v
     return out
@@ -364,7 +366,10 @@ class BtRun:
 
     def clear_map(self, name: str) -> None:
         """Delete every entry of map ``name``."""
-        _, live = self._live_map(name)
+        plan, live = self._live_map(name)
+        if plan.agg is not None and not plan.agg.keyed:
+            _bound_agg(plan, live).clear()        # (an array: its slots zeroed)
+            return
         for k in list(live.keys()):
             try:
                 del live[k]

@@ -148,3 +148,15 @@ def test_conditions_jump_without_a_value(cond: str, taken: int) -> None:
     assert maps["@x"] == taken
     assert maps["@i"] == 3 * taken
     assert maps["@t"] == taken
+
+
+def test_clear_and_zero_of_every_kind() -> None:
+    prog = lang.compile("BEGIN { @h = hist(5); @l = lhist(3, 0, 10, 2); @c = count(); "
+                        "@k[1] = hist(3); @v[2] = 7; @s = stats(4); "
+                        "clear(@h); clear(@l); zero(@c); clear(@k); zero(@v); zero(@s); }")
+    with prog.start() as run:
+        run.stop()
+        list(run.poll(0))
+        maps = run.maps()
+    assert "@h" not in maps and "@l" not in maps and maps["@k"] == {}
+    assert maps["@c"] == 0 and maps["@v"] == {2: 0}

@@ -36,7 +36,7 @@ Decisions (issue 14):
 """
 from __future__ import annotations
 
-from ..errors import ProgramError
+from ..errors import ProgramError, PyebpfError
 from ..program import R0, R1, R2, R3, R4, R5, R6, R7, R8, R9, R10, W0, Program, Reg
 from . import ast as A
 from .layout import size_align, stored_size, tuple_layout
@@ -342,7 +342,13 @@ def generate(script: A.Script, analysis: Any = None, *, resolve: Any = None,
                 unit.probe_names.append(name)
                 kind = ap.provider if source is None else "probe"
                 gen = _ProbeGen(ctx, probe, name, index, source, kind)
-                unit.probes.append(ProbePlan(name, kind, source, gen.build(), probe))
+                prog = gen.build()
+                if gen.ctx_stays_in_r1():
+                    try:
+                        prog = _ProbeGen(ctx, probe, name, index, source, kind, True).build()
+                    except PyebpfError:    # (a source that wants the context in r6-r9)
+                        pass
+                unit.probes.append(ProbePlan(name, kind, source, prog, probe))
     return unit
 
 
@@ -421,7 +427,7 @@ class _ProbeGen:
     """Generates the program of one resolved probe."""
 
     def __init__(self, ctx: _Context, probe: A.Probe, name: str, index: int, source: Any,
-                 kind: str) -> None:
+                 kind: str, ctx_in_r1: bool = False) -> None:
         self.ctx = ctx
         self.unit = ctx.unit
         self.node = probe
@@ -436,16 +442,20 @@ class _ProbeGen:
         self.loops: list[_Loop] = []
         self.last_line = 0
         self.script = ctx.unit.script
+        #: where the context is: r6 (kept from r1 by the first instruction),
+        #: or r1 itself when every use comes before r1 is overwritten
+        self.ctx_reg = R1 if ctx_in_r1 else R6
 
     # ---------------------------------------------------------- structure
     def build(self) -> Program:
         p = self.p
         self._comment_line(self.node.pos, f"{self.name}")
-        p.mov(R6, R1)
+        if self.ctx_reg is R6:
+            p.mov(R6, R1)
         if self.unit.exit_flag is not None and self.source is not None:
-            p.ld_map_value(R1, self.unit.exit_flag)      # exit() has run: nothing more
-            p.ldxdw(R1, R1, 0)
-            p.jne(R1, 0, "out")
+            p.ld_map_value(R0, self.unit.exit_flag)      # exit() has run: nothing more
+            p.ldxdw(R0, R0, 0)
+            p.jne(R0, 0, "out")
         self._declare_vars(self.node.block.stmts)
         if self.node.predicate is not None:
             start = len(p.insns)
@@ -457,6 +467,28 @@ class _ProbeGen:
         p.ret(0)
         self._set_origins()
         return p
+
+    def ctx_stays_in_r1(self) -> bool:
+        """True when the built program reads the context (r6) only before r1
+        is first overwritten and has no backward jump: then a build with
+        the context left in r1 is the same program, one instruction
+        shorter."""
+        from ..isa import opcodes as op
+        insns = self.p.insns
+        labels = self.p.labels
+        for i, insn in enumerate(insns):
+            if insn.target is not None and labels.get(insn.target, len(insns)) <= i:
+                return False
+        uses = [i for i, insn in enumerate(insns[1:], 1)
+                if insn.src == 6 or (insn.dst == 6 and insn.code & 7 in (op.ST, op.STX))]
+        if not uses:
+            return True
+        for insn in insns[1:uses[-1]]:
+            cls = insn.code & 7
+            if insn.code == op.OP_CALL or (insn.dst == 1 and cls in (op.ALU, op.ALU64, op.LD,
+                                                                     op.LDX)):
+                return False
+        return True
 
     def _comment_line(self, pos: A.Pos, extra: str | None = None) -> None:
         if pos.line == self.last_line and extra is None:
@@ -1021,7 +1053,8 @@ class _ProbeGen:
             p.label(end)
             return
         if isinstance(e, A.FieldAccess) and self._is_args(e.expr):
-            self._need_source(e, "emit_field_string").emit_field_string(p, e.field, off, size, R6)
+            src = self._need_source(e, "emit_field_string")
+            src.emit_field_string(p, e.field, off, size, self.ctx_reg)
             return
         if isinstance(e, A.Map):
             plan = self.plan(e)
@@ -1056,7 +1089,7 @@ class _ProbeGen:
         src = e.args[0]
         if isinstance(src, A.FieldAccess) and self._is_args(src.expr) and \
                 getattr(self.source, "emit_field_string", None) is not None and len(e.args) == 1:
-            self.source.emit_field_string(p, src.field, off, size, R6)
+            self.source.emit_field_string(p, src.field, off, size, self.ctx_reg)
             return
         self._zero(off, size)
         r = self.int_expr(src)
@@ -1146,7 +1179,7 @@ class _ProbeGen:
         elif isinstance(e, A.Map):
             self.map_read(e, r)
         elif isinstance(e, A.FieldAccess) and self._is_args(e.expr):
-            self._need_source(e, "emit_field").emit_field(p, r, e.field, R6)
+            self._need_source(e, "emit_field").emit_field(p, r, e.field, self.ctx_reg)
         elif isinstance(e, A.Call):
             self.int_call(e, r)
         else:
@@ -1207,24 +1240,24 @@ class _ProbeGen:
         elif n in ("probe", "func"):
             p.mov(r, self.index)
         elif n == "retval":
-            self._need_source(e, "emit_retval").emit_retval(p, r, R6)
+            self._need_source(e, "emit_retval").emit_retval(p, r, self.ctx_reg)
         elif n.startswith("arg") and n[3:].isdigit():
             if self.source is None:
                 raise CodegenError(f"{n} is not available in {self.kind}", e.pos)
-            self.source.emit_arg(p, r, int(n[3:]), R6)
+            self.source.emit_arg(p, r, int(n[3:]), self.ctx_reg)
         elif n == "ustack":                      # pid << 32 | stack id
             p.call("get_current_pid_tgid")
             p.rsh(R0, 32)
             p.lsh(R0, 32)
             p.mov(r, R0)
-            p.mov(R1, R6)
+            p.mov(R1, self.ctx_reg)
             p.ld_map(R2, self.unit.stacks("ustack"))
             p.mov(R3, BPF_F_USER_STACK)
             p.call("get_stackid")
             p.mov(W0, W0)
             p.or_(r, R0)
         elif n == "kstack":
-            p.mov(R1, R6)
+            p.mov(R1, self.ctx_reg)
             p.ld_map(R2, self.unit.stacks("kstack"))
             p.mov(R3, 0)
             p.call("get_stackid")
@@ -1254,7 +1287,7 @@ class _ProbeGen:
             from .. import ptregs
             name = e.args[0].value
             try:
-                ptregs.load_reg(p, r, _BPFTRACE_REGS.get(name, name), ctx=R6)
+                ptregs.load_reg(p, r, _BPFTRACE_REGS.get(name, name), ctx=self.ctx_reg)
             except Exception as exc:
                 raise CodegenError(f"reg(): {exc}", e.args[0].pos) from None
         elif e.name == "strftime" and len(e.args) == 2:

@@ -5,7 +5,7 @@
 ``--show-program`` (the generated eBPF; needs no privilege). The output is
 bpftrace 0.17's: printf lines as events come, then at exit END's output and
 every map. A script error is printed as bpftrace prints it (the line and a
-caret), exit status 1.
+caret) after ``pyebpf bt:``, exit status 1.
 """
 from __future__ import annotations
 
@@ -88,17 +88,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"pyebpf bt: no process {args.pid}", file=sys.stderr)
         return 1
     from ..lang.api import compile
-    from ..lang.errors import LangError
-    try:
-        prog = compile(text, filename=filename, pid=args.pid, params=params)
-        if args.show_program:
-            sys.stdout.write(prog.show())
-            return 0
-        return _run(prog, args)
-    except LangError as exc:
-        sys.stdout.flush()
-        print(str(exc), file=sys.stderr, flush=True)
-        return 1
+    # (a script error is a PyebpfError: reported as 'pyebpf bt: FILE:LINE:COL-END:
+    # ERROR: ...', bpftrace's text, then the line and the caret)
+    prog = compile(text, filename=filename, pid=args.pid, params=params)
+    if args.show_program:
+        sys.stdout.write(prog.show())
+        return 0
+    return _run(prog, args)
 
 
 def _list(pattern: str | None) -> int:

@@ -1290,6 +1290,11 @@ class _ProbeGen:
                 ptregs.load_reg(p, r, _BPFTRACE_REGS.get(name, name), ctx=self.ctx_reg)
             except Exception as exc:
                 raise CodegenError(f"reg(): {exc}", e.args[0].pos) from None
+        elif e.name == "ntop" and len(e.args) == 1:       # an IPv4 address as an integer
+            x = self.int_expr(e.args[0])
+            p.mov(r, x)
+            p.mov(r.w, r.w)
+            self.release(x)
         elif e.name == "strftime" and len(e.args) == 2:
             x = self.int_expr(e.args[1])
             p.mov(r, x)

@@ -93,6 +93,8 @@ def _value(t: Type, v: Any, probe_names: list[str]) -> Any:
     """Python value -> what the printing takes (probe index -> its name)."""
     if t.kind == "probe" and isinstance(v, int):
         return probe_names[v] if 0 <= v < len(probe_names) else str(v)
+    if t.kind == "inet" and isinstance(v, int):          # ntop(IPv4 as an integer)
+        return (v & 0xFFFFFFFF).to_bytes(4, "little")
     if t.kind == "tuple" and isinstance(v, tuple):
         return tuple(_value(e, x, probe_names) for e, x in zip(t.elems, v))
     return v

@@ -39,7 +39,7 @@ def test_semantic_error_points_at_the_script() -> None:
     proc = bt("-e", "BEGIN { @x = nosuch(1); }")
     assert proc.returncode == 1
     lines = proc.stderr.splitlines()
-    assert lines[0].startswith("stdin:1:") and "ERROR" in lines[0]
+    assert lines[0].startswith("pyebpf bt: stdin:1:") and "ERROR" in lines[0]
     assert lines[1] == "BEGIN { @x = nosuch(1); }"
     assert "~" in lines[2]
 
@@ -50,7 +50,8 @@ def test_verifier_rejection_points_at_the_script_line(tmp_path) -> None:
     proc = bt(str(f))
     assert proc.returncode == 1
     first = proc.stderr.splitlines()[0]
-    assert first.startswith(f"{f}:3:") and "verifier" in first and "infinite loop" in first
+    assert first.startswith(f"pyebpf bt: {f}:3:") and "verifier" in first
+    assert "infinite loop" in first
     assert proc.stderr.splitlines()[1] == "  while (1) { @x = 1; }"
 
 

@@ -111,3 +111,11 @@ def test_reg_buf_print_zero_clear(w: str) -> None:
 def test_lhist_with_a_partial_last_step(w: str) -> None:
     compare_with_bpftrace(f"uprobe:{w}:compute {{ @l = lhist(arg0, 0, 10, 3); "
                           f"@m = lhist(arg1, 1000, 4000, 700); }}", command=f"{w} 40 1")
+
+
+def test_ntop_casts_and_printf_conversions(w: str) -> None:
+    compare_with_bpftrace(
+        f'usdt:{w}:btw:request /arg1 == 4/ {{ printf("%s\\n", ntop(0x0100007f)); '
+        f'@n[ntop(arg1)] = count(); }} '
+        f'uprobe:{w}:compute /arg0 == 1/ {{ @x = (int32)arg1 - 5000; @neg[-arg0] = count(); '
+        f'printf("%d %u %x %ld\\n", -arg0, -arg0, 255, arg1); }}', command=f"{w} 12 1")

@@ -32,7 +32,7 @@ EPILOG = """\
 examples:
   pyebpf bt -e 'BEGIN { printf("hello\\n"); exit(); }'
   pyebpf bt -e 'uprobe:./app:work { @calls[arg0] = count(); }' -c './app 100'
-  pyebpf bt -e 'tracepoint:syscalls:sys_enter_openat { printf("%s %s\\n", comm, str(args.filename)); }'
+  pyebpf bt -e 't:syscalls:sys_enter_openat { printf("%s\\n", str(args->filename)); }'
   pyebpf bt latency.bt -p 1234
   pyebpf bt -e 'uretprobe:libc:malloc { @ = hist(retval); }' --show-program
   pyebpf bt -l 'tracepoint:syscalls:*open*'

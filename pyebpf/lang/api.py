@@ -104,32 +104,18 @@ class BtProgram:
 
 
 def _analyse(script: Script, resolver: Any, params: list[str]) -> Any:
-    """The semantic pass's analysis of ``script`` (None before the pass
-    exists: code generation then takes the types from the tree)."""
-    try:
-        from .sema import analyse
-    except ImportError:
-        return None
+    """The semantic pass's analysis of ``script`` (types set in the tree)."""
+    from .sema import analyse
     return analyse(script, resolver, params=params)
 
 
 def resolver_for(pid: int | None) -> Any:
     """The semantic pass's type resolver (bt-runtime's probes module)."""
-    try:
-        from .probes import Resolver
-    except ImportError:          # (before the probe layer exists: sema's defaults)
-        return None
+    from .probes import Resolver
     return Resolver(pid=pid)
 
 
 def resolve_point(ap: AttachPoint, pid: int | None) -> list[tuple[str, Any]]:
     """``(name, probe source)`` of every concrete probe ``ap`` names."""
-    try:
-        from .probes import resolve
-    except ImportError:
-        resolve = None
-    if resolve is not None:
-        return [(r.name, r.source) for r in resolve(ap, pid=pid)]
-    from ..trace.probes import probe_source
-    spec = ":".join([ap.provider, *ap.parts])
-    return [(spec, probe_source(spec, pid))]
+    from .probes import resolve
+    return [(r.name, r.source) for r in resolve(ap, pid=pid)]

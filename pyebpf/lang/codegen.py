@@ -149,7 +149,8 @@ class MapPlan:
                                 max_entries=MAX_MAP_ENTRIES, name=self.kname)
             return
         from ..trace import aggregate as agg
-        kw = dict(keyed=True, max_keys=MAX_MAP_ENTRIES, key_size=self.key_size, create=False)
+        kw: dict[str, Any] = dict(keyed=True, max_keys=MAX_MAP_ENTRIES, key_size=self.key_size,
+                                  create=False)
         if self.kind == "count":
             self.agg = agg.Count(self.kname, **kw)
         elif self.kind == "sum":
@@ -506,7 +507,7 @@ class _ProbeGen:
             for insn in insns[start:end]:
                 insn.origin = origin
         probe_origin = f"{fname}:{self.node.pos.line}:{self.node.pos.column}"
-        covered = set()
+        covered: set[int] = set()
         for start, end, _ in self.spans:
             covered.update(range(start, end))
         for i, insn in enumerate(insns):
@@ -824,7 +825,8 @@ class _ProbeGen:
         if plan.kind == "hist":
             emit_log2_bucket(self.p, R1, value, R2, R3)
         else:
-            emit_linear_bucket(self.p, R1, value, *plan.agg.linear, tmp=R2)
+            lo, hi, step = plan.agg.linear
+            emit_linear_bucket(self.p, R1, value, lo, hi, step, tmp=R2)
 
     def percpu_add(self, map_: Any, key: int, amount: Reg | int) -> None:
         """This CPU's value under the key at ``r10 + key`` += ``amount`` (an

@@ -163,7 +163,9 @@ class BtRun:
             ptype, opts = plan.load_args()
             try:
                 self.loaded.append(loader.load(plan.program, ptype, maps=self.live,
-                                               name=plan.program.name, **opts))
+                                               name=plan.program.name,
+                                               expected_attach_type=opts.get(
+                                                   "expected_attach_type", 0)))
             except VerifierError as exc:
                 raise _script_error(self.unit, exc, plan.name) from exc
 
@@ -270,10 +272,7 @@ class BtRun:
         return self._perform(a, values)
 
     def _perform(self, a: Action, values: tuple[Any, ...]) -> BtEvent:
-        try:
-            from . import output
-        except ImportError:          # XXX until bt-runtime's printing is merged
-            return BtEvent(a.kind, values, "", a.fmt, a.map)
+        from . import output
         kind = a.kind
         if kind == "printf":
             text = output.format_printf(a.fmt, list(zip(self._printed_types(a), values)),
@@ -426,4 +425,4 @@ def _verifier_reason(exc: Any) -> str:
         if not text or text.startswith(_NOT_A_REASON) or text.split(":", 1)[0].isdigit():
             continue
         return text
-    return exc.message or exc.summary
+    return str(exc.message or exc.summary)

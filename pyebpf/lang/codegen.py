@@ -54,6 +54,9 @@ MAX_MAP_ENTRIES = 4096
 #: bytes of the ring buffer that carries every event
 RINGBUF_SIZE = 1 << 20
 BPF_F_USER_STACK = 1 << 8
+#: join(): how many strings, of how many bytes (bpftrace 0.17's defaults)
+JOIN_ARGS = 16
+JOIN_STRLEN = 64
 U64 = int_type(8, False)
 I64 = int_type(8, True)
 
@@ -258,6 +261,7 @@ class Unit:
         self.ringbuf = MapSpec(RingBuf, RINGBUF_SIZE, name="bt_events")
         self.stack_map: Any = None
         self.kstack_map: Any = None
+        self.join_map: Any = None
         self.probe_names: list[str] = []
         #: set by exit(): a one-element array every probe checks first, so
         #: that nothing runs after exit() (described when the script exits)
@@ -271,6 +275,14 @@ class Unit:
         a = Action(len(self.actions), kind, pos, **kw)
         self.actions.append(a)
         return a
+
+    def join_scratch(self) -> Any:
+        """The per-CPU scratch map ``join()`` builds its event in (described)."""
+        if self.join_map is None:
+            from ..maps import Bytes, MapSpec, PerCpuArrayMap
+            self.join_map = MapSpec(PerCpuArrayMap, Bytes(8 + JOIN_ARGS * JOIN_STRLEN), 1,
+                                    name="bt_join")
+        return self.join_map
 
     def stacks(self, kind: str) -> Any:
         """The stack-trace map of ``kind`` (``ustack``: build ids and file
@@ -290,7 +302,7 @@ class Unit:
         """Kernel map name -> its description, for every map of the unit."""
         out = {m.kname: m.spec for m in self.maps.values()}
         out[self.ringbuf.name] = self.ringbuf
-        for m in (self.stack_map, self.kstack_map):
+        for m in (self.stack_map, self.kstack_map, self.join_map):
             if m is not None:
                 out[m.name] = m
         if self.exit_flag is not None:
@@ -929,6 +941,8 @@ class _ProbeGen:
                 p.ld_map(R1, plan.spec)
                 p.stack_pointer(R2, key)
                 p.call("map_delete_elem")
+        elif name == "join":
+            self.join(c)
         elif name == "signal":
             sig = _const(c.args[0]) if c.args else None
             if sig is None:
@@ -940,6 +954,53 @@ class _ProbeGen:
         else:
             r = self.int_expr(c)
             self.release(r)
+
+    def join(self, c: A.Call) -> None:
+        """``join(argv[, delim])``: up to :data:`JOIN_ARGS` strings of
+        :data:`JOIN_STRLEN` bytes from a NULL-terminated array of pointers,
+        built in a per-CPU scratch map (too big for the stack) and sent
+        from there; user space joins them."""
+        p = self.p
+        if not c.args:
+            raise CodegenError("join() needs an array of strings", c.pos)
+        delim = c.args[1].value if len(c.args) > 1 and isinstance(c.args[1], A.String) else " "
+        action = self.unit.action("join", c.pos, fmt=delim,
+                                  args=[string_type(JOIN_STRLEN)] * JOIN_ARGS)
+        scratch = self.unit.join_scratch()
+        argv = self.int_expr(c.args[0])
+        buf = self._need(c.pos)
+        key = p.stack.alloc(4, 4)
+        p.stw(R10, key, 0)
+        done = p.fresh_label("join_done")
+        p.map_lookup(scratch, key, done, dst=buf)
+        p.stdw(buf, 0, action.id)
+        for i in range(JOIN_ARGS):
+            p.stb(buf, 8 + i * JOIN_STRLEN, 0)
+        slot = p.stack.alloc(8)
+        send = p.fresh_label("join_send")
+        user = "probe_read_user" if self._user_space() or self.kind == "probe" and \
+            getattr(self.source, "category", "") == "syscalls" else "probe_read_kernel"
+        for i in range(JOIN_ARGS):
+            p.stack_pointer(R1, slot)
+            p.mov(R2, 8)
+            p.mov(R3, argv)
+            p.add(R3, 8 * i)
+            p.call(user)
+            p.ldxdw(R3, R10, slot)
+            p.jeq(R3, 0, send)
+            p.mov(R1, buf)
+            p.add(R1, 8 + i * JOIN_STRLEN)
+            p.mov(R2, JOIN_STRLEN)
+            p.call(user + "_str")
+        p.label(send)
+        p.ld_map(R1, self.unit.ringbuf)
+        p.mov(R2, buf)
+        p.mov(R3, 8 + JOIN_ARGS * JOIN_STRLEN)
+        p.mov(R4, 0)
+        p.call("ringbuf_output")
+        p.label(done)
+        self.release(buf)
+        self.release(argv)
 
     def arg_type(self, e: A.Expr) -> Type:
         """How an event carries ``e``: integers as 8 bytes."""
@@ -1268,6 +1329,11 @@ class _ProbeGen:
         else:
             raise CodegenError(f"builtin {n} is not supported yet", e.pos)
 
+    def _user_space(self) -> bool:
+        """True at a uprobe/uretprobe/USDT probe (its pointers are user memory)."""
+        name = type(self.source).__name__.lower() if self.source is not None else ""
+        return "uprobe" in name or "usdt" in name
+
     def unit_prog_is_raw(self) -> bool:
         """True when the context is not a ``pt_regs`` (tracepoints, perf events)."""
         from ..kernel.constants import ProgType
@@ -1301,6 +1367,12 @@ class _ProbeGen:
             x = self.int_expr(e.args[1])
             p.mov(r, x)
             self.release(x)
+        elif e.name == "kaddr" and e.args and isinstance(e.args[0], A.String):
+            from .stacks import kernel_address
+            addr = kernel_address(e.args[0].value)
+            if addr is None:
+                raise CodegenError(f"kaddr: no kernel symbol {e.args[0].value!r}", e.args[0].pos)
+            self._load_const(r, addr)
         elif e.name in ("usym", "uaddr", "ksym", "kaddr") and e.args:
             x = self.int_expr(e.args[0])
             p.mov(r, x)
@@ -1415,12 +1487,12 @@ class _ProbeGen:
             p.label(yes)
             p.mov(r, 1)
             p.label(end)
-        elif e.op == "*":
+        elif e.op == "*":                 # user memory at a uprobe/USDT, else kernel memory
             p.mov(R3, r)
             slot = p.stack.alloc(8)
             p.stack_pointer(R1, slot)
             p.mov(R2, 8)
-            p.call("probe_read_user")
+            p.call("probe_read_user" if self._user_space() else "probe_read_kernel")
             p.ldxdw(r, R10, slot)
         else:
             raise CodegenError(f"operator {e.op} is not supported", e.pos)

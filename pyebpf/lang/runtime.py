@@ -294,6 +294,16 @@ class BtRun:
             return BtEvent("print", values, text)
         if kind == "exit":
             return BtEvent("exit", (), "")
+        if kind == "join":
+            parts = []
+            for v in values:
+                if not v:
+                    break
+                parts.append(v)
+            text = a.fmt.join(parts) + "\n"
+            if self.json_mode:
+                text = output.json_printf(text) + "\n"
+            return BtEvent("join", tuple(parts), text, a.fmt)
         assert a.map is not None
         if kind == "print":
             top, div = (a.params + [0, 0])[:2]

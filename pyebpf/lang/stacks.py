@@ -33,7 +33,7 @@ def _kallsyms() -> tuple[list[int], list[str]]:
             with open("/proc/kallsyms") as f:
                 for line in f:
                     parts = line.split()
-                    if len(parts) >= 3 and parts[1] in "tTwW":
+                    if len(parts) >= 3 and parts[1] in "tTwWdDbBrR":
                         addr = int(parts[0], 16)
                         if addr:
                             pairs.append((addr, parts[2]))
@@ -42,6 +42,15 @@ def _kallsyms() -> tuple[list[int], list[str]]:
         pairs.sort()
         _KSYMS = ([a for a, _ in pairs], [n for _, n in pairs])
     return _KSYMS
+
+
+def kernel_address(name: str) -> int | None:
+    """The address of kernel symbol ``name`` (``kaddr()``), None when unknown."""
+    addrs, names = _kallsyms()
+    try:
+        return addrs[names.index(name)]
+    except ValueError:
+        return None
 
 
 def kernel_symbol(addr: int) -> str:

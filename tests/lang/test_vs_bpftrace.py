@@ -119,3 +119,9 @@ def test_ntop_casts_and_printf_conversions(w: str) -> None:
         f'@n[ntop(arg1)] = count(); }} '
         f'uprobe:{w}:compute /arg0 == 1/ {{ @x = (int32)arg1 - 5000; @neg[-arg0] = count(); '
         f'printf("%d %u %x %ld\\n", -arg0, -arg0, 255, arg1); }}', command=f"{w} 12 1")
+
+
+def test_join_argv() -> None:
+    compare_with_bpftrace('tracepoint:syscalls:sys_enter_execve /pid == cpid/ { '
+                          'printf("%d ", 7); join(args->argv); join(args->argv, ","); }',
+                          command="/usr/bin/env /bin/true x y")

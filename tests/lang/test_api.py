@@ -68,3 +68,14 @@ def test_close_releases_everything(w: str, no_fd_leak: None) -> None:
                         f"usdt:{w}:btw:delta {{ printf(\"%d\\n\", arg0); }}")
     with prog.start([w, "5", "1"]) as run:
         list(run)
+
+
+def test_exit_stops_every_probe_in_the_kernel(w: str) -> None:
+    # nothing runs after exit(): the probe that counts every call stops at i = 7
+    prog = lang.compile(f"uprobe:{w}:compute /arg0 == 7/ {{ exit(); }} "
+                        f"uprobe:{w}:compute {{ @all = count(); }}")
+    with prog.start([w, "400", "1"]) as run:
+        events = list(run)
+        run.stop()
+        assert 7 <= run.maps()["@all"] <= 8
+    assert [e.kind for e in events] == ["exit"]

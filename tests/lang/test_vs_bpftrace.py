@@ -15,40 +15,48 @@ def w() -> str:
 
 
 def test_begin_end_printf_and_maps() -> None:
-    compare_with_bpftrace('BEGIN { printf("hello %d %s %5d|%-5s|%x\\n", -3, "ab", 42, "x", 255); '
-            '@x[1] = count(); @y = hist(5); @s = stats(3); @a = avg(-4); @z = 7; '
-            'print(@x); exit(); } END { printf("end\\n"); }')
+    compare_with_bpftrace(
+        'BEGIN { printf("hello %d %s %5d|%-5s|%x\\n", -3, "ab", 42, "x", 255); '
+        '@x[1] = count(); @y = hist(5); @s = stats(3); @a = avg(-4); @z = 7; '
+        'print(@x); exit(); } END { printf("end\\n"); }')
 
 
 def test_entry_probe_counts_and_aggregations(w: str) -> None:
-    compare_with_bpftrace(f"uprobe:{w}:compute /arg0 < 5/ {{ @c[arg0] = count(); @h = hist(arg1); "
-            f"@st = stats(arg1); @a = avg(arg1); @mx = max(arg1); @mn = min(arg1); "
-            f"@sm[arg0 % 2] = sum(arg1); }} "
-            f"uretprobe:{w}:compute {{ @r = lhist(retval, 0, 5000, 500); }}", command=f"{w} 50 1")
+    compare_with_bpftrace(
+        f"uprobe:{w}:compute /arg0 < 5/ {{ @c[arg0] = count(); @h = hist(arg1); "
+        f"@st = stats(arg1); @a = avg(arg1); @mx = max(arg1); @mn = min(arg1); "
+        f"@sm[arg0 % 2] = sum(arg1); }} "
+        f"uretprobe:{w}:compute {{ @r = lhist(retval, 0, 5000, 500); }}", command=f"{w} 50 1")
 
 
 def test_predicates_variables_ternary(w: str) -> None:
-    compare_with_bpftrace(f"uprobe:{w}:compute {{ $k = arg0 * 2; $big = arg1 > 2500 ? 1 : 0; "
-            f"if ($k >= 10) {{ @high[$big] = count(); }} else {{ @low[$k] = count(); }} }}", command=f"{w} 40 1")
+    compare_with_bpftrace(
+        f"uprobe:{w}:compute {{ $k = arg0 * 2; $big = arg1 > 2500 ? 1 : 0; "
+        f"if ($k >= 10) {{ @high[$big] = count(); }} else {{ @low[$k] = count(); }} }}",
+        command=f"{w} 40 1")
 
 
 def test_printf_per_event_in_order(w: str) -> None:
-    compare_with_bpftrace(f'uprobe:{w}:compute /arg0 == 3/ {{ printf("%d %d %s\\n", arg0, arg1, comm); }}', command=f"{w} 40 1")
+    compare_with_bpftrace(f'uprobe:{w}:compute /arg0 == 3/ {{ '
+                          f'printf("%d %d %s\\n", arg0, arg1, comm); }}', command=f"{w} 40 1")
 
 
 def test_entry_return_latency(w: str) -> None:
-    compare_with_bpftrace(f"uprobe:{w}:nap {{ @start[tid] = nsecs; }} "
-            f"uretprobe:{w}:nap /@start[tid]/ {{ "
-            f"@ms = lhist((nsecs - @start[tid]) / 10000000, 0, 10, 1); delete(@start[tid]); }}", command=f"{w} 24 10000")
+    compare_with_bpftrace(
+        f"uprobe:{w}:nap {{ @start[tid] = nsecs; }} "
+        f"uretprobe:{w}:nap /@start[tid]/ {{ "
+        f"@ms = lhist((nsecs - @start[tid]) / 10000000, 0, 10, 1); delete(@start[tid]); }}",
+        command=f"{w} 24 10000")
 
 
 def test_usdt_strings(w: str) -> None:
     compare_with_bpftrace(f'usdt:{w}:btw:request {{ @hosts[str(arg0)] = count(); '
-            f'@len[str(arg0), arg1] = count(); }}', command=f"{w} 30 1")
+                          f'@len[str(arg0), arg1] = count(); }}', command=f"{w} 30 1")
 
 
 def test_exit_stops_and_prints(w: str) -> None:
-    compare_with_bpftrace(f'uprobe:{w}:compute /arg0 == 7/ {{ printf("seen\\n"); @n = count(); exit(); }}', command=f"{w} 40 1")
+    compare_with_bpftrace(f'uprobe:{w}:compute /arg0 == 7/ {{ printf("seen\\n"); @n = count(); '
+                          f'exit(); }}', command=f"{w} 10 1")
 
 
 def test_json_output(w: str) -> None:

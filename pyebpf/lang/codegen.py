@@ -1300,6 +1300,9 @@ class _ProbeGen:
             p.mov(r, R0)
         elif n == "cpid":
             self._load_const(r, self.ctx.cpid)
+        elif n == "func" and self.source is not None and not self.unit_prog_is_raw():
+            p.call("get_func_ip")                 # the probed function's address
+            p.mov(r, R0)
         elif n in ("probe", "func"):
             p.mov(r, self.index)
         elif n == "retval":

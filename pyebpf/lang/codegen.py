@@ -27,6 +27,19 @@ Decisions (issue 14):
   of events across CPUs, which the printing must follow, and BEGIN/END may
   use it (``bpf_perf_event_output`` needs a perf-event context). A record
   is an 8-byte action id then the arguments as a tuple of their types.
+- **exit()** sets a one-element array flag that every probe program checks
+  first (three instructions, no helper call), so that nothing runs after
+  it -- deterministically, where bpftrace stops only once its reader has
+  seen the event -- then sends its event; user space stops, runs END and
+  prints the maps.
+- **Conditions** (predicates, ``if``, ``while``, ``?:``) compile to
+  conditional jumps, ``&&``/``||``/``!`` short-circuiting, without a 0/1
+  value; ``%``, ``/``, ``*`` by a power of two become and/shifts (BPF's
+  division is unsigned, as bpftrace's).
+- **join()** builds its strings in a per-CPU scratch map (too big for the
+  stack) and outputs them from there.
+- **The context** stays in r1 when every use of it comes before r1 is
+  first overwritten (the program is generated again that way), else r6.
 - **Positions**: each instruction's ``origin`` is ``FILE:LINE:COLUMN`` of
   the statement (or predicate) it comes from, so a verifier rejection
   points at the script; each line's first instruction carries the line as

@@ -41,23 +41,22 @@ UNARY_OPS = frozenset({"-", "!", "~", "*", "++", "--"})
 #: the operators of compound assignments (``@x <<= 1``)
 ASSIGN_OPS = frozenset({"+", "-", "*", "/", "%", "&", "|", "^", "<<", ">>"})
 
-_node = dataclasses.dataclass(eq=False, repr=True)
-
-
 @dataclasses.dataclass(frozen=True)
 class Pos:
     """Where a node starts in the script: ``line`` and ``column`` (1-based),
     and ``end`` the column just past it when it ends on the same line (else
-    ``column + 1``)."""
+    ``column + 1``); ``end_line`` the line it ends on when that is a later
+    one (else 0), so that errors over several lines print as bpftrace's."""
     line: int
     column: int
     end: int = 0
+    end_line: int = 0
 
     def __str__(self) -> str:
         return f"{self.line}:{self.column}"
 
 
-@_node
+@dataclasses.dataclass(eq=False)
 class Node:
     """Any node: its position in the script."""
     pos: Pos
@@ -65,27 +64,27 @@ class Node:
 
 # ---- expressions ----------------------------------------------------------
 
-@_node
+@dataclasses.dataclass(eq=False)
 class Expr(Node):
     """An expression. ``type`` is filled in by the semantic pass (its own
     type objects; ``None`` before it has run)."""
     type: Any = dataclasses.field(default=None, kw_only=True, compare=False)
 
 
-@_node
+@dataclasses.dataclass(eq=False)
 class Integer(Expr):
     """An integer literal (``42``, ``0x10``, ``1_000``; a negative literal is
     :class:`Unop` ``-`` over it, folded later)."""
     value: int
 
 
-@_node
+@dataclasses.dataclass(eq=False)
 class String(Expr):
     """A string literal, escapes already decoded (``"a\\n"`` -> ``a`` + newline)."""
     value: str
 
 
-@_node
+@dataclasses.dataclass(eq=False)
 class Builtin(Expr):
     """A builtin variable: ``pid tid uid gid cpu comm nsecs elapsed cgroup
     retval func probe args cpid ustack kstack`` and ``arg0``..``argN``,
@@ -93,27 +92,27 @@ class Builtin(Expr):
     name: str
 
 
-@_node
+@dataclasses.dataclass(eq=False)
 class Identifier(Expr):
     """A bare name where the language allows one: a stack mode
     (``ustack(perf)``), a type in ``sizeof``, an enum-like argument."""
     name: str
 
 
-@_node
+@dataclasses.dataclass(eq=False)
 class PositionalParameter(Expr):
     """``$1``.. (``index`` >= 1) or ``$#`` (``index`` 0, ``count`` True)."""
     index: int
     count: bool = False
 
 
-@_node
+@dataclasses.dataclass(eq=False)
 class Variable(Expr):
     """A scratch variable, ``$name`` (``name`` without the ``$``)."""
     name: str
 
 
-@_node
+@dataclasses.dataclass(eq=False)
 class Map(Expr):
     """A map, ``@name`` or ``@name[k1, k2]`` (``name`` without the ``@``,
     ``""`` for the anonymous ``@``); ``keys`` empty when it has none."""
@@ -121,14 +120,14 @@ class Map(Expr):
     keys: list[Expr] = dataclasses.field(default_factory=list)
 
 
-@_node
+@dataclasses.dataclass(eq=False)
 class Call(Expr):
     """A function call, ``name(args...)`` (``printf``, ``count``, ``str``...)."""
     name: str
     args: list[Expr] = dataclasses.field(default_factory=list)
 
 
-@_node
+@dataclasses.dataclass(eq=False)
 class Binop(Expr):
     """``left op right``, op one of :data:`BINARY_OPS`."""
     op: str
@@ -136,7 +135,7 @@ class Binop(Expr):
     right: Expr
 
 
-@_node
+@dataclasses.dataclass(eq=False)
 class Unop(Expr):
     """``op operand`` (or ``operand op`` when ``postfix``), op one of
     :data:`UNARY_OPS`."""
@@ -145,7 +144,7 @@ class Unop(Expr):
     postfix: bool = False
 
 
-@_node
+@dataclasses.dataclass(eq=False)
 class Ternary(Expr):
     """``cond ? then : else_``."""
     cond: Expr
@@ -153,7 +152,7 @@ class Ternary(Expr):
     else_: Expr
 
 
-@_node
+@dataclasses.dataclass(eq=False)
 class FieldAccess(Expr):
     """``expr.field`` or ``expr->field`` (``arrow`` set); ``args.filename``."""
     expr: Expr
@@ -161,14 +160,14 @@ class FieldAccess(Expr):
     arrow: bool = False
 
 
-@_node
+@dataclasses.dataclass(eq=False)
 class ArrayAccess(Expr):
     """``expr[index]``."""
     expr: Expr
     index: Expr
 
 
-@_node
+@dataclasses.dataclass(eq=False)
 class Cast(Expr):
     """``(typename) expr``: ``typename`` as written, e.g. ``"uint8"``,
     ``"int64"``, ``"struct task_struct *"``."""
@@ -176,14 +175,14 @@ class Cast(Expr):
     expr: Expr
 
 
-@_node
+@dataclasses.dataclass(eq=False)
 class Sizeof(Expr):
     """``sizeof(typename)`` (``typename`` set) or ``sizeof(expr)``."""
     typename: str | None = None
     expr: Expr | None = None
 
 
-@_node
+@dataclasses.dataclass(eq=False)
 class Tuple(Expr):
     """``(a, b, ...)``: two or more elements."""
     elems: list[Expr] = dataclasses.field(default_factory=list)
@@ -191,18 +190,18 @@ class Tuple(Expr):
 
 # ---- statements -----------------------------------------------------------
 
-@_node
+@dataclasses.dataclass(eq=False)
 class Stmt(Node):
     """A statement."""
 
 
-@_node
+@dataclasses.dataclass(eq=False)
 class ExprStmt(Stmt):
     """An expression used as a statement (a call, ``@x++``)."""
     expr: Expr
 
 
-@_node
+@dataclasses.dataclass(eq=False)
 class AssignMap(Stmt):
     """``@m[k] = value`` (``op`` None) or ``@m[k] op= value``; ``value`` may be
     an aggregation call (``@m[k] = count()``)."""
@@ -211,7 +210,7 @@ class AssignMap(Stmt):
     op: str | None = None
 
 
-@_node
+@dataclasses.dataclass(eq=False)
 class AssignVar(Stmt):
     """``$v = value`` or ``$v op= value``."""
     var: Variable
@@ -219,13 +218,13 @@ class AssignVar(Stmt):
     op: str | None = None
 
 
-@_node
+@dataclasses.dataclass(eq=False)
 class Block(Node):
     """``{ stmt; stmt; ... }``."""
     stmts: list[Stmt] = dataclasses.field(default_factory=list)
 
 
-@_node
+@dataclasses.dataclass(eq=False)
 class If(Stmt):
     """``if (cond) { then } else { else_ }`` (``else if`` nests an If in a
     one-statement else block); ``else_`` None without an else."""
@@ -234,7 +233,7 @@ class If(Stmt):
     else_: Block | None = None
 
 
-@_node
+@dataclasses.dataclass(eq=False)
 class Unroll(Stmt):
     """``unroll (count) { body }``; ``count`` an integer expression the
     semantic pass requires to be a constant between 1 and 100."""
@@ -242,14 +241,14 @@ class Unroll(Stmt):
     body: Block
 
 
-@_node
+@dataclasses.dataclass(eq=False)
 class While(Stmt):
     """``while (cond) { body }``."""
     cond: Expr
     body: Block
 
 
-@_node
+@dataclasses.dataclass(eq=False)
 class Jump(Stmt):
     """``return``, ``break`` or ``continue`` (``kind``)."""
     kind: str
@@ -257,7 +256,7 @@ class Jump(Stmt):
 
 # ---- probes ---------------------------------------------------------------
 
-@_node
+@dataclasses.dataclass(eq=False)
 class AttachPoint(Node):
     """One attach point as written (``raw``) and split: ``provider`` (the
     canonical name: ``uprobe``, ``uretprobe``, ``usdt``, ``tracepoint``,
@@ -273,7 +272,7 @@ class AttachPoint(Node):
     func_offset: int | None = None
 
 
-@_node
+@dataclasses.dataclass(eq=False)
 class Probe(Node):
     """``attach_points /predicate/ { block }``."""
     attach_points: list[AttachPoint]
@@ -281,7 +280,7 @@ class Probe(Node):
     block: Block
 
 
-@_node
+@dataclasses.dataclass(eq=False)
 class Script(Node):
     """A whole program: its probes in order, and the source text (for error
     carets and for commenting generated code with the line it comes from)."""

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..errors import OptionError
+
 __all__ = ["Type", "KINDS", "AGGREGATIONS", "NONE", "int_type", "string_type",
            "INT_NAMES"]
 
@@ -63,7 +65,8 @@ class Type:
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
-            raise ValueError(f"unknown type kind {self.kind!r}")
+            raise OptionError(f"unknown type kind {self.kind!r}; the kinds: "
+                              f"{', '.join(sorted(KINDS))}")
 
     @property
     def is_int(self) -> bool:

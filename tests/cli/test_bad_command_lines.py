@@ -147,6 +147,18 @@ CASES: list[tuple] = [
     # -- run
     ("run-nothing", ["run"], 2, "a PROGRAM is required"),
     ("run-missing-file", ["run", "/nonexistent/x.s"], 1, "/nonexistent/x.s: no such file (ready programs:"),
+    # -- bt
+    ("bt-nothing", ["bt"], 2, "a program is required"),
+    ("bt-missing-file", ["bt", "/nonexistent/x.bt"], 1, "/nonexistent/x.bt: No such file"),
+    ("bt-directory", ["bt", "{d}"], 1, "Is a directory"),
+    ("bt-binary", ["bt", sys.executable], 1, "not UTF-8 text"),
+    ("bt-syntax-error", ["bt", "-e", "BEGIN {"], 1,
+     "pyebpf bt: stdin:1:7-8: ERROR: syntax error, unexpected end of file"),
+    ("bt-bad-format", ["bt", "-e", "BEGIN {}", "-f", "xml"], 2, "invalid choice: 'xml'"),
+    ("bt-pid-and-command", ["bt", "-e", "BEGIN {}", "-p", "1", "-c", "true"], 2,
+     "-p and -c exclude each other"),
+    ("bt-missing-binary", ["bt", "-e", "uprobe:/nonexistent/b:f { }"], 1,
+     "/nonexistent/b does not exist"),
     ("run-directory", ["run", "{d}"], 1, "Is a directory"),
     ("run-non-utf8", ["run", "{d}/latin1.s"], 1, "latin1.s:2:7: error: not UTF-8"),
     ("run-binary", ["run", sys.executable], 1, "not UTF-8 text"),

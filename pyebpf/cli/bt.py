@@ -1,0 +1,177 @@
+"""``pyebpf bt``: run a bpftrace program, compiled in pure Python.
+
+``pyebpf bt -e 'PROGRAM'`` or ``pyebpf bt FILE.bt``, with bpftrace's
+``-c CMD``, ``-p PID``, ``-f text|json``, ``-l [PATTERN]``, and
+``--show-program`` (the generated eBPF; needs no privilege). The output is
+bpftrace 0.17's: printf lines as events come, then at exit END's output and
+every map. A script error is printed as bpftrace prints it (the line and a
+caret) after ``pyebpf bt:``, exit status 1.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import command_line, pid, process_exists
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, TextIO
+
+from .parser import Subparsers
+
+DESCRIPTION = """\
+Run a bpftrace program: probes (BEGIN, END, uprobe, uretprobe, usdt,
+tracepoint...), predicates, maps, scratch variables, printf and the
+aggregations -- compiled to eBPF in pure Python, no LLVM.  The output is
+bpftrace 0.17's: printf lines as events come, then at exit END's output and
+every map, printed as bpftrace prints them.
+"""
+
+EPILOG = """\
+examples:
+  pyebpf bt -e 'BEGIN { printf("hello\\n"); exit(); }'
+  pyebpf bt -e 'uprobe:./app:work { @calls[arg0] = count(); }' -c './app 100'
+  pyebpf bt -e 't:syscalls:sys_enter_openat { printf("%s\\n", str(args->filename)); }'
+  pyebpf bt latency.bt -p 1234
+  pyebpf bt -e 'uretprobe:libc:malloc { @ = hist(retval); }' --show-program
+  pyebpf bt -l 'tracepoint:syscalls:*open*'
+
+exit status: 0 ok (also after Ctrl-C: the maps are printed), 1 error (a script
+error, printed with the line and a caret as bpftrace prints it; a missing
+probe; a verifier rejection), 2 usage error, 130 Ctrl-C before attaching.
+"""
+
+
+def register(subparsers: Subparsers) -> None:
+    """Add the ``bt`` sub-command to ``subparsers``."""
+    p = subparsers.add_parser("bt", help="run a bpftrace program (-e PROGRAM or FILE.bt)",
+                              description=DESCRIPTION, epilog=EPILOG,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file", metavar="FILE", nargs="?",
+                   help="the program's file (unless -e); further words are $1, $2...")
+    p.add_argument("params", metavar="ARG", nargs="*", help="positional parameters $1, $2...")
+    p.add_argument("-e", dest="program", metavar="PROGRAM", help="the program's text")
+    p.add_argument("-c", dest="cmd", metavar="CMD", type=command_line,
+                   help="run CMD once attached (its pid is cpid); stop when it exits")
+    p.add_argument("-p", dest="pid", type=pid, metavar="PID",
+                   help="attach uprobes/USDT for process PID only; stop when it exits")
+    p.add_argument("-f", dest="format", choices=("text", "json"), default="text",
+                   help="output format (default: text)")
+    p.add_argument("-l", dest="list", action="store_true",
+                   help="list the probes matching the program/FILE argument (a pattern) and exit")
+    p.add_argument("--show-program", action="store_true",
+                   help="print the generated eBPF per probe (with the script lines) and exit")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """``pyebpf bt``: the exit status."""
+    if args.list:
+        return _list(args.program or args.file)
+    params = list(args.params)
+    if args.program is None:
+        if args.file is None:
+            print("pyebpf bt: error: a program is required: -e 'PROGRAM' or FILE.bt "
+                  "(see 'pyebpf bt --help')", file=sys.stderr)
+            return 2
+        with open(args.file, encoding="utf-8") as f:
+            text, filename = f.read(), args.file
+    else:
+        if args.file is not None:
+            params.insert(0, args.file)
+        text, filename = args.program, "stdin"
+    if args.pid is not None and args.cmd:
+        print("pyebpf bt: error: -p and -c exclude each other", file=sys.stderr)
+        return 2
+    if args.pid is not None and not process_exists(args.pid):
+        print(f"pyebpf bt: no process {args.pid}", file=sys.stderr)
+        return 1
+    from ..lang.api import compile
+    # (a script error is a PyebpfError: reported as 'pyebpf bt: FILE:LINE:COL-END:
+    # ERROR: ...', bpftrace's text, then the line and the caret)
+    prog = compile(text, filename=filename, pid=args.pid, params=params)
+    if args.show_program:
+        sys.stdout.write(prog.show())
+        return 0
+    return _run(prog, args)
+
+
+def _list(pattern: str | None) -> int:
+    from ..lang.probes import list_probes
+    for name in list_probes(pattern):
+        print(name)
+    return 0
+
+
+def _run(prog: Any, args: argparse.Namespace) -> int:
+    """Attach, print events until a stop condition, then END and the maps."""
+    from ..trace import live
+    from . import StopSignals
+
+    json_mode = args.format == "json"
+    out = sys.stdout
+    stops = StopSignals()
+    child = None
+    run = None
+    try:
+        if args.cmd:
+            child = live.Child(args.cmd)
+        stops.hold()
+        run = prog.start(child=child, json=json_mode, release=False)
+        n = sum(1 for p in run.unit.probes)
+        if json_mode:
+            out.write('{"type": "attached_probes", "data": {"probes": %d}}\n' % n)
+        else:
+            out.write(f"Attaching {n} probe{'s' if n != 1 else ''}...\n")
+        out.flush()
+        _loop(run, stops, child, args.pid, out)
+        run.stop()
+        _emit(run.poll(0), out)
+        text = run.format_exit()
+        out.write(text)
+        out.flush()
+        return 0
+    except BaseException:
+        if child is not None and child.status is None:
+            child.kill()
+        raise
+    finally:
+        stops.restore()
+        if run is not None:
+            run.close()
+        if child is not None:
+            if child.status is None:
+                child.kill()
+            child.close()
+
+
+def _loop(run: Any, stops: Any, child: Any, pid: int | None, out: TextIO) -> None:
+    """Print events until exit(), the command's or process's end, or a stop signal."""
+    from ..trace.live import _ProcessWatch
+    watch = _ProcessWatch(pid) if pid is not None else None
+    try:
+        try:
+            stops.arm()
+            if child is not None:
+                child.go()
+            while not run.exited:
+                _emit(run.poll(0.1), out)
+                if (child is not None and child.poll()) or (watch is not None and watch.poll()):
+                    _emit(run.poll(0), out)
+                    break
+        finally:
+            stops.hold()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if watch is not None:
+            watch.close()
+
+
+def _emit(events: Any, out: TextIO) -> None:
+    for ev in events:
+        if ev.text:
+            out.write(ev.text)
+    out.flush()
+

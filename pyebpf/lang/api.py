@@ -1,0 +1,121 @@
+"""The Python API of the bpftrace language: compile a program, start it,
+read its events and maps -- no subprocess::
+
+    from pyebpf import lang
+    prog = lang.compile('uprobe:/bin/bash:readline { @n[comm] = count(); }')
+    print(prog.show())                 # the generated eBPF, per probe
+    with prog.start() as run:          # attached; BEGIN has run
+        for event in run:              # printf events as BtEvent records
+            ...
+        run.stop()                     # detach, run END
+        print(run.maps())              # {"@n": {"bash": 3}}
+
+:func:`compile` parses and analyses the script and resolves its probes
+(so a bad program or a missing probe fails here); the eBPF is generated
+by :meth:`BtProgram.start` (which knows the ``-c`` command's pid, the
+``cpid`` builtin) and by :meth:`BtProgram.show`.
+"""
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Sequence
+
+    from .ast import AttachPoint, Script
+    from .codegen import Unit
+    from .runtime import BtRun
+
+__all__ = ["compile", "BtProgram", "resolver_for"]
+
+
+def compile(text: str, *, filename: str = "stdin", pid: int | None = None,
+            params: Sequence[str] = ()) -> BtProgram:
+    """Parse, analyse and resolve the bpftrace program ``text``.
+
+    ``pid`` restricts uprobes/USDT to that process (``-p``); ``params`` are
+    the positional parameters ``$1``... Raises
+    :class:`~pyebpf.lang.errors.LangError` (pointing at the script) for an
+    invalid program, and the probe layer's errors for missing probes."""
+    from .parser import parse
+    script = parse(text, filename)
+    return BtProgram(script, pid=pid, params=params)
+
+
+class BtProgram:
+    """A compiled program (see the module docs)."""
+
+    def __init__(self, script: Script, *, pid: int | None = None,
+                 params: Sequence[str] = ()) -> None:
+        self.script = script
+        self.pid = pid
+        self.params = list(params)
+        self._resolved: dict[int, list[tuple[str, Any]]] = {}
+        self.resolver = resolver_for(pid)
+        self.analysis = _analyse(script, self.resolver, self.params)
+        for probe in script.probes:          # resolve now: a missing probe fails here
+            for ap in probe.attach_points:
+                if ap.provider not in ("BEGIN", "END"):
+                    self._resolve(ap)
+
+    def _resolve(self, ap: AttachPoint) -> list[tuple[str, Any]]:
+        got = self._resolved.get(id(ap))
+        if got is None:
+            got = self._resolved[id(ap)] = resolve_point(ap, self.pid)
+        return got
+
+    def generate(self, cpid: int | None = None) -> Unit:
+        """The generated programs and maps (pure: nothing is created)."""
+        import time
+
+        from .codegen import generate
+        return generate(self.script, self.analysis, resolve=self._resolve, cpid=cpid,
+                        params=self.params, start_ns=time.monotonic_ns())
+
+    def show(self) -> str:
+        """The ``--show-program`` text: per probe, the generated eBPF (llvm
+        dialect) with the script lines it comes from, and the maps."""
+        from .show import show_unit
+        return show_unit(self.generate())
+
+    def start(self, command: Sequence[str] | None = None, *, json: bool = False,
+              child: Any = None, release: bool = True) -> BtRun:
+        """Load and attach, run BEGIN, then start ``command`` (argv) if
+        given: its pid is ``cpid``. Returns the running :class:`BtRun`.
+
+        ``child``: a :class:`pyebpf.trace.live.Child` already spawned (held)
+        instead of ``command``; ``release=False`` leaves it held (the
+        caller calls its ``go()``)."""
+        from .runtime import BtRun
+        own = False
+        if command is not None and child is None:
+            from ..trace.live import Child
+            child = Child(list(command))
+            own = True
+        try:
+            unit = self.generate(child.pid if child is not None else None)
+            run = BtRun(unit, pid=self.pid, child=child, json_mode=json)
+            run.owns_child = own
+            return run.start(release=release)
+        except BaseException:
+            if own and child is not None:
+                child.kill()
+                child.close()
+            raise
+
+
+def _analyse(script: Script, resolver: Any, params: list[str]) -> Any:
+    """The semantic pass's analysis of ``script`` (types set in the tree)."""
+    from .sema import analyse
+    return analyse(script, resolver, params=params)
+
+
+def resolver_for(pid: int | None) -> Any:
+    """The semantic pass's type resolver (bt-runtime's probes module)."""
+    from .probes import Resolver
+    return Resolver(pid=pid)
+
+
+def resolve_point(ap: AttachPoint, pid: int | None) -> list[tuple[str, Any]]:
+    """``(name, probe source)`` of every concrete probe ``ap`` names."""
+    from .probes import resolve
+    return [(r.name, r.source) for r in resolve(ap, pid=pid)]

@@ -1,0 +1,86 @@
+"""How values of the language are laid out as bytes -- on the BPF stack, in
+map keys and values, in event records -- and how those bytes read back as
+Python values.
+
+Code generation writes by this layout and the runtime reads by it, so the
+two halves live together here:
+
+- an integer takes its type's size (1, 2, 4 or 8 bytes, little-endian),
+  aligned to it; map values and event fields hold integers as 8 bytes;
+- a string or buffer takes its type's size, alignment 1, NUL-padded;
+- a tuple is a C struct of its elements (each aligned as above, the whole
+  rounded up to its largest alignment);
+- every other kind (stack ids, symbols, the probe index, addresses...) is
+  one 8-byte integer.
+
+:func:`decode` gives ints (signed as the type says), ``str`` for strings
+(up to the first NUL, undecodable bytes replaced), ``bytes`` for buffers,
+tuples for tuples.
+"""
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .types import Type
+
+__all__ = ["size_align", "tuple_layout", "stored_size", "decode", "decode_int"]
+
+
+def size_align(t: Type) -> tuple[int, int]:
+    """``(size, alignment)`` of a value of type ``t`` as laid out in bytes."""
+    kind = t.kind
+    if kind == "int":
+        size = t.size if t.size in (1, 2, 4, 8) else 8
+        return size, size
+    if kind in ("string", "buffer"):
+        return max(t.size, 1), 1
+    if kind == "tuple":
+        _, size, align = tuple_layout(t.elems)
+        return size, align
+    return 8, 8
+
+
+def tuple_layout(elems: tuple[Type, ...] | list[Type]) -> tuple[list[int], int, int]:
+    """``(offsets, size, alignment)`` of a C struct of ``elems``."""
+    offsets: list[int] = []
+    pos = 0
+    top = 1
+    for e in elems:
+        size, align = size_align(e)
+        pos = (pos + align - 1) // align * align
+        offsets.append(pos)
+        pos += size
+        top = max(top, align)
+    size = (pos + top - 1) // top * top
+    return offsets, max(size, 1), top
+
+
+def stored_size(t: Type) -> int:
+    """The bytes a value of ``t`` takes, rounded up to 8 (map keys, values)."""
+    size, _ = size_align(t)
+    return (size + 7) // 8 * 8
+
+
+def decode_int(raw: bytes | memoryview, size: int, signed: bool) -> int:
+    """A little-endian integer of ``size`` bytes."""
+    return int.from_bytes(bytes(raw[:size]), "little", signed=signed)
+
+
+def decode(t: Type, raw: bytes | memoryview) -> object:
+    """The Python value of the bytes ``raw`` laid out as ``t`` (see the module docs)."""
+    kind = t.kind
+    if kind == "int":
+        size, _ = size_align(t)
+        return decode_int(raw, size, t.signed)
+    if kind == "string":
+        data = bytes(raw[:t.size])
+        end = data.find(b"\0")
+        return (data if end < 0 else data[:end]).decode("utf-8", "replace")
+    if kind == "buffer":
+        return bytes(raw[:t.size])
+    if kind == "tuple":
+        offsets, _, _ = tuple_layout(t.elems)
+        return tuple(decode(e, raw[o:]) for e, o in zip(t.elems, offsets))
+    if kind in ("sum", "min", "max", "avg", "stats"):
+        return decode_int(raw, 8, t.signed)
+    return decode_int(raw, 8, False)

@@ -1,0 +1,438 @@
+"""Running a compiled bpftrace program: create the maps, load and attach
+the programs, run BEGIN, read the events in the order they were sent, run
+END, read the maps -- and print all of it as bpftrace 0.17 does.
+
+Order of a run (:meth:`BtRun.start`): maps and the ring buffer are created,
+every program is loaded (a verifier rejection points at the script's
+line), the probes are attached, BEGIN runs (``BPF_PROG_TEST_RUN`` of its
+raw-tracepoint program, in this process: its ``pid``/``comm`` are the
+tracer's, as bpftrace's are), and only then is the ``-c`` command released.
+:meth:`BtRun.stop` detaches the probes, runs END, drains the events left
+and keeps the maps readable until :meth:`BtRun.close`.
+
+Events become :class:`BtEvent` records; the actions user space performs
+(``print``, ``clear``, ``zero``, ``exit``) happen when their event is read,
+in order, as in bpftrace.
+"""
+from __future__ import annotations
+
+from . import layout
+from .types import Type, int_type
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Iterator
+
+    from .codegen import Action, MapPlan, Unit
+
+__all__ = ["BtEvent", "BtRun", "map_entries"]
+
+
+class BtEvent:
+    """One event of a running program: ``kind`` (``printf``, ``print``,
+    ``time``, ``exit``, ``clear``, ``zero``), its ``values`` (Python values
+    of the arguments), the ``text`` bpftrace would print for it (``""`` for
+    silent ones) and ``fmt`` (printf's and time's format)."""
+
+    __slots__ = ("kind", "values", "text", "fmt", "map")
+
+    def __init__(self, kind: str, values: tuple[Any, ...], text: str, fmt: str = "",
+                 map: str | None = None) -> None:
+        self.kind = kind
+        self.values = values
+        self.text = text
+        self.fmt = fmt
+        self.map = map
+
+    def __repr__(self) -> str:
+        return f"BtEvent({self.kind!r}, {self.values!r}, {self.text!r})"
+
+
+def _bound_agg(plan: MapPlan, live: Any) -> Any:
+    """A copy of ``plan``'s aggregation reading the live map ``live``."""
+    agg = object.__new__(type(plan.agg))
+    agg.__dict__.update(plan.agg.__dict__)
+    agg.map = live
+    return agg
+
+
+def map_entries(plan: MapPlan, live: Any, probe_names: list[str]) -> dict[Any, Any]:
+    """The entries of a live map as Python values: key (``None`` without
+    one; a tuple for several keys) -> value (int; str; ``(count, total)``
+    for avg/stats; ``{bucket: count}`` for hist/lhist)."""
+    def key_of(raw: bytes | int) -> Any:
+        if plan.key is None:
+            return None
+        if isinstance(raw, int):          # (8-byte keys come back as u64)
+            raw = raw.to_bytes(8, "little")
+        return _value(plan.key, layout.decode(plan.key, raw), probe_names)
+    out: dict[Any, Any] = {}
+    if plan.kind == "plain":
+        vt = plan.value if plan.value.kind != "int" else int_type(8, plan.value.signed)
+        for k, v in live.items():
+            out[key_of(k)] = _value(vt, layout.decode(vt, v), probe_names)
+        return out
+    from ..trace import aggregate as agg
+    bound = _bound_agg(plan, live)
+    if plan.kind in ("avg", "stats"):
+        data = agg.Stats.read(bound)
+        assert isinstance(data, dict)
+        for k, (count, _avg, total) in data.items():
+            out[key_of(k)] = (count, total)
+        return out
+    data = bound.read()
+    assert isinstance(data, dict)
+    if plan.kind in ("hist", "lhist") and plan.key is None:
+        return {None: data} if data else {}       # (a per-CPU array of buckets)
+    for k, v in data.items():
+        out[key_of(k)] = v
+    return out
+
+
+def _value(t: Type, v: Any, probe_names: list[str]) -> Any:
+    """Python value -> what the printing takes (probe index -> its name)."""
+    if t.kind == "probe" and isinstance(v, int):
+        return probe_names[v] if 0 <= v < len(probe_names) else str(v)
+    if t.kind == "inet" and isinstance(v, int):          # ntop(IPv4 as an integer)
+        return (v & 0xFFFFFFFF).to_bytes(4, "little")
+    if t.kind == "tuple" and isinstance(v, tuple):
+        return tuple(_value(e, x, probe_names) for e, x in zip(t.elems, v))
+    return v
+
+
+class BtRun:
+    """A started program (see the module docs); a context manager.
+
+    Iterating gives its printf (and other) events as :class:`BtEvent`, as
+    they come, until the program exits (``exit()``), :meth:`stop` is
+    called, or the ``-c`` command ends."""
+
+    def __init__(self, unit: Unit, *, pid: int | None = None, child: Any = None,
+                 json_mode: bool = False) -> None:
+        self.unit = unit
+        self.pid = pid
+        self.child = child
+        self.json_mode = json_mode
+        self.live: dict[str, Any] = {}
+        self.loaded: list[Any] = []
+        self.links: list[Any] = []
+        self.reader: Any = None
+        self.exited = False
+        self.stopped = False
+        self._end_done = False
+        self._closed = False
+        #: the child was started by this run (killed and closed with it)
+        self.owns_child = False
+        #: names the stacks (when the program takes any)
+        self.stacks: Any = None
+
+    # ---------------------------------------------------------- lifetime
+    def start(self, release: bool = True) -> BtRun:
+        """Create, load, attach, run BEGIN, release the command (unless
+        ``release`` is False: the caller does)."""
+        try:
+            self._create()
+            self._load()
+            self._attach()
+            self._run_special("BEGIN")
+            if self.child is not None and release:
+                self.child.go()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _create(self) -> None:
+        from ..events import RingBufferReader
+        for name, spec in self.unit.all_map_specs().items():
+            self.live[name] = spec.create()
+        self.reader = RingBufferReader(self.live[self.unit.ringbuf.name])
+        u = self.unit
+        if u.stack_map is not None or u.kstack_map is not None:
+            from .stacks import StackPrinter
+            files = [getattr(pl.source, "path", None) for pl in u.probes]
+            self.stacks = StackPrinter(self.live.get("bt_ustacks"), self.live.get("bt_kstacks"),
+                                       [f for f in files if f])
+            if self.pid:
+                self.stacks.remember_pid(self.pid)
+
+    def _load(self) -> None:
+        from .. import loader
+        from ..errors import VerifierError
+        for plan in self.unit.probes:
+            ptype, opts = plan.load_args()
+            try:
+                self.loaded.append(loader.load(plan.program, ptype, maps=self.live,
+                                               name=plan.program.name,
+                                               expected_attach_type=opts.get(
+                                                   "expected_attach_type", 0)))
+            except VerifierError as exc:
+                raise _script_error(self.unit, exc, plan.name) from exc
+
+    def _attach(self) -> None:
+        for plan, loaded in zip(self.unit.probes, self.loaded):
+            if plan.source is not None:
+                self.links.append(plan.source.attach(loaded, self.pid))
+
+    def _run_special(self, kind: str) -> None:
+        for plan, loaded in zip(self.unit.probes, self.loaded):
+            if plan.kind == kind:
+                loaded.test_run()
+
+    def stop(self) -> None:
+        """Detach the probes and run END (once); the maps stay readable."""
+        if self.stopped:
+            return
+        self.stopped = True
+        self._detach()
+        if not self._end_done and self.loaded:
+            self._end_done = True
+            if self.exited and self.reader is not None:
+                self.reader.read_batch(timeout=0)     # what came after exit() is dropped
+            self.exited = False                       # END's own events are read
+            self._run_special("END")
+
+    def _detach(self) -> None:
+        links, self.links = self.links, []
+        for link in links:
+            try:
+                link.close()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        """Detach and close every kernel object; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._detach()
+        if self.reader is not None:
+            self.reader.close()
+        for p in self.loaded:
+            p.close()
+        for m in self.live.values():
+            m.close()
+        self.loaded, self.live = [], {}
+        child = self.child
+        if self.owns_child and child is not None:
+            if child.status is None and not child.poll():
+                child.kill()
+            child.close()
+
+    def __enter__(self) -> BtRun:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+        self.close()
+
+    # ---------------------------------------------------------- events
+    def poll(self, timeout: float | None = 0.0) -> list[BtEvent]:
+        """The events that arrived (waiting up to ``timeout`` seconds for
+        the first), their actions performed; after an ``exit()`` event,
+        nothing more."""
+        if self.exited or self.reader is None:
+            return []
+        raws = self.reader.read_batch(timeout=timeout)
+        out: list[BtEvent] = []
+        for raw in raws:
+            ev = self._event(bytes(raw))
+            if ev is None:
+                continue
+            out.append(ev)
+            if ev.kind == "exit":
+                self.exited = True
+                break
+        return out
+
+    def __iter__(self) -> Iterator[BtEvent]:
+        while not self.exited:
+            if self.child is not None and self.child.poll():
+                yield from self.poll(0)
+                return
+            if self.stopped:
+                yield from self.poll(0)
+                return
+            yield from self.poll(0.1)
+
+    def _event(self, raw: bytes) -> BtEvent | None:
+        ident = int.from_bytes(raw[:8], "little")
+        actions = self.unit.actions
+        if ident >= len(actions):
+            return None
+        a = actions[ident]
+        values: tuple[Any, ...] = ()
+        if a.record is not None:
+            decoded = layout.decode(a.record, raw[8:])
+            assert isinstance(decoded, tuple)
+            values = tuple(_value(t, v, self.unit.probe_names) for t, v in zip(a.args, decoded))
+            if a.strftime:
+                values = tuple((a.strftime[i], v) if i in a.strftime else v
+                               for i, v in enumerate(values))
+        return self._perform(a, values)
+
+    def _perform(self, a: Action, values: tuple[Any, ...]) -> BtEvent:
+        from . import output
+        kind = a.kind
+        if kind == "printf":
+            text = output.format_printf(a.fmt, list(zip(self._printed_types(a), values)),
+                                        stacks=self._stack_fmt(8))
+            if self.json_mode:
+                text = output.json_printf(text) + "\n"
+            return BtEvent("printf", values, text, a.fmt)
+        if kind == "time":
+            text = output.format_time(a.fmt)
+            if self.json_mode:
+                text = output.json_time(text) + "\n"
+            return BtEvent("time", (), text, a.fmt)
+        if kind == "print_value":
+            t = self._printed_types(a)[0]
+            if self.json_mode:
+                text = output.json_value(t, values[0], stacks=self._stack_fmt(4)) + "\n"
+            else:
+                text = output.format_value(t, values[0], stacks=self._stack_fmt(4)) + "\n"
+            return BtEvent("print", values, text)
+        if kind == "exit":
+            return BtEvent("exit", (), "")
+        if kind == "join":
+            parts = []
+            for v in values:
+                if not v:
+                    break
+                parts.append(v)
+            text = a.fmt.join(parts) + "\n"
+            if self.json_mode:
+                text = output.json_printf(text) + "\n"
+            return BtEvent("join", tuple(parts), text, a.fmt)
+        assert a.map is not None
+        if kind == "print":
+            top, div = (a.params + [0, 0])[:2]
+            return BtEvent("print", (), self.format_map(a.map, top=top, div=div or 1), map=a.map)
+        if kind == "clear":
+            self.clear_map(a.map)
+        elif kind == "zero":
+            self.zero_map(a.map)
+        return BtEvent(kind, (), "", map=a.map)
+
+    def _stack_fmt(self, indent: int) -> Any:
+        return self.stacks.formatter(indent) if self.stacks is not None else None
+
+    def _printed_types(self, a: Action) -> list[Type]:
+        return [Type("string", 64) if t.kind == "probe" else t for t in a.args]
+
+    # ---------------------------------------------------------- maps
+    def _live_map(self, name: str) -> tuple[MapPlan, Any]:
+        plan = self.unit.maps[name]
+        return plan, self.live[plan.kname]
+
+    def entries(self, name: str) -> dict[Any, Any]:
+        """The entries of map ``name`` (``"@x"``; see :func:`map_entries`)."""
+        plan, live = self._live_map(name)
+        return map_entries(plan, live, self.unit.probe_names)
+
+    def maps(self) -> dict[str, Any]:
+        """Every map as Python data: ``{"@x": value}`` for a map without
+        key, ``{"@x": {key: value}}`` otherwise (tuple keys for several
+        keys); avg as an int, stats as ``(count, average, total)``,
+        histograms as ``{(lo, hi): count}`` (None for an open end)."""
+        from ..trace import aggregate as agg
+        from . import output
+        out: dict[str, Any] = {}
+        for name, plan in sorted(self.unit.maps.items()):
+            entries = self.entries(name)
+            conv: dict[Any, Any] = {}
+            for k, v in entries.items():
+                if plan.kind in ("avg", "stats"):
+                    count, total = v
+                    avg = abs(total) // count * (1 if total >= 0 else -1) if count else 0
+                    v = avg if plan.kind == "avg" else (count, avg, total)
+                elif plan.kind in ("hist", "lhist"):
+                    lin = plan.value.lhist
+                    v = {(agg.log2_bucket_range(b) if lin is None
+                          else output.lhist_range(b, *lin)): c for b, c in sorted(v.items())}
+                conv[k] = v
+            out[name] = conv.get(None) if plan.key is None else conv
+            if plan.key is None and None not in conv:
+                del out[name]
+        return out
+
+    def format_map(self, name: str, *, top: int = 0, div: int = 1) -> str:
+        """Map ``name`` as bpftrace prints it (``-f json``: its JSON line)."""
+        from . import output
+        plan, _ = self._live_map(name)
+        entries = self.entries(name)
+        key = _printed(plan.key)
+        if self.json_mode:
+            if not entries:
+                return ""
+            return output.json_map(name, key, plan.value, entries, top=top, div=div,
+                                   stacks=self._stack_fmt(4)) + "\n"
+        return output.format_map(name, key, plan.value, entries, top=top, div=div,
+                                 stacks=self._stack_fmt(4))
+
+    def format_exit(self) -> str:
+        """What bpftrace prints at exit: two newlines (in JSON mode too),
+        then every map, by name."""
+        return "\n\n" + "".join(self.format_map(n) for n in sorted(self.unit.maps))
+
+    def clear_map(self, name: str) -> None:
+        """Delete every entry of map ``name``."""
+        plan, live = self._live_map(name)
+        if plan.agg is not None and not plan.agg.keyed:
+            _bound_agg(plan, live).clear()        # (an array: its slots zeroed)
+            return
+        for k in list(live.keys()):
+            try:
+                del live[k]
+            except KeyError:
+                pass
+
+    def zero_map(self, name: str) -> None:
+        """Set every value of map ``name`` to zero, keeping the keys."""
+        plan, live = self._live_map(name)
+        if plan.kind in ("hist", "lhist"):
+            self.clear_map(name)
+            return
+        for k in list(live.keys()):
+            try:
+                if plan.kind == "plain":
+                    live[k] = bytes(plan.value_size)
+                else:
+                    cur = live[k]
+                    zero = tuple(0 for _ in cur[0]) if isinstance(cur[0], tuple) else 0
+                    live[k] = [zero] * len(cur)
+            except KeyError:
+                pass
+
+
+def _printed(t: Type | None) -> Type | None:
+    """A key type as the printing sees it (probe indexes are names)."""
+    if t is None:
+        return None
+    if t.kind == "probe":
+        return Type("string", 64)
+    if t.kind == "tuple":
+        return Type("tuple", elems=tuple(_printed(e) or e for e in t.elems))
+    return t
+
+
+def _script_error(unit: Unit, exc: Any, probe: str) -> Exception:
+    """A verifier rejection, pointing at the script line it comes from."""
+    from .positions import script_error
+    return script_error(unit.script, exc.origin, f"the kernel's verifier rejected the program "
+                        f"of {probe}: {_verifier_reason(exc)}", exc)
+
+
+_NOT_A_REASON = ("processed ", "old state", "cur state", "verification time", "stack depth",
+                 "mark_precise", "last_idx", "regs=", "parent ", "from ", "R0", "R1", "R6",
+                 ";", "func#", "Live regs", "Global function")
+
+
+def _verifier_reason(exc: Any) -> str:
+    """The line of the verifier's log that says why (not a state dump)."""
+    for line in reversed((exc.log or "").splitlines()):
+        text = line.strip()
+        if not text or text.startswith(_NOT_A_REASON) or text.split(":", 1)[0].isdigit():
+            continue
+        return text
+    return str(exc.message or exc.summary)

@@ -1,0 +1,81 @@
+"""The Python API: compile, start (a context manager), events as records,
+maps as Python data, stop -- no subprocess."""
+from __future__ import annotations
+
+import pytest
+
+from pyebpf import lang
+from pyebpf.errors import PyebpfError
+
+from .harness import bt_workload
+
+pytestmark = pytest.mark.kernel
+
+
+@pytest.fixture(scope="module")
+def w() -> str:
+    return bt_workload()
+
+
+def test_maps_as_python_data(w: str) -> None:
+    prog = lang.compile(f"uprobe:{w}:compute /arg0 < 3/ {{ @c[arg0] = count(); "
+                        f"@two[arg0, arg0 * 2] = sum(arg0); @h = hist(arg0); "
+                        f"@l = lhist(arg0, 0, 3, 1); @st = stats(arg0); @a = avg(arg0); }}")
+    with prog.start([w, "30", "1"]) as run:
+        events = list(run)          # until the command exits
+        run.stop()
+        maps = run.maps()
+    assert events == []
+    assert maps["@c"] == {0: 3, 1: 3, 2: 3}
+    assert maps["@two"] == {(0, 0): 0, (1, 2): 3, (2, 4): 6}
+    assert maps["@h"] == {(0, 1): 3, (1, 2): 3, (2, 4): 3}
+    assert maps["@l"] == {(0, 1): 3, (1, 2): 3, (2, 3): 3}
+    assert maps["@st"] == (9, 1, 9)
+    assert maps["@a"] == 1
+
+
+def test_events_are_records(w: str) -> None:
+    prog = lang.compile(f'usdt:{w}:btw:request /arg1 == 4/ {{ '
+                        f'printf("%s %d\\n", str(arg0), arg1); }}')
+    with prog.start([w, "6", "1"]) as run:
+        events = list(run)
+    assert [(e.kind, e.values, e.text) for e in events] == [
+        ("printf", ("beta", 4), "beta 4\n"), ("printf", ("beta", 4), "beta 4\n")]
+
+
+def test_stop_detaches_and_runs_end() -> None:
+    prog = lang.compile('BEGIN { @b = 1; } END { @e = 2; printf("bye\\n"); }')
+    with prog.start() as run:
+        assert run.maps() == {"@b": 1}
+        run.stop()
+        assert [e.text for e in run.poll(0)] == ["bye\n"]
+        assert run.maps() == {"@b": 1, "@e": 2}
+
+
+def test_show_needs_no_kernel_objects() -> None:
+    text = lang.compile("BEGIN { @x[pid] = count(); }").show()
+    assert "; probe BEGIN" in text and "bt0_x" in text
+
+
+def test_bad_program_is_a_pyebpf_error() -> None:
+    with pytest.raises(PyebpfError) as info:
+        lang.compile("BEGIN { @x = ; }")
+    assert "stdin:1:" in str(info.value)
+
+
+def test_close_releases_everything(w: str, no_fd_leak: None) -> None:
+    prog = lang.compile(f"uprobe:{w}:compute {{ @c = count(); }} "
+                        f"usdt:{w}:btw:delta {{ printf(\"%d\\n\", arg0); }}")
+    with prog.start([w, "5", "1"]) as run:
+        list(run)
+
+
+def test_exit_stops_every_probe_in_the_kernel(w: str) -> None:
+    # nothing runs after exit(): the probe that counts every call stops at i = 7
+    prog = lang.compile(f"uprobe:{w}:compute /arg0 == 7/ {{ exit(); }} "
+                        f"uprobe:{w}:compute {{ @all = count(); }}")
+    with prog.start([w, "400", "1"]) as run:
+        events = list(run)
+        run.stop()
+        assert 7 <= run.maps()["@all"] <= 8
+    assert [e.kind for e in events] == ["exit"]

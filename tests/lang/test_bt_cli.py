@@ -1,0 +1,140 @@
+"""``pyebpf bt`` on the command line: running, listing, showing, errors
+pointing at the script, stopping."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from .harness import ROOT, bt_workload
+
+pytestmark = pytest.mark.kernel
+
+
+def bt(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "pyebpf", "bt", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env, cwd=str(ROOT))
+
+
+def test_begin_exit() -> None:
+    proc = bt("-e", 'BEGIN { printf("hi %d\\n", 42); @n = 5; exit(); }')
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "Attaching 1 probe...\nhi 42\n\n\n@n: 5\n"
+
+
+def test_file_and_positional_parameters(tmp_path) -> None:
+    f = tmp_path / "p.bt"
+    f.write_text('BEGIN {\n  printf("%d %d\\n", $1, $2 + 1);\n  exit();\n}\n')
+    proc = bt(str(f), "7", "9")
+    assert proc.returncode == 0, proc.stderr
+    assert "7 10\n" in proc.stdout
+
+
+def test_semantic_error_points_at_the_script() -> None:
+    proc = bt("-e", "BEGIN { @x = nosuch(1); }")
+    assert proc.returncode == 1
+    lines = proc.stderr.splitlines()
+    assert lines[0].startswith("pyebpf bt: stdin:1:") and "ERROR" in lines[0]
+    assert lines[1] == "BEGIN { @x = nosuch(1); }"
+    assert "~" in lines[2]
+
+
+def test_verifier_rejection_points_at_the_script_line(tmp_path) -> None:
+    f = tmp_path / "loop.bt"
+    f.write_text("BEGIN {\n  @a = 1;\n  while (1) { @x = 1; }\n}\n")
+    proc = bt(str(f))
+    assert proc.returncode == 1
+    first = proc.stderr.splitlines()[0]
+    assert first.startswith(f"pyebpf bt: {f}:3:") and "verifier" in first
+    assert "infinite loop" in first
+    assert proc.stderr.splitlines()[1] == "  while (1) { @x = 1; }"
+
+
+def test_missing_probe_is_one_line() -> None:
+    proc = bt("-e", "uprobe:/nonexistent/binary:f { @ = count(); }")
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert "/nonexistent/binary" in proc.stderr
+
+
+def test_usage_errors() -> None:
+    assert bt().returncode == 2
+    assert bt("-e", "BEGIN {}", "-p", "1", "-c", "true").returncode == 2
+
+
+def test_list_tracepoints() -> None:
+    proc = bt("-l", "tracepoint:syscalls:sys_enter_openat*")
+    assert proc.returncode == 0, proc.stderr
+    assert "tracepoint:syscalls:sys_enter_openat" in proc.stdout.split()
+
+
+def test_show_program_needs_no_privilege() -> None:
+    from tests.unprivileged import python_argv
+    w = bt_workload()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([*python_argv(), "-m", "pyebpf", "bt", "--show-program", "-e",
+                           f"uprobe:{w}:compute /arg0 > 2/ {{\n  @c[arg0] = count();\n}}"],
+                          capture_output=True, text=True, timeout=60, env=env, cwd="/")
+    assert proc.returncode == 0, proc.stderr
+    assert f"; probe uprobe:{w}:compute" in proc.stdout
+    assert "stdin:2: @c[arg0] = count();" in proc.stdout
+    assert "stdin:1: uprobe:" in proc.stdout      # the predicate's line
+
+
+def test_command_runs_and_its_end_stops(tmp_path) -> None:
+    w = bt_workload()
+    proc = bt("-e", f"uprobe:{w}:compute {{ @n = count(); }} END {{ printf(\"end\\n\"); }}",
+              "-c", f"{w} 12 1")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.endswith("end\n\n\n@n: 12\n")
+
+
+def test_cpid_is_the_command() -> None:
+    w = bt_workload()
+    proc = bt("-e", f'uprobe:{w}:compute /pid == cpid/ {{ @n = count(); }}', "-c", f"{w} 5 1")
+    assert proc.returncode == 0, proc.stderr
+    assert "@n: 5" in proc.stdout
+
+
+def test_pid_option_traces_that_process_and_ends_with_it() -> None:
+    w = bt_workload()
+    target = subprocess.Popen([w, "40", "100000"], stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.05)
+        proc = bt("-e", f"uprobe:{w}:compute {{ @n = count(); }}", "-p", str(target.pid),
+                  timeout=60)
+    finally:
+        target.wait(30)
+    assert proc.returncode == 0, proc.stderr
+    n = int(proc.stdout.rsplit("@n: ", 1)[1])
+    assert 0 < n <= 40
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_stop_signal_prints_the_maps(sig: int) -> None:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "pyebpf", "bt", "-e",
+                             'interval:ms:20 { @n = count(); } END { printf("end\\n"); }'],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            cwd=str(ROOT))
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "Attaching 2 probes...\n"
+    time.sleep(0.2)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert out.startswith("end\n\n\n@n: ")
+
+
+def test_json_lines() -> None:
+    proc = bt("-f", "json", "-e", 'BEGIN { printf("a\\n"); @x[1] = 2; exit(); }')
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        '{"type": "attached_probes", "data": {"probes": 1}}',
+        '{"type": "printf", "data": "a\\n"}', "", "",
+        '{"type": "map", "data": {"@x": {"1": 2}}}']

@@ -1,0 +1,427 @@
+"""Semantic analysis of the bpftrace language: the types bpftrace 0.17 gives
+expressions, maps and variables, and its semantic errors with their
+positions (checked against the installed bpftrace when there is one).
+No kernel."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from pyebpf.lang import ast
+from pyebpf.lang.errors import LangError
+from pyebpf.lang.parser import parse
+from pyebpf.lang.sema import Analysis, MapInfo, analyse, printf_check, printf_specs
+from pyebpf.lang.types import Type, int_type, string_type
+
+U64, I64, U32 = int_type(8), int_type(8, True), int_type(4)
+
+
+def run(program: str, resolver: object = None, params: tuple[str, ...] = ()) -> tuple[
+        ast.Script, Analysis]:
+    script = parse(program)
+    return script, analyse(script, resolver, params=params)  # type: ignore[arg-type]
+
+
+def typeof(text: str, probe: str = "BEGIN", **kw: object) -> Type:
+    """The type of expression ``text`` in a probe (``$e = text``... read back
+    through ``print``, which takes any value)."""
+    script, _ = run(f"{probe} {{ print({text}) }}", **kw)  # type: ignore[arg-type]
+    call = script.probes[-1].block.stmts[0].expr
+    return call.args[0].type
+
+
+def error(program: str, **kw: object) -> str:
+    with pytest.raises(LangError) as e:
+        run(program, **kw)  # type: ignore[arg-type]
+    return str(e.value).splitlines()[0]
+
+
+class Resolver:
+    """A TypeResolver as the probes' layer gives one: USDT arguments typed
+    by their spec, a tracepoint's args record, retval int64."""
+
+    def arg_type(self, ap: ast.AttachPoint, n: int) -> Type:
+        return int_type(4, True) if ap.provider == "usdt" else I64
+
+    def args_record(self, ap: ast.AttachPoint) -> Type | None:
+        return Type("record", 16, fields=(("dfd", 0, I64),
+                                          ("filename", 8, Type("pointer", 8,
+                                                               elem=int_type(1, True)))))
+
+    def retval_type(self, ap: ast.AttachPoint) -> Type:
+        return I64
+
+
+# ---- types of expressions --------------------------------------------------------
+
+@pytest.mark.parametrize("text, t", [
+    ("1", I64), ("-5", I64), ('"abc"', string_type(4)), ("pid", U64), ("tid", U64),
+    ("uid", U64), ("gid", U64), ("cpu", U64), ("nsecs", U64), ("elapsed", U64),
+    ("cgroup", U64), ("rand", U64), ("cpid", U32), ("comm", string_type(16)),
+    ("probe", Type("probe", 8)), ("username", Type("username", 8)),
+    ("ustack", Type("ustack", 8)), ("kstack", Type("kstack", 8)),
+    ("ustack(perf, 10)", Type("ustack", 8, stack_mode="perf", stack_limit=10)),
+    ("kstack(bpftrace)", Type("kstack", 8, stack_mode="bpftrace")),
+    ("kstack(3)", Type("kstack", 8, stack_limit=3)),
+    ("sizeof(uint32)", U64), ("strncmp(comm, \"a\", 1)", U64), ("reg(\"ip\")", U64),
+    ("kaddr(\"x\")", U64), ("strftime(\"%H\", nsecs)", Type("timestamp", 16)),
+    ("ksym(1)", Type("ksym", 8)), ("usym(1)", Type("usym", 8)),
+    ("ntop(1)", Type("inet", 24)), ("buf(1, 8)", Type("buffer", 8)),
+])
+def test_types_of_builtins_literals_and_calls(text, t):
+    assert typeof(text) == t
+
+
+@pytest.mark.parametrize("text, t", [
+    # a binary operation is 64-bit, signed when both sides are
+    ("1 + 2", I64), ("pid + 1", U64), ("1 - pid", U64), ("(int8)1 * (int16)2", I64),
+    ("(uint8)1 + (int8)1", U64), ("pid / 2", U64),
+    # a shift takes its left side's sign
+    ("1 << pid", I64), ("pid >> 1", U64),
+    # comparisons and logic follow the same rule
+    ("1 < 2", I64), ("pid == 1", U64), ("comm == \"a\"", U64), ("1 && 2", I64),
+    # unary: - and ~ keep the sign, ! is unsigned of the operand's size
+    ("-pid", U64), ("~1", I64), ("!1", U64), ("!(int16)1", int_type(2)),
+    # casts truncate or extend to the type named
+    ("(int8)300", int_type(1, True)), ("(uint16)-1", int_type(2)),
+    ("(uint32)pid", int_type(4)), ("(int64)pid", I64),
+    ("(uint8 *)pid", Type("pointer", 8, elem=int_type(1))),
+    # ternary: its branches' type (a string branch: bpftrace's 64 bytes)
+    ("pid ? 1 : 2", I64), ("1 ? pid : 2", U64), ("1 ? \"a\" : \"bc\"", string_type(64)),
+    ("(1, \"ab\", pid)", Type("tuple", 19, elems=(I64, string_type(3), U64))),
+    ("$1", I64), ("$#", I64),
+])
+def test_integer_rules(text, t):
+    assert typeof(text) == t
+
+
+def test_str_length_rule():
+    # str(p, n) reads n characters and a NUL at most: the value's size
+    assert typeof("str(arg0, 4)", "uprobe:/bin/sh:f") == string_type(5)
+    assert typeof("str(arg0)", "uprobe:/bin/sh:f") == string_type(64)
+    assert typeof("str(arg0, 1000)", "uprobe:/bin/sh:f") == string_type(64)
+    # a variable length: the largest
+    script, _ = run("uprobe:/bin/sh:f { $n = 3; print(str(arg0, $n)) }")
+    assert script.probes[0].block.stmts[1].expr.args[0].type == string_type(64)
+
+
+def test_a_string_positional_parameter():
+    assert typeof("str($1)", params=("abc",)) == string_type(64)
+    assert typeof("$1", params=("0x10",)) == I64
+
+
+def test_every_expression_is_typed():
+    script, _ = run('uretprobe:/bin/sh:f /retval > 0/ { $x = (int8)retval; '
+                    '@m[comm, $x] = sum(retval); if ($x < -1 && str(retval) == "a") '
+                    '{ printf("%d %s\\n", $x, comm) } }')
+    seen = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, ast.Expr):
+            seen.append(node)
+            assert node.type is not None, node
+        if isinstance(node, list):
+            for x in node:
+                walk(x)
+        elif isinstance(node, ast.Node):
+            for v in vars(node).values():
+                if isinstance(v, (ast.Node, list)):
+                    walk(v)
+    walk(script)
+    assert len(seen) > 15
+
+
+# ---- builtins per probe type, with a resolver --------------------------------------
+
+def test_args_and_retval_come_from_the_resolver():
+    r = Resolver()
+    assert typeof("arg0", "usdt:./w:p:x", resolver=r) == int_type(4, True)
+    assert typeof("arg1", "uprobe:./w:f", resolver=r) == I64
+    assert typeof("retval", "uretprobe:./w:f", resolver=r) == I64
+    assert typeof("args->dfd", "tracepoint:syscalls:sys_enter_openat", resolver=r) == I64
+    assert typeof("args.filename", "t:syscalls:sys_enter_openat", resolver=r).kind == \
+        "pointer"
+    assert error("t:syscalls:sys_enter_openat { print(args->nope) }", resolver=r) == (
+        "stdin:1:31-47: ERROR: Struct/union of type 'struct _tracepoint_syscalls_sys_enter_"
+        "openat' does not contain a field named 'nope'")
+
+
+def test_without_a_resolver_bpftrace_defaults():
+    assert typeof("arg0", "uprobe:./w:f") == U64
+    assert typeof("retval", "uretprobe:./w:f") == U64
+    assert typeof("func", "uprobe:./w:f") == Type("usym", 8)
+    assert typeof("args->x", "tracepoint:a:b") == U64
+
+
+# ---- maps ------------------------------------------------------------------------
+
+def test_maps_keys_and_values():
+    _, a = run('uprobe:./w:f { @c[comm] = count(); @s = sum(arg0); @h[pid, comm] = hist(arg1); '
+               '@l = lhist(arg0, 0, 100, 10); @a = avg((int32)arg0); @st = stats(1); '
+               '@mi = min(-1); @mx = max(pid); @v[(int8)1] = "abc"; @v[2] = "a"; @ = 1; '
+               '@i++ }')
+    assert a.maps == {
+        "@c": MapInfo("@c", string_type(16), Type("count", 8)),
+        "@s": MapInfo("@s", None, Type("sum", 8)),
+        "@h": MapInfo("@h", Type("tuple", 24, elems=(U64, string_type(16))),
+                      Type("hist", 8, True)),
+        "@l": MapInfo("@l", None, Type("lhist", 8, lhist=(0, 100, 10))),
+        "@a": MapInfo("@a", None, Type("avg", 8, True)),
+        "@st": MapInfo("@st", None, Type("stats", 8, True)),
+        "@mi": MapInfo("@mi", None, Type("min", 8, True)),
+        "@mx": MapInfo("@mx", None, Type("max", 8, False)),
+        # an integer key is stored in 64 bits and keeps its sign
+        "@v": MapInfo("@v", I64, string_type(4)),
+        "@": MapInfo("@", None, I64),
+        "@i": MapInfo("@i", None, I64),
+    }
+    assert list(a.maps) == ["@c", "@s", "@h", "@l", "@a", "@st", "@mi", "@mx", "@v", "@",
+                            "@i"]
+
+
+def test_signed_usdt_arguments_are_signed_keys():
+    _, a = run("usdt:./w:p:x { @[arg0] = count() }", Resolver())
+    assert a.maps["@"].key == I64
+
+
+def test_strings_of_any_length_share_a_map_the_longest_wins():
+    _, a = run('BEGIN { @m["a"] = "x"; @m["abcd"] = "yz" }')
+    assert a.maps["@m"] == MapInfo("@m", string_type(5), string_type(3))
+
+
+def test_a_map_read_before_its_assignment_in_a_later_probe():
+    _, a = run("END { printf(\"%d\\n\", @x) } BEGIN { @x = count() }")
+    assert a.maps["@x"].value == Type("count", 8)
+
+
+def test_aggregation_reads_are_integers():
+    script, a = run("BEGIN { @x = count(); @y = sum(-1); $v = @x; $w = @y }")
+    assert a.variables[script.probes[0]] == {"v": U64, "w": I64}
+
+
+# ---- scratch variables --------------------------------------------------------------
+
+def test_scratch_variables_are_per_probe():
+    script, a = run('BEGIN { $x = 1; if (1) { $s = "a" } $s = "abc" } '
+                    'END { $x = "s"; print($x) }')
+    begin, end = script.probes
+    assert a.variables[begin] == {"x": I64, "s": string_type(4)}
+    assert a.variables[end] == {"x": string_type(2)}
+
+
+def test_a_variable_is_used_only_after_its_assignment():
+    assert error("BEGIN { print($x); $x = 1 }") == \
+        "stdin:1:9-17: ERROR: Undefined or undeclared variable: $x"
+
+
+# ---- printf ------------------------------------------------------------------------
+
+def test_printf_specifiers():
+    assert printf_specs("%d %5.2s %-10llu %% %f %r %lx %c") == ["d", "s", "llu", "r", "lx", "c"]
+    assert printf_check("%d %s", [U64, string_type(4)]) is None
+    assert printf_check("%s %s %s", [Type("ksym", 8), Type("probe", 8),
+                                    Type("ustack", 8)]) is None
+    assert printf_check("%p", [Type("pointer", 8, elem=U64)]) is None
+    assert printf_check("%r", [U64]) == \
+        "printf: %r specifier expects a value of type buffer (integer supplied)"
+
+
+# ---- errors (bpftrace's, with their positions) -----------------------------------------
+
+#: bad programs and the first line bpftrace 0.17 prints for them (taken from the
+#: installed bpftrace; test_semantic_errors_match_the_installed_bpftrace rechecks)
+SEMANTIC_ERRORS = [
+    ('BEGIN { foo(1); }',
+     'stdin:1:9-12: ERROR: Unknown function: foo'),
+    ('BEGIN { printf("%d %d\\n", 1); }',
+     'stdin:1:9-29: ERROR: printf: Not enough arguments for format string (1 supplied, 2 expected)'),
+    ('BEGIN { $x = $y + 1; }',
+     'stdin:1:14-16: ERROR: Undefined or undeclared variable: $y'),
+    ('BEGIN { @m[1] = 1; @m["a"] = 2; }',
+     'stdin:1:20-27: ERROR: Argument mismatch for @m: trying to access with arguments: [string[2]] when map expects arguments: [unsigned int64]'),
+    ('BEGIN { count(); }',
+     'stdin:1:9-16: ERROR: count() should be directly assigned to a map'),
+    ('BEGIN { if ("a" == 1) {} }',
+     "stdin:1:12-21: ERROR: Type mismatch for '==': comparing 'string[2]' with 'int64'"),
+    ('BEGIN { unroll(200) {} }',
+     'stdin:1:9-20: ERROR: unroll maximum value is 100'),
+    ('BEGIN { unroll(0) {} }',
+     'stdin:1:9-18: ERROR: unroll minimum value is 1'),
+    ('BEGIN { print(args.x); }',
+     'stdin:1:9-19: ERROR: The args builtin can only be used with tracepoint/kfunc/uprobeprobes (special used here)'),
+    ('BEGIN { print(retval); }',
+     "stdin:1:9-21: ERROR: The retval builtin can only be used with 'kretprobe' and 'uretprobe' and 'kfunc' probes"),
+    ('BEGIN { exit(1,2); }',
+     'stdin:1:9-18: ERROR: exit() requires no arguments (2 provided)'),
+    ('BEGIN { $x = 1 } END { $x }',
+     'stdin:1:24-26: ERROR: Undefined or undeclared variable: $x'),
+    ('BEGIN { @x = 1; } BEGIN { print(3 + "a"); }',
+     'stdin:1:18-24: ERROR: More than one BEGIN probe defined'),
+    ('BEGIN { $x = 3 + "a"; }',
+     "stdin:1:14-21: ERROR: Type mismatch for '+': comparing 'int64' with 'string[2]'"),
+    ('BEGIN { $x = 1; $x = "a"; }',
+     "stdin:1:20-21: ERROR: Type mismatch for $x: trying to assign value of type 'string[2]' when variable already contains a value of type 'int64'"),
+    ('BEGIN { @x = 1; @x = "a"; }',
+     "stdin:1:17-19: ERROR: Type mismatch for @x: trying to assign value of type 'string[2]' when map already contains a value of type 'int64"),
+    ('BEGIN { @x = count(); @x = 1; }',
+     "stdin:1:23-25: ERROR: Type mismatch for @x: trying to assign value of type 'int64' when map already contains a value of type 'count"),
+    ('BEGIN { @x[1,2] = 1; @x[1] = 2; }',
+     'stdin:1:22-27: ERROR: Argument mismatch for @x: trying to access with arguments: [unsigned int64] when map expects arguments: [unsigned int64, unsigned int64]'),
+    ('BEGIN { printf("%s\\n", 1); }',
+     'stdin:1:9-26: ERROR: printf: %s specifier expects a value of type string (integer supplied)'),
+    ('BEGIN { printf("%d\\n", "a"); }',
+     'stdin:1:9-28: ERROR: printf: %d specifier expects a value of type integer (string supplied)'),
+    ('BEGIN { printf(1); }',
+     'stdin:1:9-18: ERROR: printf() expects a string literal (integer provided)'),
+    ('BEGIN { @x = hist(); }',
+     'stdin:1:14-20: ERROR: hist() requires one argument (0 provided)'),
+    ('BEGIN { @x[1] = count(); print(@x + 1) }',
+     'stdin:1:26-34: ERROR: Argument mismatch for @x: trying to access with arguments: [] when map expects arguments: [unsigned int64]'),
+    ('BEGIN { @ = sum("a"); }',
+     'stdin:1:13-21: ERROR: sum() only supports integer arguments (string provided)'),
+    ('BEGIN { @ = str(1, 2, 3); }',
+     'stdin:1:13-25: ERROR: str() takes up to 2 arguments (3 provided)'),
+    ('BEGIN { $x = count(); }',
+     'stdin:1:14-21: ERROR: count() should be directly assigned to a map'),
+    ('BEGIN { @x = lhist(1, 0, 10, 20); }',
+     'stdin:1:14-33: ERROR: lhist() step is too large for the given range (provided step 20 for range 10)'),
+    ('BEGIN { printf("%d\\n", 1, 2); }',
+     'stdin:1:9-29: ERROR: printf: Too many arguments for format string (2 supplied, 1 expected)'),
+    ('BEGIN { print(arg0); }',
+     "stdin:1:9-19: ERROR: The arg0 builtin can only be used with 'kprobes', 'uprobes' and 'usdt' probes"),
+    ('BEGIN { print(func); }',
+     "stdin:1:9-19: ERROR: The func builtin can not be used with 'BEGIN' probes"),
+    ('BEGIN { delete(1); }',
+     'stdin:1:9-18: ERROR: delete() expects a map to be provided'),
+    ('BEGIN { @x = 1; clear(@x[1]); }',
+     'stdin:1:17-29: ERROR: The map passed to clear() should not be indexed by a key'),
+    ('BEGIN { $x = 1 ? 2 : "a"; }',
+     "stdin:1:14-25: ERROR: Ternary operator must return the same type: have 'integer' and 'string'"),
+    ('uretprobe:/bin/bash:readline { @[func] = lhist(retval, 0, 100, 10); $s = (int8)retval; if ($s < -1 && str(arg0) == "x") { printf("%d\\n", $s) } }',
+     "stdin:1:103-111: ERROR: The arg0 builtin can only be used with 'kprobes', 'uprobes' and 'usdt' probes"),
+    ('BEGIN { exit() }\nBEGIN { exit() }',
+     'stdin:1-2: ERROR: More than one BEGIN probe defined'),
+    ('tracepoint:syscalls:sys_enter_openat { @[comm] = count(); print(retval) }',
+     "stdin:1:59-71: ERROR: The retval builtin can only be used with 'kretprobe' and 'uretprobe' and 'kfunc' probes (try to use args->ret instead)"),
+    ('BEGIN { $x = (1, "a"); print($x.2) }',
+     'stdin:1:24-34: ERROR: Invalid tuple index: 2. Found 2 elements in tuple.'),
+    ('BEGIN { @x = 1; @x++; $y++; }',
+     'stdin:1:23-25: ERROR: Undefined or undeclared variable: $y'),
+    ('BEGIN { @ = ustack(foo); }',
+     "stdin:1:13-23: ERROR: Unknown identifier: 'foo'"),
+    ('BEGIN { @ = kstack(2000); }',
+     "stdin:1:13-25: ERROR: kstack([int limit]): limit shouldn't exceed 1024, 2000 given"),
+    ('BEGIN { @a[1] = 1; delete(@a[1]); delete(@a); zero(@a); exit() }',
+     'stdin:1:35-44: ERROR: Argument mismatch for @a: trying to access with arguments: [] when map expects arguments: [unsigned int64]'),
+    ('BEGIN { print(@nope) }',
+     'stdin:1:9-20: ERROR: Undefined map: @nope'),
+    ('BEGIN { $x = "a"; $x += 1; }',
+     "stdin:1:19-26: ERROR: Type mismatch for $x: trying to assign value of type 'unsigned int64' when variable already contains a value of type 'string[2]'"),
+    ('BEGIN { printf("%d\\n", 1 << "a"); }',
+     "stdin:1:24-32: ERROR: Type mismatch for '<<': comparing 'int64' with 'string[2]'"),
+    ('BEGIN { $x = "a" < "b"; }',
+     'stdin:1:18-19: ERROR: The < operator can not be used on expressions of types string[2], string[2]'),
+    ('BEGIN { if ("a") {} }',
+     'stdin:1:1-1: ERROR: Invalid condition in if(): string'),
+    ('BEGIN { $x = "a" ? 1 : 2; }',
+     'stdin:1:14-25: ERROR: Invalid condition in ternary: string'),
+    ('BEGIN { $x = (uint8)"a"; }',
+     'stdin:1:14-21: ERROR: Casts are not supported for type: "string[2]"'),
+    ('BEGIN { $x = (struct foo *)1; }',
+     "stdin:1:14-28: ERROR: Unknown struct/union: 'struct foo'"),
+    ('BEGIN { break; }',
+     'stdin:1:9-14: ERROR: break used outside of a loop'),
+    ('BEGIN { $x = -"a"; }',
+     "stdin:1:14-15: ERROR: The - operator can not be used on expressions of type 'string[2]'"),
+    ('BEGIN { $x = !"a"; }',
+     "stdin:1:14-15: ERROR: The ! operator can not be used on expressions of type 'string[2]'"),
+    ('BEGIN { $x = comm.foo; }',
+     "stdin:1:14-19: ERROR: Can not access field 'foo' on expression of type 'string[16]'"),
+    ('BEGIN { $x = (1,2); $y = $x.5; }',
+     'stdin:1:26-30: ERROR: Invalid tuple index: 5. Found 2 elements in tuple.'),
+    ('BEGIN { @x[(1,2)] = 1; }',
+     'stdin:1:9-18: ERROR: tuple cannot be used as a map key. Try a multi-key associative array instead (eg `@map[$1, $2] = ...)`.'),
+    ('BEGIN { print(1, 2); }',
+     'stdin:1:9-20: ERROR: Non-map print() only takes 1 argument, 2 found'),
+    ('BEGIN { @ = str("a"); }',
+     'stdin:1:13-21: ERROR: str() expects an integer or a pointer type as first argument (string[2] provided)'),
+    ('BEGIN { $x = 1; $x = (1,2) }',
+     "stdin:1:20-21: ERROR: Type mismatch for $x: trying to assign value of type '(int64,int64)' when variable already contains a value of type 'int64'"),
+    ('BEGIN { print($x); $x = 1; }',
+     'stdin:1:9-17: ERROR: Undefined or undeclared variable: $x'),
+    ('BEGIN { @x[1]++; @y++; @x["a"] = 1 }',
+     'stdin:1:24-31: ERROR: Argument mismatch for @x: trying to access with arguments: [string[2]] when map expects arguments: [unsigned int64]'),
+    ('BEGIN { @a = 1; @a = 2; @b = @a + @c; }',
+     'stdin:1:35-37: ERROR: Undefined map: @c'),
+]
+
+
+@pytest.mark.parametrize("program, first_line", SEMANTIC_ERRORS)
+def test_semantic_errors(program, first_line):
+    assert error(program) == first_line
+
+
+@pytest.mark.parametrize("program, first_line", [
+    # where pyebpf is stricter or clearer than bpftrace 0.17 (which refuses
+    # these later, or only without --unsafe)
+    ('BEGIN { signal("SIGFOO"); }', "stdin:1:9-25: ERROR: SIGFOO is not a valid signal"),
+    ("BEGIN { signal(65); }",
+     "stdin:1:9-19: ERROR: 65 is not a valid signal, allowed range: [1,64]"),
+    ('BEGIN { while ("a") { } }', "stdin:1:9-14: ERROR: Invalid condition in while(): string"),
+    ("BEGIN { @ = lhist(1, 10, 0, 1); }", "stdin:1:13-31: ERROR: lhist() min must be less "
+     "than max (provided min 10 and max 0)"),
+    ("BEGIN { @ = lhist(1, 0, 10, 0); }",
+     "stdin:1:13-31: ERROR: lhist() step must be >= 1 (0 provided)"),
+    ("BEGIN { @ = lhist(1, 0, $1, 1); }",
+     "stdin:1:13-31: ERROR: lhist() step is too large for the given range (provided step 1 "
+     "for range 0)"),
+    ("BEGIN { unroll($1) { } }", "stdin:1:9-19: ERROR: unroll minimum value is 1"),
+    ("BEGIN { $x = (struct foo)1; }", "stdin:1:14-26: ERROR: Unknown struct/union: 'struct foo'"),
+    ('BEGIN { printf("%d", @x) }', "stdin:1:22-24: ERROR: Undefined map: @x"),
+    ("BEGIN { @x = count(); @x[1] = count(); }", "stdin:1:23-28: ERROR: Argument mismatch for "
+     "@x: trying to access with arguments: [unsigned int64] when map expects arguments: []"),
+    ("BEGIN { @x = 1; } END { @x = hist(1); }", "stdin:1:25-27: ERROR: Type mismatch for @x: "
+     "trying to assign value of type 'hist' when map already contains a value of type 'int64"),
+    ("BEGIN { @x = ustack(1, 2, 3); }",
+     "stdin:1:14-29: ERROR: ustack() takes up to 2 arguments (3 provided)"),
+    ('BEGIN { reg("xx") }',
+     "stdin:1:9-18: ERROR: 'xx' is not a valid register on this architecture (x86_64)"),
+    ("BEGIN { continue }", "stdin:1:9-17: ERROR: continue used outside of a loop"),
+    ("BEGIN { $x = 1; $x = (uint8)2; exit() }", None),
+])
+def test_more_semantic_errors(program, first_line):
+    if first_line is None:
+        run(program)
+    else:
+        assert error(program) == first_line
+
+
+def test_several_errors_are_reported_together():
+    with pytest.raises(LangError) as e:
+        run("BEGIN { $a = $x; $b = $y; }")
+    # as bpftrace prints them
+    assert str(e.value) == ("stdin:1:14-16: ERROR: Undefined or undeclared variable: $x\n"
+                            "BEGIN { $a = $x; $b = $y; }\n"
+                            "             ~~\n"
+                            "stdin:1:23-25: ERROR: Undefined or undeclared variable: $y\n"
+                            "BEGIN { $a = $x; $b = $y; }\n"
+                            "                      ~~")
+    assert [d.pos for d in e.value.diagnostics] == [ast.Pos(1, 14, 16), ast.Pos(1, 23, 25)]
+
+
+def test_an_error_over_several_lines_names_the_lines():
+    with pytest.raises(LangError) as e:
+        run('BEGIN {\n printf("%d %d\\n",\n   1) }')
+    assert str(e.value) == ("stdin:2-3: ERROR: printf: Not enough arguments for format "
+                            "string (1 supplied, 2 expected)")
+
+
+@pytest.mark.skipif(shutil.which("bpftrace") is None, reason="bpftrace is not installed")
+def test_semantic_errors_match_the_installed_bpftrace():
+    for program, first_line in SEMANTIC_ERRORS:
+        out = subprocess.run(["bpftrace", "-e", program], capture_output=True, text=True,
+                             timeout=60).stderr
+        lines = [ln for ln in out.splitlines() if "RLIMIT" not in ln and "WARNING" not in ln]
+        assert lines[0] == first_line, program

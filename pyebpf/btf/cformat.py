@@ -18,25 +18,33 @@ __all__ = ["declaration", "definition"]
 
 _QUALS = {Kind.CONST: "const", Kind.VOLATILE: "volatile", Kind.RESTRICT: "restrict"}
 _MAX_DEPTH = 64
+_MAX_NESTING = 32
 
 
-def _tagged(t: Type, body: str = "") -> str:
+def _tag(t: Type) -> str:
+    """``struct``, ``union`` or ``enum`` (a FWD: by its kind_flag)."""
     if t.kind == Kind.FWD:
-        tag = "union" if t.kind_flag else "struct"
-    else:
-        tag = {Kind.STRUCT: "struct", Kind.UNION: "union", Kind.ENUM: "enum",
-               Kind.ENUM64: "enum"}[t.kind]
-    if t.name:
-        return f"{tag} {t.name}"
-    return f"{tag} {body}" if body else f"{tag} {{...}}"
+        return "union" if t.kind_flag else "struct"
+    return {Kind.STRUCT: "struct", Kind.UNION: "union", Kind.ENUM: "enum",
+            Kind.ENUM64: "enum"}[t.kind]
 
 
-def declaration(btf: Btf, type_id: int, name: str = "", indent: int = -1) -> str:
+def _tagged(t: Type) -> str:
+    return f"{_tag(t)} {t.name}" if t.name else f"{_tag(t)} {{...}}"
+
+
+def declaration(btf: Btf, type_id: int, name: str = "", indent: int = -1,
+                depth: int = 0) -> str:
     """C for a declaration of ``name`` of type ``type_id`` (without ``;``).
 
     ``indent`` >= 0 writes the bodies of anonymous structs/unions/enums inline
     at that depth (for definitions); otherwise they show as ``struct {...}``.
+    ``depth`` counts nested declarations (parameters, members), bounded
+    against loops in damaged BTF.
     """
+    if depth > _MAX_NESTING:
+        raise BtfError(f"anonymous types nested deeper than {_MAX_NESTING} (a loop?)",
+                       type_id=type_id)
     decl = name
     quals: list[str] = []
     for _ in range(_MAX_DEPTH):
@@ -58,32 +66,33 @@ def declaration(btf: Btf, type_id: int, name: str = "", indent: int = -1) -> str
         elif k == Kind.FUNC_PROTO:
             if decl.startswith("*"):
                 decl = f"({decl})"
-            decl = f"{decl}({_params(btf, t)})"
+            decl = f"{decl}({_params(btf, t, depth)})"
             type_id = t.ref
         elif k == Kind.FUNC:
-            return declaration(btf, t.ref, name or t.name, indent)
+            return declaration(btf, t.ref, name or t.name, indent, depth + 1)
         elif k == Kind.VAR:
-            return declaration(btf, t.ref, name or t.name, indent)
+            return declaration(btf, t.ref, name or t.name, indent, depth + 1)
         else:
-            base = _base(btf, type_id, t, indent)
+            base = _base(btf, type_id, t, indent, depth)
             if quals:
                 base = " ".join(reversed(quals)) + " " + base
             if not decl:
                 return base
-            return f"{base} {decl}" if not decl.startswith("[") else f"{base} {decl}"
+            return f"{base} {decl}"
     raise BtfError("type chain longer than 64 (a loop?)", type_id=type_id)
 
 
-def _params(btf: Btf, proto: Type) -> str:
+def _params(btf: Btf, proto: Type, depth: int) -> str:
     if not proto.params:
         return "void"
     out = []
     for p in proto.params:
-        out.append("..." if p.type == 0 and not p.name else declaration(btf, p.type, p.name))
+        out.append("..." if p.type == 0 and not p.name else
+                   declaration(btf, p.type, p.name, -1, depth + 1))
     return ", ".join(out)
 
 
-def _base(btf: Btf, type_id: int, t: Type, indent: int) -> str:
+def _base(btf: Btf, type_id: int, t: Type, indent: int, depth: int) -> str:
     k = t.kind
     if k == Kind.UNKN:
         return "void"
@@ -91,7 +100,7 @@ def _base(btf: Btf, type_id: int, t: Type, indent: int) -> str:
         return t.name
     if k in (Kind.STRUCT, Kind.UNION, Kind.ENUM, Kind.ENUM64, Kind.FWD):
         if not t.name and indent >= 0 and k != Kind.FWD:
-            return _tagged(t) .replace("{...}", "").rstrip() + " " + _body(btf, type_id, indent)
+            return f"{_tag(t)} {_body(btf, type_id, indent, depth)}"
         return _tagged(t)
     if k == Kind.DATASEC:
         return f"SEC(\"{t.name}\")"
@@ -100,7 +109,7 @@ def _base(btf: Btf, type_id: int, t: Type, indent: int) -> str:
     raise BtfError(f"cannot write a {kind_name(k)} as C", type_id=type_id)
 
 
-def _body(btf: Btf, type_id: int, indent: int) -> str:
+def _body(btf: Btf, type_id: int, indent: int, depth: int = 0) -> str:
     """``{ ... }`` of a struct, union or enum, its members at ``indent + 1`` tabs."""
     t = btf[type_id]
     tabs = "\t" * (indent + 1)
@@ -113,7 +122,7 @@ def _body(btf: Btf, type_id: int, indent: int) -> str:
             lines.append(f"{tabs}{v.name} = {value}{suffix},")
     else:
         for m in t.members:
-            text = declaration(btf, m.type, m.name, indent + 1)
+            text = declaration(btf, m.type, m.name, indent + 1, depth + 1)
             if m.bitfield_size:
                 text += f": {m.bitfield_size}"
             lines.append(f"{tabs}{text};")
@@ -127,7 +136,7 @@ def definition(btf: Btf, type_id: int) -> str:
     t = btf[type_id]
     k = t.kind
     if k in (Kind.STRUCT, Kind.UNION, Kind.ENUM, Kind.ENUM64):
-        head = _tagged(t).replace(" {...}", "")
+        head = f"{_tag(t)} {t.name}" if t.name else _tag(t)
         return f"{head} {_body(btf, type_id, 0)};"
     if k == Kind.TYPEDEF:
         return f"typedef {declaration(btf, t.ref, t.name, 0)};"

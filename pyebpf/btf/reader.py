@@ -401,8 +401,10 @@ class Btf:
             if depth > 64:
                 raise BtfError("type chain longer than 64 (a loop?)", type_id=type_id)
 
-    def align_of(self, type_id: int) -> int:
+    def align_of(self, type_id: int, _depth: int = 0) -> int:
         """The C alignment of a type (what clang would use on x86-64/BPF)."""
+        if _depth > 32:
+            raise BtfError("types nested deeper than 32 (a loop?)", type_id=type_id)
         tid = self.resolve(type_id)
         t = self[tid]
         if t.kind in (Kind.INT, Kind.ENUM, Kind.ENUM64, Kind.FLOAT):
@@ -410,12 +412,13 @@ class Btf:
         if t.kind == Kind.PTR:
             return 8
         if t.kind == Kind.ARRAY:
-            return self.align_of(t.elem)
+            return self.align_of(t.elem, _depth + 1)
         if t.is_composite:
             best = 1
             for m in t.members:
-                best = max(best, self.align_of(m.type))
-                if m.bitfield_size == 0 and m.bit_offset % (8 * self.align_of(m.type)):
+                align = self.align_of(m.type, _depth + 1)
+                best = max(best, align)
+                if m.bitfield_size == 0 and m.bit_offset % (8 * align):
                     return 1        # packed
             return best
         raise BtfError(f"a {kind_name(t.kind)} has no alignment", type_id=tid)

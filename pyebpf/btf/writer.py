@@ -30,16 +30,24 @@ _MEMBER = tuple[str, int, int] | tuple[str, int, int, int] | Member
 class BtfBuilder:
     """Appends types (each ``add_*`` returns the new type's id, from 1) and
     writes them with :meth:`build`.  Ids given as references are checked
-    against the types added when the blob is built."""
+    against the types added when the blob is built.
 
-    def __init__(self) -> None:
+    With ``base`` (a :class:`~.reader.Btf`) the blob is split BTF on top of
+    it: ids continue after the base's and may refer to its types, string
+    offsets continue after its string table.
+    """
+
+    def __init__(self, base: Btf | None = None) -> None:
+        self.base = base
         self.types: list[Type] = []
+        self._first = len(base) if base is not None else 1
+        self._str_base = base.strings_size if base is not None else 0
         self._strs = bytearray(b"\0")
         self._str_at: dict[str, int] = {"": 0}
 
     def __len__(self) -> int:
-        """The number of ids, void included."""
-        return len(self.types) + 1
+        """The number of ids, void (and the base's) included."""
+        return self._first + len(self.types)
 
     def string(self, text: str) -> int:
         """The offset of ``text`` in the string table (added once)."""
@@ -48,7 +56,7 @@ class BtfBuilder:
             raw = text.encode()
             if b"\0" in raw:
                 raise BtfError(f"a BTF string cannot hold a NUL: {text!r}")
-            at = self._str_at[text] = len(self._strs)
+            at = self._str_at[text] = self._str_base + len(self._strs)
             self._strs += raw + b"\0"
         return at
 
@@ -56,7 +64,7 @@ class BtfBuilder:
     def add(self, t: Type) -> int:
         """Append a :class:`~.types.Type`; return its id."""
         self.types.append(t)
-        return len(self.types)
+        return len(self) - 1
 
     def add_int(self, name: str, size: int, signed: bool = False, *, char: bool = False,
                 bool_: bool = False, bits: int | None = None, bit_offset: int = 0) -> int:
@@ -76,7 +84,8 @@ class BtfBuilder:
     def add_array(self, elem: int, nelems: int, index: int | None = None) -> int:
         """``elem[nelems]`` (``index``: the index type; default: the first INT added)."""
         if index is None:
-            index = next((i + 1 for i, t in enumerate(self.types) if t.kind == Kind.INT), 0)
+            index = next((i + self._first for i, t in enumerate(self.types)
+                          if t.kind == Kind.INT), 0)
             if not index:
                 raise BtfError("an array needs an index type: add an INT first")
         return self.add(Type(Kind.ARRAY, elem=elem, index=index, nelems=nelems))
@@ -163,7 +172,7 @@ class BtfBuilder:
         """The BTF blob: header, types, strings."""
         n = len(self)
         body = bytearray()
-        for i, t in enumerate(self.types, 1):
+        for i, t in enumerate(self.types, self._first):
             try:
                 body += encode_type(t, self.string, n)
             except BtfError as exc:

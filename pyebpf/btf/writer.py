@@ -68,7 +68,10 @@ class BtfBuilder:
 
     def add_int(self, name: str, size: int, signed: bool = False, *, char: bool = False,
                 bool_: bool = False, bits: int | None = None, bit_offset: int = 0) -> int:
-        """An INT (``bits`` defaults to ``8 * size``)."""
+        """An INT (``bits`` defaults to ``8 * size``); at most one of ``signed``,
+        ``char``, ``bool_`` (the kernel takes one encoding)."""
+        if signed + char + bool_ > 1:
+            raise BtfError(f"INT {name!r}: signed, char and bool_ exclude each other")
         enc = (INT_SIGNED if signed else 0) | (INT_CHAR if char else 0) | (INT_BOOL if bool_ else 0)
         return self.add(Type(Kind.INT, name, size=size, encoding=enc,
                              bits=8 * size if bits is None else bits, bit_offset=bit_offset))

@@ -39,12 +39,12 @@ _EXTRA = {Kind.INT: (1, 0), Kind.PTR: (0, 0), Kind.ARRAY: (3, 0), Kind.STRUCT: (
           Kind.FUNC_PROTO: (0, 2), Kind.VAR: (1, 0), Kind.DATASEC: (0, 3), Kind.FLOAT: (0, 0),
           Kind.DECL_TAG: (1, 0), Kind.TYPE_TAG: (0, 0), Kind.ENUM64: (0, 3)}
 #: kind number -> (words of the fixed part, words per vlen entry); None: no such kind
-_STEP = tuple((3 + _EXTRA[k][0], _EXTRA[k][1]) if k in _EXTRA else None  # type: ignore[index]
+_STEP = tuple((3 + _EXTRA[k][0], _EXTRA[k][1]) if k in _EXTRA else None
               for k in range(32))
 _VOID = Type(Kind.UNKN, "void")
 
 
-def _words(data: bytes | memoryview) -> array:
+def _words(data: bytes | memoryview) -> array[int]:
     """``data`` as little-endian unsigned 32-bit words."""
     out = array("I")
     out.frombytes(data)
@@ -60,6 +60,10 @@ class Btf:
     ``len(btf)`` the number of ids (void included, base included for split
     BTF).  Damaged data raises :class:`BtfError` naming the offset.
     """
+
+    strings_size: int
+    flags: int
+    hdr_len: int
 
     def __init__(self, data: bytes | bytearray | memoryview, base: Btf | None = None,
                  name: str = "") -> None:
@@ -154,7 +158,7 @@ class Btf:
         try:
             while i < n:
                 info = words[i + 1]
-                fixed, per = step[info >> 24 & 0x1F]       # (None: an unknown kind)
+                fixed, per = step[info >> 24 & 0x1F]  # type: ignore[misc]  # None: unknown kind
                 add(i)
                 i += fixed + per * (info & 0xFFFF)
         except (IndexError, TypeError):
@@ -224,7 +228,7 @@ class Btf:
             t = self._cache[type_id] = self._decode(type_id)
         return t
 
-    def kind(self, type_id: int) -> Kind:
+    def kind(self, type_id: int) -> int:
         """The kind of a type, without decoding the rest of it."""
         if type_id < self._first_id:
             return self.base.kind(type_id) if self.base is not None else Kind.UNKN
@@ -248,7 +252,7 @@ class Btf:
             raise BtfError(f"{what} refers to type [{ref}], past the last id {len(self) - 1}")
         return ref
 
-    def _decode_at(self, w: array, i: int, type_id: int) -> Type:
+    def _decode_at(self, w: array[int], i: int, type_id: int) -> Type:
         info = w[i + 1]
         kind = (info >> 24) & 0x1F
         vlen = info & 0xFFFF
@@ -343,7 +347,7 @@ class Btf:
     def find_prefixed(self, prefix: str) -> list[int]:
         """The ids of types whose name starts with ``prefix`` (base's too)."""
         out = self.base.find_prefixed(prefix) if self.base is not None else []
-        mine = set()
+        mine: set[int] = set()
         for off in self._name_offsets(prefix, prefix=True):
             mine.update(self._ids_named_at(off))
         return out + sorted(mine)

@@ -77,7 +77,8 @@ class _Plain:
         return tuple(getattr(self, f) for f in self.__slots__)
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self._fields() == other._fields()  # type: ignore[attr-defined]
+        return isinstance(other, _Plain) and type(other) is type(self) and \
+            self._fields() == other._fields()
 
     def __hash__(self) -> int:
         return hash(self._fields())

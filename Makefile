@@ -8,7 +8,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 # What the tests use (pyebpf itself needs none of it): C compilers and USDT
 # headers to build test programs, bpftrace to compare outputs with.
-DEBS   := clang llvm gcc make systemtap-sdt-dev bpftrace
+DEBS   := clang llvm gcc make systemtap-sdt-dev bpftrace bpftool libbpf-dev
 
 .PHONY: demo test test-pythons bench debs venv venv-test python-venv clean
 

@@ -7,8 +7,9 @@ PYTHON ?= /usr/bin/python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 # What the tests use (pyebpf itself needs none of it): C compilers and USDT
-# headers to build test programs, bpftrace to compare outputs with.
-DEBS   := clang llvm gcc make systemtap-sdt-dev bpftrace
+# headers to build test programs, bpftrace to compare outputs with, chromium
+# (headless) to open the flame graphs the profiler draws.
+DEBS   := clang llvm gcc make systemtap-sdt-dev bpftrace chromium
 
 .PHONY: demo test test-pythons bench debs venv venv-test python-venv clean
 

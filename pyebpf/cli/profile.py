@@ -110,8 +110,6 @@ def _sample(args: argparse.Namespace) -> tuple[dict[tuple[str, ...], int], float
         prof = Profiler(args.frequency, pid=target, kernel=args.kernel)
         if args.cmd and shutil.which(args.cmd[0]):
             prof.symbolizer.add_file(os.path.realpath(shutil.which(args.cmd[0]) or ""))
-        elif target is not None:
-            prof.remember(target)
         stops.hold()                  # from the first attach on, the output is written
         prof.attach()
         if not args.quiet:
@@ -161,10 +159,13 @@ def _wait(prof: Profiler, child: Child | None, pid: int | None,
             now = time.monotonic()
             if deadline is not None and now >= deadline:
                 return
-            if target is not None and now >= next_snapshot:
-                prof.remember(target)
+            if now >= next_snapshot:
+                if target is not None:
+                    prof.remember(target)
+                else:
+                    prof.remember_seen()
                 next_snapshot = now + 1.0
-            waits = [0.25 if target is None else max(0.0, next_snapshot - now)]
+            waits = [max(0.0, next_snapshot - now)]
             if deadline is not None:
                 waits.append(deadline - now)
             ready = select.select([watch_fd] if watch_fd is not None else [], [], [],

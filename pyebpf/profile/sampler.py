@@ -145,6 +145,8 @@ class Profiler:
     def attach(self) -> None:
         """Load the program and start sampling on every online CPU."""
         from ..attach import attach_perf_event
+        if self.pid is not None:
+            self.remember(self.pid)
         self.link = attach_perf_event(self.program(), self.frequency)
 
     def detach(self) -> None:
@@ -176,6 +178,14 @@ class Profiler:
         except (OSError, ProcessLookupError):
             pass
 
+    def remember_seen(self) -> None:
+        """:meth:`remember` every process sampled so far that was not yet
+        (call now and then during a system-wide profile: a process that
+        exits before the end still has its files known)."""
+        for pid in {pid for pid, _, _, _ in self.raw_counts()} - set(self._modules):
+            self.remember(pid)
+            self._modules.setdefault(pid, [])
+
     # ------------------------------------------------------------ reading
     def raw_counts(self) -> dict[tuple[int, int, int, str], int]:
         """``{(pid, user stack id, kernel stack id, comm): samples}``."""
@@ -194,7 +204,10 @@ class Profiler:
         kstacks = dict(self.kstacks.items()) if self.kstacks is not None else {}
         cache: dict[tuple[object, int | None, bool], str] = {}
         out: dict[tuple[str, ...], int] = {}
-        for (pid, uid, kid, comm), count in self.raw_counts().items():
+        counts = self.raw_counts()
+        for pid in {k[0] for k in counts} - set(self._modules):
+            self.remember(pid)            # (the ones still running)
+        for (pid, uid, kid, comm), count in counts.items():
             frames: list[str] = []        # innermost first
             if kid != NO_STACK and kid >= 0:
                 frames += [self._kernel_frame(a) for a in kstacks.get(kid, [])]

@@ -130,22 +130,27 @@ def flamegraph_svg(stacks: Stacks, title: str = "Flame graph", *, subtitle: str 
     ]
     if not total:
         parts.append(f'<text x="{WIDTH // 2}" y="{TOP + FRAME_HEIGHT}">no samples</text>\n')
-    drawn = 0
+    looks: dict[str, tuple[str, str]] = {}          # name -> (escaped, colour)
+    unit_text = _escape(unit)
+    fh = FRAME_HEIGHT - 1
     for fid, parent, d, x, value, name in frames:
         w = value * scale
         if w < MIN_WIDTH:
             continue
-        drawn += 1
+        look = looks.get(name)
+        if look is None:
+            look = looks[name] = (_escape(name), _color(name))
         px = PAD + x * scale
         y = height - BOTTOM - (d + 1) * FRAME_HEIGHT
-        pct = 100.0 * value / total
-        label = _escape(name)
+        fitted = _fit(name, w) if w >= 24 else ""
+        # (no <text> where no name fits: the viewer adds one when zooming makes room)
+        text = (f'<text x="{px + 3:.2f}" y="{y + FRAME_HEIGHT - 4}">{_escape(fitted)}</text>'
+                if fitted else "")
         parts.append(
             f'<g class="f" id="f{fid}" data-p="{parent}" data-d="{d}" data-x="{x}" '
-            f'data-v="{value}"><title>{label} ({value} {_escape(unit)}, {pct:.2f}%)</title>'
-            f'<rect x="{px:.2f}" y="{y}" width="{w:.2f}" height="{FRAME_HEIGHT - 1}" '
-            f'rx="2" fill="{_color(name)}"/><text x="{px + 3:.2f}" y="{y + FRAME_HEIGHT - 4}">'
-            f'{_escape(_fit(name, w))}</text></g>\n')
+            f'data-v="{value}"><title>{look[0]} ({value} {unit_text}, '
+            f'{100.0 * value / total:.2f}%)</title><rect x="{px:.2f}" y="{y}" '
+            f'width="{w:.2f}" height="{fh}" rx="2" fill="{look[1]}"/>{text}</g>\n')
     parts.append("</g>\n")
     parts.append(f"<script><![CDATA[{_SCRIPT}]]></script>\n</svg>\n")
     return "".join(parts)
@@ -181,8 +186,8 @@ _SCRIPT = r"""
   var details = doc.getElementById("details"), matched = doc.getElementById("matched");
   var reset = doc.getElementById("reset"), search = doc.getElementById("search");
   var info = frames.map(function (g) {
-    var t = g.querySelector("title").textContent;
-    return {g: g, rect: g.querySelector("rect"), text: g.querySelector("text"),
+    var t = g.querySelector("title").textContent, rect = g.querySelector("rect");
+    return {g: g, rect: rect, text: g.querySelector("text"),
             name: t.slice(0, t.lastIndexOf(" (")), title: t,
             x: +g.getAttribute("data-x"), v: +g.getAttribute("data-v"),
             d: +g.getAttribute("data-d")};
@@ -193,6 +198,12 @@ _SCRIPT = r"""
 
   function fit(f, w) {
     var room = Math.floor((w - 6) / charWidth);
+    if (!f.text) {                      // drawn without one: too narrow for its name
+      if (room < 3) return;
+      f.text = doc.createElementNS(root.namespaceURI, "text");
+      f.text.setAttribute("y", String(+f.rect.getAttribute("y") + 12));
+      f.g.appendChild(f.text);
+    }
     f.text.textContent = room < 3 ? "" :
       (f.name.length <= room ? f.name : f.name.slice(0, room - 2) + "..");
   }
@@ -208,8 +219,8 @@ _SCRIPT = r"""
       var x = under ? 0 : (f.x - x0) / span * width, w = under ? width : f.v / span * width;
       f.rect.setAttribute("x", (pad + x).toFixed(2));
       f.rect.setAttribute("width", w.toFixed(2));
-      f.text.setAttribute("x", (pad + x + 3).toFixed(2));
       fit(f, w);
+      if (f.text) f.text.setAttribute("x", (pad + x + 3).toFixed(2));
     });
     reset.classList.toggle("hidden", !z || d0 === 0);
     root.setAttribute("data-zoom", z ? z.g.id : "");

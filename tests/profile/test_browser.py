@@ -84,3 +84,15 @@ def test_the_page_renders_to_a_picture(graph, tmp_path):
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     w, h = struct.unpack(">II", data[16:24])
     assert (w, h) == (1200, 200) and len(data) > 2000      # not a blank page
+
+
+def test_zooming_names_frames_that_were_too_narrow(tmp_path):
+    stacks = {("main", "big"): 10_000, ("main", "tiny", "tinier"): 4}
+    path = tmp_path / "narrow.svg"
+    write_profile(stacks, str(path))
+    text = path.read_text()
+    assert ">tinier</text>" not in text                    # 0.5 px wide: no name drawn
+    zoom_id = re.search(r'id="(f\d+)"[^>]*><title>tiny ', text).group(1)
+    page = dom(str(path), f"#zoom={zoom_id}")
+    assert ">tinier</text>" in page and "data-error" not in page[:page.index(">")]
+    assert width(page, "tinier") == pytest.approx(width(page, "all"), abs=0.05)

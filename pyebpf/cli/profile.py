@@ -112,16 +112,16 @@ def _sample(args: argparse.Namespace) -> tuple[dict[tuple[str, ...], int], float
             prof.symbolizer.add_file(os.path.realpath(shutil.which(args.cmd[0]) or ""))
         stops.hold()                  # from the first attach on, the output is written
         prof.attach()
-        if not args.quiet:
-            print(f"Sampling at {args.frequency} Hz on every CPU. "
-                  + ("Running the command." if child else "Hit Ctrl-C to end."),
-                  file=sys.stderr, flush=True)
         t0 = time.monotonic()
         try:
             try:
                 stops.arm()
                 if child is not None:
-                    child.go()
+                    child.go()        # (a command that cannot run is the only message)
+                if not args.quiet:
+                    print(f"Sampling at {args.frequency} Hz on every CPU. "
+                          + ("Running the command." if child else "Hit Ctrl-C to end."),
+                          file=sys.stderr, flush=True)
                 _wait(prof, child, args.pid, args.duration)
             finally:
                 stops.hold()

@@ -18,6 +18,10 @@ from __future__ import annotations
 
 from .folded import Stacks
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 __all__ = ["flamegraph_svg", "layout", "Frame", "WIDTH", "FRAME_HEIGHT", "MIN_WIDTH"]
 
 WIDTH = 1200          #: the picture's width (pixels)
@@ -39,7 +43,7 @@ def layout(stacks: Stacks) -> tuple[list[Frame], int]:
     Frame 0 is the root (``all``, depth 0); siblings are sorted by name, as
     the folded text is, and each frame's first sample is where its parent's
     previous children end."""
-    root: dict[str, list] = {}            # name -> [samples, children]
+    root: dict[str, list[Any]] = {}       # name -> [samples, children]
     total = 0
     for frames, count in stacks.items():
         if count <= 0 or not frames:
@@ -53,7 +57,7 @@ def layout(stacks: Stacks) -> tuple[list[Frame], int]:
             node[0] += count
             level = node[1]
     out: list[Frame] = [(0, -1, 0, 0, total, "all")]
-    todo: list[tuple[dict[str, list], int, int, int]] = [(root, 0, 1, 0)]
+    todo: list[tuple[dict[str, list[Any]], int, int, int]] = [(root, 0, 1, 0)]
     while todo:
         children, parent, depth, x = todo.pop()
         for name in sorted(children):

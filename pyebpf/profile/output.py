@@ -100,7 +100,7 @@ def _write(path: str, fmt: str, make: Callable[[], str], fallback: Callable[[], 
             raise
         saved: str | None = path + suffix
         try:
-            write_text(saved, fallback())
+            write_text(path + suffix, fallback())
         except OSError:
             saved = None
         where = f"the data was written to {saved}" if saved else "the data could not be saved"

@@ -27,6 +27,7 @@ import struct
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..attach.link import Link
+    from ..elf import Module
     from ..maps import HashMap, StackTraceMap
     from ..trace.stacks import RawFrame, Symbolizer
 
@@ -94,7 +95,7 @@ class Profiler:
         self.kernel = kernel
         self.link: Link | None = None
         self.symbolizer = symbolizer or Symbolizer()
-        self._modules: dict[int, list] = {}
+        self._modules: dict[int, list[Module]] = {}
         self._ksyms: KernelSymbols | None = None
         self.counts: HashMap[bytes, int] = HashMap(Bytes(_KEY.size), "u64", max_stacks * 4,
                                                    name="profile_counts")

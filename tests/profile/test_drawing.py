@@ -232,3 +232,21 @@ def test_a_chart_error_keeps_the_counts(tmp_path):
     assert open(info.value.saved).read() == "3 4\n5 1\n"
     write_histogram({3: 4, 5: 1}, str(path))
     assert [b[1] for b in bars(path.read_text())] == [4, 0, 1]
+
+
+def test_drawing_profiles_does_not_load_the_kernel_layers():
+    """(A histogram's labels come from pyebpf.trace.render, whose package
+    imports the map layer: charts are left out here.)"""
+    import subprocess
+    import sys
+    code = ("import sys, pyebpf.profile as p\n"
+            "p.write_profile({('a', 'b'): 1}, sys.argv[1])\n"
+            "p.write_profile({('a', 'b'): 1}, sys.argv[2])\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('pyebpf.kernel', "
+            "'pyebpf.maps', 'pyebpf.attach', 'pyebpf.loader', 'cffi'))))\n")
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        out = subprocess.run([sys.executable, "-c", code, f"{d}/a.svg", f"{d}/a.json"],
+                             capture_output=True, text=True, check=True,
+                             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert out.stdout.strip() == "[]", out.stdout

@@ -105,9 +105,13 @@ def test_svg_of_nothing():
 @given(stack_maps)
 def test_svg_is_well_formed_and_proportional(stacks):
     frames = svg_frames(flamegraph_svg(stacks))
-    stacks = {tuple(escape_xml(n).replace("&lt;", "<").replace("&gt;", ">").replace(
-        "&quot;", '"').replace("&amp;", "&") for n in k): v for k, v in stacks.items()}
     total = sum(stacks.values())
+    shown: dict = {}                # as drawn: characters XML cannot hold are U+FFFD
+    for k, v in stacks.items():
+        k = tuple(escape_xml(n).replace("&lt;", "<").replace("&gt;", ">").replace(
+            "&quot;", '"').replace("&amp;", "&") for n in k)
+        shown[k] = shown.get(k, 0) + v
+    stacks = shown
     if not total:
         return
     full = WIDTH - 2 * PAD

@@ -7,8 +7,10 @@ PYTHON ?= /usr/bin/python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 # What the tests use (pyebpf itself needs none of it): C compilers and USDT
-# headers to build test programs, bpftrace to compare outputs with.
-DEBS   := clang llvm gcc make systemtap-sdt-dev bpftrace bpftool libbpf-dev
+# headers to build test programs, bpftrace to compare outputs with, bpftool and
+# libbpf-dev to build and check BTF/CO-RE objects, chromium (headless) to open the
+# flame graphs the profiler draws.
+DEBS   := clang llvm gcc make systemtap-sdt-dev bpftrace bpftool libbpf-dev chromium
 
 .PHONY: demo test test-pythons bench debs venv venv-test python-venv clean
 

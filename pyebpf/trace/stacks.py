@@ -14,9 +14,10 @@ need (``DT_NEEDED``, transitively), the files mapped by the processes seen
 so far, and whatever :meth:`Symbolizer.add_file` is given.
 
 Frames print like bpftrace's: ``symbol+offset`` (decimal), or the address in
-hex when no symbol covers it.  C++ names are demangled when ``c++filt`` is on
-``$PATH`` (one process for a whole batch of names); without it they are shown
-mangled.
+hex when no symbol covers it.  C++ names are demangled by libstdc++'s own
+demangler (``__cxa_demangle``, through cffi) when libstdc++ is installed, else
+by ``c++filt`` when it is on ``$PATH`` (one process for a whole batch of
+names); without either they are shown mangled.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import functools
 import os
 import shutil
 import subprocess
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from .. import elf as _elf
 
@@ -46,13 +47,18 @@ _demangled: dict[str, str] = {}
 
 
 def demangle(names: Iterable[str]) -> dict[str, str]:
-    """Demangle C++ names (``_Z...``) with ``c++filt`` when it is installed.
+    """Demangle C++ names (``_Z...``) with libstdc++'s ``__cxa_demangle``, or
+    ``c++filt`` when libstdc++ cannot be loaded (see the module docs).
 
     Returns ``{mangled: readable}`` for every name given (unchanged when no
     demangler is available or the name is not mangled).
     """
     names = list(dict.fromkeys(names))
     todo = [n for n in names if n.startswith("_Z") and n not in _demangled]
+    cxa = _cxa_demangler() if todo else None
+    if cxa is not None:
+        _demangled.update((n, cxa(n) or n) for n in todo)
+        todo = []
     if todo:
         tool = shutil.which("c++filt")
         out: list[str] = []
@@ -66,6 +72,31 @@ def demangle(names: Iterable[str]) -> dict[str, str]:
             out = todo
         _demangled.update(zip(todo, out))
     return {n: _demangled.get(n, n) for n in names}
+
+
+@functools.lru_cache(maxsize=1)
+def _cxa_demangler() -> Callable[[str], str | None] | None:
+    """``name -> readable name or None`` through libstdc++'s
+    ``abi::__cxa_demangle`` (cffi ABI mode), or None without libstdc++."""
+    try:
+        import cffi
+        ffi = cffi.FFI()
+        ffi.cdef("char *__cxa_demangle(const char *, char *, size_t *, int *); void free(void *);")
+        lib = ffi.dlopen("libstdc++.so.6")
+        libc = ffi.dlopen(None)
+    except Exception:
+        return None
+
+    def run(name: str) -> str | None:
+        status = ffi.new("int *")
+        out = lib.__cxa_demangle(name.encode(), ffi.NULL, ffi.NULL, status)
+        if out == ffi.NULL:
+            return None
+        try:
+            return ffi.string(out).decode("utf-8", "replace") if status[0] == 0 else None
+        finally:
+            libc.free(out)
+    return run
 
 
 def make_stack_map(max_entries: int = 1024, max_depth: int = 127, name: str = "ustacks",

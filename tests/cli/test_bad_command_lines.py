@@ -178,6 +178,16 @@ CASES: list[tuple] = [
     ("run-unknown-pid", ["run", COUNT_CALLS, "-p", "999999999"], 1, "no process 999999999"),
     ("run-verifier-log-unwritable", ["run", "{d}/verifier.s", "--log", "{d}/no/such/dir/v.log"], 1,
      "the verifier log could not be written"),
+    # -- profile
+    ("profile-format", ["profile", "-o", "{d}/p.png"], 2, "unknown output format '.png'"),
+    ("profile-no-extension", ["profile", "-o", "{d}/p"], 2, "unknown output format '(no ext"),
+    ("profile-hz-zero", ["profile", "-F", "0"], 2, "expected a positive integer, not 0"),
+    ("profile-hz-huge", ["profile", "-F", "1000000"], 2, "at most 100000 Hz"),
+    ("profile-pid-and-command", ["profile", "-p", "1", "-c", "true"], 2, "not allowed with"),
+    ("profile-unknown-pid", ["profile", "-p", "999999999"], 1, "no process 999999999"),
+    ("profile-missing-command", ["profile", "-c", "/nonexistent/cmd"], 1,
+     "cannot run '/nonexistent/cmd'"),
+    ("profile-duration-nan", ["profile", "-d", "nan"], 2, "finite number of seconds"),
     # -- demo
     ("demo-requests-zero", ["demo", "-n", "0"], 2, "expected a positive integer, not 0"),
     ("demo-requests-negative", ["demo", "-n", "-5"], 2, "expected a positive integer"),

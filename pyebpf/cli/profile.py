@@ -1,0 +1,220 @@
+"""``pyebpf profile``: sample on-CPU stacks and write a flame graph, folded
+stacks or a speedscope file."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from . import (FAILURE, OK, USAGE, StopSignals, command_line, describe_os_error, pid,
+               positive_int, process_exists, report, seconds)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..profile.sampler import Profiler
+    from ..trace.live import Child
+
+from .parser import Subparsers   # (at run time too, for documentation tools)
+
+DESCRIPTION = """\
+Sample the stacks running on the CPUs (perf cpu-clock events at HZ on every
+CPU), count them in the kernel and write them as a picture or as text.
+"""
+
+EPILOG = """\
+output formats, from -o FILE's extension:
+  .svg      an interactive flame graph (one self-contained file: hover a frame
+            for its samples and percentage, click to zoom, Search to highlight)
+  .folded   collapsed stacks, one line per stack: main;work;hot 123
+  .json     the speedscope file format (https://www.speedscope.app)
+  (no -o: the folded text on standard output)
+
+frames: C/C++ functions (demangled), kernel functions with --kernel marked
+_[k], [unknown] (MODULE) where no symbol covers an address.  Without -p/-c
+every process is sampled and its name is the outermost frame.  Python-level
+frames are not shown (the interpreter's C frames are).
+
+examples:
+  pyebpf profile -c './app 1000' -o app.svg
+  pyebpf profile -p 1234 -d 10 -F 999 -o app.json
+  pyebpf profile -d 5 --kernel > all.folded
+
+stops at Ctrl-C or SIGTERM, after -d seconds, or when the -c command / -p
+process exits; then writes the output.  If drawing fails, the folded text is
+written to FILE.folded instead and the error reported (exit status 1): what
+was collected is never lost.
+"""
+
+#: the highest sampling frequency accepted (the kernel's own limit is
+#: perf_event_max_sample_rate, 100000 by default)
+MAX_HZ = 100_000
+
+
+def register(subparsers: Subparsers) -> None:
+    """Add the ``profile`` sub-command to ``subparsers``."""
+    p = subparsers.add_parser("profile", help="sample CPU stacks: flame graph (SVG), folded, "
+                              "speedscope", description=DESCRIPTION, epilog=EPILOG,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    t = p.add_mutually_exclusive_group()
+    t.add_argument("-p", "--pid", type=pid, metavar="PID",
+                   help="sample only this process (its threads); stop when it exits")
+    t.add_argument("-c", "--command", dest="cmd", metavar="CMD", type=command_line,
+                   help="run CMD and sample it until it exits")
+    p.add_argument("-F", "--frequency", type=positive_int, default=99, metavar="HZ",
+                   help="samples per second on each CPU (default 99)")
+    p.add_argument("-d", "--duration", type=seconds, metavar="S", help="stop after S seconds")
+    p.add_argument("--kernel", action="store_true",
+                   help="include kernel stacks (symbolized from /proc/kallsyms)")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="write FILE in the format its extension names (see below)")
+    p.add_argument("--title", help="the flame graph's title (default: the command or pid)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no status line on stderr")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """``pyebpf profile``: sample, then write the output; the exit status."""
+    from ..errors import OptionError
+    from ..profile.output import format_of
+    if args.frequency > MAX_HZ:
+        print(f"pyebpf profile: -F {args.frequency}: at most {MAX_HZ} Hz", file=sys.stderr)
+        return USAGE
+    try:
+        fmt = format_of(args.output) if args.output else "folded"
+    except OptionError as exc:
+        report("profile", str(exc))
+        return USAGE
+    if args.pid is not None and not process_exists(args.pid):
+        report("profile", f"no process {args.pid}")
+        return FAILURE
+    title = args.title or (" ".join(args.cmd) if args.cmd else
+                           f"pid {args.pid}" if args.pid else "all processes")
+    stacks, seconds_run = _sample(args)
+    return _write(args, fmt, stacks, title, seconds_run)
+
+
+def _sample(args: argparse.Namespace) -> tuple[dict[tuple[str, ...], int], float]:
+    """Sample until a stop condition; the symbolized stacks and the seconds sampled."""
+    import shutil
+
+    from ..profile.sampler import Profiler
+    from ..trace import live
+    stops = StopSignals()
+    child: Child | None = None
+    prof: Profiler | None = None
+    try:
+        if args.cmd:
+            child = live.Child(args.cmd)
+        target = child.pid if child else args.pid
+        prof = Profiler(args.frequency, pid=target, kernel=args.kernel)
+        if args.cmd and shutil.which(args.cmd[0]):
+            prof.symbolizer.add_file(os.path.realpath(shutil.which(args.cmd[0]) or ""))
+        stops.hold()                  # from the first attach on, the output is written
+        prof.attach()
+        t0 = time.monotonic()
+        try:
+            try:
+                stops.arm()
+                if child is not None:
+                    child.go()        # (a command that cannot run is the only message)
+                if not args.quiet:
+                    print(f"Sampling at {args.frequency} Hz on every CPU. "
+                          + ("Running the command." if child else "Hit Ctrl-C to end."),
+                          file=sys.stderr, flush=True)
+                _wait(prof, child, args.pid, args.duration)
+            finally:
+                stops.hold()
+        except KeyboardInterrupt:
+            pass
+        elapsed = time.monotonic() - t0
+        prof.detach()
+        if child is not None and not child.poll():
+            child.kill()
+        return prof.stacks(), elapsed
+    except BaseException:
+        if child is not None and child.status is None:
+            child.kill()
+        raise
+    finally:
+        stops.restore()
+        if prof is not None:
+            prof.close()
+        if child is not None:
+            child.close()
+
+
+def _wait(prof: Profiler, child: Child | None, pid: int | None,
+          duration: float | None) -> None:
+    """Until the duration is over or the process exits (KeyboardInterrupt on
+    a stop signal); the process's mapped files are snapshotted now and then
+    (for frames without a build id)."""
+    import select
+    target = child.pid if child is not None else pid
+    watch_fd = child.pidfd if child is not None else _pidfd(pid)
+    deadline = time.monotonic() + duration if duration is not None else None
+    next_snapshot = time.monotonic() + 0.05
+    try:
+        while True:
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                return
+            if now >= next_snapshot:
+                if target is not None:
+                    prof.remember(target)
+                else:
+                    prof.remember_seen()
+                next_snapshot = now + 1.0
+            waits = [max(0.0, next_snapshot - now)]
+            if deadline is not None:
+                waits.append(deadline - now)
+            ready = select.select([watch_fd] if watch_fd is not None else [], [], [],
+                                  max(0.0, min(waits)))[0]
+            if child is not None and child.poll():
+                return
+            if ready and child is None:
+                return
+            if child is None and pid is not None and watch_fd is None and \
+                    not process_exists(pid):
+                return
+    finally:
+        if child is None and watch_fd is not None:
+            os.close(watch_fd)
+
+
+def _pidfd(pid: int | None) -> int | None:
+    if pid is None:
+        return None
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _write(args: argparse.Namespace, fmt: str, stacks: dict[tuple[str, ...], int],
+           title: str, elapsed: float) -> int:
+    """Write the output (stdout without -o); on a failure the folded text
+    still lands somewhere (see the epilog)."""
+    from ..profile.folded import folded_text
+    from ..profile.output import ProfileWriteError, write_profile
+    total = sum(stacks.values())
+    if not args.output:
+        sys.stdout.write(folded_text(stacks))
+        sys.stdout.flush()
+    else:
+        subtitle = f"{total} samples at {args.frequency} Hz over {elapsed:.1f} s"
+        try:
+            write_profile(stacks, args.output, title, subtitle, fmt)
+        except ProfileWriteError as exc:
+            report("profile", str(exc))
+            if exc.saved is None:
+                sys.stdout.write(folded_text(stacks))
+            return FAILURE
+        except OSError as exc:
+            report("profile", f"{describe_os_error(exc)}; the folded stacks follow on stdout")
+            sys.stdout.write(folded_text(stacks))
+            return FAILURE
+    if not args.quiet:
+        where = f" to {args.output}" if args.output else ""
+        print(f"{total} samples, {len(stacks)} distinct stacks{where}.", file=sys.stderr)
+    return OK

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from .parser import Parser
 
 # Sub-command modules, in the order --help lists them.
-COMMANDS = ["demo", "asm", "disasm", "conformance", "list", "trace", "run"]
+COMMANDS = ["demo", "asm", "disasm", "conformance", "list", "trace", "run", "vm"]
 
 #: exit statuses
 OK, FAILURE, USAGE, INTERRUPTED = 0, 1, 2, 130

@@ -86,6 +86,14 @@ class Memory:
             return f"0x{addr:x} (a null or scalar pointer: no region)"
         return f"0x{addr:x} (no region: not a pointer the VM made)"
 
+    def short(self, addr: int) -> str:
+        """``addr`` briefly: ``stack0[504]``, ``ctx[4]``, ``mem#14[0]``."""
+        tag, off = addr >> TAG_SHIFT, addr & OFF_MASK
+        if STACK0 <= tag < STACK0 + MAX_FRAMES:
+            return f"stack{tag - STACK0}[{off}]"
+        name = {CTX: "ctx", PACKET: "packet"}.get(tag, f"mem#{tag}")
+        return f"{name}[{off}]"
+
     def region(self, addr: int, size: int) -> tuple[bytearray, int] | None:
         """The buffer and offset of ``size`` bytes at ``addr``, or None if
         they are not all inside one region."""

@@ -131,6 +131,8 @@ class Vm:
         self._ptrs: dict[int, int] = {}
         self._reserved: dict[int, tuple[VmMap, bytearray]] = {}
         self._step = False
+        #: how many may_goto's fall through in a run before they jump (the kernel's 8M)
+        self.may_goto_budget = MAY_GOTO_BUDGET
         self._may_goto = MAY_GOTO_BUDGET
         self._tail_calls = 0
         self.maps: dict[Any, VmMap] = {}
@@ -367,7 +369,7 @@ class Vm:
         R[10] = (STACK0 << 32) + STACK_SIZE
         self._frames.clear()
         self._reserved.clear()
-        self._may_goto = MAY_GOTO_BUDGET
+        self._may_goto = self.may_goto_budget
         self._tail_calls = 0
         self._running = self._main
         self._step = trace is not None

@@ -84,6 +84,9 @@ class Memory:
             return f"0x{addr:x} (offset {off} in {self.names[tag]}{size})"
         if tag == 0:
             return f"0x{addr:x} (a null or scalar pointer: no region)"
+        if STACK0 <= tag < STACK0 + MAX_FRAMES:
+            return (f"0x{addr:x} (offset {off} in the stack of frame {tag - STACK0}, which is "
+                    "gone: its call returned)")
         return f"0x{addr:x} (no region: not a pointer the VM made)"
 
     def short(self, addr: int) -> str:

@@ -69,9 +69,12 @@ class VmMap:
         if isinstance(spec, VmMap):
             return spec
         try:
+            value_codec = getattr(spec, "value_codec", None)
+            if int(spec.map_type) in _PERCPU:            # the codec of one CPU's value
+                value_codec = getattr(value_codec, "elem", value_codec)
             return cls(int(spec.map_type), spec.key_size, spec.value_size, spec.max_entries,
                        getattr(spec, "name", "") or "", key_codec=getattr(spec, "key_codec", None),
-                       value_codec=getattr(spec, "value_codec", None), ncpus=ncpus)
+                       value_codec=value_codec, ncpus=ncpus)
         except AttributeError as exc:
             raise OptionError(f"{spec!r} does not describe a map (it needs map_type, key_size, "
                               f"value_size and max_entries): {exc}") from None

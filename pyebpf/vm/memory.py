@@ -87,6 +87,8 @@ class Memory:
         if STACK0 <= tag < STACK0 + MAX_FRAMES:
             return (f"0x{addr:x} (offset {off} in the stack of frame {tag - STACK0}, which is "
                     "gone: its call returned)")
+        if FIRST_DYNAMIC <= tag < len(self.regions):
+            return f"0x{addr:x} (offset {off} in {self.names[tag]}, which is gone)"
         return f"0x{addr:x} (no region: not a pointer the VM made)"
 
     def short(self, addr: int) -> str:

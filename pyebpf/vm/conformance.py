@@ -13,6 +13,7 @@ from ..isa import decode
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ..isa import Insn
     from ..text import ConformanceTest
 
 
@@ -27,7 +28,7 @@ class VmOutcome(Record):
     detail: str = ""
 
 
-def test_program(test: ConformanceTest) -> list:
+def test_program(test: ConformanceTest) -> list[Insn]:
     """The instructions of a test: its ``raw`` section, else its ``asm`` assembled."""
     raw = test.raw_bytes()
     if raw is not None:

@@ -46,12 +46,14 @@ def _key(vm: Vm, m: VmMap, addr: int, insn: int) -> bytes:
 
 
 def map_lookup_elem(vm: Vm, insn: int, r1: int, r2: int, *_: int) -> int:
+    """bpf_map_lookup_elem(map, key): a pointer to the live value, or 0."""
     m = vm.map_at(r1, insn)
     buf = m.lookup(_key(vm, m, r2, insn), vm.cpu)
     return 0 if buf is None else vm.pointer(buf, f"a value of map {m.name}")
 
 
 def map_update_elem(vm: Vm, insn: int, r1: int, r2: int, r3: int, r4: int, *_: int) -> int:
+    """bpf_map_update_elem(map, key, value, flags): 0 or a negative errno."""
     m = vm.map_at(r1, insn)
     key = _key(vm, m, r2, insn)
     value = vm.memory.read(r3, m.value_size, insn, f"the value for map {m.name!r}")
@@ -59,11 +61,13 @@ def map_update_elem(vm: Vm, insn: int, r1: int, r2: int, r3: int, r4: int, *_: i
 
 
 def map_delete_elem(vm: Vm, insn: int, r1: int, r2: int, *_: int) -> int:
+    """bpf_map_delete_elem(map, key): 0 or -ENOENT."""
     m = vm.map_at(r1, insn)
     return m.delete(_key(vm, m, r2, insn))
 
 
 def tail_call(vm: Vm, insn: int, r1: int, r2: int, r3: int, *_: int) -> int:
+    """bpf_tail_call(ctx, prog_array, index): jump to the program there; go on if none."""
     m = vm.map_at(r2, insn)
     program = m.programs.get(r3 & 0xFFFFFFFF)
     if program is None or vm._tail_calls >= 33:
@@ -73,12 +77,14 @@ def tail_call(vm: Vm, insn: int, r1: int, r2: int, r3: int, *_: int) -> int:
 
 
 def ringbuf_output(vm: Vm, insn: int, r1: int, r2: int, r3: int, r4: int, *_: int) -> int:
+    """bpf_ringbuf_output(map, data, size, flags): a copy of the data becomes a record."""
     m = vm.map_at(r1, insn)
     m.records.append(vm.memory.read(r2, r3, insn, "ringbuf_output's data"))
     return 0
 
 
 def ringbuf_reserve(vm: Vm, insn: int, r1: int, r2: int, *_: int) -> int:
+    """bpf_ringbuf_reserve(map, size, flags): a new writable record, or 0."""
     m = vm.map_at(r1, insn)
     if r2 > m.max_entries or r2 > 0xFFFFFFFF:
         return 0
@@ -93,7 +99,7 @@ def _release(vm: Vm, addr: int, insn: int, keep: bool) -> int:
     if got is None:
         vm._fault(insn, f"0x{addr:x} is not a live ring buffer reservation "
                   "(submitted twice, or not from ringbuf_reserve)")
-    m, buf = got  # type: ignore[misc]
+    m, buf = got
     vm.memory.regions[addr >> 32] = None       # the record is no longer the program's
     if keep:
         m.records.append(bytes(buf))
@@ -101,14 +107,17 @@ def _release(vm: Vm, addr: int, insn: int, keep: bool) -> int:
 
 
 def ringbuf_submit(vm: Vm, insn: int, r1: int, *_: int) -> int:
+    """bpf_ringbuf_submit(record, flags): the record joins ``records``."""
     return _release(vm, r1, insn, True)
 
 
 def ringbuf_discard(vm: Vm, insn: int, r1: int, *_: int) -> int:
+    """bpf_ringbuf_discard(record, flags): the record is dropped."""
     return _release(vm, r1, insn, False)
 
 
 def perf_event_output(vm: Vm, insn: int, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """bpf_perf_event_output(ctx, map, cpu, data, size): ``(cpu, data)`` joins ``records``."""
     m = vm.map_at(r2, insn)
     cpu = r3 & 0xFFFFFFFF
     cpu = vm.cpu if cpu == BPF_F_CURRENT_CPU else cpu
@@ -117,32 +126,38 @@ def perf_event_output(vm: Vm, insn: int, r1: int, r2: int, r3: int, r4: int, r5:
 
 
 def ktime_get_ns(vm: Vm, insn: int, *_: int) -> int:
+    """bpf_ktime_get_ns(): ``vm.ktime()``, or the monotonic clock."""
     if vm.ktime is None:
         import time
         return time.monotonic_ns()
-    return vm.ktime()
+    return int(vm.ktime())
 
 
 def get_prandom_u32(vm: Vm, insn: int, *_: int) -> int:
+    """bpf_get_prandom_u32(): 32 random bits from ``vm.random``."""
     if vm.random is None:
         import random
         vm.random = random.Random(0)
-    return vm.random.getrandbits(32)
+    return int(vm.random.getrandbits(32))
 
 
 def get_smp_processor_id(vm: Vm, insn: int, *_: int) -> int:
+    """bpf_get_smp_processor_id(): ``vm.cpu``."""
     return vm.cpu
 
 
 def get_current_pid_tgid(vm: Vm, insn: int, *_: int) -> int:
+    """bpf_get_current_pid_tgid(): ``vm.tgid << 32 | vm.pid``."""
     return (vm.tgid << 32) | (vm.pid & 0xFFFFFFFF)
 
 
 def get_current_uid_gid(vm: Vm, insn: int, *_: int) -> int:
+    """bpf_get_current_uid_gid(): ``vm.gid << 32 | vm.uid``."""
     return (vm.gid << 32) | (vm.uid & 0xFFFFFFFF)
 
 
 def get_current_comm(vm: Vm, insn: int, r1: int, r2: int, *_: int) -> int:
+    """bpf_get_current_comm(buf, size): ``vm.comm``, NUL-terminated and padded."""
     if not r2:
         return -EINVAL
     comm = vm.comm[:min(r2, 16) - 1]
@@ -250,6 +265,7 @@ def _format(vm: Vm, fmt: bytes, args: tuple[int, ...], insn: int) -> str:
 
 
 def trace_printk(vm: Vm, insn: int, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
+    """bpf_trace_printk(fmt, size, a, b, c): the formatted line joins ``vm.printk``."""
     fmt = vm.memory.read(r1, r2, insn, "trace_printk's format")
     line = _format(vm, fmt, (r3, r4, r5), insn)
     vm.printk.append(line)

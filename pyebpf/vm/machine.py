@@ -193,7 +193,7 @@ class Vm:
             buf = vm_map.lookup(b"\0\0\0\0")
             if buf is None:
                 self._fault(slot, f"map {vm_map.name!r} has no element 0", code)
-            return self.pointer(buf, f"the value of {vm_map.name}[0]") + (insn.next_imm or 0)  # type: ignore[arg-type]
+            return self.pointer(buf, f"the value of {vm_map.name}[0]") + (insn.next_imm or 0)
         return constant
 
     def _map_for(self, slot: int, insn: Insn, code: _Code) -> VmMap:
@@ -203,7 +203,7 @@ class Vm:
             if found is None:
                 self._fault(slot, f"map {name!r} was not given to the VM (maps={{{name!r}: ...}}; "
                             f"given: {', '.join(map(str, self.maps)) or 'none'})", code)
-            return found  # type: ignore[return-value]
+            return found
         if insn.src in (op.PSEUDO_MAP_IDX, op.PSEUDO_MAP_IDX_VALUE):
             if 0 <= insn.imm < len(self._map_list):
                 return self._map_list[insn.imm]
@@ -212,7 +212,7 @@ class Vm:
         if found is None:
             self._fault(slot, f"map fd {insn.imm} was not given to the VM (maps={{{insn.imm}: ...}})",
                         code)
-        return found  # type: ignore[return-value]
+        return found
 
     # ------------------------------------------------------------ errors
     def _fault(self, slot: int, message: str, code: _Code | None = None) -> NoReturn:
@@ -256,7 +256,7 @@ class Vm:
             if fn is None:
                 from .helpers import unknown
                 unknown(self, n, slot)
-            return fn(self, slot, R[1], R[2], R[3], R[4], R[5]) & M64  # type: ignore[misc]
+            return fn(self, slot, R[1], R[2], R[3], R[4], R[5]) & M64
 
         def code_target(value: int, slot: int, what: str) -> int:
             target = value & 0xFFFFFFFF
@@ -421,7 +421,8 @@ class Vm:
                 if self.steps > self.max_steps:
                     self._too_many(pc)
                 before = R[:]
-                memory.writes = writes = []
+                writes: list[tuple[int, int, int]] = []
+                memory.writes = writes
                 here = pc
                 pc = blocks[pc]()  # type: ignore[misc]
                 changed = {i: v for i, v in enumerate(R) if v != before[i]}

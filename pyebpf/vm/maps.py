@@ -12,7 +12,7 @@ arrays (for tail calls).
 """
 from __future__ import annotations
 
-from ..errors import OptionError
+from ..errors import MapKeyError, OptionError
 from ..kernel.constants import MapType, enum_name
 
 TYPE_CHECKING = False
@@ -167,7 +167,7 @@ class VmMap:
     def __getitem__(self, key: Any) -> Any:
         k = self._key(key)
         if k not in self._data and not (self.is_array and self._index(k) is not None):
-            raise KeyError(key)
+            raise MapKeyError(key)
         self.lookup(k)
         vals = self._data[k]
         if self.ncpus > 1 or self.map_type in _PERCPU:
@@ -186,7 +186,7 @@ class VmMap:
 
     def __delitem__(self, key: Any) -> None:
         if self.delete(self._key(key)):
-            raise KeyError(key)
+            raise MapKeyError(key)
 
     def __contains__(self, key: Any) -> bool:
         return self._key(key) in self._data

@@ -17,7 +17,7 @@ import struct
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable
+    from typing import Any, Callable
 
 TAG_SHIFT = 32
 OFF_MASK = 0xFFFFFFFF
@@ -138,12 +138,12 @@ class Memory:
             self._fault(insn, f"misaligned {what} of {size} bytes at {self.where(addr)}")
         self._fault(insn, f"{what} of {size} bytes at {self.where(addr)} is out of bounds")
 
-    def accessors(self, strict: bool = False) -> dict[str, Callable[..., int]]:
+    def accessors(self, strict: bool = False) -> dict[str, Callable[..., Any]]:
         """The load/store functions the translated code calls: ``LD1..LD8(addr, insn)``,
         ``ST1..ST8(addr, value, insn)``, ``LDA``/``STA``/``ATOMIC``/``CMPXCHG``
         (always aligned).  Stack accesses must be aligned as the verifier
         demands; ``strict`` demands it of every region."""
-        out: dict[str, Callable[..., int]] = {}
+        out: dict[str, Callable[..., Any]] = {}
         for size, fmt in _FMT.items():
             out[f"LD{size}"] = self._load(size, fmt, strict)
             out[f"ST{size}"] = self._store(size, fmt, strict)
@@ -198,19 +198,20 @@ class Memory:
         lo, hi = STACK0, STACK0 + MAX_FRAMES
         amask = size - 1
         if size == 1:
-            def ld(addr: int, insn: int) -> int:
+            def ld1(addr: int, insn: int) -> int:
                 try:
                     return regions[addr >> 32][addr & 0xFFFFFFFF]  # type: ignore[index]
                 except (IndexError, TypeError):
                     bad(addr, 1, insn, "load")
                     raise  # pragma: no cover - bad() raises
-            return ld
+            return ld1
 
-        def ld(addr: int, insn: int) -> int:  # noqa: F811 - one of two shapes
+        def ld(addr: int, insn: int) -> int:
             if addr & amask and (strict or lo <= addr >> 32 < hi):
                 bad(addr, size, insn, "load")
             try:
-                return unpack(regions[addr >> 32], addr & 0xFFFFFFFF)[0]  # type: ignore[arg-type]
+                value: int = unpack(regions[addr >> 32], addr & 0xFFFFFFFF)[0]  # type: ignore[arg-type]
+                return value
             except (IndexError, TypeError, struct.error):
                 bad(addr, size, insn, "load")
                 raise  # pragma: no cover - bad() raises

@@ -19,7 +19,7 @@ from . import semantics as sem
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable
+    from typing import Any, Callable
 
 M64 = "0xffffffffffffffff"
 M32 = "0xffffffff"
@@ -40,8 +40,8 @@ class Unit:
 
     def bind(self, names: dict[str, object], filename: str) -> None:
         """Compile the source with the run-time ``names`` it calls."""
-        scope = dict(names)
-        exec(compile(self.source, filename, "exec"), scope)
+        scope: dict[str, Any] = dict(names)
+        exec(compile(self.source, filename, "exec"), scope)  # noqa: S102 - our own translation
         self.blocks = scope["_make"]()
 
 
@@ -225,13 +225,13 @@ def _insn(slot: int, insn: Insn, form: Form, regs: _Regs,
         return [f"{regs.put(insn.dst)} = {load}"]
     if kind == "st":
         a = _addr(regs.get(insn.dst), insn.off)
-        value = insn.imm & ((1 << (8 * form.size)) - 1)
-        return [f"ST{form.size}({a}, {hex(value)}, {slot})"]
+        imm = insn.imm & ((1 << (8 * form.size)) - 1)
+        return [f"ST{form.size}({a}, {hex(imm)}, {slot})"]
     if kind == "stx":
         a = _addr(regs.get(insn.dst), insn.off)
         src = regs.get(insn.src)
-        value = src if form.size == 8 else f"{src} & {hex((1 << (8 * form.size)) - 1)}"
-        return [f"ST{form.size}({a}, {value}, {slot})"]
+        stored = src if form.size == 8 else f"{src} & {hex((1 << (8 * form.size)) - 1)}"
+        return [f"ST{form.size}({a}, {stored}, {slot})"]
     if kind == "atomic":
         return _atomic(slot, insn, form, regs)
     return None

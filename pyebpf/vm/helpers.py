@@ -160,6 +160,7 @@ def get_current_comm(vm: Vm, insn: int, r1: int, r2: int, *_: int) -> int:
     """bpf_get_current_comm(buf, size): ``vm.comm``, NUL-terminated and padded."""
     if not r2:
         return -EINVAL
+    _writable(vm, r1, r2, insn, "get_current_comm's buffer")
     comm = vm.comm[:min(r2, 16) - 1]
     vm.memory.write(r1, comm + bytes(r2 - len(comm)), insn, "get_current_comm's buffer")
     return 0
@@ -177,7 +178,14 @@ def _source(vm: Vm, addr: int, size: int) -> bytes | None:
     return None
 
 
+def _writable(vm: Vm, addr: int, size: int, insn: int, what: str) -> None:
+    """Stop unless ``size`` bytes at ``addr`` are VM memory (before allocating anything)."""
+    if vm.memory.region(addr, size) is None:
+        vm._fault(insn, f"{what} of {size} bytes at {vm.memory.where(addr)} is out of bounds")
+
+
 def _probe_read(vm: Vm, insn: int, r1: int, r2: int, r3: int, *_: int) -> int:
+    _writable(vm, r1, r2, insn, "probe_read's buffer")
     data = _source(vm, r3, r2)
     if data is None:
         vm.memory.write(r1, bytes(r2), insn, "probe_read's buffer")
@@ -189,6 +197,7 @@ def _probe_read(vm: Vm, insn: int, r1: int, r2: int, r3: int, *_: int) -> int:
 def _probe_read_str(vm: Vm, insn: int, r1: int, r2: int, r3: int, *_: int) -> int:
     if not r2:
         return 0
+    _writable(vm, r1, r2, insn, "probe_read_str's buffer")
     out = bytearray()
     for i in range(r2 - 1):
         b = _source(vm, r3 + i, 1)

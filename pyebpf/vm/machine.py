@@ -13,6 +13,7 @@ maps use.
 """
 from __future__ import annotations
 
+from ..errors import OptionError
 from ..isa import Insn, decode, opcodes as op
 from . import memory as mem_
 from . import semantics as sem
@@ -353,6 +354,9 @@ class Vm:
         Memory given is copied; read the results from :meth:`region`,
         :attr:`R`, :meth:`stack` and the maps.
         """
+        for name, given in (("mem", mem), ("ctx", ctx), ("packet", packet)):
+            if given is not None and not isinstance(given, (bytes, bytearray, memoryview)):
+                raise OptionError(f"run({name}=...) takes bytes, not {type(given).__name__}")
         R = self.R
         R[:] = [0] * 11
         regions = self.memory.regions

@@ -324,3 +324,17 @@ def test_unsupported_map_kind() -> None:
     from pyebpf.errors import OptionError
     with pytest.raises(OptionError, match="does not emulate"):
         VmMap(11, 8, 8, 1, "lpm")
+
+
+@pytest.mark.parametrize("helper", ["bpf_probe_read_user", "bpf_probe_read_kernel_str",
+                                    "bpf_get_current_comm"])
+def test_a_huge_size_is_an_error_not_an_allocation(helper: str) -> None:
+    text = f"r1 = r10\nr1 += -8\nr2 = -1\nr3 = 0\ncall {helper}\nexit"
+    with pytest.raises(VmError, match=r"insn 4 .*18446744073709551615 bytes.*out of bounds"):
+        Vm(assemble(text)).run()
+
+
+def test_run_takes_bytes_only() -> None:
+    from pyebpf.errors import OptionError
+    with pytest.raises(OptionError, match="takes bytes, not int"):
+        Vm(assemble("r0 = 0\nexit")).run(10**12)

@@ -261,7 +261,8 @@ class Vm:
 
         def code_target(value: int, slot: int, what: str) -> int:
             target = value & 0xFFFFFFFF
-            if value >> 32 != CODE or self._running.units[self._step].blocks[target] is None:
+            blocks = self._running.units[self._step].blocks
+            if value >> 32 != CODE or target >= len(blocks) or blocks[target] is None:
                 fault(slot, f"{what} 0x{value:x}: not the address of a function "
                       "(ld_imm64 src 4)")
             return target

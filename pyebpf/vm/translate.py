@@ -276,7 +276,10 @@ def _terminator(slot: int, insn: Insn, form: Form, regs: _Regs, starts: set[int]
         return [f"return EXIT({slot})"]
     if kind == "call":
         if insn.src == op.CALL_LOCAL:
-            return [f"return CALL({slot + 1 + insn.imm}, {nxt}, {slot})"]
+            target = slot + 1 + insn.imm
+            if target not in starts:
+                return [f"return JUMPOUT({slot}, {target})"]
+            return [f"return CALL({target}, {nxt}, {slot})"]
         if insn.src == op.CALL_KFUNC:
             return [f"return BAD({slot}, 'kfunc calls (call src 2) need the kernel')"]
         return [f"R[0] = HELPER({insn.imm}, {slot})", f"return {_target(slot, nxt, starts)}"]

@@ -140,3 +140,16 @@ def test_trace_reports_registers_and_writes() -> None:
     addr, size, value = steps[1].writes[0]
     assert (size, value) == (4, 3) and vm.memory.short(addr) == "stack0[508]"
     assert vm.steps == 4
+
+
+def test_a_call_or_code_address_outside_the_program() -> None:
+    from pyebpf.isa import Insn, opcodes as op
+    for trace in (None, lambda step: None):
+        with pytest.raises(VmError, match="insn 0.*outside the program"):
+            Vm([Insn(op.OP_CALL, 0, 1, 0, 1), Insn(op.OP_EXIT)]).run(trace=trace)
+        bad = [Insn(op.OP_LD_IMM64, 1, 0, 0, 100, CODE_HIGH), Insn(op.OP_CALLX, 1), Insn(op.OP_EXIT)]
+        with pytest.raises(VmError, match="insn 2.*not the address of a function"):
+            Vm(bad).run(trace=trace)
+
+
+CODE_HIGH = __import__("pyebpf.vm.memory", fromlist=["CODE"]).CODE  # code, slot 100: none

@@ -1,5 +1,6 @@
 """``pyebpf vm run FILE``: run a program in pyebpf's pure-Python VM (no kernel,
-no privilege); ``pyebpf vm table``: what every opcode does."""
+no privilege); ``pyebpf vm step FILE``: step through it; ``pyebpf vm table``:
+what every opcode does."""
 from __future__ import annotations
 
 import argparse
@@ -29,6 +30,7 @@ examples:
   echo 'r0 = 6; r0 *= 7; exit' > p.s; pyebpf vm run p.s
   pyebpf vm run --mem '01 02 03 04' --trace prog.s
   pyebpf vm run tests/ldxw.data
+  pyebpf vm step -b prog.s:12 prog.s
   pyebpf vm table
 
 exit status: 0 ran, 1 bad input or a run stopped by the VM, 2 usage error
@@ -56,6 +58,21 @@ def register(sub: Subparsers) -> None:
     r.add_argument("--max-steps", type=int, default=None, metavar="N",
                    help="stop after N instructions (default: 50 million)")
     r.set_defaults(func=run)
+    d = actions.add_parser("step", help="step through FILE in a terminal debugger",
+                           description="Run FILE in the VM under a step debugger: it stops "
+                           "before the first instruction and at breakpoints; commands: step, "
+                           "next (over calls), continue, break/delete INDEX|FILE:LINE, regs, "
+                           "stack [N], maps, where, quit, help. At the end of input the program "
+                           "runs to completion.")
+    d.add_argument("file", metavar="FILE", help="text assembly, raw bytes or a *.data file")
+    dmem = d.add_mutually_exclusive_group()
+    dmem.add_argument("--mem", metavar="HEX", help="the memory as hex bytes")
+    dmem.add_argument("--mem-file", metavar="F", help="the memory: the bytes of file F")
+    d.add_argument("--dialect", choices=("llvm", "mnemonic"), default=None,
+                   help="the text dialect (default: detected)")
+    d.add_argument("-b", "--break", dest="breaks", action="append", default=[],
+                   metavar="WHERE", help="a breakpoint (instruction index or FILE:LINE); repeatable")
+    d.set_defaults(func=step)
     t = actions.add_parser("table", help="print what every opcode does (the VM's semantics table)")
     t.set_defaults(func=table)
 
@@ -113,16 +130,38 @@ def load(path: str, dialect: str | None) -> tuple[list[Insn], bytes | None]:
     return list(assemble(text, dialect, name).finalize()), None
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the file, print r0 (and the trace); the exit status."""
-    from ..vm import Vm
-
+def _program_and_mem(args: argparse.Namespace) -> tuple[list[Insn], bytes | None]:
     insns, mem = load(args.file, args.dialect)
     if args.mem is not None:
         mem = _hex_mem(args.mem)
     elif args.mem_file is not None:
         with open(args.mem_file, "rb") as f:
             mem = f.read()
+    return insns, mem
+
+
+def step(args: argparse.Namespace) -> int:
+    """Run the file under the step debugger; the exit status."""
+    from ..vm import Vm
+    from ..vm.debugger import debug
+
+    insns, mem = _program_and_mem(args)
+    if args.file == "-":
+        from ..errors import OptionError
+        raise OptionError("the debugger reads its commands from standard input: give FILE")
+    vm = Vm(insns)
+    r0 = debug(vm, mem, sys.stdin.readline, sys.stdout, args.breaks, echo=not sys.stdin.isatty())
+    for line in vm.printk:
+        print(f"trace_printk: {line}")
+    print("quit" if r0 is None else f"r0 = {r0} (0x{r0:x})")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the file, print r0 (and the trace); the exit status."""
+    from ..vm import Vm
+
+    insns, mem = _program_and_mem(args)
     kw = {} if args.max_steps is None else {"max_steps": args.max_steps}
     vm = Vm(insns, **kw)
     printer = _Tracer(vm) if args.trace else None

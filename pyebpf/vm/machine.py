@@ -351,7 +351,9 @@ class Vm:
         ``mem``: the uBPF/bpf_conformance convention, ``r1`` = its address and
         ``r2`` = its length.  ``ctx``: the context, ``r1`` = its address.
         ``packet``: what the legacy packet loads read (default: mem/ctx).
-        ``trace``: called with a :class:`Step` after every instruction.
+        ``trace``: called with a :class:`Step` after every instruction; if it
+        has a ``before(index)`` method, that is called before each one (the
+        step debugger stops there).
         Memory given is copied; read the results from :meth:`region`,
         :attr:`R`, :meth:`stack` and the maps.
         """
@@ -420,8 +422,11 @@ class Vm:
         R = self.R
         memory = self.memory
         by_slot = self._running.by_slot
+        hook = getattr(trace, "before", None)
         try:
             while pc >= 0:
+                if hook is not None:
+                    hook(pc)
                 self.steps += 1
                 if self.steps > self.max_steps:
                     self._too_many(pc)
@@ -434,6 +439,20 @@ class Vm:
                 trace(Step(here, by_slot[here], changed, writes))
         finally:
             memory.writes = None
+
+    @property
+    def depth(self) -> int:
+        """How many bpf-to-bpf calls are active (0: in the main program)."""
+        return len(self._frames)
+
+    def call_sites(self) -> list[int]:
+        """The slots of the active calls, outermost first."""
+        return [frame[0] - 1 for frame in self._frames]
+
+    @property
+    def program(self) -> dict[int, Insn]:
+        """The running program's instructions by slot."""
+        return self._running.by_slot
 
     def _too_many(self, pc: int) -> NoReturn:
         self._fault(pc, f"stopped after {self.max_steps} instructions (max_steps): an endless "

@@ -114,16 +114,16 @@ def load(path: str, dialect: str | None) -> tuple[list[Insn], bytes | None]:
         from ..vm.conformance import test_program
         test = parse_conformance(decode_source(data, name), name)
         return test_program(test), test.mem
-    is_text = b"\0" not in data
-    if is_text:
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            is_text = False
-    if not is_text:
+    try:
+        text = data.decode("utf-8") if b"\0" not in data else None
+    except UnicodeDecodeError:
+        text = None
+    if text is None:                   # binary: instruction slots, else text with a bad byte
         if len(data) % 8:
+            if b"\0" not in data:
+                decode_source(data, name)           # says where the text stops being UTF-8
             raise OptionError(f"{name}: raw instruction bytes come in 8-byte slots; "
-                              f"{len(data)} bytes is not a multiple of 8 (is it text?)")
+                              f"{len(data)} bytes is not a multiple of 8")
         return decode(data), None
     if dialect is None:
         dialect = "mnemonic" if "%r" in text else "llvm"
@@ -145,10 +145,10 @@ def step(args: argparse.Namespace) -> int:
     from ..vm import Vm
     from ..vm.debugger import debug
 
-    insns, mem = _program_and_mem(args)
     if args.file == "-":
         from ..errors import OptionError
         raise OptionError("the debugger reads its commands from standard input: give FILE")
+    insns, mem = _program_and_mem(args)
     vm = Vm(insns)
     r0 = debug(vm, mem, sys.stdin.readline, sys.stdout, args.breaks, echo=not sys.stdin.isatty())
     for line in vm.printk:

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 HELP = (__doc__ or "::").split("::", 1)[1].split("At the end")[0].strip("\n")
 
 
-class Quit(Exception):
+class _Quit(Exception):
     """The user quit the debugger."""
 
 
@@ -113,7 +113,7 @@ class Debugger:
             self._mode = "continue"
             return True
         if cmd in ("q", "quit"):
-            raise Quit
+            raise _Quit
         if cmd in ("b", "break", "d", "delete"):
             if len(args) != 1:
                 raise VmError(f"{cmd} takes one place: an instruction index or FILE:LINE")
@@ -221,6 +221,6 @@ def debug(vm: Vm, mem: bytes | None, read: Callable[[], str], out: TextIO,
         dbg.breakpoints.update(dbg.resolve(where))
     try:
         r0 = vm.run(mem if mem is not None else b"", trace=dbg)
-    except Quit:
+    except _Quit:
         return None
     return r0

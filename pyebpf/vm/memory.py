@@ -147,7 +147,6 @@ class Memory:
         for size, fmt in _FMT.items():
             out[f"LD{size}"] = self._load(size, fmt, strict)
             out[f"ST{size}"] = self._store(size, fmt, strict)
-        regions = self.regions
         bad = self.bad
 
         def aligned(addr: int, size: int, insn: int, what: str) -> tuple[bytearray, int]:
@@ -184,7 +183,6 @@ class Memory:
             return old
 
         out.update(LDA=lda, STA=sta, ATOMIC=atomic, CMPXCHG=cmpxchg)
-        del regions
         return out
 
     def _log(self, addr: int, size: int, value: int) -> None:

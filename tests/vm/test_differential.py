@@ -3,11 +3,12 @@
 Hypothesis writes verifier-safe random programs -- every ALU/ALU32 form
 (division and modulo by registers that may be zero, signed forms, shifts,
 sign-extending moves, byte swaps), loads, stores, sign-extending loads and
-atomics on an initialised stack area, JMP/JMP32 forward branches and a
-bounded loop.  Each program runs in the kernel (XDP, ``BPF_PROG_TEST_RUN``)
+atomics on an initialised stack area, JMP/JMP32 forward branches, a
+bounded loop, and map operations (array lookups with atomic adds and stores
+through the pointer; hash updates, deletes and lookups).  Each program runs in the kernel (XDP, ``BPF_PROG_TEST_RUN``)
 and in the VM; an epilogue copies ``r0``, every register and the stack area
 into an array map through a direct value address, so the two runs' map
-contents must be equal byte for byte.
+contents -- that map's, the array's and the hash's -- must be equal.
 
 CI runs a bounded number of examples; a long campaign (millions of emulated
 instructions) is::
@@ -116,12 +117,56 @@ reg_value = st.one_of(st.integers(0, (1 << 64) - 1),
 edge = st.builds(lambda dst, imm, is64: Insn(op.MOV | op.K | (op.ALU64 if is64 else op.ALU), dst,
                                             0, 0, imm),
                  dst_reg, st.sampled_from([0, 0, 1, -1, -(1 << 31)]), st.booleans())
+KEY = -AREA - 24             # the map key's stack slot (below the epilogue's spare slots)
+
+
+def map_sequence(which: str, key: int, value_slot: int = 1, flags: int = 0,
+                 use: Insn | None = None, resets: tuple[int, ...] = (1, 2, 3, 4, 5)) -> list[Insn]:
+    """A map operation as the verifier wants it: a key on the stack, the call,
+    a NULL check, and r1-r5 (which a call leaves unreadable) set again.
+
+    ``lookup``: ``data`` (array, 4 x u64), then ``use`` through the pointer
+    (an atomic add or a store; the value is then loaded into r0); on
+    ``table`` (hash, 2 entries): ``update`` (the value: the 8 bytes at
+    ``r10 - 8 * value_slot``; a full table gives -E2BIG), ``delete``,
+    ``lookup_hash``."""
+    out = [Insn(op.MEM | op.W | op.ST, 10, 0, KEY, key)]
+    name = "data" if which == "lookup" else "table"
+    out.append(Insn(op.OP_LD_IMM64, 1, op.PSEUDO_MAP_FD, 0, 0, 0, map_ref=name))
+    out += [Insn(op.MOV | op.X | op.ALU64, 2, 10), Insn(op.ADD | op.K | op.ALU64, 2, 0, 0, KEY)]
+    if which == "update":
+        out += [Insn(op.MOV | op.X | op.ALU64, 3, 10),
+                Insn(op.ADD | op.K | op.ALU64, 3, 0, 0, -8 * value_slot),
+                Insn(op.MOV | op.K | op.ALU64, 4, 0, 0, flags), Insn(op.OP_CALL, 0, 0, 0, 2)]
+    elif which == "delete":
+        out.append(Insn(op.OP_CALL, 0, 0, 0, 3))
+    else:
+        use = use or Insn(op.ATOMIC | op.DW | op.STX, 0, 6, 0, op.ATOMIC_ADD)
+        out += [Insn(op.OP_CALL, 0, 0, 0, 1), Insn(op.JEQ | op.K | op.JMP, 0, 0, 2, 0), use,
+                Insn(op.MEM | op.DW | op.LDX, 0, 0, 0)]
+    out += [Insn(op.MOV | op.K | op.ALU64, n, 0, 0, value) for n, value in zip(range(1, 6), resets)]
+    return out
+
+
+@st.composite
+def map_op(draw) -> list[Insn]:
+    """A random :func:`map_sequence`."""
+    which = draw(st.sampled_from(["lookup", "update", "update", "delete", "lookup_hash"]))
+    key = draw(st.integers(0, 5 if which == "lookup" else 3))
+    use = (Insn(op.ATOMIC | op.DW | op.STX, 0, draw(st.integers(6, 8)), 0, op.ATOMIC_ADD)
+           if draw(st.booleans()) else Insn(op.MEM | op.DW | op.ST, 0, 0, 0, draw(imm32)))
+    return map_sequence(which, key, draw(st.integers(1, AREA // 8)),
+                        draw(st.sampled_from([0, 0, 1, 2])), use,
+                        tuple(draw(imm32) for _ in range(5)))
+
+
 item = st.one_of(alu().map(lambda i: (i, 0)), alu().map(lambda i: (i, 0)),
                  edge.map(lambda i: (i, 0)),
-                 memory().map(lambda i: (i, 0)), jump())
+                 memory().map(lambda i: (i, 0)), jump(), map_op().map(lambda seq: (seq, 0)))
 
 
-def build(regs: list[int], area: bytes, body: list[tuple[Insn, int]], loops: int) -> Program:
+def build(regs: list[int], area: bytes, body: list[tuple[Insn | list[Insn], int]],
+          loops: int) -> Program:
     """The program: registers and stack area set, ``body`` run ``loops`` times
     (items are (instruction, how many items ahead it jumps or 0)), then the
     epilogue that copies r0..r9 and the area into map ``result``."""
@@ -138,6 +183,10 @@ def build(regs: list[int], area: bytes, body: list[tuple[Insn, int]], loops: int
     for i, (insn, ahead) in enumerate(body):
         if i in targets:
             p.label(f"L{i}")
+        if isinstance(insn, list):               # a sequence (its jumps are inside it)
+            for one in insn:
+                p.append(one.copy())
+            continue
         insn = insn.copy()
         if ahead:
             insn.target = f"L{i + ahead}" if i + ahead < len(body) else "bottom"
@@ -174,18 +223,22 @@ def compare(prog: Program) -> None:
     """Run ``prog`` in the kernel and in the VM; their result maps must be equal."""
     from pyebpf.errors import VerifierError
     from pyebpf.loader import load
-    from pyebpf.maps import ArrayMap
+    from pyebpf.maps import ArrayMap, HashMap
 
-    with ArrayMap(Bytes(VALUE), 1, name="result") as result:
+    with ArrayMap(Bytes(VALUE), 1, name="result") as result, \
+            ArrayMap("u64", 4, name="data") as data, HashMap("u32", "u64", 2, name="table") as table:
+        maps = {"result": result, "data": data, "table": table}
         try:
-            with load(prog, "xdp", maps={"result": result}, check=False) as loaded:
+            with load(prog, "xdp", maps=maps, check=False) as loaded:
                 loaded.test_run(bytes(64))
         except VerifierError as exc:     # the generator's promise is that this never happens
             pytest.fail(f"the kernel refused a generated program: {exc.message}")
         kernel = bytes(result[0])
-        vm = Vm(prog, {"result": result})        # the same map object describes the VM's map
+        vm = Vm(prog, maps)                      # the same map objects describe the VM's maps
         vm.run(ctx=bytes(64))
         assert vm.maps["result"][0] == kernel, _diff(kernel, vm.maps["result"][0])
+        assert [vm.maps["data"][i] for i in range(4)] == [data[i] for i in range(4)]
+        assert dict(vm.maps["table"].items()) == dict(table.items())
 
 
 @fuzz_settings(100, suppress_health_check=list(HealthCheck))
@@ -223,3 +276,20 @@ def _diff(kernel: bytes, vm: bytes) -> str:
             out.append(f"stack r10{i - 8 * NREGS - AREA:+d}: kernel {kernel[i:i + 8].hex()}, "
                        f"vm {vm[i:i + 8].hex()}")
     return "; ".join(out)
+
+
+
+def test_map_edges_agree() -> None:
+    # three keys into a 2-entry hash (the third: -E2BIG), NOEXIST on an existing key, EXIST on
+    # a missing one, a delete, lookups in and out of the array, atomic adds through pointers;
+    # every call's r0 is folded into r7, which the comparison covers
+    ops = [("update", 0, 0), ("update", 1, 0), ("update", 2, 0), ("update", 1, 1),
+           ("update", 3, 2), ("delete", 0, 0), ("update", 2, 0), ("lookup_hash", 2, 0),
+           ("lookup", 1, 0), ("lookup", 1, 0), ("lookup", 4, 0)]
+    body: list[tuple[Insn | list[Insn], int]] = []
+    for which, key, flags in ops:
+        body.append((map_sequence(which, key, value_slot=8, flags=flags), 0))
+        body.append((Insn(op.MUL | op.K | op.ALU64, 7, 0, 0, 31), 0))
+        body.append((Insn(op.ADD | op.X | op.ALU64, 7, 0), 0))
+    regs = [0, 0, 0, 0, 0, 0, 5, 0, 0, 0]
+    compare(build(regs, bytes(range(AREA)), body, 1))

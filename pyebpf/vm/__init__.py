@@ -7,7 +7,8 @@ bpf-to-bpf calls, tail calls and emulated helpers (:mod:`pyebpf.vm.helpers`)
 over in-VM maps (:class:`VmMap`).  A run that goes wrong stops with a
 :class:`VmError` naming the instruction and the line that wrote it.
 
-:func:`run_conformance` runs a bpf_conformance ``.data`` test in the VM.
+:func:`pyebpf.vm.conformance.run_test` runs a bpf_conformance ``.data`` test;
+:mod:`pyebpf.vm.debugger` steps through a program (``pyebpf vm step``).
 """
 from __future__ import annotations
 

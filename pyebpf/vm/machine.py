@@ -1,8 +1,9 @@
 """The :class:`Vm`: runs an eBPF program in pure Python, with no kernel.
 
+>>> from pyebpf.text import assemble
 >>> from pyebpf.vm import Vm
->>> Vm(program).run(b"\\x01\\x02")         # r1 = &mem, r2 = len(mem), as uBPF
-7
+>>> Vm(assemble("r0 = r2\\nr0 *= 7\\nexit")).run(b"\\x01\\x02")  # r1 = &mem, r2 = len(mem)
+14
 
 The program is decoded and translated to Python once (:mod:`.translate`);
 each run resets the registers, the stack and the context, then loops over

@@ -63,6 +63,22 @@ class Memory:
         self.names.append(name)
         return (len(self.regions) - 1) << TAG_SHIFT
 
+    def where(self, addr: int) -> str:
+        """``addr`` in words: the region and offset."""
+        tag, off = addr >> TAG_SHIFT, addr & OFF_MASK
+        if 0 <= tag < len(self.regions) and (self.regions[tag] is not None or tag in (CODE, MAPS)):
+            buf = self.regions[tag]
+            size = f" of {len(buf)} bytes" if buf is not None else ""
+            return f"0x{addr:x} (offset {off} in {self.names[tag]}{size})"
+        if tag == 0:
+            return f"0x{addr:x} (a null or scalar pointer: no region)"
+        if STACK0 <= tag < STACK0 + MAX_FRAMES:
+            return (f"0x{addr:x} (offset {off} in the stack of frame {tag - STACK0}, which is "
+                    "gone: its call returned)")
+        if FIRST_DYNAMIC <= tag < len(self.regions):
+            return f"0x{addr:x} (offset {off} in {self.names[tag]}, which is gone)"
+        return f"0x{addr:x} (no region: not a pointer the VM made)"
+
     def short(self, addr: int) -> str:
         """``addr`` briefly: ``stack0[504]``, ``ctx[4]``, ``mem#14[0]``."""
         tag, off = addr >> TAG_SHIFT, addr & OFF_MASK

@@ -13,7 +13,7 @@ LAYERS = [
     "__version__",     # pyebpf.__version__: a constant of the package
     "errors", "_record", "isa", "codecs",
     "uapi",            # pyebpf.kernel.constants: the UAPI numbers, pure Python
-    "program", "ptregs", "text", "elf", "btf",
+    "program", "ptregs", "text", "vm", "elf", "btf",
     "kernel", "maps", "loader", "conformance", "attach", "events",
     "usdt", "trace", "profile", "lang", "demo", "cli",
     "__main__", "__init__",   # the package's own facade (lazy names, the Ctrl-C hook)

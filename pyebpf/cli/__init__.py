@@ -44,7 +44,8 @@ if TYPE_CHECKING:
     from .parser import Parser
 
 # Sub-command modules, in the order --help lists them.
-COMMANDS = ["demo", "asm", "disasm", "conformance", "list", "trace", "profile", "run", "bt"]
+COMMANDS = ["demo", "asm", "disasm", "conformance", "list", "trace", "profile", "run", "bt",
+            "vm"]
 
 #: exit statuses
 OK, FAILURE, USAGE, INTERRUPTED = 0, 1, 2, 130

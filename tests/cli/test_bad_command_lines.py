@@ -144,6 +144,18 @@ CASES: list[tuple] = [
     ("trace-expr-huge-number", ["trace", TP, "--hist", f"arg0 + {HUGE}"], 1, "is too long (5000 digits"),
     ("trace-filter-deep-nesting", ["trace", TP, "--filter", DEEP + " > 1"], 1, "nest more than 64 levels"),
     ("trace-hist-deep-nesting", ["trace", TP, "--hist", DEEP], 1, "nest more than 64 levels"),
+    # -- vm
+    ("vm-nothing", ["vm"], 2, "required: ACTION"),
+    ("vm-run-nothing", ["vm", "run"], 2, "required: FILE"),
+    ("vm-run-missing-file", ["vm", "run", "/nonexistent/x.s"], 1, "/nonexistent/x.s: No such file"),
+    ("vm-run-directory", ["vm", "run", "{d}"], 1, "Is a directory"),
+    ("vm-run-non-utf8", ["vm", "run", "{d}/latin1.s"], 1, "latin1.s:2:7: error: not UTF-8"),
+    ("vm-run-empty", ["vm", "run", "{d}/empty.s"], 1, "the file is empty"),
+    ("vm-run-bad-mem", ["vm", "run", "--mem", "zz", "{d}/good.s"], 1, "not hex bytes"),
+    ("vm-run-fault", ["vm", "run", "-"], 1, "<stdin>:1: insn 0 (r0 = *(u64 *)(r10 + 8)): load",
+     b"r0 = *(u64 *)(r10 + 8)\nexit\n"),
+    ("vm-run-endless", ["vm", "run", "--max-steps", "50", "-"], 1, "stopped after 50", b"l:\ngoto l\n"),
+    ("vm-step-stdin", ["vm", "step", "-"], 1, "reads its commands from standard input"),
     # -- run
     ("run-nothing", ["run"], 2, "a PROGRAM is required"),
     ("run-missing-file", ["run", "/nonexistent/x.s"], 1, "/nonexistent/x.s: no such file (ready programs:"),

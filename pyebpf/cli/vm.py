@@ -1,0 +1,198 @@
+"""``pyebpf vm run FILE``: run a program in pyebpf's pure-Python VM (no kernel,
+no privilege); ``pyebpf vm step FILE``: step through it; ``pyebpf vm table``:
+what every opcode does."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .parser import Subparsers   # (at run time too, for documentation tools)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..isa import Insn
+    from ..vm import Step, Vm
+
+DESCRIPTION = """\
+Run an eBPF program in pyebpf's virtual machine: pure Python, no kernel, no
+privilege.  The VM has the kernel's semantics, a checked 512-byte stack per
+frame, bpf-to-bpf calls and emulated helpers; an out-of-bounds or misaligned
+access stops the run with an error naming the instruction and its line.
+
+FILE is text assembly in either dialect (detected: '%r1' means mnemonic),
+raw instruction bytes, or a bpf_conformance *.data file (its memory is used
+unless --mem/--mem-file is given).  r1 points to the memory, r2 is its length
+(the uBPF convention).  Prints 'r0 = VALUE'.
+"""
+
+EPILOG = """\
+examples:
+  echo 'r0 = 6; r0 *= 7; exit' > p.s; pyebpf vm run p.s
+  pyebpf vm run --mem '01 02 03 04' --trace prog.s
+  pyebpf vm run tests/ldxw.data
+  pyebpf vm step -b prog.s:12 prog.s
+  pyebpf vm table
+
+exit status: 0 ran, 1 bad input or a run stopped by the VM, 2 usage error
+"""
+
+
+def register(sub: Subparsers) -> None:
+    """Add the ``vm`` sub-command (``run``, ``table``) to ``sub``."""
+    p = sub.add_parser("vm", help="run a program in the pure-Python VM (no kernel needed)",
+                       description=DESCRIPTION, epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    actions = p.add_subparsers(dest="vm_command", metavar="ACTION")
+    actions.required = True
+    r = actions.add_parser("run", help="run FILE and print r0", description=DESCRIPTION,
+                           epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    r.add_argument("file", metavar="FILE", help="text assembly, raw bytes or a *.data file "
+                                                "(- for standard input)")
+    mem = r.add_mutually_exclusive_group()
+    mem.add_argument("--mem", metavar="HEX", help="the memory as hex bytes ('01 02' or '0102')")
+    mem.add_argument("--mem-file", metavar="F", help="the memory: the bytes of file F")
+    r.add_argument("--dialect", choices=("llvm", "mnemonic"), default=None,
+                   help="the text dialect (default: detected)")
+    r.add_argument("--trace", action="store_true",
+                   help="print each executed instruction with the registers and memory it changed")
+    r.add_argument("--max-steps", type=int, default=None, metavar="N",
+                   help="stop after N instructions (default: 50 million)")
+    r.set_defaults(func=run)
+    d = actions.add_parser("step", help="step through FILE in a terminal debugger",
+                           description="Run FILE in the VM under a step debugger: it stops "
+                           "before the first instruction and at breakpoints; commands: step, "
+                           "next (over calls), continue, break/delete INDEX|FILE:LINE, regs, "
+                           "stack [N], maps, where, quit, help. At the end of input the program "
+                           "runs to completion.")
+    d.add_argument("file", metavar="FILE", help="text assembly, raw bytes or a *.data file")
+    dmem = d.add_mutually_exclusive_group()
+    dmem.add_argument("--mem", metavar="HEX", help="the memory as hex bytes")
+    dmem.add_argument("--mem-file", metavar="F", help="the memory: the bytes of file F")
+    d.add_argument("--dialect", choices=("llvm", "mnemonic"), default=None,
+                   help="the text dialect (default: detected)")
+    d.add_argument("-b", "--break", dest="breaks", action="append", default=[],
+                   metavar="WHERE", help="a breakpoint (instruction index or FILE:LINE); repeatable")
+    d.set_defaults(func=step)
+    t = actions.add_parser("table", help="print what every opcode does (the VM's semantics table)")
+    t.set_defaults(func=table)
+
+
+def table(args: argparse.Namespace) -> int:
+    """Print the semantics table."""
+    from ..vm import semantics
+    print(semantics.table())
+    return 0
+
+
+def _hex_mem(text: str) -> bytes:
+    from ..errors import OptionError
+    cleaned = "".join(text.split())
+    if cleaned[:2] in ("0x", "0X"):
+        cleaned = cleaned[2:]
+    try:
+        return bytes.fromhex(cleaned)
+    except ValueError:
+        raise OptionError(f"--mem {text!r}: not hex bytes (e.g. '01 02 ff' or '0102ff')") from None
+
+
+def load(path: str, dialect: str | None) -> tuple[list[Insn], bytes | None]:
+    """The instructions in ``path`` and the memory it carries (a *.data file's)."""
+    from ..errors import OptionError
+    from ..isa import decode
+    from ..text import assemble, parse_conformance
+    from ..text.lexer import decode_source
+
+    if path == "-":
+        data = sys.stdin.buffer.read()
+    else:
+        with open(path, "rb") as f:
+            data = f.read()
+    name = "<stdin>" if path == "-" else path
+    if not data.strip():
+        raise OptionError(f"{name}: the file is empty")
+    if path.endswith(".data") and b"-- " in data:
+        from ..vm.conformance import test_program
+        test = parse_conformance(decode_source(data, name), name)
+        return test_program(test), test.mem
+    try:
+        text = data.decode("utf-8") if b"\0" not in data else None
+    except UnicodeDecodeError:
+        text = None
+    if text is None:                   # binary: instruction slots, else text with a bad byte
+        if len(data) % 8:
+            if b"\0" not in data:
+                decode_source(data, name)           # says where the text stops being UTF-8
+            raise OptionError(f"{name}: raw instruction bytes come in 8-byte slots; "
+                              f"{len(data)} bytes is not a multiple of 8")
+        return decode(data), None
+    if dialect is None:
+        dialect = "mnemonic" if "%r" in text else "llvm"
+    return list(assemble(text, dialect, name).finalize()), None
+
+
+def _program_and_mem(args: argparse.Namespace) -> tuple[list[Insn], bytes | None]:
+    insns, mem = load(args.file, args.dialect)
+    if args.mem is not None:
+        mem = _hex_mem(args.mem)
+    elif args.mem_file is not None:
+        with open(args.mem_file, "rb") as f:
+            mem = f.read()
+    return insns, mem
+
+
+def step(args: argparse.Namespace) -> int:
+    """Run the file under the step debugger; the exit status."""
+    from ..vm import Vm
+    from ..vm.debugger import debug
+
+    if args.file == "-":
+        from ..errors import OptionError
+        raise OptionError("the debugger reads its commands from standard input: give FILE")
+    insns, mem = _program_and_mem(args)
+    vm = Vm(insns)
+    r0 = debug(vm, mem, sys.stdin.readline, sys.stdout, args.breaks, echo=not sys.stdin.isatty())
+    for line in vm.printk:
+        print(f"trace_printk: {line}")
+    print("quit" if r0 is None else f"r0 = {r0} (0x{r0:x})")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the file, print r0 (and the trace); the exit status."""
+    from ..vm import Vm
+
+    insns, mem = _program_and_mem(args)
+    kw = {} if args.max_steps is None else {"max_steps": args.max_steps}
+    vm = Vm(insns, **kw)
+    printer = _Tracer(vm) if args.trace else None
+    try:
+        r0 = vm.run(mem if mem is not None else b"", trace=printer)
+    finally:
+        sys.stdout.flush()
+    for line in vm.printk:
+        print(f"trace_printk: {line}")
+    print(f"r0 = {r0} (0x{r0:x})")
+    return 0
+
+
+class _Tracer:
+    """Prints one line per executed instruction: its index, its text, and
+    what it changed (registers; memory as region[offset])."""
+
+    def __init__(self, vm: Vm) -> None:
+        from ..text import format_insn
+        self.vm = vm
+        self.format = format_insn
+        self.texts: dict[int, str] = {}
+
+    def __call__(self, step: Step) -> None:
+        text = self.texts.get(step.index)
+        if text is None:
+            try:
+                text = self.format(step.insn)
+            except ValueError:
+                text = repr(step.insn)
+            self.texts[step.index] = text
+        changes = [f"r{n}=0x{v:x}" for n, v in sorted(step.regs.items())]
+        changes += [f"{self.vm.memory.short(a)}={v:#x}/{n}" for a, n, v in step.writes]
+        print(f"{step.index:5}: {text:40} {' '.join(changes)}".rstrip())

@@ -1,0 +1,86 @@
+"""The step debugger: step, next over calls, breakpoints by index and source line,
+registers, stack, maps, where, quit -- driven by scripted input (pure; no kernel)."""
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+
+from conftest import ROOT
+
+from pyebpf.text import assemble
+from pyebpf.vm import Vm
+from pyebpf.vm.debugger import debug
+
+SOURCE = """\
+r6 = 100
+r1 = 5
+call f
+r0 += r6
+exit
+f:
+r6 = 1
+r0 = r1
+*(u64 *)(r10 - 8) = r0
+exit
+"""
+
+
+def session(commands: str, breakpoints: tuple[str, ...] = ()) -> tuple[int | None, str]:
+    vm = Vm(assemble(SOURCE, "llvm", "d.s"))
+    out = io.StringIO()
+    r0 = debug(vm, None, io.StringIO(commands).readline, out, list(breakpoints))
+    return r0, out.getvalue()
+
+
+def test_step_shows_each_instruction_and_its_changes() -> None:
+    r0, out = session("s\ns\n")
+    assert r0 == 105
+    assert "=>    0: r6 = 100" in out and "r6 = 0x64" in out
+    assert "=>    2: call f" in out                     # stopped before the third
+    assert "r0 = 0x69" not in out                         # then ran to the end silently
+
+
+def test_next_steps_over_a_call() -> None:
+    _, out = session("s\ns\nn\nq\n")
+    lines = out.splitlines()
+    after_call = lines.index(next(x for x in lines if "=>    2: call f" in x)) + 1
+    assert lines[after_call] == "(vm) n"
+    assert lines[after_call + 1] == "    r6 = 0x64, r10 = 0x300000200"   # what the call changed
+    assert "=>    3: r0 += r6" in lines[after_call + 2]
+    assert "=>    6:" not in out and "stack1" not in out      # nothing inside f shown
+
+
+def test_breakpoint_by_source_line_where_stack_and_regs() -> None:
+    r0, out = session("c\nwhere\nstack 8\nregs\nc\n", ("d.s:9",))
+    assert r0 == 105
+    assert "breakpoint at 7" in out
+    assert "called from    2: call f" in out and "d.s:3" in out
+    assert "r10   -8: 00 00 00 00 00 00 00 00" in out
+    assert "r10= 0x0000000400000200" in out                   # frame 1's stack
+
+
+def test_breakpoint_by_index_delete_and_errors() -> None:
+    _, out = session("b 3\nb 99\nb nowhere.s:1\nd 3\nc\n")
+    assert "breakpoint at 3" in out
+    assert "error: there is no instruction at 99" in out
+    assert "error: no instruction comes from 'nowhere.s:1'" in out
+    assert "=>    3:" not in out                              # deleted before it was reached
+
+
+def test_quit_and_unknown_command() -> None:
+    r0, out = session("frobnicate\nhelp\nq\n")
+    assert r0 is None
+    assert "unknown command 'frobnicate'" in out and "next (over calls)" not in out
+    assert "run one instruction, over a bpf-to-bpf call" in out
+
+
+def test_vm_step_command_line(tmp_path) -> None:
+    prog = tmp_path / "d.s"
+    prog.write_text(SOURCE)
+    proc = subprocess.run([sys.executable, "-m", "pyebpf", "vm", "step", "-b", "d.s:9", str(prog)],
+                          input="c\nmaps\nc\n", capture_output=True, text=True, timeout=60,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    assert "=>    7: *(u64 *)(r10 - 8) = r0" in proc.stdout and "no maps" in proc.stdout
+    assert proc.stdout.splitlines()[-1] == "r0 = 105 (0x69)"

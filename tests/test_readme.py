@@ -51,6 +51,16 @@ def _kill_calls(out: str, pid: int) -> None:
     assert out.splitlines()[-1] == "0 lost", out
 
 
+def _bt_getpid(out: str, pid: int) -> None:
+    lines = out.splitlines()
+    assert re.fullmatch(r"pid \d+", lines[0]), out
+    assert lines[-1] == "{'@calls': {'python3': 1}}", out
+
+
+def _vm_sum(out: str, pid: int) -> None:
+    assert out.splitlines() == ["55"], out
+
+
 # What each python block prints, keyed by a piece of its code (one each).
 EXPECTED = {
     'Trace("uprobe:libc:malloc"': _malloc_histogram,
@@ -58,6 +68,8 @@ EXPECTED = {
     '"python:gc__start"': _collections,
     "HashMap(": _map_count,
     "RingBufferReader(": _kill_calls,
+    "uprobe:libc:getpid": _bt_getpid,
+    "Vm(program)": _vm_sum,
 }
 
 

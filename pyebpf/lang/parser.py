@@ -30,6 +30,7 @@ from __future__ import annotations
 from . import ast
 from .errors import Diagnostic, LangError
 from .lexer import Token, tokenize
+from .types import INT_NAMES
 
 __all__ = ["parse", "parse_expression", "PROVIDERS", "split_attach_point"]
 
@@ -170,6 +171,12 @@ class Parser:
             raise _Syntax("unexpected end of file, expected {",
                           (aps[0].pos.line, aps[0].pos.column, self.tok.end_line,
                            self.tok.end_col))
+        empty = aps[0].pos
+        aps = [ap for ap in aps if ap.raw]
+        if not aps:
+            self._error("No attach points for probe",
+                        (empty.line, empty.column, empty.line, empty.column))
+            aps = [ast.AttachPoint(empty, "", "")]
         pred = None
         if self.tok.kind == "/":
             self._take()
@@ -199,10 +206,10 @@ class Parser:
                 raw.append(str(t.value))
             else:
                 raw.append(t.kind)
-        if prev is None:
+        if prev is None:    # an empty attach point: bpftrace drops it
             if self.tok.kind not in ("{", "/", ",", "end of file"):
-                raise self._unexpected()
-            span = _tspan(start)
+                raise self._unexpected("{")
+            return ast.AttachPoint(_pos(_tspan(start)), "", "")
         else:
             span = _join(_tspan(start), _tspan(prev))
         text = "".join(raw)
@@ -496,8 +503,10 @@ class Parser:
         span = _join(_tspan(name), _tspan(rp))
         pos = _pos(span)
         if name.value == "sizeof" and len(args) == 1:
-            if isinstance(args[0], ast.Identifier):
-                return ast.Sizeof(pos, typename=args[0].name), span
+            arg = args[0]
+            if isinstance(arg, ast.Identifier) and (
+                    arg.name in INT_NAMES or arg.name.startswith(("struct ", "union ", "enum "))):
+                return ast.Sizeof(pos, typename=arg.name), span
             return ast.Sizeof(pos, expr=args[0]), span
         return ast.Call(pos, str(name.value), args), span
 

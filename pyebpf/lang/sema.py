@@ -72,7 +72,14 @@ _SIGNALS = {"SIGHUP": 1, "SIGINT": 2, "SIGQUIT": 3, "SIGILL": 4, "SIGTRAP": 5, "
             "SIGPROF": 27, "SIGWINCH": 28, "SIGIO": 29, "SIGPWR": 30, "SIGSYS": 31}
 _X86_REGS = frozenset("r15 r14 r13 r12 bp bx r11 r10 r9 r8 ax cx dx si di orig_ax ip cs "
                       "flags sp ss".split())
-_USER_PROBES = frozenset({"uprobe", "uretprobe", "usdt"})
+#: functions bpftrace allows only in some probes
+_ONLY_IN = {
+    "reg": frozenset({"kprobe", "kretprobe", "uprobe", "uretprobe", "usdt", "profile",
+                      "interval", "software", "hardware", "watchpoint", "asyncwatchpoint"}),
+    "uaddr": frozenset({"uprobe", "uretprobe", "usdt"}),
+    "signal": frozenset({"kprobe", "kretprobe", "uprobe", "uretprobe", "usdt", "tracepoint",
+                         "profile", "kfunc", "kretfunc", "rawtracepoint"}),
+}
 
 
 class MapInfo:
@@ -469,10 +476,12 @@ class Analyser:
         if isinstance(e, ast.FieldAccess):
             return self.field(e)
         if isinstance(e, ast.ArrayAccess):
-            self.expr(e.expr)
+            base = self.expr(e.expr)
             self.expr(e.index)
-            self.error("The array index operator [] can only be used on arrays, "
-                       f"found {_tstr(e.expr.type or NONE)}.", e.pos)
+            if base.kind == "pointer" and base.elem is not None:
+                return base.elem
+            self.error("The array index operator [] can only be used on arrays and pointers, "
+                       f"found {_kind_name(base)}.", e.pos)
             return NONE
         if isinstance(e, ast.Identifier):
             if e.name in INT_NAMES:
@@ -658,7 +667,8 @@ class Analyser:
             return t.elem or U64 if e.op == "*" else t
         if t.kind != "int":
             if t.kind != "none":
-                self.error(f"The {e.op} operator can not be used on expressions of type "
+                name = "dereference" if e.op == "*" else e.op
+                self.error(f"The {name} operator can not be used on expressions of type "
                            f"'{_tstr(t)}'", e.pos, final=True)
             return I64
         if e.op == "*":
@@ -718,7 +728,7 @@ class Analyser:
         """``sizeof(T)`` or ``sizeof(e)``: a ``uint64``."""
         if e.typename is not None:
             if e.typename not in INT_NAMES:
-                self.error(f"Unknown type: {e.typename}", e.pos)
+                self.error(f"Unknown struct/union: '{e.typename}'", e.pos)
         elif e.expr is not None:
             self.expr(e.expr)
         return U64
@@ -844,6 +854,10 @@ def _check_call(a: Analyser, c: ast.Call, assigned_to: str | None) -> Type:
             x.type = NONE
         else:
             a.expr(x)
+    if a.p is not None and c.name in _ONLY_IN:
+        for ap in a.p.probe.attach_points:
+            if ap.provider not in _ONLY_IN[c.name]:
+                a.error(f'{c.name} can not be used with "{ap.provider}" probes', c.pos)
     check = _CALL_CHECKS.get(c.name)
     return check(a, c, assigned_to) if check else NONE
 
@@ -945,7 +959,7 @@ def _buf(a: Analyser, c: ast.Call, to: str | None) -> Type:
     size = STRLEN
     if len(c.args) == 1:
         a.error("buf() expects a length argument for non-array type "
-                f"{_tstr(c.args[0].type or NONE)}", c.pos)
+                f"{_kind_name(c.args[0].type)}", c.pos)
     elif _arg(a, c, "int", 1):
         n = a.const_int(c.args[1])
         if n is not None:
@@ -974,6 +988,8 @@ def _ntop(a: Analyser, c: ast.Call, to: str | None) -> Type:
     t = c.args[-1].type or NONE
     if t.kind not in ("int", "none", "buffer", "string"):
         a.error(f"ntop() expects an integer or array argument, got {t.kind}", c.pos)
+    elif t.kind in ("buffer", "string") and t.size not in (4, 16):
+        a.error("ntop() argument must be 4 or 16 bytes in size", c.pos)
     return Type("inet", 24)
 
 
@@ -1087,7 +1103,7 @@ def _signal(a: Analyser, c: ast.Call, to: str | None) -> Type:
     elif isinstance(arg, ast.Integer):
         if not 1 <= arg.value <= 64:
             a.error(f"{arg.value} is not a valid signal, allowed range: [1,64]", c.pos)
-    else:
+    elif (arg.type or NONE).kind != "int":
         a.error("signal only accepts string literals or integers", c.pos)
     return NONE
 
@@ -1106,10 +1122,11 @@ def _stack(a: Analyser, c: ast.Call, to: str | None) -> Type:
     if args:
         n = a.const_int(args[0])
         if n is None:
-            a.error(f"{c.name}: invalid limit value", c.pos)
-        elif n < 0:
-            a.error(f"{c.name}: limit cannot be negative", c.pos)
-        elif n > 1024:
+            a.error(f"{c.name}() expects a integer literal ({_kind_name(args[0].type)} "
+                    "provided)", c.pos)
+            return Type(c.name, 8, stack_mode=mode)
+        n &= (1 << 64) - 1    # bpftrace reads the limit unsigned
+        if n > 1024:
             a.error(f"{c.name}([int limit]): limit shouldn't exceed 1024, {n} given", c.pos)
         else:
             limit = n
@@ -1168,7 +1185,7 @@ def printf_check(fmt: str, args: list[Type], func: str = "printf") -> str | None
     for spec, t in zip(specs, args):
         kind = "string" if t.kind in _AS_STRING else "int" if t.kind == "pointer" else t.kind
         want = _PRINTF_TYPES[spec]
-        if kind != want and kind != "none":
+        if kind != want:
             return (f"{func}: %{spec} specifier expects a value of type "
                     f"{_KIND_NAMES.get(want, want)} ({_kind_name(Type(kind))} supplied)")
     return None

@@ -113,6 +113,14 @@ def test_several_attach_points_and_probes():
         ["uprobe", "uretprobe", "usdt"], ["END"]]
 
 
+def test_empty_attach_points_are_dropped_as_bpftrace_does():
+    assert [ap.raw for ap in parse("BEGIN, { }").probes[0].attach_points] == ["BEGIN"]
+    assert [ap.raw for ap in parse(", END { }").probes[0].attach_points] == ["END"]
+    with pytest.raises(LangError) as e:
+        parse("{ }")
+    assert str(e.value) == "stdin:1:1-1: ERROR: No attach points for probe\n{ }\n"
+
+
 def test_an_unknown_provider_is_refused_at_its_attach_point():
     with pytest.raises(LangError) as e:
         parse("BEGIN { } foo:bar { }")
@@ -318,6 +326,8 @@ SYNTAX_ERRORS = [
      'stdin:1:9-12: ERROR: The ++ operator must be applied to a map or variable'),
     ('BEGIN { @x[1) }',
      'stdin:1:9-14: ERROR: syntax error, unexpected ), expecting ] or ","'),
+    ("== BEGIN { }",
+     "stdin:1:1-3: ERROR: syntax error, unexpected ==, expecting {"),
     ('BEGIN { unroll }',
      'stdin:1:16-17: ERROR: syntax error, unexpected }, expecting ('),
     ('BEGIN { 1 ++ }',

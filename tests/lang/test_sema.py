@@ -65,7 +65,7 @@ class Resolver:
     ("ustack(perf, 10)", Type("ustack", 8, stack_mode="perf", stack_limit=10)),
     ("kstack(bpftrace)", Type("kstack", 8, stack_mode="bpftrace")),
     ("kstack(3)", Type("kstack", 8, stack_limit=3)),
-    ("sizeof(uint32)", U64), ("strncmp(comm, \"a\", 1)", U64), ("reg(\"ip\")", U64),
+    ("sizeof(uint32)", U64), ("strncmp(comm, \"a\", 1)", U64),
     ("kaddr(\"x\")", U64), ("strftime(\"%H\", nsecs)", Type("timestamp", 16)),
     ("ksym(1)", Type("ksym", 8)), ("usym(1)", Type("usym", 8)),
     ("ntop(1)", Type("inet", 24)), ("buf(1, 8)", Type("buffer", 8)),
@@ -95,6 +95,11 @@ def test_types_of_builtins_literals_and_calls(text, t):
 ])
 def test_integer_rules(text, t):
     assert typeof(text) == t
+
+
+def test_reg_is_a_uint64_in_the_probes_that_have_registers():
+    assert typeof('reg("ip")', "uprobe:/bin/sh:f") == U64
+    assert typeof('reg("sp")', "profile:hz:99") == U64
 
 
 def test_str_length_rule():
@@ -355,6 +360,84 @@ SEMANTIC_ERRORS = [
      'stdin:1:24-31: ERROR: Argument mismatch for @x: trying to access with arguments: [string[2]] when map expects arguments: [unsigned int64]'),
     ('BEGIN { @a = 1; @a = 2; @b = @a + @c; }',
      'stdin:1:35-37: ERROR: Undefined map: @c'),
+    ('BEGIN { @x = 1; } END { $y = 1; $y = (1, @x); }',
+     "stdin:1:36-37: ERROR: Type mismatch for $y: trying to assign value of type '(int64,int64)' when variable already contains a value of type 'int64'"),
+    ('BEGIN { $x = 1; print($x[0]); }',
+     'stdin:1:17-28: ERROR: The array index operator [] can only be used on arrays and pointers, found integer.'),
+    ('BEGIN { print(foo); }',
+     "stdin:1:9-18: ERROR: Unknown identifier: 'foo'"),
+    ('BEGIN { print(sarg0); }',
+     "stdin:1:9-20: ERROR: The sarg0 builtin can only be used with 'kprobes' and 'uprobes' probes"),
+    ('uprobe:/bin/sh:f { print(arg7); }',
+     "stdin:1:20-30: ERROR: x86_64 doesn't support arg7"),
+    ('BEGIN { $x = comm.0; }',
+     "stdin:1:14-20: ERROR: Can not access index 0 on expression of type 'string[16]'"),
+    ('BEGIN { print(sizeof(foo)); }',
+     "stdin:1:9-25: ERROR: Unknown identifier: 'foo'"),
+    ('BEGIN { @ = str(1, -1); }',
+     'stdin:1:13-23: ERROR: strcannot use negative length (-1)'),
+    ('BEGIN { @ = buf(1); }',
+     'stdin:1:13-19: ERROR: buf() expects a length argument for non-array type integer'),
+    ('BEGIN { @ = buf(1, -1); }',
+     'stdin:1:13-23: ERROR: buf cannot use negative length (-1)'),
+    ('BEGIN { @ = ksym("a"); }',
+     'stdin:1:13-22: ERROR: ksym() expects an integer or pointer argument'),
+    ('BEGIN { @ = ntop("a"); }',
+     'stdin:1:13-22: ERROR: ntop() argument must be 4 or 16 bytes in size'),
+    ('BEGIN { join("a"); }',
+     'stdin:1:9-18: ERROR: () only supports int or pointer arguments (string provided)'),
+    ('BEGIN { @ = strncmp("a", "b", -1); }',
+     'stdin:1:13-34: ERROR: Builtin strncmp requires a non-negative size'),
+    ('BEGIN { @ = kstack(-1); }',
+     "stdin:1:13-23: ERROR: kstack([int limit]): limit shouldn't exceed 1024, 18446744073709551615 given"),
+    ('BEGIN { @ = kstack(pid); }',
+     'stdin:1:13-24: ERROR: kstack() expects a integer literal (integer provided)'),
+    ('BEGIN { @x = 1; @y = @x + count(); }',
+     'stdin:1:27-34: ERROR: count() should be directly assigned to a map'),
+    ('BEGIN { exit(); @x = exit(); }',
+     'stdin:1:22-28: ERROR: exit() should not be used in an assignment or as a map key'),
+    ('BEGIN { @x[count()] = 1; }',
+     'stdin:1:9-19: ERROR: count() should be directly assigned to a map'),
+    ('BEGIN { $x = printf("a"); }',
+     'stdin:1:14-25: ERROR: printf() should not be used in an assignment or as a map key'),
+    ('BEGIN { printf("%d\\n", printf("a")); }',
+     'stdin:1:9-36: ERROR: printf: %d specifier expects a value of type integer (none supplied)'),
+    ('BEGIN { @ = lhist(1, -1, 10, 1); }',
+     'stdin:1:13-32: ERROR: lhist() min must be non-negative (provided min -1)'),
+    ('BEGIN { @ = lhist(1, 0, 100000, 1); }',
+     'stdin:1:13-35: ERROR: lhist() too many buckets, must be <= 1000 (would need 100000)'),
+    ('BEGIN { @ = lhist(1, 0, pid, 1); }',
+     'stdin:1:13-32: ERROR: lhist() expects a integer literal (integer provided)'),
+    ('BEGIN { @ = reg(1); }',
+     'stdin:1:13-19: ERROR: reg can not be used with "BEGIN" probes'),
+    ('BEGIN { @ = "a"; @ = hist(1); }',
+     "stdin:1:18-19: ERROR: Type mismatch for @: trying to assign value of type 'hist' when map already contains a value of type 'string[2]"),
+    ('BEGIN { $x = 1; $x = ustack; }',
+     "stdin:1:20-21: ERROR: Type mismatch for $x: trying to assign value of type 'ustack' when variable already contains a value of type 'int64'"),
+    ('BEGIN { time(1); }',
+     'stdin:1:9-16: ERROR: time() expects a string literal (integer provided)'),
+    ('BEGIN { @ = strftime(1, 2); }',
+     'stdin:1:13-27: ERROR: strftime() expects a string literal (integer provided)'),
+    ('BEGIN { @x = 1; print(@x, "a"); }',
+     'stdin:1:17-31: ERROR: print() expects a integer literal (string provided)'),
+    ('BEGIN { $x = (uint8 *)1; $y = $x.a; }',
+     "stdin:1:31-34: ERROR: Can not access field 'a' on type 'unsigned int8 *'. Try dereferencing it first, or using '->'"),
+    ('BEGIN { $x = *"a"; }',
+     "stdin:1:14-15: ERROR: The dereference operator can not be used on expressions of type 'string[2]'"),
+    ('BEGIN { $x = pid; $x++; $s = "a"; $s++; }',
+     "stdin:1:35-39: ERROR: The ++ operator can not be used on expressions of type 'string[2]'"),
+    ('BEGIN { @ = 1; @ += "a"; }',
+     "stdin:1:16-24: ERROR: Type mismatch for '+': comparing 'int64' with 'string[2]'"),
+    ('BEGIN { $x = arg0; }',
+     "stdin:1:14-18: ERROR: The arg0 builtin can only be used with 'kprobes', 'uprobes' and 'usdt' probes"),
+    ('profile:hz:99 { print(func); }',
+     "stdin:1:17-27: ERROR: The func builtin can not be used with 'profile' probes"),
+    ('BEGIN { zero(1); }',
+     'stdin:1:9-16: ERROR: zero() expects a map to be provided'),
+    ('BEGIN { @ = sum(1, 2); }',
+     'stdin:1:13-22: ERROR: sum() requires one argument (2 provided)'),
+    ('BEGIN { @ = cgroupid(1); }',
+     'stdin:1:13-24: ERROR: cgroupid() expects a string literal (integer provided)'),
 ]
 
 
@@ -366,9 +449,6 @@ def test_semantic_errors(program, first_line):
 @pytest.mark.parametrize("program, first_line", [
     # where pyebpf is stricter or clearer than bpftrace 0.17 (which refuses
     # these later, or only without --unsafe)
-    ('BEGIN { signal("SIGFOO"); }', "stdin:1:9-25: ERROR: SIGFOO is not a valid signal"),
-    ("BEGIN { signal(65); }",
-     "stdin:1:9-19: ERROR: 65 is not a valid signal, allowed range: [1,64]"),
     ('BEGIN { while ("a") { } }', "stdin:1:9-14: ERROR: Invalid condition in while(): string"),
     ("BEGIN { @ = lhist(1, 10, 0, 1); }", "stdin:1:13-31: ERROR: lhist() min must be less "
      "than max (provided min 10 and max 0)"),
@@ -386,8 +466,8 @@ def test_semantic_errors(program, first_line):
      "trying to assign value of type 'hist' when map already contains a value of type 'int64"),
     ("BEGIN { @x = ustack(1, 2, 3); }",
      "stdin:1:14-29: ERROR: ustack() takes up to 2 arguments (3 provided)"),
-    ('BEGIN { reg("xx") }',
-     "stdin:1:9-18: ERROR: 'xx' is not a valid register on this architecture (x86_64)"),
+    ('uprobe:/bin/sh:f { reg("xx") }',
+     "stdin:1:20-29: ERROR: 'xx' is not a valid register on this architecture (x86_64)"),
     ("BEGIN { continue }", "stdin:1:9-17: ERROR: continue used outside of a loop"),
     ("BEGIN { $x = 1; $x = (uint8)2; exit() }", None),
 ])
@@ -396,6 +476,39 @@ def test_more_semantic_errors(program, first_line):
         run(program)
     else:
         assert error(program) == first_line
+
+
+#: errors bpftrace 0.17 gives only with --unsafe (pyebpf has no safe mode)
+UNSAFE_ERRORS = [
+    ('BEGIN { signal("SIGKILL"); }',
+     'stdin:1:9-26: ERROR: signal can not be used with "BEGIN" probes'),
+    ('profile:hz:99 { signal("SIGFOO"); }',
+     "stdin:1:17-33: ERROR: SIGFOO is not a valid signal"),
+    ("profile:hz:99 { signal(65); }",
+     "stdin:1:17-27: ERROR: 65 is not a valid signal, allowed range: [1,64]"),
+    ('profile:hz:99 { signal("a", 1); }',
+     "stdin:1:17-31: ERROR: signal() takes up to one argument (2 provided)"),
+]
+
+
+@pytest.mark.parametrize("program, first_line", UNSAFE_ERRORS)
+def test_unsafe_function_errors(program, first_line):
+    assert error(program) == first_line
+
+
+def test_signal_takes_a_name_or_an_integer():
+    run('profile:hz:99 { signal("SIGUSR1"); signal(9); signal(pid % 10 + 1) }')
+    assert error('profile:hz:99 { signal(comm) }') == \
+        "stdin:1:17-29: ERROR: signal only accepts string literals or integers"
+
+
+@pytest.mark.skipif(shutil.which("bpftrace") is None, reason="bpftrace is not installed")
+def test_unsafe_errors_match_the_installed_bpftrace():
+    for program, first_line in UNSAFE_ERRORS:
+        out = subprocess.run(["bpftrace", "--unsafe", "-e", program], capture_output=True,
+                             text=True, timeout=60).stderr
+        lines = [ln for ln in out.splitlines() if "RLIMIT" not in ln and "WARNING" not in ln]
+        assert lines[0] == first_line, program
 
 
 def test_several_errors_are_reported_together():

@@ -48,7 +48,8 @@ if TYPE_CHECKING:
 else:
     TypeResolver = object
 
-__all__ = ["analyse", "Analysis", "MapInfo", "TypeResolver", "STRLEN"]
+__all__ = ["analyse", "Analysis", "MapInfo", "TypeResolver", "STRLEN", "signal_number",
+           "printf_specs", "printf_check"]
 
 #: bpftrace's default string size (BPFTRACE_STRLEN), its NUL included
 STRLEN = 64
@@ -64,12 +65,13 @@ _KNOWN_FUNCS = frozenset(
     "avg buf cat cgroupid clear count delete exit hist join kaddr ksym lhist max min ntop "
     "print printf cgroup_path reg signal sizeof stats str strftime strncmp sum system time "
     "uaddr usym zero kstack ustack".split())
-_SIGNALS = {"SIGHUP": 1, "SIGINT": 2, "SIGQUIT": 3, "SIGILL": 4, "SIGTRAP": 5, "SIGABRT": 6,
-            "SIGBUS": 7, "SIGFPE": 8, "SIGKILL": 9, "SIGUSR1": 10, "SIGSEGV": 11,
-            "SIGUSR2": 12, "SIGPIPE": 13, "SIGALRM": 14, "SIGTERM": 15, "SIGSTKFLT": 16,
-            "SIGCHLD": 17, "SIGCONT": 18, "SIGSTOP": 19, "SIGTSTP": 20, "SIGTTIN": 21,
-            "SIGTTOU": 22, "SIGURG": 23, "SIGXCPU": 24, "SIGXFSZ": 25, "SIGVTALRM": 26,
-            "SIGPROF": 27, "SIGWINCH": 28, "SIGIO": 29, "SIGPWR": 30, "SIGSYS": 31}
+#: the signals bpftrace 0.17 knows by name (x86_64 numbers)
+_SIGNALS = {"SIGABRT": 6, "SIGALRM": 14, "SIGBUS": 7, "SIGCHLD": 17, "SIGCONT": 18,
+            "SIGFPE": 8, "SIGHUP": 1, "SIGILL": 4, "SIGINT": 2, "SIGKILL": 9, "SIGPIPE": 13,
+            "SIGPOLL": 29, "SIGQUIT": 3, "SIGSEGV": 11, "SIGSTOP": 19, "SIGSYS": 31,
+            "SIGTERM": 15, "SIGTRAP": 5, "SIGTSTP": 20, "SIGTTIN": 21, "SIGTTOU": 22,
+            "SIGURG": 23, "SIGUSR1": 10, "SIGUSR2": 12, "SIGVTALRM": 26, "SIGWINCH": 28,
+            "SIGXCPU": 24, "SIGXFSZ": 25}
 _X86_REGS = frozenset("r15 r14 r13 r12 bp bx r11 r10 r9 r8 ax cx dx si di orig_ax ip cs "
                       "flags sp ss".split())
 #: functions bpftrace allows only in some probes
@@ -113,6 +115,15 @@ class Analysis:
         self.maps = maps
         self.variables = variables
         self.params = params
+
+
+def signal_number(name: str) -> int | None:
+    """The number of a signal named as ``signal()`` takes it (bpftrace's
+    rule: any case, ``SIG`` optional: ``"KILL"``, ``"sigusr1"``), or None."""
+    sig = name.upper()
+    if sig and sig[0] != "S":
+        sig = "SIG" + sig
+    return _SIGNALS.get(sig)
 
 
 def _kind_name(t: Type | None) -> str:
@@ -591,6 +602,11 @@ class Analyser:
         p = self.p
         assert p is not None
         kind = p.single_provider()
+        if kind in ("uprobe", "kfunc", "kretfunc"):
+            # bpftrace reads these from DWARF or BTF
+            self.error(f"args in {kind} probes needs the function's debug information, which "
+                       "pyebpf does not read: use arg0, arg1...", e.pos)
+            return NONE
         if kind != "tracepoint":
             self.error("The args builtin can only be used with tracepoint/kfunc/uprobe"
                        f"probes ({kind} used here)", e.pos)
@@ -835,7 +851,7 @@ def _call(name: str) -> Callable[[_Check], _Check]:
 
 def _check_call(a: Analyser, c: ast.Call, assigned_to: str | None) -> Type:
     if c.name not in _KNOWN_FUNCS:
-        a.error(f"Unknown function: '{c.name}'", c.pos)
+        a.error(f"{c.name}() is not supported by pyebpf", c.pos)
         for x in c.args:
             a.expr(x)
         return NONE
@@ -1098,7 +1114,7 @@ def _signal(a: Analyser, c: ast.Call, to: str | None) -> Type:
         return NONE
     arg = c.args[0]
     if isinstance(arg, ast.String):
-        if arg.value not in _SIGNALS:
+        if signal_number(arg.value) is None:
             a.error(f"{arg.value} is not a valid signal", c.pos)
     elif isinstance(arg, ast.Integer):
         if not 1 <= arg.value <= 64:

@@ -12,7 +12,8 @@ import pytest
 from pyebpf.lang import ast
 from pyebpf.lang.errors import LangError
 from pyebpf.lang.parser import parse
-from pyebpf.lang.sema import Analysis, MapInfo, analyse, printf_check, printf_specs
+from pyebpf.lang.sema import (Analysis, MapInfo, analyse, printf_check, printf_specs,
+                               signal_number)
 from pyebpf.lang.types import Type, int_type, string_type
 
 U64, I64, U32 = int_type(8), int_type(8, True), int_type(4)
@@ -509,6 +510,25 @@ def test_unsafe_errors_match_the_installed_bpftrace():
                              text=True, timeout=60).stderr
         lines = [ln for ln in out.splitlines() if "RLIMIT" not in ln and "WARNING" not in ln]
         assert lines[0] == first_line, program
+
+
+def test_signal_names_as_bpftrace_reads_them():
+    assert [signal_number(n) for n in ("SIGKILL", "KILL", "kill", "sigusr1", "USR2", "SIGPOLL",
+                                       "SIGFOO", "", "9")] == [9, 9, 9, 10, 12, 29, None, None,
+                                                               None]
+    run('k:f { signal("KILL") }')
+
+
+@pytest.mark.parametrize("program, first_line", [
+    ('kprobe:f { printf("%s", path(arg0)) }',
+     "stdin:1:25-35: ERROR: path() is not supported by pyebpf"),
+    ("BEGIN { @ = bswap(1) }", "stdin:1:13-21: ERROR: bswap() is not supported by pyebpf"),
+    ("uprobe:/bin/sh:f { print(args->x) }",
+     "stdin:1:20-30: ERROR: args in uprobe probes needs the function's debug information, "
+     "which pyebpf does not read: use arg0, arg1..."),
+])
+def test_what_pyebpf_does_not_support_is_refused_clearly(program, first_line):
+    assert error(program) == first_line
 
 
 def test_several_errors_are_reported_together():

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 else:
     TypeResolver = object
 
-__all__ = ["analyse", "Analysis", "MapInfo", "TypeResolver", "STRLEN", "signal_number",
+__all__ = ["analyse", "Analysis", "MapInfo", "TypeResolver", "STRLEN", "signal_number", "param_int",
            "printf_specs", "printf_check"]
 
 #: bpftrace's default string size (BPFTRACE_STRLEN), its NUL included
@@ -115,6 +115,25 @@ class Analysis:
         self.maps = maps
         self.variables = variables
         self.params = params
+
+
+def param_int(text: str) -> int | None:
+    """A positional parameter's value as a number (bpftrace's reading:
+    decimal, ``0x`` hex, ``0`` octal, a sign; empty is 0), None when it is
+    not one."""
+    body = text.strip()
+    if not body:
+        return 0
+    sign = -1 if body[0] == "-" else 1
+    digits = body.lstrip("+-")
+    try:
+        if digits[:2].lower() == "0x":
+            return sign * int(digits[2:], 16)
+        if len(digits) > 1 and digits[0] == "0":
+            return sign * int(digits[1:], 8)
+        return sign * int(digits, 10)
+    except ValueError:
+        return None
 
 
 def signal_number(name: str) -> int | None:
@@ -223,6 +242,8 @@ class Analyser:
         self.errors: list[Diagnostic] = []
         self.final = False
         self.loops = 0
+        self.calls: list[str] = []       # the calls whose arguments are being typed
+        self.str_param = False           # a positional parameter inside str()
         self.p: _Probe | None = None
 
     # -- errors ------------------------------------------------------------
@@ -506,30 +527,31 @@ class Analyser:
         if isinstance(e, ast.Integer):
             return e.value
         if isinstance(e, ast.PositionalParameter):
-            if e.count:
-                return len(self.params)
-            if e.index <= len(self.params):
-                try:
-                    return int(self.params[e.index - 1], 0)
-                except ValueError:
-                    return None
-            return 0
+            return len(self.params) if e.count else param_int(self.param(e.index))
         if isinstance(e, ast.Unop) and e.op == "-":
             v = self.const_int(e.operand)
             return None if v is None else -v
         return None
 
     def positional(self, e: ast.PositionalParameter) -> Type:
-        """``$N``: an integer when the parameter is a number, else a string."""
+        """``$N``/``$#``: an ``int64``. Inside ``str()`` a parameter is its
+        text (``str($1)``, ``str($1 + 2)``); elsewhere it must be a number
+        (a missing one is 0)."""
+        in_str = bool(self.calls) and self.calls[-1] == "str"
         if e.count:
+            if in_str:
+                self.error("use $#, not str($#)", e.pos)
             return I64
-        value = self.params[e.index - 1] if e.index <= len(self.params) else ""
-        try:
-            int(value, 0)
-        except ValueError:
-            if value:
-                return string_type(STRLEN)
+        if in_str:
+            self.str_param = True
+        elif self.final and param_int(self.param(e.index)) is None:
+            self.error(f"${e.index} used numerically but given \"{self.param(e.index)}\". "
+                       f"Try using str(${e.index}).", e.pos)
         return I64
+
+    def param(self, n: int) -> str:
+        """Positional parameter ``n`` (1-based) as given, ``""`` when missing."""
+        return self.params[n - 1] if 0 < n <= len(self.params) else ""
 
     def builtin(self, e: ast.Builtin) -> Type:  # noqa: C901 - one case per builtin
         """The type of a builtin variable, refused where the probe lacks it."""
@@ -660,6 +682,8 @@ class Analyser:
         if lt.kind == "none" or rt.kind == "none":
             return I64
         if lt.kind == "int" and rt.kind == "int":
+            if self.calls and self.calls[-1] == "str":
+                self.str_offset(e)
             signed = lt.signed if e.op in ("<<", ">>") else (lt.signed and rt.signed)
             return int_type(8, signed)
         if lt.kind == "pointer" or rt.kind == "pointer":
@@ -671,6 +695,20 @@ class Analyser:
             self.error(f"The {e.op} operator can not be used on expressions of types "
                        f"{_tstr(lt)}, {_tstr(rt)}", e.pos, final=True)
         return U64
+
+    def str_offset(self, e: ast.Binop) -> None:
+        """Inside ``str()``, a parameter may only be offset by a constant
+        within its length (``str($1 + 2)``), as bpftrace allows."""
+        param, offset = e.left, e.right
+        if not isinstance(param, ast.PositionalParameter):
+            param, offset = e.right, e.left
+        if not isinstance(param, ast.PositionalParameter) or param.count:
+            return
+        n = len(self.param(param.index))
+        if not (isinstance(offset, ast.Integer) and e.op == "+" and 0 <= offset.value <= n):
+            self.error("only addition of a single constant less or equal to the length of "
+                       f"${param.index} (which is {n}) is allowed inside str()",
+                       _span(e.pos, e.right.pos), final=True)
 
     def unop(self, e: ast.Unop) -> Type:
         """A unary operation (``- ~ ! * ++ --``) as bpftrace types it."""
@@ -856,6 +894,23 @@ def _check_call(a: Analyser, c: ast.Call, assigned_to: str | None) -> Type:
             a.expr(x)
         return NONE
     # a map argument of delete/clear/zero/print is named, not read
+    a.calls.append(c.name)
+    a.str_param = False
+    try:
+        _type_args(a, c)
+    finally:
+        a.calls.pop()
+    if a.p is not None and c.name in _ONLY_IN:
+        for ap in a.p.probe.attach_points:
+            if ap.provider not in _ONLY_IN[c.name]:
+                a.error(f'{c.name} can not be used with "{ap.provider}" probes', c.pos)
+    check = _CALL_CHECKS.get(c.name)
+    return check(a, c, assigned_to) if check else NONE
+
+
+def _type_args(a: Analyser, c: ast.Call) -> None:
+    """Type a call's arguments (a map given to delete/clear/zero/print is
+    named, not read; a stack mode is a word)."""
     for i, x in enumerate(c.args):
         if i == 0 and c.name in ("delete", "clear", "zero", "print") and isinstance(x, ast.Map):
             a.map_keys(x)
@@ -870,12 +925,6 @@ def _check_call(a: Analyser, c: ast.Call, assigned_to: str | None) -> Type:
             x.type = NONE
         else:
             a.expr(x)
-    if a.p is not None and c.name in _ONLY_IN:
-        for ap in a.p.probe.attach_points:
-            if ap.provider not in _ONLY_IN[c.name]:
-                a.error(f'{c.name} can not be used with "{ap.provider}" probes', c.pos)
-    check = _CALL_CHECKS.get(c.name)
-    return check(a, c, assigned_to) if check else NONE
 
 
 @_call("count")
@@ -952,11 +1001,16 @@ def _clear(a: Analyser, c: ast.Call, to: str | None) -> Type:
 def _str(a: Analyser, c: ast.Call, to: str | None) -> Type:
     if not _varargs(a, c, 1, 2):
         return string_type(STRLEN)
-    t = c.args[0].type or NONE
-    if t.kind not in ("int", "pointer", "none") and not isinstance(
-            c.args[0], ast.PositionalParameter):
+    arg = c.args[0]
+    t = arg.type or NONE
+    if t.kind not in ("int", "pointer", "none"):
         a.error(f"str() expects an integer or a pointer type as first argument "
                 f"({_tstr(t)} provided)", c.pos)
+    if a.str_param and not isinstance(arg, ast.PositionalParameter) and not (
+            isinstance(arg, ast.Binop) and (isinstance(arg.left, ast.PositionalParameter)
+                                            or isinstance(arg.right, ast.PositionalParameter))):
+        a.error("str() only accepts positional parameters directly or with a single constant "
+                "offset added", c.pos)
     size = STRLEN
     if len(c.args) == 2 and _arg(a, c, "int", 1):
         n = a.const_int(c.args[1])

@@ -12,8 +12,8 @@ import pytest
 from pyebpf.lang import ast
 from pyebpf.lang.errors import LangError
 from pyebpf.lang.parser import parse
-from pyebpf.lang.sema import (Analysis, MapInfo, analyse, printf_check, printf_specs,
-                               signal_number)
+from pyebpf.lang.sema import (Analysis, MapInfo, analyse, param_int, printf_check,
+                               printf_specs, signal_number)
 from pyebpf.lang.types import Type, int_type, string_type
 
 U64, I64, U32 = int_type(8), int_type(8, True), int_type(4)
@@ -510,6 +510,56 @@ def test_unsafe_errors_match_the_installed_bpftrace():
                              text=True, timeout=60).stderr
         lines = [ln for ln in out.splitlines() if "RLIMIT" not in ln and "WARNING" not in ln]
         assert lines[0] == first_line, program
+
+
+#: positional parameters: (program, parameters, bpftrace's first line or None: no error)
+PARAM_CASES = [
+    ('BEGIN { printf("%s\\n", str($1 + 5)); exit() }', ["abc"],
+     "stdin:1:31-34: ERROR: only addition of a single constant less or equal to the length "
+     "of $1 (which is 3) is allowed inside str()"),
+    ('BEGIN { printf("%s\\n", str($1 - 1)); exit() }', ["abc"],
+     "stdin:1:31-34: ERROR: only addition of a single constant less or equal to the length "
+     "of $1 (which is 3) is allowed inside str()"),
+    ('BEGIN { printf("%s\\n", str($#)); exit() }', ["abc"],
+     "stdin:1:24-30: ERROR: use $#, not str($#)"),
+    ('BEGIN { printf("%s\\n", str(1 + $1 * 2)); exit() }', ["abc"],
+     "stdin:1:24-39: ERROR: str() only accepts positional parameters directly or with a "
+     "single constant offset added"),
+    ('BEGIN { printf("%s\\n", $1); exit() }', ["abc"],
+     'stdin:1:24-26: ERROR: $1 used numerically but given "abc". Try using str($1).'),
+    ("BEGIN { @[$1] = count(); exit() }", ["abc"],
+     'stdin:1:9-13: ERROR: $1 used numerically but given "abc". Try using str($1).'),
+    ('BEGIN { printf("%s %d %d\\n", str($1 + 1), $2, $#); exit() }', ["abc", "010"], None),
+    ('BEGIN { printf("%d %d\\n", $1, $3); exit() }', ["-5"], None),
+    ("BEGIN { unroll($1) { @i++ } exit() }", ["3"], None),
+]
+
+
+@pytest.mark.parametrize("program, params, first_line", PARAM_CASES)
+def test_positional_parameters(program, params, first_line):
+    if first_line is None:
+        run(program, params=tuple(params))
+    else:
+        assert error(program, params=tuple(params)) == first_line
+
+
+@pytest.mark.skipif(shutil.which("bpftrace") is None, reason="bpftrace is not installed")
+def test_positional_parameters_match_the_installed_bpftrace():
+    for program, params, first_line in PARAM_CASES:
+        proc = subprocess.run(["bpftrace", "-e", program, "--", *params], capture_output=True,
+                              text=True, timeout=60)
+        lines = [ln for ln in proc.stderr.splitlines() if "RLIMIT" not in ln]
+        if first_line is None:
+            assert proc.returncode == 0 and not lines, (program, proc.stderr)
+        else:
+            assert lines[0] == first_line, program
+
+
+def test_param_values_read_as_bpftrace_reads_them():
+    assert [param_int(v) for v in ("5", "010", "0x10", "-5", "", " 7", "abc", "5x")] == [
+        5, 8, 16, -5, 0, 7, None, None]
+    script, _ = run("BEGIN { unroll($1) { } }", params=("0x10",))
+    assert script.probes[0].block.stmts[0].count.type == I64
 
 
 def test_signal_names_as_bpftrace_reads_them():

@@ -265,6 +265,13 @@ def test_positions_follow_bpftrace():
     assert pos(s.value.left) == (1, 9, 14)    # the span starts after the last blank
 
 
+def test_a_probe_is_at_its_first_token_its_attach_point_where_bpftrace_puts_it():
+    s = parse("BEGIN { }\n\nEND { }")
+    assert pos(s.probes[1]) == (3, 1, 4)
+    ap = s.probes[1].attach_points[0]
+    assert (ap.pos.line, ap.pos.column, ap.pos.end_line) == (1, 10, 3)
+
+
 def test_multi_line_positions():
     s = parse('BEGIN {\n  printf("%d\\n",\n         1)\n}')
     call = s.probes[0].block.stmts[0].expr

@@ -520,28 +520,51 @@ def _where(d: Diagnostic) -> tuple[int, int]:
     return (d.pos.line, d.pos.column) if d.pos else (0, 0)
 
 
+#: how many fields each provider takes after its name, and bpftrace's words
+#: for it (a uprobe's or USDT probe's path may be left out with ``-p PID``)
+_FIELDS = {
+    "BEGIN": ((0,), "0 arguments"), "END": ((0,), "0 arguments"),
+    "kprobe": ((1,), "1 argument"), "kretprobe": ((1,), "1 argument"),
+    "uprobe": ((1, 2), "2 arguments"), "uretprobe": ((1, 2), "2 arguments"),
+    "usdt": ((1, 2, 3), "2 or 3 arguments"),
+    "tracepoint": ((2,), "2 arguments"), "profile": ((2,), "2 arguments"),
+    "interval": ((2,), "2 arguments"), "software": ((1, 2), "1 or 2 arguments"),
+    "hardware": ((1, 2), "1 or 2 arguments"), "kfunc": ((1, 2), "1 or 2 arguments"),
+    "kretfunc": ((1, 2), "1 or 2 arguments"), "rawtracepoint": ((1,), "1 argument"),
+}
+
+
 def split_attach_point(text: str, pos: ast.Pos) -> ast.AttachPoint | str:
     """An :class:`~pyebpf.lang.ast.AttachPoint` from its text (short forms
-    expanded, ``sym+off`` split), or the error message when the provider is
-    unknown."""
+    expanded, ``sym+off`` split), or the error message (bpftrace's) when the
+    provider is unknown, the fields are too many or too few, or the offset
+    is not one."""
     head, sep, rest = text.partition(":")
     provider = PROVIDERS.get(head, head)
     if provider not in _FULL_NAMES:
-        return f"Invalid probe type: {head or text!r}" if text else "No attach point given"
-    if provider in ("BEGIN", "END"):
-        if sep:
-            return f"{provider} probes do not take arguments"
-        return ast.AttachPoint(pos, text, provider, [])
+        return f"Invalid probe type: {head!r}"
     parts = _split_fields(rest) if sep else []
+    if provider in ("BEGIN", "END") and parts == ["*"]:
+        parts = []
+    if provider == "tracepoint" and len(parts) == 1 and "*" in parts[0]:
+        parts.insert(0, "*")          # tracepoint:sys_enter_* : any category
+    counts, words = _FIELDS.get(provider, ((len(parts),), ""))
+    if len(parts) not in counts:
+        return f"{provider} probe type requires {words}"
     offset = None
-    if provider in ("uprobe", "uretprobe", "kprobe", "kretprobe") and parts:
-        sym, plus, off = parts[-1].rpartition("+")
-        if plus and sym and off:
-            try:
-                offset = int(off, 0)
-            except ValueError:
-                return f"Invalid offset: {off!r}"
-            parts[-1] = sym
+    if provider in ("uprobe", "uretprobe", "kprobe", "kretprobe") and "+" in parts[-1]:
+        if provider.endswith("retprobe"):
+            return "Offset not allowed"
+        if parts[-1].count("+") != 1:
+            return "Cannot take more than one offset"
+        sym, _, off = parts[-1].partition("+")
+        try:
+            offset = int(off, 0)
+        except ValueError:
+            return "Invalid offset"
+        if not sym:
+            return "Invalid offset"
+        parts[-1] = sym
     return ast.AttachPoint(pos, text, provider, parts, offset)
 
 

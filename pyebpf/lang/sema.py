@@ -274,6 +274,7 @@ class Analyser:
         return Analysis(self.maps, self.variables, self.params)
 
     def _check_probes(self) -> None:
+        """BEGIN and END once each; the units and rates of timed probes."""
         seen: set[str] = set()
         self.final = True
         for probe in self.script.probes:
@@ -282,6 +283,20 @@ class Analyser:
                     if ap.provider in seen:
                         self.error(f"More than one {ap.provider} probe defined", ap.pos)
                     seen.add(ap.provider)
+                elif ap.provider in ("profile", "interval") and len(ap.parts) == 2:
+                    self.check_rate(ap)
+
+    def check_rate(self, ap: ast.AttachPoint) -> None:
+        """``profile:hz:99``, ``interval:s:1``: a unit bpftrace accepts and a
+        positive integer."""
+        unit, rate = ap.parts
+        if unit not in ("hz", "s", "ms", "us"):
+            self.error(f"{unit} is not an accepted unit of time", ap.pos)
+        value = param_int(rate) if rate.strip() else None
+        if value is None:
+            self.error(f"{ap.provider} probe must have an integer frequency", ap.pos)
+        elif value <= 0 and ap.provider == "profile":
+            self.error("profile frequency should be a positive integer", ap.pos)
 
     # -- statements ------------------------------------------------------
     def block(self, block: ast.Block) -> None:

@@ -97,14 +97,26 @@ def test_an_offset_in_hex_is_kept_as_bpftrace_spells_it():
                                                   ["/bin/bash", "readline"], 16)
 
 
-@pytest.mark.parametrize("short, full", [
-    ("u", "uprobe"), ("ur", "uretprobe"), ("U", "usdt"), ("t", "tracepoint"),
-    ("p", "profile"), ("i", "interval"), ("s", "software"), ("h", "hardware"),
-    ("k", "kprobe"), ("kr", "kretprobe"), ("f", "kfunc"), ("fr", "kretfunc"),
-    ("rt", "rawtracepoint"), ("w", "watchpoint"), ("aw", "asyncwatchpoint"), ("it", "iter")])
-def test_short_provider_names(short, full):
-    ap = parse(f"{short}:a:b {{ }}").probes[0].attach_points[0]
-    assert (ap.provider, ap.parts) == (full, ["a", "b"])
+@pytest.mark.parametrize("short, full, fields", [
+    ("u", "uprobe", "a:b"), ("ur", "uretprobe", "a:b"), ("U", "usdt", "a:b:c"),
+    ("t", "tracepoint", "a:b"), ("p", "profile", "hz:9"), ("i", "interval", "s:1"),
+    ("s", "software", "faults:10"), ("h", "hardware", "cycles"), ("k", "kprobe", "a"),
+    ("kr", "kretprobe", "a"), ("f", "kfunc", "a"), ("fr", "kretfunc", "a"),
+    ("rt", "rawtracepoint", "a"), ("w", "watchpoint", "0x10:8:w"),
+    ("aw", "asyncwatchpoint", "0x10:8:w"), ("it", "iter", "task")])
+def test_short_provider_names(short, full, fields):
+    ap = parse(f"{short}:{fields} {{ }}").probes[0].attach_points[0]
+    assert (ap.provider, ap.parts) == (full, fields.split(":"))
+
+
+def test_a_tracepoint_wildcard_without_category_means_any_category():
+    ap = parse("tracepoint:sys_enter_* { }").probes[0].attach_points[0]
+    assert ap.parts == ["*", "sys_enter_*"]
+
+
+def test_uprobe_and_usdt_may_leave_out_the_path_for_a_pid():
+    assert parse("uprobe:main { }").probes[0].attach_points[0].parts == ["main"]
+    assert parse("usdt:prov:tick { }").probes[0].attach_points[0].parts == ["prov", "tick"]
 
 
 def test_several_attach_points_and_probes():
@@ -347,6 +359,32 @@ SYNTAX_ERRORS = [
      'stdin:1:14-16: ERROR: param $0 is out of integer range [1, 9223372036854775807]'),
     ('BEGIN { printf("%d\\n",\n  1 2); }',
      'stdin:2:5-6: ERROR: syntax error, unexpected integer, expecting ) or ","'),
+    ('BEGIN:x { }',
+     'stdin:1:1-8: ERROR: BEGIN probe type requires 0 arguments'),
+    ('uprobe:/bin/sh:a:b { }',
+     'stdin:1:1-19: ERROR: uprobe probe type requires 2 arguments'),
+    ('uretprobe:/bin/sh:main+1 { }',
+     'stdin:1:1-25: ERROR: Offset not allowed'),
+    ('uprobe:/bin/sh:main+1+2 { }',
+     'stdin:1:1-24: ERROR: Cannot take more than one offset'),
+    ('kprobe:a:b { }',
+     'stdin:1:1-11: ERROR: kprobe probe type requires 1 argument'),
+    ('tracepoint:x { }',
+     'stdin:1:1-13: ERROR: tracepoint probe type requires 2 arguments'),
+    ('tracepoint:a:b:c { }',
+     'stdin:1:1-17: ERROR: tracepoint probe type requires 2 arguments'),
+    ('profile:hz { }',
+     'stdin:1:1-11: ERROR: profile probe type requires 2 arguments'),
+    ('interval:s:1:2 { }',
+     'stdin:1:1-15: ERROR: interval probe type requires 2 arguments'),
+    ('software:a:b:c { }',
+     'stdin:1:1-15: ERROR: software probe type requires 1 or 2 arguments'),
+    ('usdt:/bin/sh:a:b:c { }',
+     'stdin:1:1-19: ERROR: usdt probe type requires 2 or 3 arguments'),
+    ('kfunc:a:b:c { }',
+     'stdin:1:1-12: ERROR: kfunc probe type requires 1 or 2 arguments'),
+    ('hardware { }',
+     'stdin:1:1-9: ERROR: hardware probe type requires 1 or 2 arguments'),
 ]
 
 

@@ -439,6 +439,12 @@ SEMANTIC_ERRORS = [
      'stdin:1:13-22: ERROR: sum() requires one argument (2 provided)'),
     ('BEGIN { @ = cgroupid(1); }',
      'stdin:1:13-24: ERROR: cgroupid() expects a string literal (integer provided)'),
+    ('interval:x:1 { }',
+     'stdin:1:1-13: ERROR: x is not an accepted unit of time'),
+    ('profile:hz:0 { }',
+     'stdin:1:1-13: ERROR: profile frequency should be a positive integer'),
+    ('BEGIN { exit() }\ni:m:5 { }',
+     'stdin:1-2: ERROR: m is not an accepted unit of time'),
 ]
 
 

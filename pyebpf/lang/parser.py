@@ -180,15 +180,16 @@ class Parser:
             self._error("No attach points for probe",
                         (empty.line, empty.column, empty.line, empty.column))
             aps = [ast.AttachPoint(empty, "", "")]
-        pred = None
+        pred = pred_pos = None
         if self.tok.kind == "/":
-            self._take()
+            slash = self._take()
             pred, _ = self._expr()
-            self._expect("end predicate")
+            end = self._expect("end predicate")
+            pred_pos = _pos(_join(_tspan(slash), _tspan(end)))
         block = self._block()
         # the probe is where its text starts (its attach points' positions
         # are bpftrace's, which start where the previous token ended)
-        return ast.Probe(first.pos, aps, pred, block)
+        return ast.Probe(first.pos, aps, pred, block, pred_pos)
 
     def _attach_point(self) -> ast.AttachPoint:
         # bison places the (left-recursive, possibly empty) attach point at

@@ -266,7 +266,10 @@ class Analyser:
             for probe in self.script.probes:
                 self.p = _Probe(probe)
                 if probe.predicate is not None:
-                    self.expr(probe.predicate)
+                    t = self.expr(probe.predicate)
+                    if t.kind not in ("int", "pointer"):
+                        self.error(f"Invalid type for predicate: {_kind_name(t)}",
+                                   probe.predicate_pos or probe.predicate.pos, final=True)
                 self.block(probe.block)
                 self.variables[probe] = self.p.vars
             if self.errors:    # bpftrace stops after a pass with errors

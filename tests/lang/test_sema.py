@@ -445,6 +445,12 @@ SEMANTIC_ERRORS = [
      'stdin:1:1-13: ERROR: profile frequency should be a positive integer'),
     ('BEGIN { exit() }\ni:m:5 { }',
      'stdin:1-2: ERROR: m is not an accepted unit of time'),
+    ('BEGIN / "a" / { }',
+     'stdin:1:7-14: ERROR: Invalid type for predicate: string'),
+    ('BEGIN /comm/ { }',
+     'stdin:1:7-13: ERROR: Invalid type for predicate: string'),
+    ('BEGIN\n/ 1 &&\n  "a" / { }',
+     "stdin:2-3: ERROR: Type mismatch for '&&': comparing 'int64' with 'string[2]'"),
 ]
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from . import ast
 from .errors import Diagnostic, LangError
-from .types import INT_NAMES, NONE, Type, int_type, string_type
+from .types import INT_NAMES, NONE, Type, int_type, string_type, tuple_type
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -183,13 +183,13 @@ def _same_kind(a: Type, b: Type) -> bool:
     return True
 
 
-def _merge(a: Type, b: Type) -> Type:
-    """The type holding both ``a`` and ``b`` (compatible): the longer string."""
+def _merge(a: Type, b: Type, packed: bool = False) -> Type:
+    """The type holding both ``a`` and ``b`` (compatible): the longer
+    string; ``packed`` for the keys of a map with several."""
     if a.kind in ("string", "buffer") and b.size > a.size:
         return b
     if a.kind == "tuple":
-        return Type("tuple", elems=tuple(_merge(x, y) for x, y in zip(a.elems, b.elems)),
-                    size=sum(e.size for e in a.elems))
+        return tuple_type([_merge(x, y) for x, y in zip(a.elems, b.elems)], packed=packed)
     return a
 
 
@@ -198,7 +198,7 @@ def _key_shape(keys: list[Type]) -> Type | None:
         return None
     if len(keys) == 1:
         return keys[0]
-    return Type("tuple", size=sum(k.size for k in keys), elems=tuple(keys))
+    return tuple_type(keys, packed=True)
 
 
 def _key_str(key: Type | None) -> str:
@@ -466,7 +466,7 @@ class Analyser:
                        f"{_key_str(key)} when map expects arguments: {_key_str(info.key)}",
                        m.pos)
         elif key is not None and info.key is not None:
-            info.key = _merge(info.key, key)
+            info.key = _merge(info.key, key, packed=True)
 
     def map_read(self, m: ast.Map) -> Type:
         """The value type of a map read (aggregations read as integers)."""
@@ -522,7 +522,7 @@ class Analyser:
             for x in e.elems:
                 if x.type is not None and x.type.is_aggregation:
                     self.error("Map type not allowed in a tuple", x.pos)
-            return Type("tuple", size=sum(t.size for t in elems), elems=elems)
+            return tuple_type(elems)
         if isinstance(e, ast.FieldAccess):
             return self.field(e)
         if isinstance(e, ast.ArrayAccess):

@@ -14,7 +14,7 @@ from pyebpf.lang.errors import LangError
 from pyebpf.lang.parser import parse
 from pyebpf.lang.sema import (Analysis, MapInfo, analyse, param_int, printf_check,
                                printf_specs, signal_number)
-from pyebpf.lang.types import Type, int_type, string_type
+from pyebpf.lang.types import Type, int_type, string_type, tuple_type
 
 U64, I64, U32 = int_type(8), int_type(8, True), int_type(4)
 
@@ -91,7 +91,7 @@ def test_types_of_builtins_literals_and_calls(text, t):
     ("(uint8 *)pid", Type("pointer", 8, elem=int_type(1))),
     # ternary: its branches' type (a string branch: bpftrace's 64 bytes)
     ("pid ? 1 : 2", I64), ("1 ? pid : 2", U64), ("1 ? \"a\" : \"bc\"", string_type(64)),
-    ("(1, \"ab\", pid)", Type("tuple", 19, elems=(I64, string_type(3), U64))),
+    ("(1, \"ab\", pid)", tuple_type([I64, string_type(3), U64])),
     ("$1", I64), ("$#", I64),
 ])
 def test_integer_rules(text, t):
@@ -101,6 +101,18 @@ def test_integer_rules(text, t):
 def test_reg_is_a_uint64_in_the_probes_that_have_registers():
     assert typeof('reg("ip")', "uprobe:/bin/sh:f") == U64
     assert typeof('reg("sp")', "profile:hz:99") == U64
+
+
+def test_tuples_are_laid_out_as_bpftrace_lays_them_out():
+    # a tuple value: C-like padding (int64 at 0, string[3] at 8, uint64 at 16)
+    t = typeof('(1, "ab", pid)')
+    assert (t.size, [f[1] for f in t.fields]) == (24, [0, 8, 16])
+    t = typeof('((int8)1, (int16)2, (int32)3, "a")')
+    assert (t.size, [f[1] for f in t.fields]) == (12, [0, 2, 4, 8])
+    # the keys of a map with several keys: one after the other
+    _, a = run('BEGIN { @m[(int8)1, "ab", 2] = 1 }')
+    key = a.maps["@m"].key
+    assert (key.size, [f[1] for f in key.fields]) == (19, [0, 8, 11])
 
 
 def test_str_length_rule():
@@ -171,7 +183,7 @@ def test_maps_keys_and_values():
     assert a.maps == {
         "@c": MapInfo("@c", string_type(16), Type("count", 8)),
         "@s": MapInfo("@s", None, Type("sum", 8)),
-        "@h": MapInfo("@h", Type("tuple", 24, elems=(U64, string_type(16))),
+        "@h": MapInfo("@h", tuple_type([U64, string_type(16)], packed=True),
                       Type("hist", 8, True)),
         "@l": MapInfo("@l", None, Type("lhist", 8, lhist=(0, 100, 10))),
         "@a": MapInfo("@a", None, Type("avg", 8, True)),

@@ -20,6 +20,11 @@ are (a shift: when its left side is); comparisons and logical operations
 too. Casts truncate or extend to the named type. A map key integer is
 stored in 64 bits with its signedness. Argument and ``retval`` types come
 from a :class:`TypeResolver` (the probes' layer), ``uint64`` without one.
+What bpftrace's code does with them: each operand is extended to 64 bits
+by its own sign; ``< <= > >=`` compare signed only when both operands are
+signed; ``/`` and ``%`` are unsigned and ``>>`` logical whatever the signs.
+A tuple value is laid out with C's padding, the keys of a map with several
+keys one after the other (:func:`~pyebpf.lang.types.tuple_type`).
 
 Errors are collected for the whole script and raised as one
 :class:`~pyebpf.lang.errors.LangError`.

@@ -306,10 +306,10 @@ class Parser:
         if kind == "-" and self._peek().kind == "integer":
             m = self._take()
             i = self._take()
-            return ast.Integer(_pos(_join(_tspan(m), _tspan(i))), -int(i.value))
+            return ast.Integer(_pos(_join(_tspan(m), _tspan(i))), _int64(-int(i.value)))
         if kind == "integer":
             i = self._take()
-            return ast.Integer(i.pos, int(i.value))
+            return ast.Integer(i.pos, _int64(int(i.value)))
         if kind in ("positional parameter", "$#"):
             return self._param()
         if kind == "-":
@@ -438,10 +438,10 @@ class Parser:
             self._take()
             i = self._take()
             span = _join(_tspan(t), _tspan(i))
-            return ast.Integer(_pos(span), -int(i.value)), span
+            return ast.Integer(_pos(span), _int64(-int(i.value))), span
         if kind == "integer":
             self._take()
-            return ast.Integer(t.pos, int(t.value)), _tspan(t)
+            return ast.Integer(t.pos, _int64(int(t.value))), _tspan(t)
         if kind == "string":
             self._take()
             return ast.String(t.pos, str(t.value)), _tspan(t)
@@ -515,6 +515,12 @@ class Parser:
                 return ast.Sizeof(pos, typename=arg.name), span
             return ast.Sizeof(pos, expr=args[0]), span
         return ast.Call(pos, str(name.value), args), span
+
+
+def _int64(value: int) -> int:
+    """A literal as bpftrace keeps it: a 64-bit signed value (2**64 - 1 is -1)."""
+    value &= (1 << 64) - 1
+    return value - (1 << 64) if value >> 63 else value
 
 
 def _where(d: Diagnostic) -> tuple[int, int]:

@@ -254,6 +254,13 @@ def test_expressions(text, tree):
     assert shape(expr(text)) == tree
 
 
+def test_literals_are_64_bit_signed_values_as_in_bpftrace():
+    assert shape(expr("18446744073709551615")) == -1
+    assert shape(expr("0x8000000000000000")) == -2 ** 63
+    assert shape(expr("-9223372036854775808")) == -2 ** 63
+    assert shape(expr("9223372036854775807")) == 2 ** 63 - 1
+
+
 def test_integer_literal_forms_reach_the_tree():
     assert [shape(expr(t)) for t in ("0x10", "010", "1_000", "10u", "3ULL")] == [
         16, 8, 1000, 10, 3]

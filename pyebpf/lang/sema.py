@@ -59,6 +59,8 @@ __all__ = ["analyse", "Analysis", "MapInfo", "TypeResolver", "STRLEN", "signal_n
 #: bpftrace's default string size (BPFTRACE_STRLEN), its NUL included
 STRLEN = 64
 COMM_SIZE = 16
+#: bpftrace's number of semantic passes (the last one checks everything)
+_PASSES = 10
 U64 = int_type(8, False)
 I64 = int_type(8, True)
 U32 = int_type(4, False)
@@ -247,6 +249,7 @@ class Analyser:
         self.errors: list[Diagnostic] = []
         self.final = False
         self.loops = 0
+        self.seen_special: set[str] = set()   # BEGIN/END met in this pass
         self.calls: list[str] = []       # the calls whose arguments are being typed
         self.str_param = False           # a positional parameter inside str()
         self.p: _Probe | None = None
@@ -262,37 +265,50 @@ class Analyser:
 
     # -- driver --------------------------------------------------------------
     def run(self) -> Analysis:
-        """Two passes as bpftrace: the first learns the maps' types from every
-        assignment, the second checks and reports."""
-        self._check_probes()
-        for final in (False, True):
-            self.final = final
-            self.variables = {}
-            for probe in self.script.probes:
-                self.p = _Probe(probe)
-                if probe.predicate is not None:
-                    t = self.expr(probe.predicate)
-                    if t.kind not in ("int", "pointer"):
-                        self.error(f"Invalid type for predicate: {_kind_name(t)}",
-                                   probe.predicate_pos or probe.predicate.pos, final=True)
-                self.block(probe.block)
-                self.variables[probe] = self.p.vars
-            if self.errors:    # bpftrace stops after a pass with errors
-                raise LangError.collected(self.errors)
+        """Passes as bpftrace makes them: the first ones learn the maps' types
+        from every assignment (a map read in one probe may be assigned in a
+        later one) until they no longer change, the last one also checks
+        what needs every type; a pass with errors ends the analysis (they
+        are raised)."""
+        previous = None
+        for n in range(1, _PASSES + 1):
+            self.final = n == _PASSES
+            self.walk()
+            state = [(m.name, m.key, m.value) for m in self.maps.values()]
+            if not self.final and state == previous:
+                self.final = True       # settled: the last pass now
+                self.walk()
+                break
+            previous = state
         return Analysis(self.maps, self.variables, self.params)
 
-    def _check_probes(self) -> None:
-        """BEGIN and END once each; the units and rates of timed probes."""
-        seen: set[str] = set()
-        self.final = True
+    def walk(self) -> None:
+        """One pass over the script (raises the errors it found)."""
+        self.variables = {}
+        self.seen_special.clear()
         for probe in self.script.probes:
+            self.p = _Probe(probe)
             for ap in probe.attach_points:
-                if ap.provider in ("BEGIN", "END"):
-                    if ap.provider in seen:
-                        self.error(f"More than one {ap.provider} probe defined", ap.pos)
-                    seen.add(ap.provider)
-                elif ap.provider in ("profile", "interval") and len(ap.parts) == 2:
-                    self.check_rate(ap)
+                self.attach_point(ap)
+            if probe.predicate is not None:
+                t = self.expr(probe.predicate)
+                if t.kind not in ("int", "pointer"):
+                    self.error(f"Invalid type for predicate: {_kind_name(t)}",
+                               probe.predicate_pos or probe.predicate.pos, final=True)
+            self.block(probe.block)
+            self.variables[probe] = self.p.vars
+        if self.errors:
+            raise LangError.collected(self.errors)
+
+    def attach_point(self, ap: ast.AttachPoint) -> None:
+        """BEGIN and END once each (checked on the last pass, as bpftrace);
+        the units and rates of timed probes."""
+        if ap.provider in ("BEGIN", "END"):
+            if self.final and ap.provider in self.seen_special:
+                self.error(f"More than one {ap.provider} probe defined", ap.pos)
+            self.seen_special.add(ap.provider)
+        elif ap.provider in ("profile", "interval") and len(ap.parts) == 2:
+            self.check_rate(ap)
 
     def check_rate(self, ap: ast.AttachPoint) -> None:
         """``profile:hz:99``, ``interval:s:1``: a unit bpftrace accepts and a
@@ -703,7 +719,7 @@ class Analyser:
         lt = self.expr(e.left)
         rt = self.expr(e.right)
         if lt.kind == "none" or rt.kind == "none":
-            return I64
+            return int_type(8, lt.signed and rt.signed)   # as bpftrace: unsigned
         if lt.kind == "int" and rt.kind == "int":
             if self.calls and self.calls[-1] == "str":
                 self.str_offset(e)
@@ -742,6 +758,11 @@ class Analyser:
         t = self.expr(e.operand)
         if t.kind == "pointer" and e.op in ("++", "--", "*"):
             return t.elem or U64 if e.op == "*" else t
+        if e.op == "!" and t.size not in (0, 1, 2, 4, 8):
+            # bpftrace checks this size on every pass
+            self.error(f"The ! operator can not be used on expressions of type '{_tstr(t)}'",
+                       e.pos)
+            return I64
         if t.kind != "int":
             if t.kind != "none":
                 name = "dereference" if e.op == "*" else e.op

@@ -559,3 +559,38 @@ def test_property_precedence_is_c(tree, seed, a, b):
     assert got == tree, text
     env = {"a": a, "b": b}
     assert c_eval(got, env) == c_eval(tree, env)
+
+
+# ---- property: bad input gives a LangError, never a crash ---------------------------
+
+PIECES = ["BEGIN", "END", "uprobe:/bin/sh:f", "t:a:b", "i:s:1", "{", "}", "(", ")", "[", "]",
+          ";", ",", "/", "//", "/*", "*/", "*", "+", "-", "++", "--", "=", "==", "+=", "<<",
+          "<", ">", "!", "~", "?", ":", ".", "->", "&&", "||", "&", "|", "^", "%", "if",
+          "else", "unroll", "while", "return", "break", "1", "0x1f", "08", "1e30", "-5",
+          '"s"', '"\\q', '"', "$x", "$1", "$#", "$", "@", "@m", "pid", "arg0", "args",
+          "retval", "comm", "printf", "count", "hist", "lhist", "str", "ustack", "perf",
+          "kstack", "exit", "delete", "foo", "struct", "struct s {", "(uint8)", "#include <x>",
+          "\n", " ", "\t", "`", "sizeof"]
+
+
+@fuzz_settings(300)
+@given(st.lists(st.sampled_from(PIECES), max_size=30), st.lists(st.booleans(), max_size=30))
+def test_property_any_token_soup_parses_or_gives_a_lang_error(pieces, gaps):
+    from pyebpf.lang.sema import analyse
+    text = "".join(p + (" " if g else "") for p, g in zip(pieces, gaps + [True] * 30))
+    try:
+        script = parse(text)
+        analyse(script, params=("1",))
+    except LangError as e:
+        assert str(e).count("ERROR:") == len(e.diagnostics) >= 1
+        assert e.pos is None or e.pos.line >= 1
+
+
+@fuzz_settings(200)
+@given(st.text(max_size=60))
+def test_property_any_text_parses_or_gives_a_lang_error(text):
+    from pyebpf.lang.sema import analyse
+    try:
+        analyse(parse(text))
+    except LangError:
+        pass

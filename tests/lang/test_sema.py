@@ -214,6 +214,13 @@ def test_a_map_read_before_its_assignment_in_a_later_probe():
     assert a.maps["@x"].value == Type("count", 8)
 
 
+def test_map_types_settle_over_passes_as_in_bpftrace():
+    # each probe reads a map the next one assigns: bpftrace's passes settle it
+    _, a = run("i:s:1 { @a = @b + 1 } i:s:2 { @b = @c } i:s:3 { @c = (uint8)1; @d = @a }")
+    assert {k: v.value for k, v in a.maps.items()} == {
+        "@a": U64, "@b": int_type(1), "@c": int_type(1), "@d": U64}
+
+
 def test_aggregation_reads_are_integers():
     script, a = run("BEGIN { @x = count(); @y = sum(-1); $v = @x; $w = @y }")
     assert a.variables[script.probes[0]] == {"v": U64, "w": I64}

@@ -250,6 +250,9 @@ class Analyser:
         self.final = False
         self.loops = 0
         self.seen_special: set[str] = set()   # BEGIN/END met in this pass
+        self.pass_n = 0
+        # each map's key, fixed by its first use from the second pass on (bpftrace)
+        self.keys: dict[str, Type | None] = {}
         self.calls: list[str] = []       # the calls whose arguments are being typed
         self.str_param = False           # a positional parameter inside str()
         self.p: _Probe | None = None
@@ -273,13 +276,17 @@ class Analyser:
         previous = None
         for n in range(1, _PASSES + 1):
             self.final = n == _PASSES
+            self.pass_n = n
             self.walk()
             state = [(m.name, m.key, m.value) for m in self.maps.values()]
             if not self.final and state == previous:
                 self.final = True       # settled: the last pass now
+                self.pass_n += 1
                 self.walk()
                 break
             previous = state
+        for name, info in self.maps.items():
+            info.key = self.keys.get(name, info.key)
         return Analysis(self.maps, self.variables, self.params)
 
     def walk(self) -> None:
@@ -377,6 +384,7 @@ class Analyser:
         and value types, later ones must agree."""
         m = s.map
         self.map_keys(m)
+        self.check_key(m)
         self.expr(s.value, assigned_to="map")
         value = s.value.type or NONE
         if s.op is not None:
@@ -384,7 +392,7 @@ class Analyser:
         elif value.kind == "none" and not self.final:
             return
         elif value.kind == "none":
-            self.error("Invalid expression for assignment: ", s.value.pos, final=True)
+            self.error("Invalid expression for assignment: none", s.value.pos, final=True)
             return
         name = "@" + m.name
         info = self.maps.get(name)
@@ -396,7 +404,6 @@ class Analyser:
                        f"'{_tstr(info.value)}", m.pos)
         else:
             info.value = _merge(info.value, value)
-        self.check_key(m)
         m.type = self.maps[name].value
 
     @staticmethod
@@ -436,13 +443,19 @@ class Analyser:
             if v.name not in self.p.vars:
                 self.error(f"Undefined or undeclared variable: ${v.name}", v.pos)
             value = self.compound(s.op, v, s.value, s.pos)
-        if value.kind == "none":
-            if self.final:
-                self.error("Invalid expression for assignment: ", s.value.pos, final=True)
-            return
         if value.is_aggregation:
             return
         old = self.p.vars.get(v.name)
+        if old is not None and old.kind == "none":
+            if self.final:
+                self.error(f"Undefined variable: ${v.name}", s.pos)
+            old = None
+        if value.kind == "none":
+            # bpftrace keeps the name (uses are not errors) and complains on
+            # its last pass if the value never got a type
+            self.p.vars.setdefault(v.name, NONE)
+            self.error("Invalid expression for assignment: none", s.value.pos, final=True)
+            return
         if old is not None and not _same_kind(old, value):
             self.error(f"Type mismatch for ${v.name}: trying to assign value of type "
                        f"'{_tstr(value)}' when variable already contains a value of type "
@@ -473,31 +486,34 @@ class Analyser:
         return _key_shape(keys)
 
     def check_key(self, m: ast.Map) -> None:
-        """A use of ``m`` must have the key its map has (bpftrace's message)."""
-        name = "@" + m.name
-        info = self.maps.get(name)
-        if info is None:
+        """A use of ``m`` must have the key of the map's first use (checked
+        from the second pass on, as bpftrace does; bpftrace's message)."""
+        if self.pass_n < 2:
             return
+        name = "@" + m.name
         key = self.key_of(m)
-        ok = (key is None and info.key is None) or (
-            key is not None and info.key is not None and _same_kind(key, info.key)
-            and (key.kind == "tuple") == (info.key.kind == "tuple"))
+        if name not in self.keys:
+            self.keys[name] = key
+            return
+        old = self.keys[name]
+        ok = (key is None and old is None) or (
+            key is not None and old is not None and _same_kind(key, old)
+            and (key.kind == "tuple") == (old.kind == "tuple"))
         if not ok:
             self.error(f"Argument mismatch for {name}: trying to access with arguments: "
-                       f"{_key_str(key)} when map expects arguments: {_key_str(info.key)}",
-                       m.pos)
-        elif key is not None and info.key is not None:
-            info.key = _merge(info.key, key, packed=True)
+                       f"{_key_str(key)} when map expects arguments: {_key_str(old)}", m.pos)
+        elif key is not None and old is not None:
+            self.keys[name] = _merge(old, key, packed=True)
 
     def map_read(self, m: ast.Map) -> Type:
         """The value type of a map read (aggregations read as integers)."""
         self.map_keys(m)
+        self.check_key(m)
         name = "@" + m.name
         info = self.maps.get(name)
         if info is None:
             self.error(f"Undefined map: {name}", m.pos, final=True)
             return NONE
-        self.check_key(m)
         if info.value.kind in ("count", "sum", "min", "max", "avg"):
             return int_type(8, info.value.signed)
         return info.value
@@ -763,6 +779,8 @@ class Analyser:
             self.error(f"The ! operator can not be used on expressions of type '{_tstr(t)}'",
                        e.pos)
             return I64
+        if t.kind == "none":
+            return U64      # bpftrace: an unsigned integer
         if t.kind != "int":
             if t.kind != "none":
                 name = "dereference" if e.op == "*" else e.op
@@ -958,11 +976,11 @@ def _type_args(a: Analyser, c: ast.Call) -> None:
     for i, x in enumerate(c.args):
         if i == 0 and c.name in ("delete", "clear", "zero", "print") and isinstance(x, ast.Map):
             a.map_keys(x)
+            if c.name == "delete":
+                a.check_key(x)
             info = a.maps.get("@" + x.name)
             if info is None:
                 a.error(f"Undefined map: @{x.name}", x.pos, final=True)
-            elif c.name == "delete":
-                a.check_key(x)
             x.type = info.value if info else NONE
         elif c.name in ("ustack", "kstack") and isinstance(x, ast.Identifier) \
                 and x.name in ("bpftrace", "perf"):

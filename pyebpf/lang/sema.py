@@ -64,6 +64,8 @@ _PASSES = 10
 U64 = int_type(8, False)
 I64 = int_type(8, True)
 U32 = int_type(4, False)
+#: a user symbol: its address and the process's id (bpftrace's 16 bytes)
+USYM = Type("usym", 16)
 
 #: how bpftrace names a kind in messages ("integer provided")
 _KIND_NAMES = {"int": "integer", "pointer": "pointer", "record": "record"}
@@ -220,9 +222,9 @@ def _key_str(key: Type | None) -> str:
 class _Probe:
     """Per-probe state: the probe and its scratch variables."""
 
-    def __init__(self, probe: ast.Probe) -> None:
+    def __init__(self, probe: ast.Probe, variables: dict[str, Type]) -> None:
         self.probe = probe
-        self.vars: dict[str, Type] = {}
+        self.vars = variables     # kept from pass to pass, as bpftrace keeps them
 
     @property
     def providers(self) -> list[str]:
@@ -291,10 +293,9 @@ class Analyser:
 
     def walk(self) -> None:
         """One pass over the script (raises the errors it found)."""
-        self.variables = {}
         self.seen_special.clear()
         for probe in self.script.probes:
-            self.p = _Probe(probe)
+            self.p = _Probe(probe, self.variables.setdefault(probe, {}))
             for ap in probe.attach_points:
                 self.attach_point(ap)
             if probe.predicate is not None:
@@ -303,7 +304,6 @@ class Analyser:
                     self.error(f"Invalid type for predicate: {_kind_name(t)}",
                                probe.predicate_pos or probe.predicate.pos, final=True)
             self.block(probe.block)
-            self.variables[probe] = self.p.vars
         if self.errors:
             raise LangError.collected(self.errors)
 
@@ -385,11 +385,11 @@ class Analyser:
         m = s.map
         self.map_keys(m)
         self.check_key(m)
-        self.expr(s.value, assigned_to="map")
-        value = s.value.type or NONE
         if s.op is not None:
-            value = self.compound(s.op, m, s.value, s.pos)
-        elif value.kind == "none" and not self.final:
+            value = self.compound(s)
+        else:
+            value = self.expr(s.value, assigned_to="map")
+        if value.kind == "none" and not self.final:
             return
         elif value.kind == "none":
             self.error("Invalid expression for assignment: none", s.value.pos, final=True)
@@ -415,54 +415,45 @@ class Analyser:
             return old.kind != "lhist" or old.lhist == new.lhist or new.lhist is None
         return _same_kind(old, new)
 
-    def compound(self, op: str, target: ast.Map | ast.Variable, value: ast.Expr,
-                 pos: ast.Pos) -> Type:
-        """``x op= v``: both integers; the result's type."""
+    def compound(self, s: ast.AssignMap | ast.AssignVar) -> Type:
+        """``x op= v`` is ``x = x op v`` (bpftrace reads ``x`` as an
+        expression, then types the operation): the operation's type."""
+        target: ast.Map | ast.Variable = s.map if isinstance(s, ast.AssignMap) else s.var
+        assert s.op is not None
         if isinstance(target, ast.Map):
-            info = self.maps.get("@" + target.name)
-            cur = info.value if info else I64
+            current = self.map_read(target)
         else:
-            cur = self.p.vars.get(target.name, I64) if self.p else I64
-        vt = value.type or NONE
-        if isinstance(target, ast.Variable) and cur.kind != "int":
-            return int_type(8, False)    # the assignment then refuses it, as bpftrace
-        if cur.kind != "int" or vt.kind != "int":
-            self.error(f"Type mismatch for '{op}': comparing '{_tstr(cur)}' with "
-                       f"'{_tstr(vt)}'", pos, final=True)
-            return cur
-        return int_type(8, cur.signed and vt.signed)
+            current = self.expr(target)
+        value = self.expr(s.value)
+        return self.binop_type(s.op, current, value, _span(target.pos, s.value.pos), s.pos)
 
     def assign_var(self, s: ast.AssignVar) -> None:
         """``$v = e`` / ``$v op= e``: the first assignment in the probe fixes the
-        variable's type."""
+        variable's type (bpftrace's rules, including for values that have no
+        type yet on an early pass)."""
         v = s.var
-        self.expr(s.value, assigned_to="var")
-        value = s.value.type or NONE
         assert self.p is not None
         if s.op is not None:
-            if v.name not in self.p.vars:
-                self.error(f"Undefined or undeclared variable: ${v.name}", v.pos)
-            value = self.compound(s.op, v, s.value, s.pos)
-        if value.is_aggregation:
-            return
-        old = self.p.vars.get(v.name)
-        if old is not None and old.kind == "none":
+            value = self.compound(s)
+        else:
+            value = self.expr(s.value, assigned_to="var")
+        stored = self.p.vars.get(v.name)
+        if stored is None:
+            self.p.vars[v.name] = value
+        elif stored.kind == "none":
             if self.final:
                 self.error(f"Undefined variable: ${v.name}", s.pos)
-            old = None
-        if value.kind == "none":
-            # bpftrace keeps the name (uses are not errors) and complains on
-            # its last pass if the value never got a type
-            self.p.vars.setdefault(v.name, NONE)
-            self.error("Invalid expression for assignment: none", s.value.pos, final=True)
-            return
-        if old is not None and not _same_kind(old, value):
+            else:
+                self.p.vars[v.name] = value
+        elif stored.kind == value.kind and stored.kind in ("string", "tuple"):
+            self.p.vars[v.name] = _merge(stored, value)
+        elif not _same_kind(stored, value):
             self.error(f"Type mismatch for ${v.name}: trying to assign value of type "
                        f"'{_tstr(value)}' when variable already contains a value of type "
-                       f"'{_tstr(old)}'", s.pos)
-            return
-        self.p.vars[v.name] = value if old is None else _merge(old, value)
+                       f"'{_tstr(stored)}'", s.pos)
         v.type = self.p.vars[v.name]
+        if value.kind == "none":
+            self.error("Invalid expression for assignment: none", s.value.pos, final=True)
 
     # -- maps --------------------------------------------------------------
     def map_keys(self, m: ast.Map) -> None:
@@ -643,7 +634,7 @@ class Analyser:
                     self.error(f"The func builtin can not be used with '{prov}' probes",
                                e.pos)
                     return NONE
-            return Type("usym", 8)
+            return USYM
         if name == "args":
             return self.args_builtin(e)
         if name.startswith(("arg", "sarg")):
@@ -734,22 +725,25 @@ class Analyser:
         left side); strings compare with ``==``/``!=`` only."""
         lt = self.expr(e.left)
         rt = self.expr(e.right)
-        if lt.kind == "none" or rt.kind == "none":
-            return int_type(8, lt.signed and rt.signed)   # as bpftrace: unsigned
-        if lt.kind == "int" and rt.kind == "int":
-            if self.calls and self.calls[-1] == "str":
-                self.str_offset(e)
-            signed = lt.signed if e.op in ("<<", ">>") else (lt.signed and rt.signed)
-            return int_type(8, signed)
-        if lt.kind == "pointer" or rt.kind == "pointer":
-            return U64
+        if lt.kind == "int" and rt.kind == "int" and self.calls and self.calls[-1] == "str":
+            self.str_offset(e)
+        return self.binop_type(e.op, lt, rt, _span(e.left.pos, e.right.pos), e.pos)
+
+    def binop_type(self, op: str, lt: Type, rt: Type, span: ast.Pos, at: ast.Pos) -> Type:
+        """The type of ``lt op rt`` as bpftrace gives it (always a 64-bit
+        integer), and its last-pass checks: ``span`` covers both operands,
+        ``at`` is the operator."""
+        signed = lt.signed if op in ("<<", ">>") else (lt.signed and rt.signed)
+        result = int_type(8, signed)
+        if (lt.kind == "int" and rt.kind == "int") or "pointer" in (lt.kind, rt.kind):
+            return result
         if lt.kind != rt.kind:
-            self.error(f"Type mismatch for '{e.op}': comparing '{_tstr(lt)}' with "
-                       f"'{_tstr(rt)}'", _span(e.left.pos, e.right.pos), final=True)
-        elif e.op not in ("==", "!="):
-            self.error(f"The {e.op} operator can not be used on expressions of types "
-                       f"{_tstr(lt)}, {_tstr(rt)}", e.pos, final=True)
-        return U64
+            self.error(f"Type mismatch for '{op}': comparing '{_tstr(lt)}' with "
+                       f"'{_tstr(rt)}'", span, final=True)
+        elif op not in ("==", "!="):
+            self.error(f"The {op} operator can not be used on expressions of types "
+                       f"{_tstr(lt)}, {_tstr(rt)}", at, final=True)
+        return result
 
     def str_offset(self, e: ast.Binop) -> None:
         """Inside ``str()``, a parameter may only be offset by a constant
@@ -766,31 +760,32 @@ class Analyser:
                        _span(e.pos, e.right.pos), final=True)
 
     def unop(self, e: ast.Unop) -> Type:
-        """A unary operation (``- ~ ! * ++ --``) as bpftrace types it."""
+        """A unary operation (``- ~ ! * ++ --``) as bpftrace types it: ``!``
+        an unsigned integer of its operand's size, ``*`` of an integer a
+        ``uint64``, the others a 64-bit integer of the operand's sign."""
         if e.op in ("++", "--") and isinstance(e.operand, ast.Map):
             name = "@" + e.operand.name
             if name not in self.maps:   # ++ on a new map makes it an int64
                 self.maps[name] = MapInfo(name, self.key_of_unevaluated(e.operand), I64)
         t = self.expr(e.operand)
-        if t.kind == "pointer" and e.op in ("++", "--", "*"):
-            return t.elem or U64 if e.op == "*" else t
-        if e.op == "!" and t.size not in (0, 1, 2, 4, 8):
-            # bpftrace checks this size on every pass
-            self.error(f"The ! operator can not be used on expressions of type '{_tstr(t)}'",
-                       e.pos)
-            return I64
-        if t.kind == "none":
-            return U64      # bpftrace: an unsigned integer
-        if t.kind != "int":
-            if t.kind != "none":
-                name = "dereference" if e.op == "*" else e.op
-                self.error(f"The {name} operator can not be used on expressions of type "
-                           f"'{_tstr(t)}'", e.pos, final=True)
-            return I64
+        pointer_op = e.op in ("++", "--", "*")
+        if t.kind != "int" and not (t.kind == "pointer" and pointer_op):
+            name = "dereference" if e.op == "*" else e.op
+            self.error(f"The {name} operator can not be used on expressions of type "
+                       f"'{_tstr(t)}'", e.pos, final=True)
         if e.op == "*":
+            if t.kind == "pointer":
+                return t.elem or U64
             return U64
         if e.op == "!":
-            return int_type(t.size, False)
+            if t.size not in (0, 1, 2, 4, 8):
+                # bpftrace checks this size on every pass
+                self.error(f"The ! operator can not be used on expressions of type "
+                           f"'{_tstr(t)}'", e.pos)
+                return U64
+            return int_type(t.size or 8, False)
+        if t.kind == "pointer" and pointer_op:
+            return t
         return int_type(8, t.signed)
 
     def key_of_unevaluated(self, m: ast.Map) -> Type | None:
@@ -1073,15 +1068,13 @@ def _str(a: Analyser, c: ast.Call, to: str | None) -> Type:
                                             or isinstance(arg.right, ast.PositionalParameter))):
         a.error("str() only accepts positional parameters directly or with a single constant "
                 "offset added", c.pos)
-    size = STRLEN
     if len(c.args) == 2 and _arg(a, c, "int", 1):
         n = a.const_int(c.args[1])
-        if n is not None:
-            if n < 0:
-                a.error(f"strcannot use negative length ({n})", c.pos)
-            else:
-                size = min(n + 1, STRLEN)
-    return string_type(size)
+        if n is not None and n < 0:
+            a.error(f"strcannot use negative length ({n})", c.pos)
+    # bpftrace's type whatever the length: str(p, n) reads n characters at
+    # most (and a NUL) into a string of BPFTRACE_STRLEN bytes
+    return string_type(STRLEN)
 
 
 @_call("buf")
@@ -1108,7 +1101,7 @@ def _sym(a: Analyser, c: ast.Call, to: str | None) -> Type:
         t = c.args[0].type or NONE
         if t.kind not in ("int", "pointer", "none"):
             a.error(f"{c.name}() expects an integer or pointer argument", c.pos)
-    return Type(c.name, 8)
+    return USYM if c.name == "usym" else Type("ksym", 8)
 
 
 @_call("ntop")

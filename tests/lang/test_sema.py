@@ -68,7 +68,7 @@ class Resolver:
     ("kstack(3)", Type("kstack", 8, stack_limit=3)),
     ("sizeof(uint32)", U64), ("strncmp(comm, \"a\", 1)", U64),
     ("kaddr(\"x\")", U64), ("strftime(\"%H\", nsecs)", Type("timestamp", 16)),
-    ("ksym(1)", Type("ksym", 8)), ("usym(1)", Type("usym", 8)),
+    ("ksym(1)", Type("ksym", 8)), ("usym(1)", Type("usym", 16)),
     ("ntop(1)", Type("inet", 24)), ("buf(1, 8)", Type("buffer", 8)),
 ])
 def test_types_of_builtins_literals_and_calls(text, t):
@@ -115,14 +115,14 @@ def test_tuples_are_laid_out_as_bpftrace_lays_them_out():
     assert (key.size, [f[1] for f in key.fields]) == (19, [0, 8, 11])
 
 
-def test_str_length_rule():
-    # str(p, n) reads n characters and a NUL at most: the value's size
-    assert typeof("str(arg0, 4)", "uprobe:/bin/sh:f") == string_type(5)
-    assert typeof("str(arg0)", "uprobe:/bin/sh:f") == string_type(64)
-    assert typeof("str(arg0, 1000)", "uprobe:/bin/sh:f") == string_type(64)
-    # a variable length: the largest
+def test_str_is_a_string_of_bpftrace_strlen_whatever_its_length():
+    # str(p, n) reads n characters at most; its type is bpftrace's, 64 bytes
+    for text in ("str(arg0, 4)", "str(arg0)", "str(arg0, 1000)"):
+        assert typeof(text, "uprobe:/bin/sh:f") == string_type(64)
     script, _ = run("uprobe:/bin/sh:f { $n = 3; print(str(arg0, $n)) }")
     assert script.probes[0].block.stmts[1].expr.args[0].type == string_type(64)
+    assert error("uprobe:/bin/sh:f { print(str(arg0, -1)) }") == \
+        "stdin:1:20-39: ERROR: strcannot use negative length (-1)"
 
 
 def test_a_string_positional_parameter():
@@ -169,7 +169,7 @@ def test_args_and_retval_come_from_the_resolver():
 def test_without_a_resolver_bpftrace_defaults():
     assert typeof("arg0", "uprobe:./w:f") == U64
     assert typeof("retval", "uretprobe:./w:f") == U64
-    assert typeof("func", "uprobe:./w:f") == Type("usym", 8)
+    assert typeof("func", "uprobe:./w:f") == Type("usym", 16)
     assert typeof("args->x", "tracepoint:a:b") == U64
 
 

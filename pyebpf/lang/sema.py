@@ -380,8 +380,10 @@ class Analyser:
         self.block(s.body)
 
     def assign_map(self, s: ast.AssignMap) -> None:
-        """``@m[k] = v`` / ``@m[k] op= v``: the first assignment fixes the map's key
-        and value types, later ones must agree."""
+        """``@m[k] = v`` / ``@m[k] op= v``: the first assignment fixes the
+        map's value type (an integer stored in 64 bits), later ones must be
+        of the same kind (strings and tuples grow to the longest); bpftrace's
+        rules, for values without a type on early passes too."""
         m = s.map
         self.map_keys(m)
         self.check_key(m)
@@ -389,31 +391,25 @@ class Analyser:
             value = self.compound(s)
         else:
             value = self.expr(s.value, assigned_to="map")
-        if value.kind == "none" and not self.final:
-            return
-        elif value.kind == "none":
-            self.error("Invalid expression for assignment: none", s.value.pos, final=True)
-            return
         name = "@" + m.name
         info = self.maps.get(name)
         if info is None:
-            self.maps[name] = MapInfo(name, self.key_of(m), value)
-        elif not self.same_value(info.value, value):
+            stored = int_type(8, value.signed) if value.kind == "int" else value
+            self.maps[name] = MapInfo(name, self.key_of(m), stored)
+        elif info.value.kind == "none":
+            if self.final:
+                self.error(f"Undefined map: {name}", m.pos)
+            else:
+                info.value = int_type(8, value.signed) if value.kind == "int" else value
+        elif info.value.kind != value.kind:
             self.error(f"Type mismatch for {name}: trying to assign value of type "
                        f"'{_tstr(value)}' when map already contains a value of type "
                        f"'{_tstr(info.value)}", m.pos)
-        else:
+        elif value.kind in ("string", "tuple"):
             info.value = _merge(info.value, value)
         m.type = self.maps[name].value
-
-    @staticmethod
-    def same_value(old: Type, new: Type) -> bool:
-        """Whether a map holding ``old`` values may take ``new`` ones."""
-        if old.is_aggregation or new.is_aggregation:
-            if old.kind != new.kind:
-                return False
-            return old.kind != "lhist" or old.lhist == new.lhist or new.lhist is None
-        return _same_kind(old, new)
+        if value.kind == "none":
+            self.error("Invalid expression for assignment: none", s.value.pos, final=True)
 
     def compound(self, s: ast.AssignMap | ast.AssignVar) -> Type:
         """``x op= v`` is ``x = x op v`` (bpftrace reads ``x`` as an

@@ -455,9 +455,12 @@ class Analyser:
     def map_keys(self, m: ast.Map) -> None:
         """Type a map's key expressions."""
         for k in m.keys:
-            self.expr(k, assigned_to="key")
-            t = k.type
-            if t is not None and t.kind == "tuple":
+            t = self.expr(k, assigned_to="key")
+            if t.kind == "int" and t.size < 8:
+                # bpftrace wraps a narrow key in a cast to 64 bits and types
+                # it again (its errors are reported twice)
+                self.expr(k, assigned_to="key")
+            if t.kind == "tuple":
                 self.error("tuple cannot be used as a map key. Try a multi-key associative"
                            " array instead (eg `@map[$1, $2] = ...)`.", m.pos)
 

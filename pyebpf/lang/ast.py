@@ -274,10 +274,12 @@ class AttachPoint(Node):
 
 @dataclasses.dataclass(eq=False)
 class Probe(Node):
-    """``attach_points /predicate/ { block }``."""
+    """``attach_points /predicate/ { block }``; ``predicate_pos`` spans the
+    predicate with its slashes (None without one)."""
     attach_points: list[AttachPoint]
     predicate: Expr | None
     block: Block
+    predicate_pos: Pos | None = None
 
 
 @dataclasses.dataclass(eq=False)

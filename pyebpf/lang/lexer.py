@@ -112,26 +112,46 @@ def _tail_digits(text: str, i: int, chars: frozenset[str]) -> int:
     return i
 
 
+_U64_MAX = (1 << 64) - 1
+
+
 def parse_int(text: str) -> int:
     """The value of an integer token as bpftrace 0.17 reads it (``1_000``,
-    ``0x1f``, ``010`` octal, ``1e3``, ``5ul``); a
+    ``0x1f``, ``010`` octal, ``1e3``, ``5ul``; at most 2**64 - 1); a
     :class:`~pyebpf.lang.errors.LangError` (a ValueError) with bpftrace's
     message when it is not a number."""
-    body = text.replace("_", "") if not text[:2].lower() == "0x" else text
-    if body[:2].lower() == "0x":
-        return int(body[2:], 16)
-    low = body.lower()
-    if "e" in low:
-        mant, _, exp = low.partition("e")
-        return int(parse_int(mant) * 10 ** parse_int(exp))
-    while low and low[-1] in "ul":
-        low = low[:-1]
-    if len(low) > 1 and low[0] == "0":
-        digits = low[1:]
-        if any(c not in "01234567" for c in digits):
+    n = text.replace("_", "")
+    if n[:2] in ("0x", "0X"):
+        value = int(n[2:], 16)
+    elif "e" in n or "E" in n:
+        coeff, _, exp = n.replace("E", "e").partition("e")
+        c, e = _decimal(coeff), _decimal(exp)
+        if c > 9:
+            raise LangError("Coefficient part of scientific literal must be in range (0,9), "
+                            f"got: {coeff}")
+        if e > 16:
+            raise LangError(f"Exponent will overflow integer range: {exp}")
+        value = c * 10 ** e
+    else:
+        digits = n.rstrip("uUlL")
+        suffix = n[len(digits):].lower()
+        if suffix not in ("", "u", "l", "ll", "ul", "ull"):
             raise LangError("Found trailing non-numeric characters")
-        return int(digits, 8)
-    return int(low)
+        if len(digits) > 1 and digits[0] == "0":
+            if digits.strip("01234567"):
+                raise LangError("Found trailing non-numeric characters")
+            value = int(digits, 8)
+        else:
+            value = int(digits)
+    if value > _U64_MAX:
+        raise LangError(f"integer literal out of range: {text}")
+    return value
+
+
+def _decimal(text: str) -> int:
+    """A decimal part of a scientific literal (a C suffix allowed)."""
+    digits = text.rstrip("uUlL")
+    return int(digits) if digits else 0
 
 
 class Lexer:

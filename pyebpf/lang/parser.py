@@ -1,20 +1,22 @@
 """The parser of the bpftrace language: tokens -> :class:`~pyebpf.lang.ast.Script`.
 
 Why hand-written recursive descent (with precedence climbing over a table
-of C's binary levels): it imports nothing beyond the
-lexer and the tree (no grammar to load or tables to build at start-up, which
-every ``pyebpf bt`` run pays), a 100-line script parses in about a
-millisecond, and it can reproduce exactly what bpftrace 0.17 (a bison LALR
-parser) reports — where each node's position is, and the wording of a syntax
-error, ``syntax error, unexpected X, expecting Y`` — by knowing, at each
-point, what bison's state would expect. A parsing library would give its own
-messages and positions.
+of C's binary levels): it imports nothing beyond the lexer and the tree (no
+grammar to load or tables to build at start-up, which every ``pyebpf bt``
+run pays: importing it costs about 1.5 ms), a 100-line script parses in
+about 2.5 ms, and it reproduces exactly what bpftrace 0.17 (a bison LALR
+parser) reports — where each node's position is, and the wording of a
+syntax error, ``syntax error, unexpected X, expecting Y`` — by knowing, at
+each point, what bison's state would expect there. A parsing library would
+bring its own messages and positions, and its import or table building.
 
 Positions follow bpftrace's (see :mod:`~pyebpf.lang.lexer` for a token's
 span): a binary operation sits at its operator, an assignment at its ``=``,
 a call, map, ternary or tuple spans from its first token to its last, a
 cast from ``(`` to ``)``, an array index from ``[`` to ``]``, ``unroll``
-from the keyword to ``)``. The semantic pass combines them as bpftrace does.
+from the keyword to ``)``; an attach point starts where the token before it
+ended (bison's empty rule), while the probe is at its first token. The
+semantic pass combines them as bpftrace does.
 
 The grammar is bpftrace 0.17's: a script is optional ``#include`` lines then
 probes; a probe is attach points (``,``-separated), an optional
@@ -30,6 +32,7 @@ from __future__ import annotations
 from . import ast
 from .errors import Diagnostic, LangError
 from .lexer import Token, tokenize
+from .types import INT_NAMES
 
 __all__ = ["parse", "parse_expression", "PROVIDERS", "split_attach_point"]
 
@@ -162,6 +165,7 @@ class Parser:
         return probes
 
     def _probe(self) -> ast.Probe:
+        first = self.tok
         aps = [self._attach_point()]
         while self.tok.kind == ",":
             self._take()
@@ -170,13 +174,22 @@ class Parser:
             raise _Syntax("unexpected end of file, expected {",
                           (aps[0].pos.line, aps[0].pos.column, self.tok.end_line,
                            self.tok.end_col))
-        pred = None
+        empty = aps[0].pos
+        aps = [ap for ap in aps if ap.raw]
+        if not aps:
+            self._error("No attach points for probe",
+                        (empty.line, empty.column, empty.line, empty.column))
+            aps = [ast.AttachPoint(empty, "", "")]
+        pred = pred_pos = None
         if self.tok.kind == "/":
-            self._take()
+            slash = self._take()
             pred, _ = self._expr()
-            self._expect("end predicate")
+            end = self._expect("end predicate")
+            pred_pos = _pos(_join(_tspan(slash), _tspan(end)))
         block = self._block()
-        return ast.Probe(aps[0].pos, aps, pred, block)
+        # the probe is where its text starts (its attach points' positions
+        # are bpftrace's, which start where the previous token ended)
+        return ast.Probe(first.pos, aps, pred, block, pred_pos)
 
     def _attach_point(self) -> ast.AttachPoint:
         # bison places the (left-recursive, possibly empty) attach point at
@@ -199,10 +212,10 @@ class Parser:
                 raw.append(str(t.value))
             else:
                 raw.append(t.kind)
-        if prev is None:
+        if prev is None:    # an empty attach point: bpftrace drops it
             if self.tok.kind not in ("{", "/", ",", "end of file"):
-                raise self._unexpected()
-            span = _tspan(start)
+                raise self._unexpected("{")
+            return ast.AttachPoint(_pos(_tspan(start)), "", "")
         else:
             span = _join(_tspan(start), _tspan(prev))
         text = "".join(raw)
@@ -293,10 +306,10 @@ class Parser:
         if kind == "-" and self._peek().kind == "integer":
             m = self._take()
             i = self._take()
-            return ast.Integer(_pos(_join(_tspan(m), _tspan(i))), -int(i.value))
+            return ast.Integer(_pos(_join(_tspan(m), _tspan(i))), _int64(-int(i.value)))
         if kind == "integer":
             i = self._take()
-            return ast.Integer(i.pos, int(i.value))
+            return ast.Integer(i.pos, _int64(int(i.value)))
         if kind in ("positional parameter", "$#"):
             return self._param()
         if kind == "-":
@@ -425,10 +438,10 @@ class Parser:
             self._take()
             i = self._take()
             span = _join(_tspan(t), _tspan(i))
-            return ast.Integer(_pos(span), -int(i.value)), span
+            return ast.Integer(_pos(span), _int64(-int(i.value))), span
         if kind == "integer":
             self._take()
-            return ast.Integer(t.pos, int(t.value)), _tspan(t)
+            return ast.Integer(t.pos, _int64(int(t.value))), _tspan(t)
         if kind == "string":
             self._take()
             return ast.String(t.pos, str(t.value)), _tspan(t)
@@ -496,38 +509,69 @@ class Parser:
         span = _join(_tspan(name), _tspan(rp))
         pos = _pos(span)
         if name.value == "sizeof" and len(args) == 1:
-            if isinstance(args[0], ast.Identifier):
-                return ast.Sizeof(pos, typename=args[0].name), span
+            arg = args[0]
+            if isinstance(arg, ast.Identifier) and (
+                    arg.name in INT_NAMES or arg.name.startswith(("struct ", "union ", "enum "))):
+                return ast.Sizeof(pos, typename=arg.name), span
             return ast.Sizeof(pos, expr=args[0]), span
         return ast.Call(pos, str(name.value), args), span
+
+
+def _int64(value: int) -> int:
+    """A literal as bpftrace keeps it: a 64-bit signed value (2**64 - 1 is -1)."""
+    value &= (1 << 64) - 1
+    return value - (1 << 64) if value >> 63 else value
 
 
 def _where(d: Diagnostic) -> tuple[int, int]:
     return (d.pos.line, d.pos.column) if d.pos else (0, 0)
 
 
+#: how many fields each provider takes after its name, and bpftrace's words
+#: for it (a uprobe's or USDT probe's path may be left out with ``-p PID``)
+_FIELDS = {
+    "BEGIN": ((0,), "0 arguments"), "END": ((0,), "0 arguments"),
+    "kprobe": ((1,), "1 argument"), "kretprobe": ((1,), "1 argument"),
+    "uprobe": ((1, 2), "2 arguments"), "uretprobe": ((1, 2), "2 arguments"),
+    "usdt": ((1, 2, 3), "2 or 3 arguments"),
+    "tracepoint": ((2,), "2 arguments"), "profile": ((2,), "2 arguments"),
+    "interval": ((2,), "2 arguments"), "software": ((1, 2), "1 or 2 arguments"),
+    "hardware": ((1, 2), "1 or 2 arguments"), "kfunc": ((1, 2), "1 or 2 arguments"),
+    "kretfunc": ((1, 2), "1 or 2 arguments"), "rawtracepoint": ((1,), "1 argument"),
+}
+
+
 def split_attach_point(text: str, pos: ast.Pos) -> ast.AttachPoint | str:
     """An :class:`~pyebpf.lang.ast.AttachPoint` from its text (short forms
-    expanded, ``sym+off`` split), or the error message when the provider is
-    unknown."""
+    expanded, ``sym+off`` split), or the error message (bpftrace's) when the
+    provider is unknown, the fields are too many or too few, or the offset
+    is not one."""
     head, sep, rest = text.partition(":")
     provider = PROVIDERS.get(head, head)
     if provider not in _FULL_NAMES:
-        return f"Invalid probe type: {head or text!r}" if text else "No attach point given"
-    if provider in ("BEGIN", "END"):
-        if sep:
-            return f"{provider} probes do not take arguments"
-        return ast.AttachPoint(pos, text, provider, [])
+        return f"Invalid probe type: {head!r}"
     parts = _split_fields(rest) if sep else []
+    if provider in ("BEGIN", "END") and parts == ["*"]:
+        parts = []
+    if provider == "tracepoint" and len(parts) == 1 and "*" in parts[0]:
+        parts.insert(0, "*")          # tracepoint:sys_enter_* : any category
+    counts, words = _FIELDS.get(provider, ((len(parts),), ""))
+    if len(parts) not in counts:
+        return f"{provider} probe type requires {words}"
     offset = None
-    if provider in ("uprobe", "uretprobe", "kprobe", "kretprobe") and parts:
-        sym, plus, off = parts[-1].rpartition("+")
-        if plus and sym and off:
-            try:
-                offset = int(off, 0)
-            except ValueError:
-                return f"Invalid offset: {off!r}"
-            parts[-1] = sym
+    if provider in ("uprobe", "uretprobe", "kprobe", "kretprobe") and "+" in parts[-1]:
+        if provider.endswith("retprobe"):
+            return "Offset not allowed"
+        if parts[-1].count("+") != 1:
+            return "Cannot take more than one offset"
+        sym, _, off = parts[-1].partition("+")
+        try:
+            offset = int(off, 0)
+        except ValueError:
+            return "Invalid offset"
+        if not sym:
+            return "Invalid offset"
+        parts[-1] = sym
     return ast.AttachPoint(pos, text, provider, parts, offset)
 
 

@@ -20,6 +20,11 @@ are (a shift: when its left side is); comparisons and logical operations
 too. Casts truncate or extend to the named type. A map key integer is
 stored in 64 bits with its signedness. Argument and ``retval`` types come
 from a :class:`TypeResolver` (the probes' layer), ``uint64`` without one.
+What bpftrace's code does with them: each operand is extended to 64 bits
+by its own sign; ``< <= > >=`` compare signed only when both operands are
+signed; ``/`` and ``%`` are unsigned and ``>>`` logical whatever the signs.
+A tuple value is laid out with C's padding, the keys of a map with several
+keys one after the other (:func:`~pyebpf.lang.types.tuple_type`).
 
 Errors are collected for the whole script and raised as one
 :class:`~pyebpf.lang.errors.LangError`.
@@ -28,7 +33,7 @@ from __future__ import annotations
 
 from . import ast
 from .errors import Diagnostic, LangError
-from .types import INT_NAMES, NONE, Type, int_type, string_type
+from .types import INT_NAMES, NONE, Type, int_type, string_type, tuple_type
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -48,14 +53,19 @@ if TYPE_CHECKING:
 else:
     TypeResolver = object
 
-__all__ = ["analyse", "Analysis", "MapInfo", "TypeResolver", "STRLEN"]
+__all__ = ["analyse", "Analysis", "MapInfo", "TypeResolver", "STRLEN", "signal_number", "param_int",
+           "printf_specs", "printf_check"]
 
 #: bpftrace's default string size (BPFTRACE_STRLEN), its NUL included
 STRLEN = 64
 COMM_SIZE = 16
+#: bpftrace's number of semantic passes (the last one checks everything)
+_PASSES = 10
 U64 = int_type(8, False)
 I64 = int_type(8, True)
 U32 = int_type(4, False)
+#: a user symbol: its address and the process's id (bpftrace's 16 bytes)
+USYM = Type("usym", 16)
 
 #: how bpftrace names a kind in messages ("integer provided")
 _KIND_NAMES = {"int": "integer", "pointer": "pointer", "record": "record"}
@@ -64,15 +74,23 @@ _KNOWN_FUNCS = frozenset(
     "avg buf cat cgroupid clear count delete exit hist join kaddr ksym lhist max min ntop "
     "print printf cgroup_path reg signal sizeof stats str strftime strncmp sum system time "
     "uaddr usym zero kstack ustack".split())
-_SIGNALS = {"SIGHUP": 1, "SIGINT": 2, "SIGQUIT": 3, "SIGILL": 4, "SIGTRAP": 5, "SIGABRT": 6,
-            "SIGBUS": 7, "SIGFPE": 8, "SIGKILL": 9, "SIGUSR1": 10, "SIGSEGV": 11,
-            "SIGUSR2": 12, "SIGPIPE": 13, "SIGALRM": 14, "SIGTERM": 15, "SIGSTKFLT": 16,
-            "SIGCHLD": 17, "SIGCONT": 18, "SIGSTOP": 19, "SIGTSTP": 20, "SIGTTIN": 21,
-            "SIGTTOU": 22, "SIGURG": 23, "SIGXCPU": 24, "SIGXFSZ": 25, "SIGVTALRM": 26,
-            "SIGPROF": 27, "SIGWINCH": 28, "SIGIO": 29, "SIGPWR": 30, "SIGSYS": 31}
+#: the signals bpftrace 0.17 knows by name (x86_64 numbers)
+_SIGNALS = {"SIGABRT": 6, "SIGALRM": 14, "SIGBUS": 7, "SIGCHLD": 17, "SIGCONT": 18,
+            "SIGFPE": 8, "SIGHUP": 1, "SIGILL": 4, "SIGINT": 2, "SIGKILL": 9, "SIGPIPE": 13,
+            "SIGPOLL": 29, "SIGQUIT": 3, "SIGSEGV": 11, "SIGSTOP": 19, "SIGSYS": 31,
+            "SIGTERM": 15, "SIGTRAP": 5, "SIGTSTP": 20, "SIGTTIN": 21, "SIGTTOU": 22,
+            "SIGURG": 23, "SIGUSR1": 10, "SIGUSR2": 12, "SIGVTALRM": 26, "SIGWINCH": 28,
+            "SIGXCPU": 24, "SIGXFSZ": 25}
 _X86_REGS = frozenset("r15 r14 r13 r12 bp bx r11 r10 r9 r8 ax cx dx si di orig_ax ip cs "
                       "flags sp ss".split())
-_USER_PROBES = frozenset({"uprobe", "uretprobe", "usdt"})
+#: functions bpftrace allows only in some probes
+_ONLY_IN = {
+    "reg": frozenset({"kprobe", "kretprobe", "uprobe", "uretprobe", "usdt", "profile",
+                      "interval", "software", "hardware", "watchpoint", "asyncwatchpoint"}),
+    "uaddr": frozenset({"uprobe", "uretprobe", "usdt"}),
+    "signal": frozenset({"kprobe", "kretprobe", "uprobe", "uretprobe", "usdt", "tracepoint",
+                         "profile", "kfunc", "kretfunc", "rawtracepoint"}),
+}
 
 
 class MapInfo:
@@ -106,6 +124,34 @@ class Analysis:
         self.maps = maps
         self.variables = variables
         self.params = params
+
+
+def param_int(text: str) -> int | None:
+    """A positional parameter's value as a number (bpftrace's reading:
+    decimal, ``0x`` hex, ``0`` octal, a sign; empty is 0), None when it is
+    not one."""
+    body = text.strip()
+    if not body:
+        return 0
+    sign = -1 if body[0] == "-" else 1
+    digits = body.lstrip("+-")
+    try:
+        if digits[:2].lower() == "0x":
+            return sign * int(digits[2:], 16)
+        if len(digits) > 1 and digits[0] == "0":
+            return sign * int(digits[1:], 8)
+        return sign * int(digits, 10)
+    except ValueError:
+        return None
+
+
+def signal_number(name: str) -> int | None:
+    """The number of a signal named as ``signal()`` takes it (bpftrace's
+    rule: any case, ``SIG`` optional: ``"KILL"``, ``"sigusr1"``), or None."""
+    sig = name.upper()
+    if sig and sig[0] != "S":
+        sig = "SIG" + sig
+    return _SIGNALS.get(sig)
 
 
 def _kind_name(t: Type | None) -> str:
@@ -146,13 +192,13 @@ def _same_kind(a: Type, b: Type) -> bool:
     return True
 
 
-def _merge(a: Type, b: Type) -> Type:
-    """The type holding both ``a`` and ``b`` (compatible): the longer string."""
+def _merge(a: Type, b: Type, packed: bool = False) -> Type:
+    """The type holding both ``a`` and ``b`` (compatible): the longer
+    string; ``packed`` for the keys of a map with several."""
     if a.kind in ("string", "buffer") and b.size > a.size:
         return b
     if a.kind == "tuple":
-        return Type("tuple", elems=tuple(_merge(x, y) for x, y in zip(a.elems, b.elems)),
-                    size=sum(e.size for e in a.elems))
+        return tuple_type([_merge(x, y) for x, y in zip(a.elems, b.elems)], packed=packed)
     return a
 
 
@@ -161,7 +207,7 @@ def _key_shape(keys: list[Type]) -> Type | None:
         return None
     if len(keys) == 1:
         return keys[0]
-    return Type("tuple", size=sum(k.size for k in keys), elems=tuple(keys))
+    return tuple_type(keys, packed=True)
 
 
 def _key_str(key: Type | None) -> str:
@@ -176,9 +222,9 @@ def _key_str(key: Type | None) -> str:
 class _Probe:
     """Per-probe state: the probe and its scratch variables."""
 
-    def __init__(self, probe: ast.Probe) -> None:
+    def __init__(self, probe: ast.Probe, variables: dict[str, Type]) -> None:
         self.probe = probe
-        self.vars: dict[str, Type] = {}
+        self.vars = variables     # kept from pass to pass, as bpftrace keeps them
 
     @property
     def providers(self) -> list[str]:
@@ -205,6 +251,12 @@ class Analyser:
         self.errors: list[Diagnostic] = []
         self.final = False
         self.loops = 0
+        self.seen_special: set[str] = set()   # BEGIN/END met in this pass
+        self.pass_n = 0
+        # each map's key, fixed by its first use from the second pass on (bpftrace)
+        self.keys: dict[str, Type | None] = {}
+        self.calls: list[str] = []       # the calls whose arguments are being typed
+        self.str_param = False           # a positional parameter inside str()
         self.p: _Probe | None = None
 
     # -- errors ------------------------------------------------------------
@@ -218,31 +270,64 @@ class Analyser:
 
     # -- driver --------------------------------------------------------------
     def run(self) -> Analysis:
-        """Two passes as bpftrace: the first learns the maps' types from every
-        assignment, the second checks and reports."""
-        self._check_probes()
-        for final in (False, True):
-            self.final = final
-            self.variables = {}
-            for probe in self.script.probes:
-                self.p = _Probe(probe)
-                if probe.predicate is not None:
-                    self.expr(probe.predicate)
-                self.block(probe.block)
-                self.variables[probe] = self.p.vars
-            if self.errors:    # bpftrace stops after a pass with errors
-                raise LangError.collected(self.errors)
+        """Passes as bpftrace makes them: the first ones learn the maps' types
+        from every assignment (a map read in one probe may be assigned in a
+        later one) until they no longer change, the last one also checks
+        what needs every type; a pass with errors ends the analysis (they
+        are raised)."""
+        previous = None
+        for n in range(1, _PASSES + 1):
+            self.final = n == _PASSES
+            self.pass_n = n
+            self.walk()
+            state = [(m.name, m.key, m.value) for m in self.maps.values()]
+            if not self.final and state == previous:
+                self.final = True       # settled: the last pass now
+                self.pass_n += 1
+                self.walk()
+                break
+            previous = state
+        for name, info in self.maps.items():
+            info.key = self.keys.get(name, info.key)
         return Analysis(self.maps, self.variables, self.params)
 
-    def _check_probes(self) -> None:
-        seen: set[str] = set()
-        self.final = True
+    def walk(self) -> None:
+        """One pass over the script (raises the errors it found)."""
+        self.seen_special.clear()
         for probe in self.script.probes:
+            self.p = _Probe(probe, self.variables.setdefault(probe, {}))
             for ap in probe.attach_points:
-                if ap.provider in ("BEGIN", "END"):
-                    if ap.provider in seen:
-                        self.error(f"More than one {ap.provider} probe defined", ap.pos)
-                    seen.add(ap.provider)
+                self.attach_point(ap)
+            if probe.predicate is not None:
+                t = self.expr(probe.predicate)
+                if t.kind not in ("int", "pointer"):
+                    self.error(f"Invalid type for predicate: {_kind_name(t)}",
+                               probe.predicate_pos or probe.predicate.pos, final=True)
+            self.block(probe.block)
+        if self.errors:
+            raise LangError.collected(self.errors)
+
+    def attach_point(self, ap: ast.AttachPoint) -> None:
+        """BEGIN and END once each (checked on the last pass, as bpftrace);
+        the units and rates of timed probes."""
+        if ap.provider in ("BEGIN", "END"):
+            if self.final and ap.provider in self.seen_special:
+                self.error(f"More than one {ap.provider} probe defined", ap.pos)
+            self.seen_special.add(ap.provider)
+        elif ap.provider in ("profile", "interval") and len(ap.parts) == 2:
+            self.check_rate(ap)
+
+    def check_rate(self, ap: ast.AttachPoint) -> None:
+        """``profile:hz:99``, ``interval:s:1``: a unit bpftrace accepts and a
+        positive integer."""
+        unit, rate = ap.parts
+        if unit not in ("hz", "s", "ms", "us"):
+            self.error(f"{unit} is not an accepted unit of time", ap.pos)
+        value = param_int(rate) if rate.strip() else None
+        if value is None:
+            self.error(f"{ap.provider} probe must have an integer frequency", ap.pos)
+        elif value <= 0 and ap.provider == "profile":
+            self.error("profile frequency should be a positive integer", ap.pos)
 
     # -- statements ------------------------------------------------------
     def block(self, block: ast.Block) -> None:
@@ -295,91 +380,87 @@ class Analyser:
         self.block(s.body)
 
     def assign_map(self, s: ast.AssignMap) -> None:
-        """``@m[k] = v`` / ``@m[k] op= v``: the first assignment fixes the map's key
-        and value types, later ones must agree."""
+        """``@m[k] = v`` / ``@m[k] op= v``: the first assignment fixes the
+        map's value type (an integer stored in 64 bits), later ones must be
+        of the same kind (strings and tuples grow to the longest); bpftrace's
+        rules, for values without a type on early passes too."""
         m = s.map
         self.map_keys(m)
-        self.expr(s.value, assigned_to="map")
-        value = s.value.type or NONE
+        self.check_key(m)
         if s.op is not None:
-            value = self.compound(s.op, m, s.value, s.pos)
-        elif value.kind == "none" and not self.final:
-            return
-        elif value.kind == "none":
-            self.error("Invalid expression for assignment: ", s.value.pos, final=True)
-            return
+            value = self.compound(s)
+        else:
+            value = self.expr(s.value, assigned_to="map")
         name = "@" + m.name
         info = self.maps.get(name)
         if info is None:
-            self.maps[name] = MapInfo(name, self.key_of(m), value)
-        elif not self.same_value(info.value, value):
+            stored = int_type(8, value.signed) if value.kind == "int" else value
+            self.maps[name] = MapInfo(name, self.key_of(m), stored)
+        elif info.value.kind == "none":
+            if self.final:
+                self.error(f"Undefined map: {name}", m.pos)
+            else:
+                info.value = int_type(8, value.signed) if value.kind == "int" else value
+        elif info.value.kind != value.kind:
             self.error(f"Type mismatch for {name}: trying to assign value of type "
                        f"'{_tstr(value)}' when map already contains a value of type "
                        f"'{_tstr(info.value)}", m.pos)
-        else:
+        elif value.kind in ("string", "tuple"):
             info.value = _merge(info.value, value)
-        self.check_key(m)
         m.type = self.maps[name].value
+        if value.kind == "none":
+            self.error("Invalid expression for assignment: none", s.value.pos, final=True)
 
-    @staticmethod
-    def same_value(old: Type, new: Type) -> bool:
-        """Whether a map holding ``old`` values may take ``new`` ones."""
-        if old.is_aggregation or new.is_aggregation:
-            if old.kind != new.kind:
-                return False
-            return old.kind != "lhist" or old.lhist == new.lhist or new.lhist is None
-        return _same_kind(old, new)
-
-    def compound(self, op: str, target: ast.Map | ast.Variable, value: ast.Expr,
-                 pos: ast.Pos) -> Type:
-        """``x op= v``: both integers; the result's type."""
+    def compound(self, s: ast.AssignMap | ast.AssignVar) -> Type:
+        """``x op= v`` is ``x = x op v`` (bpftrace reads ``x`` as an
+        expression, then types the operation): the operation's type."""
+        target: ast.Map | ast.Variable = s.map if isinstance(s, ast.AssignMap) else s.var
+        assert s.op is not None
         if isinstance(target, ast.Map):
-            info = self.maps.get("@" + target.name)
-            cur = info.value if info else I64
+            current = self.map_read(target)
         else:
-            cur = self.p.vars.get(target.name, I64) if self.p else I64
-        vt = value.type or NONE
-        if isinstance(target, ast.Variable) and cur.kind != "int":
-            return int_type(8, False)    # the assignment then refuses it, as bpftrace
-        if cur.kind != "int" or vt.kind != "int":
-            self.error(f"Type mismatch for '{op}': comparing '{_tstr(cur)}' with "
-                       f"'{_tstr(vt)}'", pos, final=True)
-            return cur
-        return int_type(8, cur.signed and vt.signed)
+            current = self.expr(target)
+        value = self.expr(s.value)
+        return self.binop_type(s.op, current, value, _span(target.pos, s.value.pos), s.pos)
 
     def assign_var(self, s: ast.AssignVar) -> None:
         """``$v = e`` / ``$v op= e``: the first assignment in the probe fixes the
-        variable's type."""
+        variable's type (bpftrace's rules, including for values that have no
+        type yet on an early pass)."""
         v = s.var
-        self.expr(s.value, assigned_to="var")
-        value = s.value.type or NONE
         assert self.p is not None
         if s.op is not None:
-            if v.name not in self.p.vars:
-                self.error(f"Undefined or undeclared variable: ${v.name}", v.pos)
-            value = self.compound(s.op, v, s.value, s.pos)
-        if value.kind == "none":
+            value = self.compound(s)
+        else:
+            value = self.expr(s.value, assigned_to="var")
+        stored = self.p.vars.get(v.name)
+        if stored is None:
+            self.p.vars[v.name] = value
+        elif stored.kind == "none":
             if self.final:
-                self.error("Invalid expression for assignment: ", s.value.pos, final=True)
-            return
-        if value.is_aggregation:
-            return
-        old = self.p.vars.get(v.name)
-        if old is not None and not _same_kind(old, value):
+                self.error(f"Undefined variable: ${v.name}", s.pos)
+            else:
+                self.p.vars[v.name] = value
+        elif stored.kind == value.kind and stored.kind in ("string", "tuple"):
+            self.p.vars[v.name] = _merge(stored, value)
+        elif not _same_kind(stored, value):
             self.error(f"Type mismatch for ${v.name}: trying to assign value of type "
                        f"'{_tstr(value)}' when variable already contains a value of type "
-                       f"'{_tstr(old)}'", s.pos)
-            return
-        self.p.vars[v.name] = value if old is None else _merge(old, value)
+                       f"'{_tstr(stored)}'", s.pos)
         v.type = self.p.vars[v.name]
+        if value.kind == "none":
+            self.error("Invalid expression for assignment: none", s.value.pos, final=True)
 
     # -- maps --------------------------------------------------------------
     def map_keys(self, m: ast.Map) -> None:
         """Type a map's key expressions."""
         for k in m.keys:
-            self.expr(k, assigned_to="key")
-            t = k.type
-            if t is not None and t.kind == "tuple":
+            t = self.expr(k, assigned_to="key")
+            if t.kind == "int" and t.size < 8:
+                # bpftrace wraps a narrow key in a cast to 64 bits and types
+                # it again (its errors are reported twice)
+                self.expr(k, assigned_to="key")
+            if t.kind == "tuple":
                 self.error("tuple cannot be used as a map key. Try a multi-key associative"
                            " array instead (eg `@map[$1, $2] = ...)`.", m.pos)
 
@@ -395,31 +476,34 @@ class Analyser:
         return _key_shape(keys)
 
     def check_key(self, m: ast.Map) -> None:
-        """A use of ``m`` must have the key its map has (bpftrace's message)."""
-        name = "@" + m.name
-        info = self.maps.get(name)
-        if info is None:
+        """A use of ``m`` must have the key of the map's first use (checked
+        from the second pass on, as bpftrace does; bpftrace's message)."""
+        if self.pass_n < 2:
             return
+        name = "@" + m.name
         key = self.key_of(m)
-        ok = (key is None and info.key is None) or (
-            key is not None and info.key is not None and _same_kind(key, info.key)
-            and (key.kind == "tuple") == (info.key.kind == "tuple"))
+        if name not in self.keys:
+            self.keys[name] = key
+            return
+        old = self.keys[name]
+        ok = (key is None and old is None) or (
+            key is not None and old is not None and _same_kind(key, old)
+            and (key.kind == "tuple") == (old.kind == "tuple"))
         if not ok:
             self.error(f"Argument mismatch for {name}: trying to access with arguments: "
-                       f"{_key_str(key)} when map expects arguments: {_key_str(info.key)}",
-                       m.pos)
-        elif key is not None and info.key is not None:
-            info.key = _merge(info.key, key)
+                       f"{_key_str(key)} when map expects arguments: {_key_str(old)}", m.pos)
+        elif key is not None and old is not None:
+            self.keys[name] = _merge(old, key, packed=True)
 
     def map_read(self, m: ast.Map) -> Type:
         """The value type of a map read (aggregations read as integers)."""
         self.map_keys(m)
+        self.check_key(m)
         name = "@" + m.name
         info = self.maps.get(name)
         if info is None:
             self.error(f"Undefined map: {name}", m.pos, final=True)
             return NONE
-        self.check_key(m)
         if info.value.kind in ("count", "sum", "min", "max", "avg"):
             return int_type(8, info.value.signed)
         return info.value
@@ -465,14 +549,16 @@ class Analyser:
             for x in e.elems:
                 if x.type is not None and x.type.is_aggregation:
                     self.error("Map type not allowed in a tuple", x.pos)
-            return Type("tuple", size=sum(t.size for t in elems), elems=elems)
+            return tuple_type(elems)
         if isinstance(e, ast.FieldAccess):
             return self.field(e)
         if isinstance(e, ast.ArrayAccess):
-            self.expr(e.expr)
+            base = self.expr(e.expr)
             self.expr(e.index)
-            self.error("The array index operator [] can only be used on arrays, "
-                       f"found {_tstr(e.expr.type or NONE)}.", e.pos)
+            if base.kind == "pointer" and base.elem is not None:
+                return base.elem
+            self.error("The array index operator [] can only be used on arrays and pointers, "
+                       f"found {_kind_name(base)}.", e.pos)
             return NONE
         if isinstance(e, ast.Identifier):
             if e.name in INT_NAMES:
@@ -486,30 +572,31 @@ class Analyser:
         if isinstance(e, ast.Integer):
             return e.value
         if isinstance(e, ast.PositionalParameter):
-            if e.count:
-                return len(self.params)
-            if e.index <= len(self.params):
-                try:
-                    return int(self.params[e.index - 1], 0)
-                except ValueError:
-                    return None
-            return 0
+            return len(self.params) if e.count else param_int(self.param(e.index))
         if isinstance(e, ast.Unop) and e.op == "-":
             v = self.const_int(e.operand)
             return None if v is None else -v
         return None
 
     def positional(self, e: ast.PositionalParameter) -> Type:
-        """``$N``: an integer when the parameter is a number, else a string."""
+        """``$N``/``$#``: an ``int64``. Inside ``str()`` a parameter is its
+        text (``str($1)``, ``str($1 + 2)``); elsewhere it must be a number
+        (a missing one is 0)."""
+        in_str = bool(self.calls) and self.calls[-1] == "str"
         if e.count:
+            if in_str:
+                self.error("use $#, not str($#)", e.pos)
             return I64
-        value = self.params[e.index - 1] if e.index <= len(self.params) else ""
-        try:
-            int(value, 0)
-        except ValueError:
-            if value:
-                return string_type(STRLEN)
+        if in_str:
+            self.str_param = True
+        elif self.final and param_int(self.param(e.index)) is None:
+            self.error(f"${e.index} used numerically but given \"{self.param(e.index)}\". "
+                       f"Try using str(${e.index}).", e.pos)
         return I64
+
+    def param(self, n: int) -> str:
+        """Positional parameter ``n`` (1-based) as given, ``""`` when missing."""
+        return self.params[n - 1] if 0 < n <= len(self.params) else ""
 
     def builtin(self, e: ast.Builtin) -> Type:  # noqa: C901 - one case per builtin
         """The type of a builtin variable, refused where the probe lacks it."""
@@ -546,7 +633,7 @@ class Analyser:
                     self.error(f"The func builtin can not be used with '{prov}' probes",
                                e.pos)
                     return NONE
-            return Type("usym", 8)
+            return USYM
         if name == "args":
             return self.args_builtin(e)
         if name.startswith(("arg", "sarg")):
@@ -582,6 +669,11 @@ class Analyser:
         p = self.p
         assert p is not None
         kind = p.single_provider()
+        if kind in ("uprobe", "kfunc", "kretfunc"):
+            # bpftrace reads these from DWARF or BTF
+            self.error(f"args in {kind} probes needs the function's debug information, which "
+                       "pyebpf does not read: use arg0, arg1...", e.pos)
+            return NONE
         if kind != "tracepoint":
             self.error("The args builtin can only be used with tracepoint/kfunc/uprobe"
                        f"probes ({kind} used here)", e.pos)
@@ -632,39 +724,67 @@ class Analyser:
         left side); strings compare with ``==``/``!=`` only."""
         lt = self.expr(e.left)
         rt = self.expr(e.right)
-        if lt.kind == "none" or rt.kind == "none":
-            return I64
-        if lt.kind == "int" and rt.kind == "int":
-            signed = lt.signed if e.op in ("<<", ">>") else (lt.signed and rt.signed)
-            return int_type(8, signed)
-        if lt.kind == "pointer" or rt.kind == "pointer":
-            return U64
+        if lt.kind == "int" and rt.kind == "int" and self.calls and self.calls[-1] == "str":
+            self.str_offset(e)
+        return self.binop_type(e.op, lt, rt, _span(e.left.pos, e.right.pos), e.pos)
+
+    def binop_type(self, op: str, lt: Type, rt: Type, span: ast.Pos, at: ast.Pos) -> Type:
+        """The type of ``lt op rt`` as bpftrace gives it (always a 64-bit
+        integer), and its last-pass checks: ``span`` covers both operands,
+        ``at`` is the operator."""
+        signed = lt.signed if op in ("<<", ">>") else (lt.signed and rt.signed)
+        result = int_type(8, signed)
+        if (lt.kind == "int" and rt.kind == "int") or "pointer" in (lt.kind, rt.kind):
+            return result
         if lt.kind != rt.kind:
-            self.error(f"Type mismatch for '{e.op}': comparing '{_tstr(lt)}' with "
-                       f"'{_tstr(rt)}'", _span(e.left.pos, e.right.pos), final=True)
-        elif e.op not in ("==", "!="):
-            self.error(f"The {e.op} operator can not be used on expressions of types "
-                       f"{_tstr(lt)}, {_tstr(rt)}", e.pos, final=True)
-        return U64
+            self.error(f"Type mismatch for '{op}': comparing '{_tstr(lt)}' with "
+                       f"'{_tstr(rt)}'", span, final=True)
+        elif op not in ("==", "!="):
+            self.error(f"The {op} operator can not be used on expressions of types "
+                       f"{_tstr(lt)}, {_tstr(rt)}", at, final=True)
+        return result
+
+    def str_offset(self, e: ast.Binop) -> None:
+        """Inside ``str()``, a parameter may only be offset by a constant
+        within its length (``str($1 + 2)``), as bpftrace allows."""
+        param, offset = e.left, e.right
+        if not isinstance(param, ast.PositionalParameter):
+            param, offset = e.right, e.left
+        if not isinstance(param, ast.PositionalParameter) or param.count:
+            return
+        n = len(self.param(param.index))
+        if not (isinstance(offset, ast.Integer) and e.op == "+" and 0 <= offset.value <= n):
+            self.error("only addition of a single constant less or equal to the length of "
+                       f"${param.index} (which is {n}) is allowed inside str()",
+                       _span(e.pos, e.right.pos), final=True)
 
     def unop(self, e: ast.Unop) -> Type:
-        """A unary operation (``- ~ ! * ++ --``) as bpftrace types it."""
+        """A unary operation (``- ~ ! * ++ --``) as bpftrace types it: ``!``
+        an unsigned integer of its operand's size, ``*`` of an integer a
+        ``uint64``, the others a 64-bit integer of the operand's sign."""
         if e.op in ("++", "--") and isinstance(e.operand, ast.Map):
             name = "@" + e.operand.name
             if name not in self.maps:   # ++ on a new map makes it an int64
                 self.maps[name] = MapInfo(name, self.key_of_unevaluated(e.operand), I64)
         t = self.expr(e.operand)
-        if t.kind == "pointer" and e.op in ("++", "--", "*"):
-            return t.elem or U64 if e.op == "*" else t
-        if t.kind != "int":
-            if t.kind != "none":
-                self.error(f"The {e.op} operator can not be used on expressions of type "
-                           f"'{_tstr(t)}'", e.pos, final=True)
-            return I64
+        pointer_op = e.op in ("++", "--", "*")
+        if t.kind != "int" and not (t.kind == "pointer" and pointer_op):
+            name = "dereference" if e.op == "*" else e.op
+            self.error(f"The {name} operator can not be used on expressions of type "
+                       f"'{_tstr(t)}'", e.pos, final=True)
         if e.op == "*":
+            if t.kind == "pointer":
+                return t.elem or U64
             return U64
         if e.op == "!":
-            return int_type(t.size, False)
+            if t.size not in (0, 1, 2, 4, 8):
+                # bpftrace checks this size on every pass
+                self.error(f"The ! operator can not be used on expressions of type "
+                           f"'{_tstr(t)}'", e.pos)
+                return U64
+            return int_type(t.size or 8, False)
+        if t.kind == "pointer" and pointer_op:
+            return t
         return int_type(8, t.signed)
 
     def key_of_unevaluated(self, m: ast.Map) -> Type | None:
@@ -718,7 +838,7 @@ class Analyser:
         """``sizeof(T)`` or ``sizeof(e)``: a ``uint64``."""
         if e.typename is not None:
             if e.typename not in INT_NAMES:
-                self.error(f"Unknown type: {e.typename}", e.pos)
+                self.error(f"Unknown struct/union: '{e.typename}'", e.pos)
         elif e.expr is not None:
             self.expr(e.expr)
         return U64
@@ -825,27 +945,42 @@ def _call(name: str) -> Callable[[_Check], _Check]:
 
 def _check_call(a: Analyser, c: ast.Call, assigned_to: str | None) -> Type:
     if c.name not in _KNOWN_FUNCS:
-        a.error(f"Unknown function: '{c.name}'", c.pos)
+        a.error(f"{c.name}() is not supported by pyebpf", c.pos)
         for x in c.args:
             a.expr(x)
         return NONE
     # a map argument of delete/clear/zero/print is named, not read
+    a.calls.append(c.name)
+    a.str_param = False
+    try:
+        _type_args(a, c)
+    finally:
+        a.calls.pop()
+    if a.p is not None and c.name in _ONLY_IN:
+        for ap in a.p.probe.attach_points:
+            if ap.provider not in _ONLY_IN[c.name]:
+                a.error(f'{c.name} can not be used with "{ap.provider}" probes', c.pos)
+    check = _CALL_CHECKS.get(c.name)
+    return check(a, c, assigned_to) if check else NONE
+
+
+def _type_args(a: Analyser, c: ast.Call) -> None:
+    """Type a call's arguments (a map given to delete/clear/zero/print is
+    named, not read; a stack mode is a word)."""
     for i, x in enumerate(c.args):
         if i == 0 and c.name in ("delete", "clear", "zero", "print") and isinstance(x, ast.Map):
             a.map_keys(x)
+            if c.name == "delete":
+                a.check_key(x)
             info = a.maps.get("@" + x.name)
             if info is None:
                 a.error(f"Undefined map: @{x.name}", x.pos, final=True)
-            elif c.name == "delete":
-                a.check_key(x)
             x.type = info.value if info else NONE
         elif c.name in ("ustack", "kstack") and isinstance(x, ast.Identifier) \
                 and x.name in ("bpftrace", "perf"):
             x.type = NONE
         else:
             a.expr(x)
-    check = _CALL_CHECKS.get(c.name)
-    return check(a, c, assigned_to) if check else NONE
 
 
 @_call("count")
@@ -922,20 +1057,23 @@ def _clear(a: Analyser, c: ast.Call, to: str | None) -> Type:
 def _str(a: Analyser, c: ast.Call, to: str | None) -> Type:
     if not _varargs(a, c, 1, 2):
         return string_type(STRLEN)
-    t = c.args[0].type or NONE
-    if t.kind not in ("int", "pointer", "none") and not isinstance(
-            c.args[0], ast.PositionalParameter):
+    arg = c.args[0]
+    t = arg.type or NONE
+    if t.kind not in ("int", "pointer", "none"):
         a.error(f"str() expects an integer or a pointer type as first argument "
                 f"({_tstr(t)} provided)", c.pos)
-    size = STRLEN
+    if a.str_param and not isinstance(arg, ast.PositionalParameter) and not (
+            isinstance(arg, ast.Binop) and (isinstance(arg.left, ast.PositionalParameter)
+                                            or isinstance(arg.right, ast.PositionalParameter))):
+        a.error("str() only accepts positional parameters directly or with a single constant "
+                "offset added", c.pos)
     if len(c.args) == 2 and _arg(a, c, "int", 1):
         n = a.const_int(c.args[1])
-        if n is not None:
-            if n < 0:
-                a.error(f"strcannot use negative length ({n})", c.pos)
-            else:
-                size = min(n + 1, STRLEN)
-    return string_type(size)
+        if n is not None and n < 0:
+            a.error(f"strcannot use negative length ({n})", c.pos)
+    # bpftrace's type whatever the length: str(p, n) reads n characters at
+    # most (and a NUL) into a string of BPFTRACE_STRLEN bytes
+    return string_type(STRLEN)
 
 
 @_call("buf")
@@ -945,7 +1083,7 @@ def _buf(a: Analyser, c: ast.Call, to: str | None) -> Type:
     size = STRLEN
     if len(c.args) == 1:
         a.error("buf() expects a length argument for non-array type "
-                f"{_tstr(c.args[0].type or NONE)}", c.pos)
+                f"{_kind_name(c.args[0].type)}", c.pos)
     elif _arg(a, c, "int", 1):
         n = a.const_int(c.args[1])
         if n is not None:
@@ -962,7 +1100,7 @@ def _sym(a: Analyser, c: ast.Call, to: str | None) -> Type:
         t = c.args[0].type or NONE
         if t.kind not in ("int", "pointer", "none"):
             a.error(f"{c.name}() expects an integer or pointer argument", c.pos)
-    return Type(c.name, 8)
+    return USYM if c.name == "usym" else Type("ksym", 8)
 
 
 @_call("ntop")
@@ -974,6 +1112,8 @@ def _ntop(a: Analyser, c: ast.Call, to: str | None) -> Type:
     t = c.args[-1].type or NONE
     if t.kind not in ("int", "none", "buffer", "string"):
         a.error(f"ntop() expects an integer or array argument, got {t.kind}", c.pos)
+    elif t.kind in ("buffer", "string") and t.size not in (4, 16):
+        a.error("ntop() argument must be 4 or 16 bytes in size", c.pos)
     return Type("inet", 24)
 
 
@@ -1082,12 +1222,12 @@ def _signal(a: Analyser, c: ast.Call, to: str | None) -> Type:
         return NONE
     arg = c.args[0]
     if isinstance(arg, ast.String):
-        if arg.value not in _SIGNALS:
+        if signal_number(arg.value) is None:
             a.error(f"{arg.value} is not a valid signal", c.pos)
     elif isinstance(arg, ast.Integer):
         if not 1 <= arg.value <= 64:
             a.error(f"{arg.value} is not a valid signal, allowed range: [1,64]", c.pos)
-    else:
+    elif (arg.type or NONE).kind != "int":
         a.error("signal only accepts string literals or integers", c.pos)
     return NONE
 
@@ -1106,10 +1246,11 @@ def _stack(a: Analyser, c: ast.Call, to: str | None) -> Type:
     if args:
         n = a.const_int(args[0])
         if n is None:
-            a.error(f"{c.name}: invalid limit value", c.pos)
-        elif n < 0:
-            a.error(f"{c.name}: limit cannot be negative", c.pos)
-        elif n > 1024:
+            a.error(f"{c.name}() expects a integer literal ({_kind_name(args[0].type)} "
+                    "provided)", c.pos)
+            return Type(c.name, 8, stack_mode=mode)
+        n &= (1 << 64) - 1    # bpftrace reads the limit unsigned
+        if n > 1024:
             a.error(f"{c.name}([int limit]): limit shouldn't exceed 1024, {n} given", c.pos)
         else:
             limit = n
@@ -1168,7 +1309,7 @@ def printf_check(fmt: str, args: list[Type], func: str = "printf") -> str | None
     for spec, t in zip(specs, args):
         kind = "string" if t.kind in _AS_STRING else "int" if t.kind == "pointer" else t.kind
         want = _PRINTF_TYPES[spec]
-        if kind != want and kind != "none":
+        if kind != want:
             return (f"{func}: %{spec} specifier expects a value of type "
                     f"{_KIND_NAMES.get(want, want)} ({_kind_name(Type(kind))} supplied)")
     return None

@@ -15,7 +15,7 @@ import dataclasses
 from ..errors import OptionError
 
 __all__ = ["Type", "KINDS", "AGGREGATIONS", "NONE", "int_type", "string_type",
-           "INT_NAMES"]
+           "INT_NAMES", "tuple_type", "alignment"]
 
 #: every kind of value the language has
 KINDS = frozenset({
@@ -102,3 +102,36 @@ def int_type(size: int = 8, signed: bool = False) -> Type:
 def string_type(size: int = 64) -> Type:
     """A string of at most ``size`` bytes, its NUL included."""
     return Type("string", size)
+
+
+def alignment(t: Type) -> int:
+    """How a value of ``t`` is aligned in a tuple (bpftrace's rule, LLVM's
+    layout): strings 1, tuples their largest member's, 1- and 2-byte values
+    their size, byte arrays and values up to 4 bytes 4, the rest 8."""
+    if t.kind == "string":
+        return 1
+    if t.kind == "tuple":
+        return max((alignment(e) for e in t.elems), default=1)
+    if t.size <= 2:
+        return max(t.size, 1)
+    if t.kind in ("buffer", "inet") or t.size <= 4:
+        return 4
+    return 8
+
+
+def tuple_type(elems: tuple[Type, ...] | list[Type], *, packed: bool = False) -> Type:
+    """A tuple of ``elems``: each placed at its offset (``fields`` holds
+    ``(str(index), offset, type)``), padded C-like as bpftrace lays out a
+    tuple value, or ``packed`` one after the other as bpftrace lays out the
+    keys of a map with several keys."""
+    fields = []
+    offset = 0
+    align = 1
+    for i, e in enumerate(elems):
+        a = 1 if packed else alignment(e)
+        align = max(align, a)
+        offset += (a - offset % a) % a
+        fields.append((str(i), offset, e))
+        offset += e.size
+    size = offset + (align - offset % align) % align
+    return Type("tuple", size, elems=tuple(elems), fields=tuple(fields))

@@ -63,6 +63,22 @@ def test_integer_literals(text, value):
     assert parse_int(text) == value
 
 
+@pytest.mark.parametrize("text, error", [
+    ("1e30", "stdin:1:1-5: ERROR: Exponent will overflow integer range: 30"),
+    ("12e3", "stdin:1:1-5: ERROR: Coefficient part of scientific literal must be in range "
+             "(0,9), got: 12"),
+    ("09u", "stdin:1:1-4: ERROR: Found trailing non-numeric characters"),
+    # bpftrace says "stoull" here
+    ("18446744073709551616",
+     "stdin:1:1-21: ERROR: integer literal out of range: 18446744073709551616"),
+    ("0x1ffffffffffffffff", "stdin:1:1-20: ERROR: integer literal out of range: "
+                            "0x1ffffffffffffffff"),
+])
+def test_bad_integer_literals(text, error):
+    _, errors = tokenize(text)
+    assert str(errors[0]).splitlines()[0] == error
+
+
 def test_a_bad_octal_literal_is_reported_and_skipped():
     toks, errors = tokenize("@ = 08;")
     assert [str(e).splitlines()[0] for e in errors] == [

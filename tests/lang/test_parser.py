@@ -97,20 +97,40 @@ def test_an_offset_in_hex_is_kept_as_bpftrace_spells_it():
                                                   ["/bin/bash", "readline"], 16)
 
 
-@pytest.mark.parametrize("short, full", [
-    ("u", "uprobe"), ("ur", "uretprobe"), ("U", "usdt"), ("t", "tracepoint"),
-    ("p", "profile"), ("i", "interval"), ("s", "software"), ("h", "hardware"),
-    ("k", "kprobe"), ("kr", "kretprobe"), ("f", "kfunc"), ("fr", "kretfunc"),
-    ("rt", "rawtracepoint"), ("w", "watchpoint"), ("aw", "asyncwatchpoint"), ("it", "iter")])
-def test_short_provider_names(short, full):
-    ap = parse(f"{short}:a:b {{ }}").probes[0].attach_points[0]
-    assert (ap.provider, ap.parts) == (full, ["a", "b"])
+@pytest.mark.parametrize("short, full, fields", [
+    ("u", "uprobe", "a:b"), ("ur", "uretprobe", "a:b"), ("U", "usdt", "a:b:c"),
+    ("t", "tracepoint", "a:b"), ("p", "profile", "hz:9"), ("i", "interval", "s:1"),
+    ("s", "software", "faults:10"), ("h", "hardware", "cycles"), ("k", "kprobe", "a"),
+    ("kr", "kretprobe", "a"), ("f", "kfunc", "a"), ("fr", "kretfunc", "a"),
+    ("rt", "rawtracepoint", "a"), ("w", "watchpoint", "0x10:8:w"),
+    ("aw", "asyncwatchpoint", "0x10:8:w"), ("it", "iter", "task")])
+def test_short_provider_names(short, full, fields):
+    ap = parse(f"{short}:{fields} {{ }}").probes[0].attach_points[0]
+    assert (ap.provider, ap.parts) == (full, fields.split(":"))
+
+
+def test_a_tracepoint_wildcard_without_category_means_any_category():
+    ap = parse("tracepoint:sys_enter_* { }").probes[0].attach_points[0]
+    assert ap.parts == ["*", "sys_enter_*"]
+
+
+def test_uprobe_and_usdt_may_leave_out_the_path_for_a_pid():
+    assert parse("uprobe:main { }").probes[0].attach_points[0].parts == ["main"]
+    assert parse("usdt:prov:tick { }").probes[0].attach_points[0].parts == ["prov", "tick"]
 
 
 def test_several_attach_points_and_probes():
     s = parse("uprobe:/p:f, uretprobe:/p:f,\n usdt:/p:x { } END { }")
     assert [[a.provider for a in p.attach_points] for p in s.probes] == [
         ["uprobe", "uretprobe", "usdt"], ["END"]]
+
+
+def test_empty_attach_points_are_dropped_as_bpftrace_does():
+    assert [ap.raw for ap in parse("BEGIN, { }").probes[0].attach_points] == ["BEGIN"]
+    assert [ap.raw for ap in parse(", END { }").probes[0].attach_points] == ["END"]
+    with pytest.raises(LangError) as e:
+        parse("{ }")
+    assert str(e.value) == "stdin:1:1-1: ERROR: No attach points for probe\n{ }\n"
 
 
 def test_an_unknown_provider_is_refused_at_its_attach_point():
@@ -234,6 +254,13 @@ def test_expressions(text, tree):
     assert shape(expr(text)) == tree
 
 
+def test_literals_are_64_bit_signed_values_as_in_bpftrace():
+    assert shape(expr("18446744073709551615")) == -1
+    assert shape(expr("0x8000000000000000")) == -2 ** 63
+    assert shape(expr("-9223372036854775808")) == -2 ** 63
+    assert shape(expr("9223372036854775807")) == 2 ** 63 - 1
+
+
 def test_integer_literal_forms_reach_the_tree():
     assert [shape(expr(t)) for t in ("0x10", "010", "1_000", "10u", "3ULL")] == [
         16, 8, 1000, 10, 3]
@@ -255,6 +282,13 @@ def test_positions_follow_bpftrace():
     assert pos(s.value.right) == (1, 18, 27)  # a call spans name to ")"
     (s,) = body("$x=$y+1")
     assert pos(s.value.left) == (1, 9, 14)    # the span starts after the last blank
+
+
+def test_a_probe_is_at_its_first_token_its_attach_point_where_bpftrace_puts_it():
+    s = parse("BEGIN { }\n\nEND { }")
+    assert pos(s.probes[1]) == (3, 1, 4)
+    ap = s.probes[1].attach_points[0]
+    assert (ap.pos.line, ap.pos.column, ap.pos.end_line) == (1, 10, 3)
 
 
 def test_multi_line_positions():
@@ -318,6 +352,8 @@ SYNTAX_ERRORS = [
      'stdin:1:9-12: ERROR: The ++ operator must be applied to a map or variable'),
     ('BEGIN { @x[1) }',
      'stdin:1:9-14: ERROR: syntax error, unexpected ), expecting ] or ","'),
+    ("== BEGIN { }",
+     "stdin:1:1-3: ERROR: syntax error, unexpected ==, expecting {"),
     ('BEGIN { unroll }',
      'stdin:1:16-17: ERROR: syntax error, unexpected }, expecting ('),
     ('BEGIN { 1 ++ }',
@@ -330,6 +366,32 @@ SYNTAX_ERRORS = [
      'stdin:1:14-16: ERROR: param $0 is out of integer range [1, 9223372036854775807]'),
     ('BEGIN { printf("%d\\n",\n  1 2); }',
      'stdin:2:5-6: ERROR: syntax error, unexpected integer, expecting ) or ","'),
+    ('BEGIN:x { }',
+     'stdin:1:1-8: ERROR: BEGIN probe type requires 0 arguments'),
+    ('uprobe:/bin/sh:a:b { }',
+     'stdin:1:1-19: ERROR: uprobe probe type requires 2 arguments'),
+    ('uretprobe:/bin/sh:main+1 { }',
+     'stdin:1:1-25: ERROR: Offset not allowed'),
+    ('uprobe:/bin/sh:main+1+2 { }',
+     'stdin:1:1-24: ERROR: Cannot take more than one offset'),
+    ('kprobe:a:b { }',
+     'stdin:1:1-11: ERROR: kprobe probe type requires 1 argument'),
+    ('tracepoint:x { }',
+     'stdin:1:1-13: ERROR: tracepoint probe type requires 2 arguments'),
+    ('tracepoint:a:b:c { }',
+     'stdin:1:1-17: ERROR: tracepoint probe type requires 2 arguments'),
+    ('profile:hz { }',
+     'stdin:1:1-11: ERROR: profile probe type requires 2 arguments'),
+    ('interval:s:1:2 { }',
+     'stdin:1:1-15: ERROR: interval probe type requires 2 arguments'),
+    ('software:a:b:c { }',
+     'stdin:1:1-15: ERROR: software probe type requires 1 or 2 arguments'),
+    ('usdt:/bin/sh:a:b:c { }',
+     'stdin:1:1-19: ERROR: usdt probe type requires 2 or 3 arguments'),
+    ('kfunc:a:b:c { }',
+     'stdin:1:1-12: ERROR: kfunc probe type requires 1 or 2 arguments'),
+    ('hardware { }',
+     'stdin:1:1-9: ERROR: hardware probe type requires 1 or 2 arguments'),
 ]
 
 
@@ -497,3 +559,38 @@ def test_property_precedence_is_c(tree, seed, a, b):
     assert got == tree, text
     env = {"a": a, "b": b}
     assert c_eval(got, env) == c_eval(tree, env)
+
+
+# ---- property: bad input gives a LangError, never a crash ---------------------------
+
+PIECES = ["BEGIN", "END", "uprobe:/bin/sh:f", "t:a:b", "i:s:1", "{", "}", "(", ")", "[", "]",
+          ";", ",", "/", "//", "/*", "*/", "*", "+", "-", "++", "--", "=", "==", "+=", "<<",
+          "<", ">", "!", "~", "?", ":", ".", "->", "&&", "||", "&", "|", "^", "%", "if",
+          "else", "unroll", "while", "return", "break", "1", "0x1f", "08", "1e30", "-5",
+          '"s"', '"\\q', '"', "$x", "$1", "$#", "$", "@", "@m", "pid", "arg0", "args",
+          "retval", "comm", "printf", "count", "hist", "lhist", "str", "ustack", "perf",
+          "kstack", "exit", "delete", "foo", "struct", "struct s {", "(uint8)", "#include <x>",
+          "\n", " ", "\t", "`", "sizeof"]
+
+
+@fuzz_settings(300)
+@given(st.lists(st.sampled_from(PIECES), max_size=30), st.lists(st.booleans(), max_size=30))
+def test_property_any_token_soup_parses_or_gives_a_lang_error(pieces, gaps):
+    from pyebpf.lang.sema import analyse
+    text = "".join(p + (" " if g else "") for p, g in zip(pieces, gaps + [True] * 30))
+    try:
+        script = parse(text)
+        analyse(script, params=("1",))
+    except LangError as e:
+        assert str(e).count("ERROR:") == len(e.diagnostics) >= 1
+        assert e.pos is None or e.pos.line >= 1
+
+
+@fuzz_settings(200)
+@given(st.text(max_size=60))
+def test_property_any_text_parses_or_gives_a_lang_error(text):
+    from pyebpf.lang.sema import analyse
+    try:
+        analyse(parse(text))
+    except LangError:
+        pass

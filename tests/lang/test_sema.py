@@ -12,8 +12,9 @@ import pytest
 from pyebpf.lang import ast
 from pyebpf.lang.errors import LangError
 from pyebpf.lang.parser import parse
-from pyebpf.lang.sema import Analysis, MapInfo, analyse, printf_check, printf_specs
-from pyebpf.lang.types import Type, int_type, string_type
+from pyebpf.lang.sema import (Analysis, MapInfo, analyse, param_int, printf_check,
+                               printf_specs, signal_number)
+from pyebpf.lang.types import Type, int_type, string_type, tuple_type
 
 U64, I64, U32 = int_type(8), int_type(8, True), int_type(4)
 
@@ -65,9 +66,9 @@ class Resolver:
     ("ustack(perf, 10)", Type("ustack", 8, stack_mode="perf", stack_limit=10)),
     ("kstack(bpftrace)", Type("kstack", 8, stack_mode="bpftrace")),
     ("kstack(3)", Type("kstack", 8, stack_limit=3)),
-    ("sizeof(uint32)", U64), ("strncmp(comm, \"a\", 1)", U64), ("reg(\"ip\")", U64),
+    ("sizeof(uint32)", U64), ("strncmp(comm, \"a\", 1)", U64),
     ("kaddr(\"x\")", U64), ("strftime(\"%H\", nsecs)", Type("timestamp", 16)),
-    ("ksym(1)", Type("ksym", 8)), ("usym(1)", Type("usym", 8)),
+    ("ksym(1)", Type("ksym", 8)), ("usym(1)", Type("usym", 16)),
     ("ntop(1)", Type("inet", 24)), ("buf(1, 8)", Type("buffer", 8)),
 ])
 def test_types_of_builtins_literals_and_calls(text, t):
@@ -90,21 +91,38 @@ def test_types_of_builtins_literals_and_calls(text, t):
     ("(uint8 *)pid", Type("pointer", 8, elem=int_type(1))),
     # ternary: its branches' type (a string branch: bpftrace's 64 bytes)
     ("pid ? 1 : 2", I64), ("1 ? pid : 2", U64), ("1 ? \"a\" : \"bc\"", string_type(64)),
-    ("(1, \"ab\", pid)", Type("tuple", 19, elems=(I64, string_type(3), U64))),
+    ("(1, \"ab\", pid)", tuple_type([I64, string_type(3), U64])),
     ("$1", I64), ("$#", I64),
 ])
 def test_integer_rules(text, t):
     assert typeof(text) == t
 
 
-def test_str_length_rule():
-    # str(p, n) reads n characters and a NUL at most: the value's size
-    assert typeof("str(arg0, 4)", "uprobe:/bin/sh:f") == string_type(5)
-    assert typeof("str(arg0)", "uprobe:/bin/sh:f") == string_type(64)
-    assert typeof("str(arg0, 1000)", "uprobe:/bin/sh:f") == string_type(64)
-    # a variable length: the largest
+def test_reg_is_a_uint64_in_the_probes_that_have_registers():
+    assert typeof('reg("ip")', "uprobe:/bin/sh:f") == U64
+    assert typeof('reg("sp")', "profile:hz:99") == U64
+
+
+def test_tuples_are_laid_out_as_bpftrace_lays_them_out():
+    # a tuple value: C-like padding (int64 at 0, string[3] at 8, uint64 at 16)
+    t = typeof('(1, "ab", pid)')
+    assert (t.size, [f[1] for f in t.fields]) == (24, [0, 8, 16])
+    t = typeof('((int8)1, (int16)2, (int32)3, "a")')
+    assert (t.size, [f[1] for f in t.fields]) == (12, [0, 2, 4, 8])
+    # the keys of a map with several keys: one after the other
+    _, a = run('BEGIN { @m[(int8)1, "ab", 2] = 1 }')
+    key = a.maps["@m"].key
+    assert (key.size, [f[1] for f in key.fields]) == (19, [0, 8, 11])
+
+
+def test_str_is_a_string_of_bpftrace_strlen_whatever_its_length():
+    # str(p, n) reads n characters at most; its type is bpftrace's, 64 bytes
+    for text in ("str(arg0, 4)", "str(arg0)", "str(arg0, 1000)"):
+        assert typeof(text, "uprobe:/bin/sh:f") == string_type(64)
     script, _ = run("uprobe:/bin/sh:f { $n = 3; print(str(arg0, $n)) }")
     assert script.probes[0].block.stmts[1].expr.args[0].type == string_type(64)
+    assert error("uprobe:/bin/sh:f { print(str(arg0, -1)) }") == \
+        "stdin:1:20-39: ERROR: strcannot use negative length (-1)"
 
 
 def test_a_string_positional_parameter():
@@ -151,7 +169,7 @@ def test_args_and_retval_come_from_the_resolver():
 def test_without_a_resolver_bpftrace_defaults():
     assert typeof("arg0", "uprobe:./w:f") == U64
     assert typeof("retval", "uretprobe:./w:f") == U64
-    assert typeof("func", "uprobe:./w:f") == Type("usym", 8)
+    assert typeof("func", "uprobe:./w:f") == Type("usym", 16)
     assert typeof("args->x", "tracepoint:a:b") == U64
 
 
@@ -165,7 +183,7 @@ def test_maps_keys_and_values():
     assert a.maps == {
         "@c": MapInfo("@c", string_type(16), Type("count", 8)),
         "@s": MapInfo("@s", None, Type("sum", 8)),
-        "@h": MapInfo("@h", Type("tuple", 24, elems=(U64, string_type(16))),
+        "@h": MapInfo("@h", tuple_type([U64, string_type(16)], packed=True),
                       Type("hist", 8, True)),
         "@l": MapInfo("@l", None, Type("lhist", 8, lhist=(0, 100, 10))),
         "@a": MapInfo("@a", None, Type("avg", 8, True)),
@@ -194,6 +212,16 @@ def test_strings_of_any_length_share_a_map_the_longest_wins():
 def test_a_map_read_before_its_assignment_in_a_later_probe():
     _, a = run("END { printf(\"%d\\n\", @x) } BEGIN { @x = count() }")
     assert a.maps["@x"].value == Type("count", 8)
+
+
+def test_map_types_settle_over_passes_as_in_bpftrace():
+    # each probe reads a map the next one assigns: bpftrace's passes settle it
+    _, a = run("i:s:1 { @a = @b + 1 } i:s:2 { @b = @c } i:s:3 { @c = (uint8)1; @d = @a }")
+    # (an integer map value is stored in 64 bits, its sign kept)
+    assert {k: v.value for k, v in a.maps.items()} == {
+        "@a": U64, "@b": U64, "@c": U64, "@d": U64}
+    _, a = run("BEGIN { @s = (int8)-1 }")
+    assert a.maps["@s"].value == I64
 
 
 def test_aggregation_reads_are_integers():
@@ -355,6 +383,96 @@ SEMANTIC_ERRORS = [
      'stdin:1:24-31: ERROR: Argument mismatch for @x: trying to access with arguments: [string[2]] when map expects arguments: [unsigned int64]'),
     ('BEGIN { @a = 1; @a = 2; @b = @a + @c; }',
      'stdin:1:35-37: ERROR: Undefined map: @c'),
+    ('BEGIN { @x = 1; } END { $y = 1; $y = (1, @x); }',
+     "stdin:1:36-37: ERROR: Type mismatch for $y: trying to assign value of type '(int64,int64)' when variable already contains a value of type 'int64'"),
+    ('BEGIN { $x = 1; print($x[0]); }',
+     'stdin:1:17-28: ERROR: The array index operator [] can only be used on arrays and pointers, found integer.'),
+    ('BEGIN { print(foo); }',
+     "stdin:1:9-18: ERROR: Unknown identifier: 'foo'"),
+    ('BEGIN { print(sarg0); }',
+     "stdin:1:9-20: ERROR: The sarg0 builtin can only be used with 'kprobes' and 'uprobes' probes"),
+    ('uprobe:/bin/sh:f { print(arg7); }',
+     "stdin:1:20-30: ERROR: x86_64 doesn't support arg7"),
+    ('BEGIN { $x = comm.0; }',
+     "stdin:1:14-20: ERROR: Can not access index 0 on expression of type 'string[16]'"),
+    ('BEGIN { print(sizeof(foo)); }',
+     "stdin:1:9-25: ERROR: Unknown identifier: 'foo'"),
+    ('BEGIN { @ = str(1, -1); }',
+     'stdin:1:13-23: ERROR: strcannot use negative length (-1)'),
+    ('BEGIN { @ = buf(1); }',
+     'stdin:1:13-19: ERROR: buf() expects a length argument for non-array type integer'),
+    ('BEGIN { @ = buf(1, -1); }',
+     'stdin:1:13-23: ERROR: buf cannot use negative length (-1)'),
+    ('BEGIN { @ = ksym("a"); }',
+     'stdin:1:13-22: ERROR: ksym() expects an integer or pointer argument'),
+    ('BEGIN { @ = ntop("a"); }',
+     'stdin:1:13-22: ERROR: ntop() argument must be 4 or 16 bytes in size'),
+    ('BEGIN { join("a"); }',
+     'stdin:1:9-18: ERROR: () only supports int or pointer arguments (string provided)'),
+    ('BEGIN { @ = strncmp("a", "b", -1); }',
+     'stdin:1:13-34: ERROR: Builtin strncmp requires a non-negative size'),
+    ('BEGIN { @ = kstack(-1); }',
+     "stdin:1:13-23: ERROR: kstack([int limit]): limit shouldn't exceed 1024, 18446744073709551615 given"),
+    ('BEGIN { @ = kstack(pid); }',
+     'stdin:1:13-24: ERROR: kstack() expects a integer literal (integer provided)'),
+    ('BEGIN { @x = 1; @y = @x + count(); }',
+     'stdin:1:27-34: ERROR: count() should be directly assigned to a map'),
+    ('BEGIN { exit(); @x = exit(); }',
+     'stdin:1:22-28: ERROR: exit() should not be used in an assignment or as a map key'),
+    ('BEGIN { @x[count()] = 1; }',
+     'stdin:1:9-19: ERROR: count() should be directly assigned to a map'),
+    ('BEGIN { $x = printf("a"); }',
+     'stdin:1:14-25: ERROR: printf() should not be used in an assignment or as a map key'),
+    ('BEGIN { printf("%d\\n", printf("a")); }',
+     'stdin:1:9-36: ERROR: printf: %d specifier expects a value of type integer (none supplied)'),
+    ('BEGIN { @ = lhist(1, -1, 10, 1); }',
+     'stdin:1:13-32: ERROR: lhist() min must be non-negative (provided min -1)'),
+    ('BEGIN { @ = lhist(1, 0, 100000, 1); }',
+     'stdin:1:13-35: ERROR: lhist() too many buckets, must be <= 1000 (would need 100000)'),
+    ('BEGIN { @ = lhist(1, 0, pid, 1); }',
+     'stdin:1:13-32: ERROR: lhist() expects a integer literal (integer provided)'),
+    ('BEGIN { @ = reg(1); }',
+     'stdin:1:13-19: ERROR: reg can not be used with "BEGIN" probes'),
+    ('BEGIN { @ = "a"; @ = hist(1); }',
+     "stdin:1:18-19: ERROR: Type mismatch for @: trying to assign value of type 'hist' when map already contains a value of type 'string[2]"),
+    ('BEGIN { $x = 1; $x = ustack; }',
+     "stdin:1:20-21: ERROR: Type mismatch for $x: trying to assign value of type 'ustack' when variable already contains a value of type 'int64'"),
+    ('BEGIN { time(1); }',
+     'stdin:1:9-16: ERROR: time() expects a string literal (integer provided)'),
+    ('BEGIN { @ = strftime(1, 2); }',
+     'stdin:1:13-27: ERROR: strftime() expects a string literal (integer provided)'),
+    ('BEGIN { @x = 1; print(@x, "a"); }',
+     'stdin:1:17-31: ERROR: print() expects a integer literal (string provided)'),
+    ('BEGIN { $x = (uint8 *)1; $y = $x.a; }',
+     "stdin:1:31-34: ERROR: Can not access field 'a' on type 'unsigned int8 *'. Try dereferencing it first, or using '->'"),
+    ('BEGIN { $x = *"a"; }',
+     "stdin:1:14-15: ERROR: The dereference operator can not be used on expressions of type 'string[2]'"),
+    ('BEGIN { $x = pid; $x++; $s = "a"; $s++; }',
+     "stdin:1:35-39: ERROR: The ++ operator can not be used on expressions of type 'string[2]'"),
+    ('BEGIN { @ = 1; @ += "a"; }',
+     "stdin:1:16-24: ERROR: Type mismatch for '+': comparing 'int64' with 'string[2]'"),
+    ('BEGIN { $x = arg0; }',
+     "stdin:1:14-18: ERROR: The arg0 builtin can only be used with 'kprobes', 'uprobes' and 'usdt' probes"),
+    ('profile:hz:99 { print(func); }',
+     "stdin:1:17-27: ERROR: The func builtin can not be used with 'profile' probes"),
+    ('BEGIN { zero(1); }',
+     'stdin:1:9-16: ERROR: zero() expects a map to be provided'),
+    ('BEGIN { @ = sum(1, 2); }',
+     'stdin:1:13-22: ERROR: sum() requires one argument (2 provided)'),
+    ('BEGIN { @ = cgroupid(1); }',
+     'stdin:1:13-24: ERROR: cgroupid() expects a string literal (integer provided)'),
+    ('interval:x:1 { }',
+     'stdin:1:1-13: ERROR: x is not an accepted unit of time'),
+    ('profile:hz:0 { }',
+     'stdin:1:1-13: ERROR: profile frequency should be a positive integer'),
+    ('BEGIN { exit() }\ni:m:5 { }',
+     'stdin:1-2: ERROR: m is not an accepted unit of time'),
+    ('BEGIN / "a" / { }',
+     'stdin:1:7-14: ERROR: Invalid type for predicate: string'),
+    ('BEGIN /comm/ { }',
+     'stdin:1:7-13: ERROR: Invalid type for predicate: string'),
+    ('BEGIN\n/ 1 &&\n  "a" / { }',
+     "stdin:2-3: ERROR: Type mismatch for '&&': comparing 'int64' with 'string[2]'"),
 ]
 
 
@@ -366,9 +484,6 @@ def test_semantic_errors(program, first_line):
 @pytest.mark.parametrize("program, first_line", [
     # where pyebpf is stricter or clearer than bpftrace 0.17 (which refuses
     # these later, or only without --unsafe)
-    ('BEGIN { signal("SIGFOO"); }', "stdin:1:9-25: ERROR: SIGFOO is not a valid signal"),
-    ("BEGIN { signal(65); }",
-     "stdin:1:9-19: ERROR: 65 is not a valid signal, allowed range: [1,64]"),
     ('BEGIN { while ("a") { } }', "stdin:1:9-14: ERROR: Invalid condition in while(): string"),
     ("BEGIN { @ = lhist(1, 10, 0, 1); }", "stdin:1:13-31: ERROR: lhist() min must be less "
      "than max (provided min 10 and max 0)"),
@@ -386,8 +501,8 @@ def test_semantic_errors(program, first_line):
      "trying to assign value of type 'hist' when map already contains a value of type 'int64"),
     ("BEGIN { @x = ustack(1, 2, 3); }",
      "stdin:1:14-29: ERROR: ustack() takes up to 2 arguments (3 provided)"),
-    ('BEGIN { reg("xx") }',
-     "stdin:1:9-18: ERROR: 'xx' is not a valid register on this architecture (x86_64)"),
+    ('uprobe:/bin/sh:f { reg("xx") }',
+     "stdin:1:20-29: ERROR: 'xx' is not a valid register on this architecture (x86_64)"),
     ("BEGIN { continue }", "stdin:1:9-17: ERROR: continue used outside of a loop"),
     ("BEGIN { $x = 1; $x = (uint8)2; exit() }", None),
 ])
@@ -396,6 +511,108 @@ def test_more_semantic_errors(program, first_line):
         run(program)
     else:
         assert error(program) == first_line
+
+
+#: errors bpftrace 0.17 gives only with --unsafe (pyebpf has no safe mode)
+UNSAFE_ERRORS = [
+    ('BEGIN { signal("SIGKILL"); }',
+     'stdin:1:9-26: ERROR: signal can not be used with "BEGIN" probes'),
+    ('profile:hz:99 { signal("SIGFOO"); }',
+     "stdin:1:17-33: ERROR: SIGFOO is not a valid signal"),
+    ("profile:hz:99 { signal(65); }",
+     "stdin:1:17-27: ERROR: 65 is not a valid signal, allowed range: [1,64]"),
+    ('profile:hz:99 { signal("a", 1); }',
+     "stdin:1:17-31: ERROR: signal() takes up to one argument (2 provided)"),
+]
+
+
+@pytest.mark.parametrize("program, first_line", UNSAFE_ERRORS)
+def test_unsafe_function_errors(program, first_line):
+    assert error(program) == first_line
+
+
+def test_signal_takes_a_name_or_an_integer():
+    run('profile:hz:99 { signal("SIGUSR1"); signal(9); signal(pid % 10 + 1) }')
+    assert error('profile:hz:99 { signal(comm) }') == \
+        "stdin:1:17-29: ERROR: signal only accepts string literals or integers"
+
+
+@pytest.mark.skipif(shutil.which("bpftrace") is None, reason="bpftrace is not installed")
+def test_unsafe_errors_match_the_installed_bpftrace():
+    for program, first_line in UNSAFE_ERRORS:
+        out = subprocess.run(["bpftrace", "--unsafe", "-e", program], capture_output=True,
+                             text=True, timeout=60).stderr
+        lines = [ln for ln in out.splitlines() if "RLIMIT" not in ln and "WARNING" not in ln]
+        assert lines[0] == first_line, program
+
+
+#: positional parameters: (program, parameters, bpftrace's first line or None: no error)
+PARAM_CASES = [
+    ('BEGIN { printf("%s\\n", str($1 + 5)); exit() }', ["abc"],
+     "stdin:1:31-34: ERROR: only addition of a single constant less or equal to the length "
+     "of $1 (which is 3) is allowed inside str()"),
+    ('BEGIN { printf("%s\\n", str($1 - 1)); exit() }', ["abc"],
+     "stdin:1:31-34: ERROR: only addition of a single constant less or equal to the length "
+     "of $1 (which is 3) is allowed inside str()"),
+    ('BEGIN { printf("%s\\n", str($#)); exit() }', ["abc"],
+     "stdin:1:24-30: ERROR: use $#, not str($#)"),
+    ('BEGIN { printf("%s\\n", str(1 + $1 * 2)); exit() }', ["abc"],
+     "stdin:1:24-39: ERROR: str() only accepts positional parameters directly or with a "
+     "single constant offset added"),
+    ('BEGIN { printf("%s\\n", $1); exit() }', ["abc"],
+     'stdin:1:24-26: ERROR: $1 used numerically but given "abc". Try using str($1).'),
+    ("BEGIN { @[$1] = count(); exit() }", ["abc"],
+     'stdin:1:9-13: ERROR: $1 used numerically but given "abc". Try using str($1).'),
+    ('BEGIN { printf("%s %d %d\\n", str($1 + 1), $2, $#); exit() }', ["abc", "010"], None),
+    ('BEGIN { printf("%d %d\\n", $1, $3); exit() }', ["-5"], None),
+    ("BEGIN { unroll($1) { @i++ } exit() }", ["3"], None),
+]
+
+
+@pytest.mark.parametrize("program, params, first_line", PARAM_CASES)
+def test_positional_parameters(program, params, first_line):
+    if first_line is None:
+        run(program, params=tuple(params))
+    else:
+        assert error(program, params=tuple(params)) == first_line
+
+
+@pytest.mark.skipif(shutil.which("bpftrace") is None, reason="bpftrace is not installed")
+def test_positional_parameters_match_the_installed_bpftrace():
+    for program, params, first_line in PARAM_CASES:
+        proc = subprocess.run(["bpftrace", "-e", program, "--", *params], capture_output=True,
+                              text=True, timeout=60)
+        lines = [ln for ln in proc.stderr.splitlines() if "RLIMIT" not in ln]
+        if first_line is None:
+            assert proc.returncode == 0 and not lines, (program, proc.stderr)
+        else:
+            assert lines[0] == first_line, program
+
+
+def test_param_values_read_as_bpftrace_reads_them():
+    assert [param_int(v) for v in ("5", "010", "0x10", "-5", "", " 7", "abc", "5x")] == [
+        5, 8, 16, -5, 0, 7, None, None]
+    script, _ = run("BEGIN { unroll($1) { } }", params=("0x10",))
+    assert script.probes[0].block.stmts[0].count.type == I64
+
+
+def test_signal_names_as_bpftrace_reads_them():
+    assert [signal_number(n) for n in ("SIGKILL", "KILL", "kill", "sigusr1", "USR2", "SIGPOLL",
+                                       "SIGFOO", "", "9")] == [9, 9, 9, 10, 12, 29, None, None,
+                                                               None]
+    run('k:f { signal("KILL") }')
+
+
+@pytest.mark.parametrize("program, first_line", [
+    ('kprobe:f { printf("%s", path(arg0)) }',
+     "stdin:1:25-35: ERROR: path() is not supported by pyebpf"),
+    ("BEGIN { @ = bswap(1) }", "stdin:1:13-21: ERROR: bswap() is not supported by pyebpf"),
+    ("uprobe:/bin/sh:f { print(args->x) }",
+     "stdin:1:20-30: ERROR: args in uprobe probes needs the function's debug information, "
+     "which pyebpf does not read: use arg0, arg1..."),
+])
+def test_what_pyebpf_does_not_support_is_refused_clearly(program, first_line):
+    assert error(program) == first_line
 
 
 def test_several_errors_are_reported_together():

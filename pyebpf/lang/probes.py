@@ -507,25 +507,20 @@ class Resolver:
         return hit
 
     def arg_type(self, ap: AttachPoint, n: int) -> Type:
-        """``argN``'s type: a USDT argument by its spec (size and sign, the
-        widest over the expansions), a tracepoint's N-th field, else uint64
-        (bpftrace 0.17's type of a uprobe's or raw tracepoint's argument)."""
+        """``argN``'s type: a tracepoint's N-th field, else uint64 -- bpftrace
+        0.17's type of a uprobe's, raw tracepoint's and USDT probe's argument.
+
+        A USDT argument is read by its spec (``-4@%esi`` sign-extended to 64
+        bits), but typed uint64 all the same, as bpftrace 0.17 types it: such
+        an argument of -3 is not ``< 0``, a ``sum()`` of it prints unsigned,
+        while a map key of it prints -3 (64-bit keys print signed) and
+        ``%d`` reads its low 32 bits."""
         kind = _canonical(ap.provider)
-        if kind == "usdt":
-            sizes, signed = [], False
-            for r in self.probes(ap):
-                src = r.source
-                if n < src.arg_count:
-                    sizes.append(src.arg_size(n))
-                    signed = signed or src.arg_signed(n)
-            size = max(sizes, default=8)
-            return int_type(size if size in (1, 2, 4, 8) else 8, signed)
         if kind == "tracepoint":
             src = self.probes(ap)[0].source
             if 0 <= n < len(src.fields):
                 return _field_type(src.fields[n])
-        # uprobes, raw tracepoints: uint64, as bpftrace 0.17 types them (an
-        # argument of -60 compares greater than 0 and prints 18446744073709551556)
+        # (an argument of -60 compares greater than 0 and prints 18446744073709551556)
         return int_type(8, False)
 
     def args_record(self, ap: AttachPoint) -> Type | None:

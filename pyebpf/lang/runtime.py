@@ -84,8 +84,9 @@ def map_entries(plan: MapPlan, live: Any, probe_names: list[str]) -> dict[Any, A
     assert isinstance(data, dict)
     if plan.kind in ("hist", "lhist") and plan.key is None:
         return {None: data} if data else {}       # (a per-CPU array of buckets)
+    unsigned = plan.kind == "sum" and not plan.value.signed   # (a sum of uint64s prints unsigned)
     for k, v in data.items():
-        out[key_of(k)] = v
+        out[key_of(k)] = v & 0xFFFF_FFFF_FFFF_FFFF if unsigned else v
     return out
 
 

@@ -23,6 +23,7 @@ usdt:%(w)s:btw:request {
 }"""
 
 SIGNED = """usdt:%(w)s:btw:delta { @d[arg1] = count(); @small[arg2] = sum(arg1);
+  @neg[arg1 < 0] = count(); @lo = min(arg2); @hi = max(arg1);
   printf("%%d %%d\\n", arg1, arg2); }"""
 
 TRYLOCK = """uretprobe:libc:pthread_mutex_trylock /retval != 0 && pid == cpid/ {

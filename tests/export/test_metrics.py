@@ -160,3 +160,20 @@ def test_basic_auth_checks_bcrypt_hashes() -> None:
     assert not cfg.allows(header("u", "x")) and not cfg.allows(header("v", "pw"))
     assert not cfg.allows(None) and not cfg.allows("Basic !!!") and not cfg.allows("Bearer x")
     assert webconfig.WebConfig().allows(None)
+
+
+def test_missing_client_library_names_the_extra() -> None:
+    import subprocess
+    import sys
+
+    from .helpers import ROOT
+    code = ("import sys; sys.modules['prometheus_client'] = None; "
+            "sys.argv = ['pyebpf', 'export', '-e', 'BEGIN {}']; "
+            "from pyebpf.cli import entry; entry()")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=str(ROOT), env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+                          timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    assert "pyebpf export: the exporter needs the prometheus_client package: pip install " \
+           "'pyebpf-toolkit[export]'" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -94,7 +94,8 @@ def register(subparsers: Subparsers) -> None:
     p.add_argument("--prefix", type=metric_prefix, default="pyebpf_",
                    help="the start of every metric name (default: pyebpf_)")
     p.add_argument("--max-series", type=positive_int, default=None, metavar="N",
-                   help="the most keys a map exports; the others are folded into "
+                   help="the most keys a scrape exports, all maps together; the others "
+                        "are folded into "
                         "key=\"__other__\" and counted in PREFIX dropped_series_total "
                         "(default: 10000)")
     p.add_argument("--web.config.file", dest="web_config", metavar="FILE",

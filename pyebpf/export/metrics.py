@@ -29,12 +29,14 @@ step)`` gives ``min - 1``, ``min + step - 1``... and ``+Inf`` for ``>= max``.
 A map's buckets run from its lowest to its highest non-empty bucket (log2:
 from ``le="0"`` at least), the same for all its keys, then ``+Inf``.
 
-The series cap: a map with more keys than ``max_series`` exports the
-``max_series`` largest (counts, sums, histogram totals; the first ones for
-other kinds) and folds the others into one series whose key labels are all
-``__other__`` (counts and sums added, min/max kept, histograms merged;
-plain values are dropped, not folded). ``PREFIX dropped_series_total``
-counts the folded series, added at every scrape.
+The series cap (``--max-series``) bounds the keys a scrape exports, all
+maps together (a map without keys is one series and always exported): the
+maps are taken by name, each exports as many keys as the budget has left --
+its largest (counts, sums, histogram totals, stats counts; the first ones
+for other kinds) -- and folds the others into one series whose key labels
+are all ``__other__`` (counts and sums added, min/max kept, histograms
+merged; plain values are dropped, not folded). ``PREFIX
+dropped_series_total`` counts the folded keys, added at every scrape.
 """
 from __future__ import annotations
 
@@ -201,9 +203,9 @@ def le_bounds(value: Type, lowest: int, highest: int) -> list[tuple[int, str]]:
 # ---------------------------------------------------------------- the cap
 def _weight(kind: str, v: Any) -> int:
     if kind in ("count", "sum"):
-        return abs(v)
+        return abs(int(v))
     if kind in ("hist", "lhist"):
-        return sum(v.values())
+        return int(sum(v.values()))
     if kind in ("avg", "stats"):
         return int(v[0])
     return 0
@@ -248,11 +250,14 @@ def _avg(count: int, total: int) -> int:
 
 def families(exp: MapExport, entries: dict[Any, Any], *, max_series: int,
              stacks: Stacks | None = None) -> tuple[list[Any], int]:
-    """``(metric families, series folded)`` of map ``exp`` whose entries
-    are ``entries`` (as :func:`pyebpf.lang.runtime.map_entries` gives them)."""
+    """``(metric families, keys folded)`` of map ``exp`` whose entries are
+    ``entries`` (as :func:`pyebpf.lang.runtime.map_entries` gives them),
+    exporting ``max_series`` keys at most (a map without keys: its one)."""
     if not exp.exported:
         return [], 0
     names = label_names(exp.key)
+    if exp.key is None:
+        max_series = len(entries)
     kept, other, folded = capped(exp.kind, entries, max_series)
     rows = [(label_values(exp.key, k, stacks), v) for k, v in kept]
     if other is not None:

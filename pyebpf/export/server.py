@@ -28,15 +28,16 @@ if TYPE_CHECKING:
 
 __all__ = ["Exporter", "DEFAULT_MAX_SERIES"]
 
-#: the most keys a map exports (the others are folded into ``__other__``)
+#: the most keys a scrape exports, all maps together (the others are folded
+#: into ``__other__`` series)
 DEFAULT_MAX_SERIES = 10_000
 
 
 class Exporter:
     """Serves the maps of one running program (see the module docs).
 
-    ``prefix`` starts every metric name; ``max_series`` caps each map's
-    keys. :meth:`attach` a started :class:`~pyebpf.lang.runtime.BtRun`,
+    ``prefix`` starts every metric name; ``max_series`` caps the keys a
+    scrape exports, all maps together (see :mod:`.metrics`). :meth:`attach` a started :class:`~pyebpf.lang.runtime.BtRun`,
     :meth:`detach` it before closing it."""
 
     def __init__(self, *, prefix: str = "pyebpf_", max_series: int = DEFAULT_MAX_SERIES) -> None:
@@ -78,11 +79,14 @@ class Exporter:
             run = self._run
             if run is not None:
                 stacks = run.stacks.formatter(4) if run.stacks is not None else None
+                budget = self.max_series
                 for exp in self.exports:
                     if not exp.exported:
                         continue
-                    fams, folded = families(exp, run.entries(exp.name),
-                                            max_series=self.max_series, stacks=stacks)
+                    entries = run.entries(exp.name)
+                    fams, folded = families(exp, entries, max_series=budget, stacks=stacks)
+                    if exp.key is not None:
+                        budget -= len(entries) - folded
                     self.dropped += folded
                     out.extend(fams)
             dropped = CounterMetricFamily(
@@ -98,20 +102,29 @@ class Exporter:
         daemon thread; the address bound. Raises OSError when the address
         cannot be bound, :class:`~pyebpf.errors.OptionError` for a bad
         certificate."""
-        from wsgiref.simple_server import make_server
+        import socket
+        from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-        from prometheus_client.exposition import (ThreadingWSGIServer, _get_best_family,
-                                                  _SilentHandler, make_wsgi_app)
+        from prometheus_client.exposition import ThreadingWSGIServer, make_wsgi_app
 
         class Server(ThreadingWSGIServer):
-            """(the address family set per instance's class, as prometheus_client does)"""
+            """A server of the address family of ``host`` (IPv4 or IPv6)."""
 
-        Server.address_family, addr = _get_best_family(host, port)
+        class Quiet(WSGIRequestHandler):
+            """A request handler that logs nothing (a scrape a second would
+            fill the journal)."""
+
+            def log_message(self, format: str, *args: Any) -> None:
+                """Nothing."""
+
+        info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        Server.address_family = info[0][0]
+        addr = str(info[0][4][0])
         app: Callable[..., Any] = make_wsgi_app(self.registry)
         ctx = web.ssl_context() if web is not None and web.tls else None
         if web is not None and web.users:
             app = _authenticated(app, web)
-        httpd = make_server(addr, port, app, Server, handler_class=_SilentHandler)
+        httpd = make_server(addr, port, app, Server, handler_class=Quiet)
         if ctx is not None:
             httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
         self.httpd = httpd

@@ -177,3 +177,8 @@ def test_missing_client_library_names_the_extra() -> None:
     assert "pyebpf export: the exporter needs the prometheus_client package: pip install " \
            "'pyebpf-toolkit[export]'" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_map_without_keys_is_never_folded() -> None:
+    got, folded = _text(_exp("count"), {None: 4}, max_series=0)
+    assert got == {("p_x_total", ()): 4.0} and folded == 0

@@ -164,6 +164,8 @@ def _one_label(t: Type, v: Any, stacks: Stacks | None) -> str:
         return _fold_stack(stacks(v, t))
     if isinstance(v, str):
         return v
+    if t.kind == "int" and isinstance(v, int):     # (64-bit keys print signed, as bpftrace's)
+        return str(v - (1 << 64) if t.size >= 8 and v >= 1 << 63 else v)
     from ..lang import output
     return output.format_value(t, v, stacks=stacks, key=True).strip()
 

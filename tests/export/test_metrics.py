@@ -182,3 +182,9 @@ def test_missing_client_library_names_the_extra() -> None:
 def test_a_map_without_keys_is_never_folded() -> None:
     got, folded = _text(_exp("count"), {None: 4}, max_series=0)
     assert got == {("p_x_total", ()): 4.0} and folded == 0
+
+
+def test_integer_keys_print_as_bpftrace_prints_them() -> None:
+    assert M.label_values(int_type(8, False), (1 << 64) - 1) == ["-1"]
+    assert M.label_values(int_type(4, False), (1 << 32) - 1) == [str((1 << 32) - 1)]
+    assert M.label_values(int_type(2, True), -7) == ["-7"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 
+from ..errors import PyebpfError
 from .metrics import MapExport, describe, families, resetting_maps
 
 TYPE_CHECKING = False
@@ -46,6 +47,8 @@ class Exporter:
         self.max_series = max_series
         self.exports: list[MapExport] = []
         self.dropped = 0
+        #: the maps a scrape could not read or render (said once each)
+        self.failed: set[str] = set()
         self._run: Any = None
         self._lock = threading.Lock()
         self.registry = CollectorRegistry(auto_describe=False)
@@ -83,8 +86,13 @@ class Exporter:
                 for exp in self.exports:
                     if not exp.exported:
                         continue
-                    entries = run.entries(exp.name)
-                    fams, folded = families(exp, entries, max_series=budget, stacks=stacks)
+                    try:
+                        entries = run.entries(exp.name)
+                        fams, folded = families(exp, entries, max_series=budget,
+                                                stacks=stacks)
+                    except (PyebpfError, OSError, ValueError) as exc:
+                        self._failed(exp, exc)        # (the other maps are still served)
+                        continue
                     if exp.key is not None:
                         budget -= len(entries) - folded
                     self.dropped += folded
@@ -95,6 +103,14 @@ class Exporter:
                 value=self.dropped)
         yield from out
         yield dropped
+
+    def _failed(self, exp: MapExport, exc: Exception) -> None:
+        """Say once (on stderr) that map ``exp`` could not be read or rendered."""
+        if exp.name not in self.failed:
+            self.failed.add(exp.name)
+            import sys
+            print(f"pyebpf export: {exp.name} cannot be exported, the other maps are: {exc}",
+                  file=sys.stderr, flush=True)
 
     # ------------------------------------------------------------ serving
     def serve(self, host: str, port: int, web: WebConfig | None = None) -> tuple[str, int]:

@@ -188,3 +188,24 @@ def test_integer_keys_print_as_bpftrace_prints_them() -> None:
     assert M.label_values(int_type(8, False), (1 << 64) - 1) == ["-1"]
     assert M.label_values(int_type(4, False), (1 << 32) - 1) == [str((1 << 32) - 1)]
     assert M.label_values(int_type(2, True), -7) == ["-7"]
+
+
+def test_a_map_that_cannot_be_read_does_not_lose_the_others(capsys) -> None:
+    from pyebpf.export.server import Exporter
+    from prometheus_client import generate_latest
+
+    class Run:
+        stacks = None
+
+        def entries(self, name: str) -> dict:
+            if name == "@bad":
+                raise OSError(9, "Bad file descriptor")
+            return {None: 5}
+    exporter = Exporter(prefix="p_")
+    exporter.exports = [_exp("count", name="@bad"), _exp("count", name="@good")]
+    exporter._run = Run()
+    for _ in range(2):
+        got = samples(generate_latest(exporter.registry).decode())
+        assert got[("p_good_total", ())] == 5.0 and ("p_bad_total", ()) not in got
+    err = capsys.readouterr().err
+    assert err.count("pyebpf export: @bad cannot be exported") == 1, err

@@ -9,8 +9,8 @@ PY     := $(VENV)/bin/python
 # What the tests use (pyebpf itself needs none of it): C compilers and USDT
 # headers to build test programs, bpftrace to compare outputs with, bpftool and
 # libbpf-dev to build and check BTF/CO-RE objects, chromium (headless) to open the
-# flame graphs the profiler draws.
-DEBS   := clang llvm gcc make systemtap-sdt-dev bpftrace bpftool libbpf-dev chromium
+# flame graphs the profiler draws, prometheus to scrape `pyebpf export`.
+DEBS   := clang llvm gcc make systemtap-sdt-dev bpftrace bpftool libbpf-dev chromium prometheus
 
 .PHONY: demo test test-pythons bench debs venv venv-test python-venv clean
 

@@ -15,7 +15,7 @@ LAYERS = [
     "uapi",            # pyebpf.kernel.constants: the UAPI numbers, pure Python
     "program", "ptregs", "text", "vm", "elf", "btf",
     "kernel", "maps", "loader", "conformance", "attach", "events",
-    "usdt", "trace", "profile", "lang", "demo", "cli",
+    "usdt", "trace", "profile", "lang", "export", "demo", "cli",
     "__main__", "__init__",   # the package's own facade (lazy names, the Ctrl-C hook)
 ]
 RANK = {name: i for i, name in enumerate(LAYERS)}

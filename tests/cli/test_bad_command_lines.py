@@ -171,6 +171,31 @@ CASES: list[tuple] = [
      "-p and -c exclude each other"),
     ("bt-missing-binary", ["bt", "-e", "uprobe:/nonexistent/b:f { }"], 1,
      "/nonexistent/b does not exist"),
+    # -- export
+    ("export-nothing", ["export"], 2, "a program is required"),
+    ("export-missing-file", ["export", "/nonexistent/x.bt"], 1, "/nonexistent/x.bt: No such file"),
+    ("export-syntax-error", ["export", "-e", "BEGIN {"], 1,
+     "pyebpf export: stdin:1:7-8: ERROR: syntax error, unexpected end of file"),
+    ("export-bad-listen", ["export", "-e", "BEGIN {}", "--listen", "nowhere"], 2,
+     "expected HOST:PORT"),
+    ("export-bad-port", ["export", "-e", "BEGIN {}", "--listen", "127.0.0.1:99999"], 2,
+     "expected HOST:PORT"),
+    ("export-unbindable", ["export", "-e", "BEGIN {}", "--listen", "203.0.113.1:9435"], 1,
+     "cannot listen on 203.0.113.1:9435"),
+    ("export-bad-prefix", ["export", "-e", "BEGIN {}", "--prefix", "9x"], 2,
+     "cannot start a metric name"),
+    ("export-max-series-zero", ["export", "-e", "BEGIN {}", "--max-series", "0"], 2,
+     "expected a positive integer"),
+    ("export-pid-and-command", ["export", "-e", "BEGIN {}", "-p", "1", "-c", "true"], 2,
+     "-p and -c exclude each other"),
+    ("export-unknown-pid", ["export", "-e", "BEGIN {}", "-p", "999999999"], 1,
+     "no process 999999999"),
+    ("export-missing-web-config", ["export", "-e", "BEGIN {}", "--web.config.file",
+                                   "/nonexistent/web.yml"], 1, "/nonexistent/web.yml: No such file"),
+    ("export-bad-web-config", ["export", "-e", "BEGIN {}", "--web.config.file", "{d}/web.yml"],
+     1, "the password of 'u' is not a bcrypt hash"),
+    ("export-missing-binary", ["export", "-e", "uprobe:/nonexistent/b:f { @ = count(); }"], 1,
+     "/nonexistent/b does not exist"),
     ("run-directory", ["run", "{d}"], 1, "Is a directory"),
     ("run-non-utf8", ["run", "{d}/latin1.s"], 1, "latin1.s:2:7: error: not UTF-8"),
     ("run-binary", ["run", sys.executable], 1, "not UTF-8 text"),
@@ -238,6 +263,7 @@ def make_inputs(d: pathlib.Path) -> None:
     (d / "hugecall.s").write_text(f"call bpf_foo#{HUGE}\nexit\n")
     (d / "deep.s").write_text(f"r0 = {'(' * 1200}1{')' * 1200}\nexit\n")
     (d / "badreg.s").write_text("r11 = 0\nexit\n")
+    (d / "web.yml").write_text("basic_auth_users:\n  u: plaintext\n")
     (d / "badraw.data").write_text("-- raw\n  zz\n-- result\n0x0\n")
     (d / "badmem.data").write_text("-- asm\nexit\n-- mem\n00 xy\n-- result\n0x0\n")
     (d / "hugeraw.data").write_text(f"-- raw\n0x{'f' * 40}\n-- result\n0x0\n")

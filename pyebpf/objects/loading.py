@@ -244,7 +244,10 @@ def _create_map(obj: BpfObject, d: MapDef) -> Any:
     if d.data is not None:
         _sys.map_update(m.fileno(), b"\0\0\0\0", bytes(d.data))
         if d.frozen:
-            _sys.map_freeze(m.fileno())
+            if hasattr(m, "freeze"):
+                m.freeze()
+            else:
+                _sys.map_freeze(m.fileno())
     if path is not None:
         _sys.obj_pin(path, m.fileno())
     return m

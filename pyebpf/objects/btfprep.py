@@ -23,7 +23,7 @@ _LINKAGE_GLOBAL = 1
 def _clone(t: Type, **changes: object) -> Type:
     fields = {name: getattr(t, name) for name in Type.__slots__ if name != "kind"}
     fields.update(changes)
-    return Type(t.kind, **fields)  # type: ignore[arg-type]
+    return Type(t.kind, **fields)
 
 
 def prepare_btf(btf: Btf, section_size: Callable[[str], int | None],
@@ -79,8 +79,8 @@ def _fix_datasec(btf: Btf, t: Type, section_size: Callable[[str], int | None],
     size = section_size(t.name)
     if size is None:
         return t
-    infos = []
+    fixed: list[VarSecinfo] = []
     for v in t.secinfo:
         off = symbol_offset(t.name, btf[v.type].name)
-        infos.append(VarSecinfo(v.type, v.offset if off is None else off, v.size))
-    return _clone(t, size=size, secinfo=tuple(infos))
+        fixed.append(VarSecinfo(v.type, v.offset if off is None else off, v.size))
+    return _clone(t, size=size, secinfo=tuple(fixed))

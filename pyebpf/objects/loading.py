@@ -100,6 +100,7 @@ def _kconfig_value(obj: BpfObject, name: str, size: int, tid: int,
     elif name in config:
         raw = config[name]
         btf = obj.btf
+        assert btf is not None       # (kconfig externs exist only with BTF)
         t = btf[btf.resolve(tid)]
         if raw in ("y", "n", "m"):
             if t.kind == Kind.INT and t.encoding & 2:       # char: the letter itself
@@ -121,6 +122,7 @@ def _fill_kconfig(obj: BpfObject) -> None:
         return
     config = kernel_config()
     data = obj.map_defs[".kconfig"].data
+    assert data is not None
     for name, (off, size, tid) in obj._kconfig.items():
         value = _kconfig_value(obj, name, size, tid, config)
         if value is None:
@@ -142,6 +144,7 @@ def _resolve_ksyms(obj: BpfObject) -> dict[str, tuple[str, int]]:
         return {}
     out: dict[str, tuple[str, int]] = {}
     btf = obj.btf
+    assert btf is not None
     typeless = []
     for name, kind in want.items():
         tid = btf.find(name, Kind.FUNC if kind == "kfunc" else Kind.VAR)
@@ -227,9 +230,9 @@ def _create_map(obj: BpfObject, d: MapDef) -> Any:
         ids = obj.btf.find(d.section, Kind.DATASEC)
         if ids:
             btf_fd, key_id, value_id = obj._btf_fd.fileno(), 0, ids[0]
-    kw = dict(flags=d.flags, name=_map_name(obj, d),
-              inner_map_fd=inner.fileno() if inner is not None else 0,
-              map_extra=d.map_extra, numa_node=d.numa_node or None)
+    kw: dict[str, Any] = dict(flags=d.flags, name=_map_name(obj, d),
+                              inner_map_fd=inner.fileno() if inner is not None else 0,
+                              map_extra=d.map_extra, numa_node=d.numa_node or None)
     try:
         fd = _sys.map_create(d.type, d.key_size, d.value_size, max_entries, btf_fd=btf_fd,
                              btf_key_type_id=key_id, btf_value_type_id=value_id, **kw)
@@ -266,7 +269,8 @@ class RawObjectMap:
 
     def fileno(self) -> int:
         """The fd number."""
-        return self._fd.fileno()
+        fd: int = self._fd.fileno()
+        return fd
 
     @property
     def fd(self) -> Any:
@@ -284,11 +288,10 @@ class RawObjectMap:
 
 # ------------------------------------------------------------------ CO-RE
 def _apply_core(obj: BpfObject, code: dict[int, list[Slot]]) -> None:
-    if obj.btf_ext is None or not obj.btf_ext.core_relos:
+    if obj.btf is None or obj.btf_ext is None or not obj.btf_ext.core_relos:
         return
     from ..btf.core import CoreResolver
     resolver = CoreResolver(obj.vmlinux())
-    obj.core_results = []
     for sec_name, relos in obj.btf_ext.core_relos.items():
         sec = obj.elf.section(sec_name)
         if sec is None or sec.index not in code:

@@ -15,14 +15,12 @@ import os
 import struct
 
 from ..btf import Btf, BtfExt, Kind
-from ..errors import KernelError, VerifierError
 from ..kernel.constants import MapType, ProgType
 from ..kernel.lifetime import Owner, close_all
 from .elfobj import ObjElf
 from .errors import ObjectError
-from .link import OP_CALL, OP_LD_IMM64, Func, Slot, decode_slots, encode_slots, functions, \
-    link_program
-from .maps import MapDef, btf_maps, data_sections, is_data_section, legacy_maps, PIN_BY_NAME
+from .link import OP_CALL, Func, decode_slots, functions
+from .maps import MapDef, btf_maps, data_sections, is_data_section, legacy_maps
 from .sections import SectionDef, section_def
 
 TYPE_CHECKING = False
@@ -33,12 +31,6 @@ __all__ = ["BpfObject", "ObjectProgram", "Globals", "open_object", "load_object"
            "PIN_ROOT"]
 
 PIN_ROOT = "/sys/fs/bpf"
-PSEUDO_MAP_FD = 1
-PSEUDO_MAP_VALUE = 2
-PSEUDO_BTF_ID = 3
-PSEUDO_KFUNC_CALL = 2
-POISON_HELPER = 0xBAD2310
-_BTF_TARGET_TYPES = (ProgType.TRACING, ProgType.LSM, ProgType.EXT)
 
 
 class ObjectProgram:
@@ -80,7 +72,8 @@ class ObjectProgram:
     # the attach functions accept a program with fileno()/fd/prog_type
     def fileno(self) -> int:
         """The loaded program's fd (raises if it is not loaded)."""
-        return self._require().fileno()
+        fd: int = self._require().fileno()
+        return fd
 
     @property
     def fd(self) -> Any:
@@ -180,11 +173,14 @@ class Globals:
         if self._obj.loaded:
             raise ObjectError(f"global {name!r}: set globals before load() (the object is "
                               "loaded; write the map obj.maps[...] instead)")
-        self._obj.map_defs[sec].data[off:off + size] = self._encode(name, tid, size, value)
+        data = self._obj.map_defs[sec].data
+        assert data is not None
+        data[off:off + size] = self._encode(name, tid, size, value)
 
     def _int_info(self, tid: int) -> tuple[bool, bool] | None:
         """(is an integer-like, signed) for a type."""
         btf = self._obj.btf
+        assert btf is not None       # (globals exist only with BTF)
         t = btf[btf.resolve(tid)]
         if t.kind == Kind.INT:
             return True, bool(t.encoding & 1)
@@ -272,6 +268,10 @@ class BpfObject(Owner):
         self._btf_fd: Any = None
         self._vmlinux: Btf | None = None
         self._links: list[Any] = []
+        #: why the object's BTF was not loaded (the load went on without it)
+        self.btf_error: Exception | None = None
+        #: (section, relocation, result) of every CO-RE relocation, after load
+        self.core_results: list[Any] = []
         self._owned: list[Any] = []
         self._own(close_all, self._owned)
 

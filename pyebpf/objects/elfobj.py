@@ -21,6 +21,8 @@ SHF_EXECINSTR = 0x4
 STT_SECTION = 3
 STT_FUNC = 2
 EM_BPF = 247
+#: the largest .bss-like section accepted (a map value is far smaller)
+_NOBITS_MAX = 1 << 30
 _EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
 _SHDR = struct.Struct("<IIQQQQIIQQ")
 _SYM = struct.Struct("<IBBHQQ")
@@ -89,6 +91,9 @@ class ObjElf:
         names = self._bytes(raw[shstrndx])
         self.sections: list[ObjSection] = []
         for i, (name, typ, flags, _, off, size, link, info, _, _) in enumerate(raw):
+            if typ == SHT_NOBITS and size > _NOBITS_MAX:
+                raise ObjectFileError(f"{path}: section {i} claims {size} bytes of zeros "
+                                      f"(at most {_NOBITS_MAX} make sense in a BPF object)")
             body = b"\0" * size if typ == SHT_NOBITS else self._bytes(raw[i])
             self.sections.append(ObjSection(i, _cstr(names, name), typ, flags, size, body,
                                             link, info))

@@ -123,7 +123,7 @@ class Globals:
             return
         for tid in btf.find_prefixed("."):
             t = btf[tid]
-            if t.kind != Kind.DATASEC or not is_data_section(t.name):
+            if t.kind != Kind.DATASEC or t.name not in obj.map_defs:
                 continue
             for v in t.secinfo:
                 var = btf[v.type]
@@ -355,12 +355,14 @@ class BpfObject(Owner):
                 if sym.shndx == 0:
                     c["externs"] += 1
                     continue
-                tname = elf.sections[sym.shndx].name if sym.shndx < len(elf.sections) else ""
-                if tname in (".maps", "maps"):
+                if sym.shndx >= len(elf.sections):
+                    continue
+                tsec = elf.sections[sym.shndx]
+                if tsec.name in (".maps", "maps"):
                     c["map relocations"] += 1
-                elif is_data_section(tname):
+                elif is_data_section(tsec.name):
                     c["global data"] += 1
-                elif elf.sections[sym.shndx].is_code:
+                elif tsec.is_code:
                     c["bpf-to-bpf calls"] += 1
             c["bpf-to-bpf calls"] += sum(1 for k, s in enumerate(slots)
                                          if s.code == OP_CALL and s.src == 1

@@ -50,3 +50,36 @@ def test_corrupted(which, flips):
     for where, value in flips:
         data[min(int(len(data) * where), len(data) - 1)] = value
     _open(bytes(data))
+
+
+def _shdr_at(data: bytes, name: str) -> int:
+    """The file offset of section ``name``'s header."""
+    import struct
+    from pyebpf.objects.elfobj import ObjElf
+    elf = ObjElf(data)
+    shoff = struct.unpack_from("<Q", data, 0x28)[0]
+    return shoff + 64 * elf.section(name).index
+
+
+def test_huge_bss_is_refused_not_allocated():
+    import struct
+    from pyebpf.objects import ObjectFileError
+    data = bytearray(_DATA["execsnoop"])
+    struct.pack_into("<Q", data, _shdr_at(data, ".bss") + 32, 1 << 40)
+    with pytest.raises(ObjectFileError, match="claims 1099511627776 bytes of zeros"):
+        BpfObject("<bss>", bytes(data))
+
+
+def test_relocation_to_a_symbol_of_no_section():
+    import struct
+    from pyebpf.objects.elfobj import ObjElf
+    data = bytearray(_DATA["multi"])
+    elf = ObjElf(bytes(data))
+    symtab = next(s for s in elf.sections if s.type == 2)
+    sec = elf.section("tracepoint/syscalls/sys_enter_getppid")
+    symi = next(iter(sec.relocs.values()))
+    entry = struct.unpack_from("<Q", data, _shdr_at(data, symtab.name) + 24)[0] + 24 * symi
+    struct.pack_into("<H", data, entry + 6, 0xFFF1)          # st_shndx = SHN_ABS
+    obj = BpfObject("<abs>", bytes(data))
+    assert obj.needs()["tracepoint/syscalls/sys_enter_getppid"]["map relocations"] >= 0
+    obj.close()

@@ -47,6 +47,7 @@ _LAZY = {
     **{f"R{i}": "pyebpf.program" for i in range(11)},
     **{f"W{i}": "pyebpf.program" for i in range(11)},
     "load": "pyebpf.loader", "LoadedProgram": "pyebpf.loader",
+    "open_object": "pyebpf.objects", "load_object": "pyebpf.objects",
 }
 
 __all__ = ["__version__", "AssemblyError", "EncodingError", "KernelError", "ProgramError",

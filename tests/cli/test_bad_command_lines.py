@@ -230,6 +230,17 @@ CASES: list[tuple] = [
     ("demo-requests-negative", ["demo", "-n", "-5"], 2, "expected a positive integer"),
     ("demo-requests-word", ["demo", "-n", "many"], 2, "not 'many'"),
     ("demo-bad-flag", ["demo", "--bogus"], 2, "pyebpf demo: error: unrecognized"),
+    # -- object
+    ("object-nothing", ["object"], 2, "required: OBJ"),
+    ("object-missing-file", ["object", "/nonexistent/x.o"], 1,
+     "cannot read /nonexistent/x.o: No such file"),
+    ("object-directory", ["object", "{d}"], 1, "Is a directory"),
+    ("object-not-elf", ["object", "{d}/good.s"], 1, "not an ELF file"),
+    ("object-empty", ["object", "{d}/empty.s"], 1, "not an ELF file"),
+    ("object-not-bpf", ["object", "{d}/truncated.o"], 1, "is not BPF (247)"),
+    ("object-bad-set", ["object", "{d}/good.s", "--set", "novalue"], 1,
+     "--set wants NAME=VALUE, not 'novalue'"),
+    ("object-bad-flag", ["object", "{d}/good.s", "--bogus"], 2, "unrecognized arguments"),
 ]
 
 # A program the kernel's verifier refuses (pyebpf's own checks let it through):

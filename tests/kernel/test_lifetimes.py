@@ -136,7 +136,35 @@ def _process_watch(_: Any) -> Any:
     return _ProcessWatch(os.getpid())
 
 
+_OBJECT_C = b"""
+typedef unsigned int u32;
+struct { int (*type)[1]; int (*max_entries)[4]; u32 *key; u32 *value; }
+    counts __attribute__((section(".maps"), used));
+u32 hits = 0;
+__attribute__((section("socket"), used)) int count(void *ctx) { hits++; return 0; }
+char LICENSE[] __attribute__((section("license"), used)) = "GPL";
+"""
+
+
+def _bpf_object(_: Any) -> Any:
+    """A loaded clang-built object (maps, .bss, BTF, a program)."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    import pyebpf
+    clang = shutil.which("clang")
+    if clang is None:
+        pytest.skip("clang builds the object")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "o.o")
+        subprocess.run([clang, "-O2", "-g", "-target", "bpf", "-x", "c", "-", "-c", "-o", out],
+                       input=_OBJECT_C, check=True, capture_output=True)
+        return pyebpf.load_object(out)
+
+
 OWNERS: dict[str, Callable[[Any], Any]] = {
+    "BpfObject": _bpf_object,
     "Fd": _fd, **_maps(), "LoadedProgram": _loaded, "Link": _link,
     "PerfBuffer": _perf_buffer, "RingBufferReader": _ring_reader, "Provider": _provider,
     "UsdtCounter": _usdt_counter, "UsdtTrace": _usdt_trace, "Trace": _trace,

@@ -1,0 +1,92 @@
+"""Open + load of the object tests' C programs from a cold process, against
+``bpftool prog loadall`` (libbpf) on the same objects (best wall time of a
+few rounds each; the goal is at most 2x).
+
+The objects are built here as tests/objects builds them (clang -O2 -g
+-target bpf, libbpf-dev headers, a vmlinux.h from bpftool); without clang,
+bpftool or root the benchmark reports that it was skipped.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+if __name__ == "__main__":  # run as a script: make the package importable
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SOURCES = ROOT / "tests" / "objects" / "c"
+#: (result name, source, extra clang flags)
+OBJECTS = [("execsnoop", "execsnoop.bpf.c", ()), ("multi", "multi.bpf.c", ()),
+           ("uprobe", "uprobe.bpf.c", ()), ("tp_btf", "kinds.bpf.c", ("-DONLY=1",)),
+           ("iter", "kinds.bpf.c", ("-DONLY=2",))]
+PIN = "/sys/fs/bpf/pinned_counts"
+
+
+def _build(tmp: str) -> dict[str, str]:
+    with open(os.path.join(tmp, "vmlinux.h"), "w") as fh:
+        subprocess.run(["bpftool", "btf", "dump", "file", "/sys/kernel/btf/vmlinux",
+                        "format", "c"], stdout=fh, check=True)
+    out = {}
+    for name, src, flags in OBJECTS:
+        obj = os.path.join(tmp, name + ".o")
+        subprocess.run(["clang", "-O2", "-g", "-target", "bpf", "-D__TARGET_ARCH_x86", *flags,
+                        "-I", tmp, "-c", str(SOURCES / src), "-o", obj], check=True,
+                       capture_output=True)
+        out[name] = obj
+    return out
+
+
+def _wall(cmd: list[str], env: dict[str, str] | None = None) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True, env=env)
+    return time.perf_counter() - t0
+
+
+def _unpin(path: str) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+    try:
+        os.unlink(PIN)
+    except OSError:
+        pass
+
+
+def run(quick: bool = False) -> dict:
+    if not (shutil.which("clang") and shutil.which("bpftool")) or os.geteuid() != 0:
+        return {"skipped": "needs clang, bpftool and root"}
+    rounds = 2 if quick else 5
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    code = "import pyebpf, sys; pyebpf.load_object(sys.argv[1]).close()"
+    out: dict = {}
+    tmp = tempfile.mkdtemp(prefix="pyebpf_bench_obj_")
+    pin = f"/sys/fs/bpf/pyebpf_bench_{os.getpid()}"
+    try:
+        objs = _build(tmp)
+        ratios = []
+        for name, path in objs.items():
+            best_b = best_p = float("inf")
+            for _ in range(rounds):
+                best_b = min(best_b, _wall(["bpftool", "prog", "loadall", path, pin]))
+                _unpin(pin)
+                best_p = min(best_p, _wall([sys.executable, "-c", code, path], env))
+                _unpin(pin)
+            out[f"{name}_bpftool_ms"] = best_b * 1e3
+            out[f"{name}_pyebpf_ms"] = best_p * 1e3
+            out[f"{name}_ratio"] = best_p / best_b
+            ratios.append(best_p / best_b)
+        out["worst_ratio"] = max(ratios)
+        out["goal_ratio"] = 2.0
+    finally:
+        _unpin(pin)
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+if __name__ == "__main__":
+    for k, v in run(quick="--quick" in sys.argv).items():
+        print(f"{k}: {v:.2f}" if isinstance(v, float) else f"{k}: {v}")

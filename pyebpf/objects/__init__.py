@@ -1,0 +1,22 @@
+"""Clang-built BPF objects loaded in pure Python (libbpf's job, without libbpf)::
+
+    obj = pyebpf.open_object("execsnoop.bpf.o")
+    obj.globals["targ_tgid"] = 1234         # const volatile settings, before load
+    with obj.load():
+        obj.programs["handle_execve"].attach()   # by its SEC("...") name
+        ring = obj.maps["events"]                # a pyebpf map: readers work on it
+
+* :func:`open_object` / :func:`load_object`, :class:`BpfObject`
+  (programs, maps, globals, externs; a context manager owning all of it)
+* :mod:`.sections` -- program types from section names, as libbpf maps them
+* :mod:`.maps` -- BTF-defined and legacy maps, global data sections
+* :mod:`.link` -- bpf-to-bpf calls and callbacks linked per program
+* :mod:`.loading` -- the load itself: BTF, maps, externs, CO-RE, programs
+"""
+from __future__ import annotations
+
+from .errors import ObjectError, ObjectFileError
+from .obj import BpfObject, Globals, ObjectProgram, load_object, open_object
+
+__all__ = ["open_object", "load_object", "BpfObject", "ObjectProgram", "Globals",
+           "ObjectError", "ObjectFileError"]

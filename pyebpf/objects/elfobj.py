@@ -1,0 +1,139 @@
+"""The parts of a clang-built BPF ELF object the loader reads: sections,
+symbols and the relocations of each section (ELF64, little-endian, ET_REL).
+
+Offsets, sizes and indices are checked against the file: damage raises
+:class:`~pyebpf.errors.ObjectFileError`, never another exception.
+"""
+from __future__ import annotations
+
+import struct
+
+from .errors import ObjectFileError
+
+__all__ = ["ObjSection", "ObjSymbol", "ObjElf", "SHT_PROGBITS", "SHT_NOBITS", "SHF_EXECINSTR"]
+
+SHT_PROGBITS = 1
+SHT_SYMTAB = 2
+SHT_STRTAB = 3
+SHT_REL = 9
+SHT_NOBITS = 8
+SHF_EXECINSTR = 0x4
+STT_SECTION = 3
+STT_FUNC = 2
+EM_BPF = 247
+#: the largest .bss-like section accepted (a map value is far smaller)
+_NOBITS_MAX = 1 << 30
+_EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
+_SHDR = struct.Struct("<IIQQQQIIQQ")
+_SYM = struct.Struct("<IBBHQQ")
+_REL = struct.Struct("<QQ")
+
+
+class ObjSection:
+    """One section: ``index``, ``name``, ``type``, ``flags``, ``size``, ``data``
+    (zeros for SHT_NOBITS), ``link``, ``info``."""
+
+    __slots__ = ("index", "name", "type", "flags", "size", "data", "link", "info", "relocs")
+
+    def __init__(self, index: int, name: str, type: int, flags: int, size: int, data: bytes,
+                 link: int, info: int) -> None:
+        self.index, self.name, self.type, self.flags = index, name, type, flags
+        self.size, self.data, self.link, self.info = size, data, link, info
+        #: byte offset in this section -> symbol index (from its SHT_REL section)
+        self.relocs: dict[int, int] = {}
+
+    @property
+    def is_code(self) -> bool:
+        """An executable (program or ``.text``) section."""
+        return bool(self.flags & SHF_EXECINSTR) and self.type == SHT_PROGBITS
+
+
+class ObjSymbol:
+    """One symbol: ``name``, ``value``, ``size``, ``type`` (STT_*), ``bind``
+    (STB_*), ``shndx`` (0: undefined, i.e. an extern)."""
+
+    __slots__ = ("index", "name", "value", "size", "type", "bind", "shndx")
+
+    def __init__(self, index: int, name: str, value: int, size: int, type: int, bind: int,
+                 shndx: int) -> None:
+        self.index, self.name, self.value, self.size = index, name, value, size
+        self.type, self.bind, self.shndx = type, bind, shndx
+
+
+def _cstr(data: bytes, at: int) -> str:
+    end = data.find(b"\0", at)
+    return data[at:end if end >= 0 else len(data)].decode("utf-8", "replace")
+
+
+class ObjElf:
+    """A parsed BPF object file (see the module docstring)."""
+
+    def __init__(self, data: bytes, path: str = "<bytes>") -> None:
+        self.path = path
+        self.data = data
+        if len(data) < _EHDR.size or data[:4] != b"\x7fELF":
+            raise ObjectFileError(f"{path}: not an ELF file")
+        if data[4] != 2 or data[5] != 1:
+            raise ObjectFileError(f"{path}: not a 64-bit little-endian ELF object "
+                                  "(build it with clang -target bpf)")
+        (_, e_type, machine, _, _, _, shoff, _, _, _, _, shentsize, shnum,
+         shstrndx) = _EHDR.unpack_from(data, 0)
+        if machine != EM_BPF:
+            raise ObjectFileError(f"{path}: ELF machine {machine} is not BPF (247); "
+                                  "build it with clang -target bpf")
+        if e_type != 1:
+            raise ObjectFileError(f"{path}: not a relocatable object (ELF type {e_type})")
+        if shentsize != _SHDR.size or shoff + shnum * shentsize > len(data):
+            raise ObjectFileError(f"{path}: the section table runs past the end of the file")
+        raw = [_SHDR.unpack_from(data, shoff + i * shentsize) for i in range(shnum)]
+        if shstrndx >= shnum:
+            raise ObjectFileError(f"{path}: section-name table index {shstrndx} out of range")
+        names = self._bytes(raw[shstrndx])
+        self.sections: list[ObjSection] = []
+        for i, (name, typ, flags, _, off, size, link, info, _, _) in enumerate(raw):
+            if typ == SHT_NOBITS and size > _NOBITS_MAX:
+                raise ObjectFileError(f"{path}: section {i} claims {size} bytes of zeros "
+                                      f"(at most {_NOBITS_MAX} make sense in a BPF object)")
+            body = b"\0" * size if typ == SHT_NOBITS else self._bytes(raw[i])
+            self.sections.append(ObjSection(i, _cstr(names, name), typ, flags, size, body,
+                                            link, info))
+        self.symbols: list[ObjSymbol] = []
+        for sec in self.sections:
+            if sec.type == SHT_SYMTAB:
+                self._read_symbols(sec)
+                break
+        for sec in self.sections:
+            if sec.type == SHT_REL and sec.info < len(self.sections):
+                target = self.sections[sec.info]
+                for off in range(0, len(sec.data) - _REL.size + 1, _REL.size):
+                    r_off, r_info = _REL.unpack_from(sec.data, off)
+                    symi = r_info >> 32
+                    if symi >= len(self.symbols):
+                        raise ObjectFileError(f"{path}: relocation in {sec.name} names "
+                                              f"symbol {symi} of {len(self.symbols)}")
+                    target.relocs[r_off] = symi
+
+    def _bytes(self, hdr: tuple) -> bytes:  # type: ignore[type-arg]
+        off, size = hdr[4], hdr[5]
+        if off + size > len(self.data):
+            raise ObjectFileError(f"{self.path}: a section runs past the end of the file")
+        return self.data[off:off + size]
+
+    def _read_symbols(self, symtab: ObjSection) -> None:
+        if symtab.link >= len(self.sections):
+            raise ObjectFileError(f"{self.path}: the symbol table's string table is missing")
+        strs = self.sections[symtab.link].data
+        d = symtab.data
+        for i, off in enumerate(range(0, len(d) - _SYM.size + 1, _SYM.size)):
+            name, info, _other, shndx, value, size = _SYM.unpack_from(d, off)
+            sname = _cstr(strs, name)
+            if info & 0xF == STT_SECTION and shndx < len(self.sections):
+                sname = self.sections[shndx].name
+            self.symbols.append(ObjSymbol(i, sname, value, size, info & 0xF, info >> 4, shndx))
+
+    def section(self, name: str) -> ObjSection | None:
+        """The section called ``name``, or None."""
+        for sec in self.sections:
+            if sec.name == name:
+                return sec
+        return None

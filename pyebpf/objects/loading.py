@@ -1,0 +1,529 @@
+"""The steps of :meth:`~.obj.BpfObject.load` (see :mod:`.obj`): BTF, maps,
+externs, CO-RE, then each program linked, patched and loaded."""
+from __future__ import annotations
+
+import errno as E
+import os
+import struct
+
+from ..btf import Kind
+from ..errors import KernelError, VerifierError
+from ..kernel.constants import MapType, ProgType
+from .errors import ObjectError
+from .link import OP_CALL, OP_LD_IMM64, Slot, decode_slots, encode_slots, link_program
+from .maps import PIN_BY_NAME, MapDef
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..btf import BtfBuilder
+    from .obj import BpfObject, ObjectProgram
+
+PSEUDO_MAP_FD = 1
+PSEUDO_MAP_VALUE = 2
+PSEUDO_BTF_ID = 3
+PSEUDO_KFUNC_CALL = 2
+POISON_HELPER = 0xBAD2310
+PIN_ROOT = "/sys/fs/bpf"
+_BTF_TARGET = (ProgType.TRACING, ProgType.LSM, ProgType.EXT)
+_REFUSED = (E.EPERM, E.EOPNOTSUPP, 524)      # 524: ENOTSUPP
+
+
+def load_object_into_kernel(obj: BpfObject, log_level: int) -> None:
+    """Everything :meth:`BpfObject.load` does, in order."""
+    builder = _load_btf(obj)
+    _fill_kconfig(obj)
+    _create_maps(obj)
+    code = {idx: decode_slots(obj.elf.sections[idx].data) for idx in obj._funcs}
+    _apply_core(obj, code)
+    ksyms = _resolve_ksyms(obj)
+    for prog in obj.programs.values():
+        _load_program(obj, prog, code, builder, ksyms, log_level)
+
+
+# ------------------------------------------------------------------ BTF
+def _load_btf(obj: BpfObject) -> BtfBuilder | None:
+    if obj.btf is None:
+        return None
+    from ..kernel.btf import btf_load
+    from .btfprep import prepare_btf
+    offsets = {name: v[0] for name, v in obj._kconfig.items()}
+    size = obj.map_defs[".kconfig"].value_size if ".kconfig" in obj.map_defs else 0
+    builder = prepare_btf(obj.btf, obj._section_size, obj._symbol_offset, offsets, size)
+    if obj.btf_ext is not None:       # line_info names strings: they must be in the blob
+        for recs in obj.btf_ext.line_info.values():
+            for r in recs:
+                builder.string(r.file_name)
+                builder.string(r.line_text)
+    try:
+        obj._btf_fd = btf_load(builder.build())
+    except KernelError as exc:
+        # libbpf goes on without BTF; so does pyebpf (no func/line info, no typed maps)
+        obj.btf_error = exc
+        obj._btf_fd = None
+        return None
+    obj._owned.append(obj._btf_fd)
+    return builder
+
+
+# ------------------------------------------------------------------ externs
+def kernel_config() -> dict[str, str]:
+    """``CONFIG_*`` of the running kernel: /proc/config.gz, else
+    /boot/config-$(uname -r); empty when neither is readable."""
+    import gzip
+    text = ""
+    try:
+        with gzip.open("/proc/config.gz", "rt") as fh:
+            text = fh.read()
+    except OSError:
+        try:
+            with open(f"/boot/config-{os.uname().release}") as fh:
+                text = fh.read()
+        except OSError:
+            return {}
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("CONFIG_") and "=" in line:
+            k, v = line.split("=", 1)
+            out[k] = v
+    return out
+
+
+def _kconfig_value(obj: BpfObject, name: str, size: int, tid: int,
+                   config: dict[str, str]) -> bytes | None:
+    from ..kernel.features import kernel_version_code
+    if name == "LINUX_KERNEL_VERSION":
+        value: Any = kernel_version_code()
+    elif name in ("LINUX_HAS_BPF_COOKIE", "LINUX_HAS_SYSCALL_WRAPPER"):
+        value = 1
+    elif name in config:
+        raw = config[name]
+        btf = obj.btf
+        assert btf is not None       # (kconfig externs exist only with BTF)
+        t = btf[btf.resolve(tid)]
+        if raw in ("y", "n", "m"):
+            if t.kind == Kind.INT and t.encoding & 2:       # char: the letter itself
+                value = ord(raw)
+            else:
+                value = {"y": 1, "n": 0, "m": 2}[raw]
+        elif raw.startswith('"'):
+            data = raw.strip('"').encode()[:size - 1]
+            return data + b"\0" * (size - len(data))
+        else:
+            value = int(raw, 0)
+    else:
+        return None
+    return int(value).to_bytes(size, "little", signed=value < 0)
+
+
+def _fill_kconfig(obj: BpfObject) -> None:
+    if not obj._kconfig:
+        return
+    config = kernel_config()
+    data = obj.map_defs[".kconfig"].data
+    assert data is not None
+    for name, (off, size, tid) in obj._kconfig.items():
+        value = _kconfig_value(obj, name, size, tid, config)
+        if value is None:
+            if not _is_weak(obj, name):
+                raise ObjectError(f"extern {name!r} (__kconfig): the kernel's config has no "
+                                  f"{name} (declare it __weak to take 0)")
+            value = b"\0" * size
+        data[off:off + size] = value
+
+
+def _is_weak(obj: BpfObject, name: str) -> bool:
+    return any(s.name == name and s.shndx == 0 and s.bind == 2 for s in obj.elf.symbols)
+
+
+def _resolve_ksyms(obj: BpfObject) -> dict[str, tuple[str, int]]:
+    """name -> ("addr", address) | ("btf", vmlinux id) | ("missing", 0)."""
+    want = {n: k for n, k in obj.externs.items() if k in ("ksym", "kfunc")}
+    if not want:
+        return {}
+    out: dict[str, tuple[str, int]] = {}
+    btf = obj.btf
+    assert btf is not None
+    typeless = []
+    for name, kind in want.items():
+        tid = btf.find(name, Kind.FUNC if kind == "kfunc" else Kind.VAR)
+        is_typeless = kind == "ksym" and (not tid or btf.resolve(btf[tid[0]].ref) == 0)
+        if is_typeless:
+            typeless.append(name)
+            continue
+        ids = obj.vmlinux().find(name, Kind.FUNC if kind == "kfunc" else Kind.VAR)
+        out[name] = ("btf", ids[0]) if ids else ("missing", 0)
+    if typeless:
+        found = _kallsyms(set(typeless))
+        for name in typeless:
+            out[name] = ("addr", found[name]) if name in found else ("missing", 0)
+    for name, (how, _) in out.items():
+        if how == "missing" and not _is_weak(obj, name):
+            raise ObjectError(f"extern {name!r} (__ksym): the kernel has no such symbol "
+                              "(declare it __weak to take 0)")
+    return out
+
+
+def _kallsyms(names: set[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    try:
+        with open("/proc/kallsyms") as fh:
+            for line in fh:
+                parts = line.split()
+                if len(parts) >= 3 and parts[2] in names and parts[2] not in out:
+                    out[parts[2]] = int(parts[0], 16)
+    except OSError:
+        pass
+    return out
+
+
+# ------------------------------------------------------------------ maps
+def _create_maps(obj: BpfObject) -> None:
+    from ..kernel import syscall as _sys
+    for name, d in obj.map_defs.items():
+        obj.maps[name] = _create_map(obj, d)
+    for name, d in obj.map_defs.items():
+        for slot, inner_name in d.init_slots.items():
+            inner = obj.maps.get(inner_name)
+            if inner is None:
+                raise ObjectError(f"map {name!r}: slot {slot} names {inner_name!r}, "
+                                  "which is not a map of this object")
+            _sys.map_update(obj.maps[name].fileno(), struct.pack("<I", slot),
+                            struct.pack("<I", inner.fileno()))
+
+
+def _map_name(obj: BpfObject, d: MapDef) -> str:
+    if d.section == d.name and d.name.startswith("."):
+        room = max(15 - len(d.name), 0)
+        return obj.name[:min(room, 8)] + d.name
+    return d.name
+
+
+def _adopt(fd: Any) -> Any:
+    from ..maps import Map
+    try:
+        return Map._from_owned_fd(fd, None, None)
+    except KernelError:
+        return RawObjectMap(fd)
+
+
+def _create_map(obj: BpfObject, d: MapDef) -> Any:
+    from ..kernel import syscall as _sys
+    from ..kernel.cpus import possible_cpus
+    path = os.path.join(PIN_ROOT, d.name) if d.pinning == PIN_BY_NAME else None
+    if path is not None and os.path.exists(path):
+        m = _adopt(_sys.obj_get(path))
+        obj._owned.append(m)
+        return m
+    inner = None
+    if d.inner is not None:
+        inner = _create_map(obj, d.inner)
+    max_entries = d.max_entries
+    if d.type == MapType.PERF_EVENT_ARRAY and not max_entries:
+        max_entries = len(possible_cpus())
+    btf_fd = obj._btf_fd.fileno() if obj._btf_fd is not None and d.key_type_id | \
+        d.value_type_id else 0
+    key_id = d.key_type_id if btf_fd else 0
+    value_id = d.value_type_id if btf_fd else 0
+    if d.data is not None and obj._btf_fd is not None and obj.btf is not None:
+        ids = obj.btf.find(d.section, Kind.DATASEC)
+        if ids:
+            btf_fd, key_id, value_id = obj._btf_fd.fileno(), 0, ids[0]
+    kw: dict[str, Any] = dict(flags=d.flags, name=_map_name(obj, d),
+                              inner_map_fd=inner.fileno() if inner is not None else 0,
+                              map_extra=d.map_extra, numa_node=d.numa_node or None)
+    try:
+        fd = _sys.map_create(d.type, d.key_size, d.value_size, max_entries, btf_fd=btf_fd,
+                             btf_key_type_id=key_id, btf_value_type_id=value_id, **kw)
+    except KernelError:
+        if not btf_fd:
+            raise
+        fd = _sys.map_create(d.type, d.key_size, d.value_size, max_entries, **kw)
+    m = _adopt(fd)
+    obj._owned.append(m)
+    if inner is not None:
+        inner.close()
+    if d.data is not None:
+        _sys.map_update(m.fileno(), b"\0\0\0\0", bytes(d.data))
+        if d.frozen:
+            if hasattr(m, "freeze"):
+                m.freeze()
+            else:
+                _sys.map_freeze(m.fileno())
+    if path is not None:
+        _sys.obj_pin(path, m.fileno())
+    return m
+
+
+class RawObjectMap:
+    """A map pyebpf has no class for (map-in-map, prog arrays...): its fd,
+    ``name`` and ``info()``; the kernel.syscall map_* functions work on
+    ``fileno()``."""
+
+    def __init__(self, fd: Any) -> None:
+        from ..kernel import syscall as _sys
+        self._fd = fd
+        self.info_ = _sys.map_info(fd)
+        self.name = self.info_.name
+
+    def fileno(self) -> int:
+        """The fd number."""
+        fd: int = self._fd.fileno()
+        return fd
+
+    @property
+    def fd(self) -> Any:
+        """The :class:`~pyebpf.kernel.Fd`."""
+        return self._fd
+
+    def info(self) -> Any:
+        """The kernel's map info."""
+        return self.info_
+
+    def close(self) -> None:
+        """Close the fd."""
+        self._fd.close()
+
+
+# ------------------------------------------------------------------ CO-RE
+def _apply_core(obj: BpfObject, code: dict[int, list[Slot]]) -> None:
+    if obj.btf is None or obj.btf_ext is None or not obj.btf_ext.core_relos:
+        return
+    from ..btf.core import CoreResolver
+    resolver = CoreResolver(obj.vmlinux())
+    for sec_name, relos in obj.btf_ext.core_relos.items():
+        sec = obj.elf.section(sec_name)
+        if sec is None or sec.index not in code:
+            continue
+        slots = code[sec.index]
+        for relo in relos:
+            k = relo.insn_off // 8
+            if k >= len(slots):
+                raise ObjectError(f"{sec_name}: CO-RE relocation at {relo.insn_off} past the "
+                                  "end of the section")
+            res = resolver.resolve(obj.btf, relo)
+            obj.core_results.append((sec_name, relo, res))
+            _patch_core(slots, k, res, sec_name)
+
+
+_SIZES = {1: 0x10, 2: 0x08, 4: 0x00, 8: 0x18}
+
+
+def _patch_core(slots: list[Slot], k: int, res: Any, where: str) -> None:
+    s = slots[k]
+    cls = s.code & 7
+    if res.poison:
+        s.code, s.dst, s.src, s.off, s.imm = OP_CALL, 0, 0, 0, POISON_HELPER
+        if cls == 0 and k + 1 < len(slots):           # ld_imm64: both halves
+            n = slots[k + 1]
+            n.code, n.dst, n.src, n.off, n.imm = OP_CALL, 0, 0, 0, POISON_HELPER
+        return
+    new = res.new
+    if cls in (4, 7):                                   # ALU/ALU64 with an immediate
+        if s.code & 0x08:
+            raise ObjectError(f"{where}+{k * 8}: CO-RE relocation on a register ALU op")
+        s.imm = new
+    elif cls in (1, 2, 3):                              # LDX, ST, STX: the offset
+        if not -32768 <= new <= 32767:
+            raise ObjectError(f"{where}+{k * 8}: CO-RE offset {new} does not fit")
+        s.off = new
+        if res.new_size and res.orig_size and res.new_size != res.orig_size:
+            if res.new_size not in _SIZES:
+                raise ObjectError(f"{where}+{k * 8}: CO-RE field size {res.new_size}")
+            s.code = (s.code & ~0x18) | _SIZES[res.new_size]
+    elif s.code == OP_LD_IMM64 and k + 1 < len(slots):
+        s.imm = new & 0xFFFFFFFF
+        slots[k + 1].imm = (new >> 32) & 0xFFFFFFFF
+    else:
+        raise ObjectError(f"{where}+{k * 8}: CO-RE relocation on instruction {s.code:#04x}")
+
+
+# ------------------------------------------------------------------ programs
+def _patch_refs(obj: BpfObject, slots: list[Slot], origin: list[tuple[int, int]],
+                ksyms: dict[str, tuple[str, int]]) -> None:
+    elf = obj.elf
+    for pos, (shndx, k) in enumerate(origin):
+        sec = elf.sections[shndx]
+        symi = sec.relocs.get(k * 8)
+        if symi is None:
+            continue
+        sym = elf.symbols[symi]
+        s = slots[pos]
+        tsec = elf.sections[sym.shndx] if 0 < sym.shndx < len(elf.sections) else None
+        if tsec is not None and tsec.is_code:
+            continue                                   # calls: linked already
+        if sym.shndx == 0:
+            _patch_extern(obj, slots, pos, sym.name, ksyms)
+            continue
+        if tsec is None or s.code != OP_LD_IMM64 or pos + 1 >= len(slots):
+            raise ObjectError(f"{sec.name}+{k * 8}: a relocation to {sym.name!r} on an "
+                              "instruction that is not a 64-bit load")
+        if tsec.name in (".maps", "maps"):
+            m = obj.maps.get(sym.name)
+            if m is None:
+                raise ObjectError(f"{sec.name}+{k * 8}: map {sym.name!r} is not defined")
+            s.src, s.imm = PSEUDO_MAP_FD, m.fileno()
+        elif tsec.name in obj.maps:
+            off = (0 if sym.type == 3 else sym.value) + s.imm
+            s.src, s.imm = PSEUDO_MAP_VALUE, obj.maps[tsec.name].fileno()
+            slots[pos + 1].imm = off
+        else:
+            raise ObjectError(f"{sec.name}+{k * 8}: a reference to {sym.name!r} in section "
+                              f"{tsec.name!r}, which is not a map or global data")
+
+
+def _patch_extern(obj: BpfObject, slots: list[Slot], pos: int, name: str,
+                  ksyms: dict[str, tuple[str, int]]) -> None:
+    s = slots[pos]
+    kind = obj.externs.get(name)
+    if kind == "kconfig":
+        off = obj._kconfig[name][0]
+        s.src, s.imm = PSEUDO_MAP_VALUE, obj.maps[".kconfig"].fileno()
+        slots[pos + 1].imm = off + s.imm * 0
+        return
+    how, value = ksyms.get(name, ("missing", 0))
+    if s.code == OP_CALL:
+        if how != "btf":
+            raise ObjectError(f"kfunc {name!r} is not in the kernel's BTF")
+        s.src, s.imm = PSEUDO_KFUNC_CALL, value
+        return
+    if how == "btf":
+        s.src, s.imm = PSEUDO_BTF_ID, value
+        slots[pos + 1].imm = 0
+    else:
+        s.src, s.imm = 0, value & 0xFFFFFFFF
+        slots[pos + 1].imm = (value >> 32) & 0xFFFFFFFF
+
+
+def _btf_infos(obj: BpfObject, linked: Any, builder: BtfBuilder | None) -> tuple[bytes, bytes,
+                                                                                list[Any]]:
+    """func_info and line_info records of a linked program, and the line
+    records by position (for naming a rejected instruction's C line)."""
+    ext = obj.btf_ext
+    if ext is None or builder is None:
+        return b"", b"", []
+    fi = bytearray()
+    li = bytearray()
+    lines: list[tuple[int, Any]] = []
+    for func, base in linked.funcs:
+        sec = obj.elf.sections[func.section].name
+        lo, hi = func.start * 8, func.end * 8
+        for r in ext.func_info.get(sec, ()):
+            if lo <= r.insn_off < hi:
+                fi += struct.pack("<II", base + r.insn_off // 8 - func.start, r.type_id)
+        for r in ext.line_info.get(sec, ()):
+            if lo <= r.insn_off < hi:
+                at = base + r.insn_off // 8 - func.start
+                li += struct.pack("<IIII", at, builder.string(r.file_name),
+                                  builder.string(r.line_text), (r.line << 10) | r.column)
+                lines.append((at, r))
+    return bytes(fi), bytes(li), sorted(lines, key=lambda x: x[0])
+
+
+def _attach_btf_id(obj: BpfObject, prog: ObjectProgram) -> int:
+    sdef = prog.sdef
+    if sdef is None or sdef.btf_prefix is None:
+        return 0
+    target = prog.section.split("/", 1)[1] if "/" in prog.section else ""
+    if not target:
+        raise ObjectError(f"program {prog.name!r}: section {prog.section!r} names no target")
+    vm = obj.vmlinux()
+    want = sdef.btf_prefix + target
+    kind = Kind.TYPEDEF if sdef.btf_prefix == "btf_trace_" else Kind.FUNC
+    ids = vm.find(want, kind)
+    if not ids:
+        raise ObjectError(f"program {prog.name!r}: the kernel's BTF has no {want!r} "
+                          f"(section {prog.section!r})")
+    return ids[0]
+
+
+def _load_program(obj: BpfObject, prog: ObjectProgram, code: dict[int, list[Slot]],
+                  builder: BtfBuilder | None, ksyms: dict[str, tuple[str, int]],
+                  log_level: int) -> None:
+    from ..kernel.objload import prog_load_btf
+    if prog.sdef is None:
+        prog.status, prog.reason = "skipped", f"unknown section {prog.section!r}"
+        return
+    try:
+        linked = link_program(obj.elf, prog.func, code, obj._funcs)
+        _patch_refs(obj, linked.slots, linked.origin, ksyms)
+        func_info, line_info, lines = _btf_infos(obj, linked, builder)
+        btf_id = _attach_btf_id(obj, prog)
+    except ObjectError as exc:
+        prog.status, prog.reason, prog.error = "rejected", str(exc), exc
+        return
+    insns = encode_slots(linked.slots)
+    prog.insn_count = len(linked.slots)
+    flags = 1 << 4 if prog.sdef.sleepable else 0         # BPF_F_SLEEPABLE
+    try:
+        fd, log = prog_load_btf(prog.prog_type, insns, obj.license or "GPL", name=prog.name,
+                                btf_fd=obj._btf_fd.fileno() if obj._btf_fd is not None else 0,
+                                func_info=func_info, line_info=line_info,
+                                expected_attach_type=prog.attach_type, attach_btf_id=btf_id,
+                                kern_version=obj.kern_version, prog_flags=flags,
+                                log_level=log_level)
+    except VerifierError as exc:
+        prog.status, prog.error = "rejected", _explain(exc, insns, lines)
+        prog.reason = prog.error.summary.splitlines()[0]
+        return
+    except KernelError as exc:
+        refused = _probe_refuses(prog, btf_id) if exc.errno in _REFUSED else None
+        if refused is not None:
+            prog.status, prog.reason = "skipped", refused
+        else:
+            prog.status, prog.error = "rejected", exc
+            prog.reason = str(exc).splitlines()[0]
+        return
+    from ..isa import decode
+    from ..loader import LoadedProgram
+    used = {n: m for n, m in obj.maps.items()}
+    prog.loaded = LoadedProgram(fd, prog.prog_type, None, decode(insns), used, log, prog.name,
+                                prog.attach_type)
+    obj._owned.append(prog.loaded)
+    prog.status, prog.reason = "loaded", ""
+
+
+def _explain(exc: VerifierError, insns: bytes, lines: list[Any]) -> VerifierError:
+    """The error with the failing instruction and its C source line."""
+    from ..loader import failing_instruction
+    index, text = failing_instruction(exc.log, exc.message)
+    origin = None
+    if index is not None:
+        best = None
+        for at, rec in lines:
+            if at <= index:
+                best = rec
+            else:
+                break
+        if best is not None:
+            origin = f"{os.path.basename(best.file_name)}:{best.line}"
+            src = best.line_text.strip()
+            if src:
+                text = f"{text}; {src}" if text else src
+    return VerifierError(exc.errno or 0, exc.log, exc.message, index=index, origin=origin,
+                         instruction=text, hint=exc.hint)
+
+
+_PROBES: dict[tuple[int, int, int], str | None] = {}
+
+
+def _probe_refuses(prog: ObjectProgram, btf_id: int) -> str | None:
+    """Why this kernel refuses every program of this type and attach target
+    (a minimal ``r0 = 0; exit`` probe load), or None when it loads."""
+    from ..kernel.features import RETURN_ZERO
+    from ..kernel.objload import prog_load_btf
+    key = (prog.prog_type, prog.attach_type, btf_id)
+    if key not in _PROBES:
+        try:
+            fd, _ = prog_load_btf(prog.prog_type, RETURN_ZERO, "GPL",
+                                  expected_attach_type=prog.attach_type, attach_btf_id=btf_id)
+        except KernelError as exc:
+            name = os.strerror(exc.errno) if exc.errno else str(exc)
+            _PROBES[key] = (f"this kernel refuses {prog.kind} programs "
+                            f"({E.errorcode.get(exc.errno or 0, exc.errno)}: {name}, "
+                            "from a probe load)")
+        else:
+            fd.close()
+            _PROBES[key] = None
+    return _PROBES[key]

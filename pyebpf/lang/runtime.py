@@ -86,7 +86,7 @@ def map_entries(plan: MapPlan, live: Any, probe_names: list[str]) -> dict[Any, A
         return {None: data} if data else {}       # (a per-CPU array of buckets)
     unsigned = plan.kind == "sum" and not plan.value.signed   # (a sum of uint64s prints unsigned)
     for k, v in data.items():
-        out[key_of(k)] = v & 0xFFFF_FFFF_FFFF_FFFF if unsigned else v
+        out[key_of(k)] = v & 0xFFFF_FFFF_FFFF_FFFF if unsigned and isinstance(v, int) else v
     return out
 
 

@@ -208,6 +208,12 @@ class _Parser:
         kind, val, col = self.take()
         if kind == "num":
             return Expr(val, INT, "const", _number(val, self.text))
+        if val == "-" and self.peek() is not None and self.peek()[0] == "num":   # type: ignore[index]
+            num = self.take()[1]
+            value = _number(num, self.text)
+            if value > 1 << 63:
+                raise ExprError(f"{_q(self.text)}: -{num} does not fit in signed 64 bits")
+            return Expr(f"-{num}", INT, "const", -value)
         if val == "(":
             self.nest()
             inner = self.expr()
@@ -233,19 +239,19 @@ class _Parser:
             self.take("(")
             self.nest()
             inner = self.expr()
-            size = self.strlen
+            size, length = self.strlen, None
             if self._peek_text() == ",":
                 self.take(",")
                 k, v, c = self.take()
                 if k != "num" or not 1 <= _number(v, self.text) <= 256:
                     raise ExprError(f"{self.text!r}: the length of str() is 1..256 bytes")
-                size = _number(v, self.text)
+                length = _number(v, self.text)
+                size = length + 1          # N characters, as bpftrace's str(E, N), and the NUL
             self.take(")")
             self.depth -= 1
             if inner.kind != INT:
                 raise ExprError(f"{self.text!r}: str() takes an address (an integer expression)")
-            size = max(1, size)
-            return Expr(f"str({inner.text}" + (f", {size})" if size != self.strlen else ")"),
+            return Expr(f"str({inner.text}" + (f", {length})" if length is not None else ")"),
                         STR, "str", inner, (), size)
         if val in _SIMPLE:
             if val == "comm":
@@ -373,12 +379,17 @@ class EmitEnv:
 
 
 def signed(e: Expr, source: ProbeSource | None) -> bool:
-    """Whether the value of ``e`` is signed (tracepoint fields may be; ``source``
-    None: not known, unsigned)."""
+    """Whether the value of ``e`` is signed: tracepoint fields and USDT
+    arguments may be (by their C type, their spec), constants are (int64,
+    as bpftrace's literals; ``source`` None: not known, unsigned)."""
     if e.ops:
         return False
     if e.atom == "field":
         return bool(getattr(source, "field_signed", lambda n: False)(e.arg))
+    if e.atom == "arg":
+        return bool(getattr(source, "arg_signed", lambda n: False)(e.arg))
+    if e.atom == "const":                   # (an int64, as bpftrace's literals)
+        return True
     return False
 
 
@@ -456,9 +467,7 @@ def emit_int(p: Program, e: Expr, dst: Reg, env: EmitEnv) -> None:
         p.call("get_stackid")
         p.mov(W0, W0)
         p.or_(dst, R0)
-    elif a == "probe":
-        p.mov(dst, env.probe_index)
-    elif a == "func":
+    elif a in ("probe", "func"):
         if len(getattr(src, "functions", ())) > 1:
             p.mov(R1, env.ctx)
             p.call("get_attach_cookie")
@@ -522,6 +531,7 @@ def emit_filter(p: Program, f: Filter, env: EmitEnv, reject: str, tmp1: Reg, tmp
         return
     emit_int(p, f.left, tmp1, env)
     emit_int(p, f.right, tmp2, env)
-    is_signed = signed(f.left, env.source) or signed(f.right, env.source)
+    # (as bpftrace: a signed comparison when both sides are signed)
+    is_signed = signed(f.left, env.source) and signed(f.right, env.source)
     table = _SCMPS if is_signed else _CMPS
     p.jump_if(table[_NEGATE[f.op]], tmp1, tmp2, reject)

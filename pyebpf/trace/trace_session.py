@@ -27,6 +27,16 @@ if TYPE_CHECKING:
 __all__ = ["TraceSession"]
 
 
+def field_widths(fields: Sequence[tuple[str, Expr]]) -> list[int]:
+    """The column widths of events printed as a table (``--print`` without a
+    format): per ``(name, expression)`` field."""
+    out = []
+    for name, e in fields:
+        w = {STR: min(e.size, 16), INT: 7, PROBE: 24, FUNC: 16, STACK: 0}.get(e.kind, 8)
+        out.append(max(len(name), w))
+    return out
+
+
 class TraceSession(Session):
     """A running :class:`Trace`: programs loaded and attached, maps readable.
 
@@ -143,11 +153,7 @@ class TraceSession(Session):
         return value
 
     def _widths(self) -> list[int]:
-        out = []
-        for name, e in self.trace.event_fields or []:
-            w = {STR: min(e.size, 16), INT: 7, PROBE: 24, FUNC: 16, STACK: 0}.get(e.kind, 8)
-            out.append(max(len(name), w))
-        return out
+        return field_widths(self.trace.event_fields or [])
 
     def header(self) -> str | None:
         """The column names of events printed without a format (a table), else None."""

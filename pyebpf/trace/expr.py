@@ -14,11 +14,12 @@ Atoms:
 ``nsecs``           ``bpf_ktime_get_ns()`` (CLOCK_MONOTONIC)
 ``elapsed``         nanoseconds since the trace was built
 ``comm``            the thread's name (16 bytes)
-``str(E[, N])``     the NUL-terminated string at address ``E`` (``N`` bytes
-                    at most; default ``--strlen``, 64)
+``str(E[, N])``     the NUL-terminated string at address ``E`` (``N``
+                    characters at most, as bpftrace; default: ``--strlen``
+                    bytes with the NUL, 64)
 ``ustack``          the user stack (symbolized when printed)
 ``probe``, ``func`` the probe's spec, the probed function's name
-integers            ``42``, ``0x2a``
+integers            ``42``, ``0x2a``, ``-20`` (int64, as bpftrace's literals)
 ==================  =======================================================
 
 An atom may be followed by operations with integer constants, applied left
@@ -26,8 +27,9 @@ to right: ``arg1 / 1000``, ``latency / 1000``, ``arg0 & 0xff``, ``arg0 % 10``
 (``+ - * / % & | ^ << >>``; unsigned 64-bit like bpftrace's ``u64``).
 
 Filters (``--filter``) compare two expressions: ``arg0 > 100``,
-``comm == "bash"``, ``str(arg0) != "x"``, ``pid == 1234`` (``== != < <= > >=``;
-signed comparison when either side is signed).
+``comm == "bash"``, ``str(arg0) != "x"``, ``arg1 < -20`` (``== != < <= > >=``;
+as bpftrace: a signed comparison when both sides are signed -- constants,
+tracepoint fields and USDT arguments of a signed type).
 
 Values are emitted into registers r6-r9 (integers) or stack buffers
 (strings); helpers clobber r0-r5 as usual.
@@ -208,7 +210,8 @@ class _Parser:
         kind, val, col = self.take()
         if kind == "num":
             return Expr(val, INT, "const", _number(val, self.text))
-        if val == "-" and self.peek() is not None and self.peek()[0] == "num":   # type: ignore[index]
+        nxt = self.peek()
+        if val == "-" and nxt is not None and nxt[0] == "num":     # a negative constant
             num = self.take()[1]
             value = _number(num, self.text)
             if value > 1 << 63:

@@ -18,7 +18,7 @@ Atoms:
                     characters at most, as bpftrace; default: ``--strlen``
                     bytes with the NUL, 64)
 ``ustack``          the user stack (symbolized when printed)
-``probe``, ``func`` the probe's spec, the probed function's name
+``probe``, ``func`` the probe (per matched function of a glob), the function's name
 integers            ``42``, ``0x2a``, ``-20`` (int64, as bpftrace's literals)
 ==================  =======================================================
 

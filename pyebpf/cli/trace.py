@@ -158,6 +158,14 @@ def build_trace(args: argparse.Namespace) -> Trace:
     return t
 
 
+def _as_comment(program: str) -> str:
+    """The bpftrace program the flags translate to, as comment lines above
+    the generated eBPF of ``--show-program``."""
+    lines = ["; as a bpftrace program (pyebpf bt -e '...' runs the same):"]
+    lines += [f";   {x}" if x else ";" for x in program.rstrip("\n").split("\n")]
+    return "\n".join(lines) + "\n"
+
+
 def run(args: argparse.Namespace) -> int:
     """``pyebpf trace``: build the trace, show it or run it; the exit status."""
     if args.pid is not None and args.cmd:
@@ -181,7 +189,9 @@ def run(args: argparse.Namespace) -> int:
         report("trace", str(exc))
         return 1
     if args.show_program:
+        from ..lang.flags import program_text
         with trace:
+            print(_as_comment(program_text(trace)))
             print(trace.show())
         return 0
     trace.resolve()

@@ -14,11 +14,12 @@ Atoms:
 ``nsecs``           ``bpf_ktime_get_ns()`` (CLOCK_MONOTONIC)
 ``elapsed``         nanoseconds since the trace was built
 ``comm``            the thread's name (16 bytes)
-``str(E[, N])``     the NUL-terminated string at address ``E`` (``N`` bytes
-                    at most; default ``--strlen``, 64)
+``str(E[, N])``     the NUL-terminated string at address ``E`` (``N``
+                    characters at most, as bpftrace; default: ``--strlen``
+                    bytes with the NUL, 64)
 ``ustack``          the user stack (symbolized when printed)
-``probe``, ``func`` the probe's spec, the probed function's name
-integers            ``42``, ``0x2a``
+``probe``, ``func`` the probe (per matched function of a glob), the function's name
+integers            ``42``, ``0x2a``, ``-20`` (int64, as bpftrace's literals)
 ==================  =======================================================
 
 An atom may be followed by operations with integer constants, applied left
@@ -26,8 +27,9 @@ to right: ``arg1 / 1000``, ``latency / 1000``, ``arg0 & 0xff``, ``arg0 % 10``
 (``+ - * / % & | ^ << >>``; unsigned 64-bit like bpftrace's ``u64``).
 
 Filters (``--filter``) compare two expressions: ``arg0 > 100``,
-``comm == "bash"``, ``str(arg0) != "x"``, ``pid == 1234`` (``== != < <= > >=``;
-signed comparison when either side is signed).
+``comm == "bash"``, ``str(arg0) != "x"``, ``arg1 < -20`` (``== != < <= > >=``;
+as bpftrace: a signed comparison when both sides are signed -- constants,
+tracepoint fields and USDT arguments of a signed type).
 
 Values are emitted into registers r6-r9 (integers) or stack buffers
 (strings); helpers clobber r0-r5 as usual.
@@ -208,6 +210,13 @@ class _Parser:
         kind, val, col = self.take()
         if kind == "num":
             return Expr(val, INT, "const", _number(val, self.text))
+        nxt = self.peek()
+        if val == "-" and nxt is not None and nxt[0] == "num":     # a negative constant
+            num = self.take()[1]
+            value = _number(num, self.text)
+            if value > 1 << 63:
+                raise ExprError(f"{_q(self.text)}: -{num} does not fit in signed 64 bits")
+            return Expr(f"-{num}", INT, "const", -value)
         if val == "(":
             self.nest()
             inner = self.expr()
@@ -233,19 +242,19 @@ class _Parser:
             self.take("(")
             self.nest()
             inner = self.expr()
-            size = self.strlen
+            size, length = self.strlen, None
             if self._peek_text() == ",":
                 self.take(",")
                 k, v, c = self.take()
                 if k != "num" or not 1 <= _number(v, self.text) <= 256:
                     raise ExprError(f"{self.text!r}: the length of str() is 1..256 bytes")
-                size = _number(v, self.text)
+                length = _number(v, self.text)
+                size = length + 1          # N characters, as bpftrace's str(E, N), and the NUL
             self.take(")")
             self.depth -= 1
             if inner.kind != INT:
                 raise ExprError(f"{self.text!r}: str() takes an address (an integer expression)")
-            size = max(1, size)
-            return Expr(f"str({inner.text}" + (f", {size})" if size != self.strlen else ")"),
+            return Expr(f"str({inner.text}" + (f", {length})" if length is not None else ")"),
                         STR, "str", inner, (), size)
         if val in _SIMPLE:
             if val == "comm":
@@ -373,12 +382,17 @@ class EmitEnv:
 
 
 def signed(e: Expr, source: ProbeSource | None) -> bool:
-    """Whether the value of ``e`` is signed (tracepoint fields may be; ``source``
-    None: not known, unsigned)."""
+    """Whether the value of ``e`` is signed: tracepoint fields and USDT
+    arguments may be (by their C type, their spec), constants are (int64,
+    as bpftrace's literals; ``source`` None: not known, unsigned)."""
     if e.ops:
         return False
     if e.atom == "field":
         return bool(getattr(source, "field_signed", lambda n: False)(e.arg))
+    if e.atom == "arg":
+        return bool(getattr(source, "arg_signed", lambda n: False)(e.arg))
+    if e.atom == "const":                   # (an int64, as bpftrace's literals)
+        return True
     return False
 
 
@@ -456,9 +470,7 @@ def emit_int(p: Program, e: Expr, dst: Reg, env: EmitEnv) -> None:
         p.call("get_stackid")
         p.mov(W0, W0)
         p.or_(dst, R0)
-    elif a == "probe":
-        p.mov(dst, env.probe_index)
-    elif a == "func":
+    elif a in ("probe", "func"):
         if len(getattr(src, "functions", ())) > 1:
             p.mov(R1, env.ctx)
             p.call("get_attach_cookie")
@@ -522,6 +534,7 @@ def emit_filter(p: Program, f: Filter, env: EmitEnv, reject: str, tmp1: Reg, tmp
         return
     emit_int(p, f.left, tmp1, env)
     emit_int(p, f.right, tmp2, env)
-    is_signed = signed(f.left, env.source) or signed(f.right, env.source)
+    # (as bpftrace: a signed comparison when both sides are signed)
+    is_signed = signed(f.left, env.source) and signed(f.right, env.source)
     table = _SCMPS if is_signed else _CMPS
     p.jump_if(table[_NEGATE[f.op]], tmp1, tmp2, reject)

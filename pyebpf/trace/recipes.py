@@ -88,8 +88,8 @@ def _as_keys(by: _By, strlen: int) -> tuple[Expr, ...]:
         return ()
     many: Sequence[str | Expr]
     if isinstance(by, (str, Expr)):
-        if isinstance(by, str) and "," in by and not by.strip().startswith("str("):
-            many = [b for b in _split_top(by)]
+        if isinstance(by, str) and "," in by:
+            many = _split_top(by)
         else:
             many = [by]
     else:
@@ -112,6 +112,19 @@ def _split_top(text: str) -> list[str]:
     if cur.strip():
         out.append(cur.strip())
     return out
+
+
+def _probe_names(spec: str, src: Any) -> list[str]:
+    """What the ``probe`` expression shows for each function of ``src``: the
+    probe with the function's name where ``spec`` names them by a glob (as
+    bpftrace does), else ``spec``."""
+    functions = getattr(src, "functions", None)
+    if not functions:
+        return [spec]
+    head, _, symbol = spec.rpartition(":")
+    if head and any(c in symbol for c in "*?["):
+        return [f"{head}:{f}" for f in functions]
+    return [spec] * len(functions)
 
 
 class Trace(Owner):
@@ -164,6 +177,7 @@ class Trace(Owner):
         self._opened: dict[str, Map] | None = None
         self._func_names: list[str] = []
         self._func_base: list[int] = []
+        self._probe_names: list[str] = []     # (what ``probe`` shows; parallel to _func_names)
         self.start_ns = 0
         for f in filters:
             self.filter(f)
@@ -336,6 +350,7 @@ class Trace(Owner):
             for i, src in enumerate(sources):
                 self._func_base.append(len(self._func_names))
                 self._func_names += list(getattr(src, "functions", [str(self.specs[i])]))
+                self._probe_names += _probe_names(str(self.specs[i]), src)
             from .codegen import generate
             for i, src in enumerate(sources):
                 self.built += generate(self, i, src)

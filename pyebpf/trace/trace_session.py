@@ -27,6 +27,16 @@ if TYPE_CHECKING:
 __all__ = ["TraceSession"]
 
 
+def field_widths(fields: Sequence[tuple[str, Expr]]) -> list[int]:
+    """The column widths of events printed as a table (``--print`` without a
+    format): per ``(name, expression)`` field."""
+    out = []
+    for name, e in fields:
+        w = {STR: min(e.size, 16), INT: 7, PROBE: 24, FUNC: 16, STACK: 0}.get(e.kind, 8)
+        out.append(max(len(name), w))
+    return out
+
+
 class TraceSession(Session):
     """A running :class:`Trace`: programs loaded and attached, maps readable.
 
@@ -131,7 +141,7 @@ class TraceSession(Session):
         if e.kind == STACK:
             return self.stack(raw)
         if e.kind == PROBE:
-            return str(t.specs[raw]) if raw < len(t.specs) else f"probe {raw}"
+            return t._probe_names[raw] if raw < len(t._probe_names) else f"probe {raw}"
         if e.kind == FUNC:
             if raw >= len(t._func_names):
                 return f"func {raw}"
@@ -143,11 +153,7 @@ class TraceSession(Session):
         return value
 
     def _widths(self) -> list[int]:
-        out = []
-        for name, e in self.trace.event_fields or []:
-            w = {STR: min(e.size, 16), INT: 7, PROBE: 24, FUNC: 16, STACK: 0}.get(e.kind, 8)
-            out.append(max(len(name), w))
-        return out
+        return field_widths(self.trace.event_fields or [])
 
     def header(self) -> str | None:
         """The column names of events printed without a format (a table), else None."""
@@ -181,14 +187,14 @@ class TraceSession(Session):
     # ------------------------------------------------------------ aggregations
     def _decode_key(self, a: Aggregate, raw: int | bytes) -> tuple[FieldValue, ...]:
         """Raw map key -> tuple of display values (one per key expression)."""
-        if isinstance(raw, int):
-            parts: list[Any] = [raw]
-        else:
-            parts, pos = [], 0
-            for e in a.keys:
-                chunk = raw[pos:pos + e.slot_size]
-                parts.append(chunk if e.kind == STR else struct.unpack_from("<Q", chunk)[0])
-                pos += e.slot_size
+        if isinstance(raw, int):            # (8-byte keys come back as u64)
+            raw = raw.to_bytes(8, "little")
+        parts: list[Any] = []
+        pos = 0
+        for e in a.keys:
+            chunk = raw[pos:pos + e.slot_size]
+            parts.append(chunk if e.kind == STR else struct.unpack_from("<Q", chunk)[0])
+            pos += e.slot_size
         src = self.trace.sources[0] if self.trace.sources else None
         return tuple(self._value(e, v, src) for e, v in zip(a.keys, parts))
 

@@ -49,7 +49,7 @@ def test_expressions():
     e = parse_expr("str(arg0)")
     assert e.kind == "str" and e.size == 64 and e.slot_size == 64 and e.args_used() == {0}
     e = parse_expr("str(arg2, 20)")
-    assert e.size == 20 and e.slot_size == 24
+    assert e.size == 21 and e.slot_size == 24      # 20 characters and the NUL
     assert parse_expr("comm").size == 16
     assert parse_expr("args->filename").arg == "filename"
     assert parse_expr("args.flags & 0xff").ops == (("&", 255),)
@@ -78,7 +78,7 @@ def test_filters():
     assert f.right == b"a\tb" and f.op == "!="
     for bad, words in [("arg0", "comparison"), ('arg0 == "x"', "string literal"),
                        ('comm < "x"', "== or !="), ('comm == arg0', "only integers"),
-                       ('str(arg0, 4) == "abcd"', "longer")]:
+                       ('str(arg0, 4) == "abcde"', "longer")]:
         with pytest.raises(ExprError, match=words):
             parse_filter(bad)
 
@@ -184,3 +184,15 @@ def test_symbolizer_by_address_and_by_build_id(workload):
     assert s.frame(0x1234, None) == "0x1234"
     assert demangle(["_ZN1a1bEv", "main"]) in ({"_ZN1a1bEv": "a::b()", "main": "main"},
                                                 {"_ZN1a1bEv": "_ZN1a1bEv", "main": "main"})
+
+
+def test_issue14_negative_constants_and_str_lengths():
+    """Negative literals parse (``arg1 < -20``); ``str(E, N)`` holds N characters."""
+    f = parse_filter("arg1 < -20")
+    assert f.right.arg == -20 and f.op == "<"
+    assert parse_expr("-0x10").arg == -16
+    with pytest.raises(ExprError, match="signed 64 bits"):
+        parse_expr("-9223372036854775809")
+    assert parse_expr("str(arg0, 4)").size == 5          # 4 characters and the NUL
+    assert parse_expr("str(arg0, 4)").text == "str(arg0, 4)"
+    assert parse_expr("str(arg0)", 64).size == 64

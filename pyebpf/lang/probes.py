@@ -507,25 +507,17 @@ class Resolver:
         return hit
 
     def arg_type(self, ap: AttachPoint, n: int) -> Type:
-        """``argN``'s type: a USDT argument by its spec (size and sign, the
-        widest over the expansions), a tracepoint's N-th field, else uint64
-        (bpftrace 0.17's type of a uprobe's or raw tracepoint's argument)."""
+        """``argN``'s type: a tracepoint's N-th field, else uint64 -- bpftrace
+        0.17's type of a uprobe's, raw tracepoint's and USDT argument (a USDT
+        argument is read sign- or zero-extended by its spec, so ``-4@%r8d``'s
+        -3 prints -3 in a key and with ``%d``, but compares greater than 0 and
+        sums as unsigned, as in bpftrace)."""
         kind = _canonical(ap.provider)
-        if kind == "usdt":
-            sizes, signed = [], False
-            for r in self.probes(ap):
-                src = r.source
-                if n < src.arg_count:
-                    sizes.append(src.arg_size(n))
-                    signed = signed or src.arg_signed(n)
-            size = max(sizes, default=8)
-            return int_type(size if size in (1, 2, 4, 8) else 8, signed)
         if kind == "tracepoint":
             src = self.probes(ap)[0].source
             if 0 <= n < len(src.fields):
                 return _field_type(src.fields[n])
-        # uprobes, raw tracepoints: uint64, as bpftrace 0.17 types them (an
-        # argument of -60 compares greater than 0 and prints 18446744073709551556)
+        # an argument of -60 compares greater than 0 and prints 18446744073709551556
         return int_type(8, False)
 
     def args_record(self, ap: AttachPoint) -> Type | None:

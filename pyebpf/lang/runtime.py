@@ -84,8 +84,11 @@ def map_entries(plan: MapPlan, live: Any, probe_names: list[str]) -> dict[Any, A
     assert isinstance(data, dict)
     if plan.kind in ("hist", "lhist") and plan.key is None:
         return {None: data} if data else {}       # (a per-CPU array of buckets)
+    unsigned_sum = plan.kind == "sum" and not plan.value.signed
     for k, v in data.items():
-        out[key_of(k)] = v
+        # a sum of unsigned values prints unsigned (bpftrace: sum(arg0) of -3
+        # is 18446744073709551613); min and max compare and print signed
+        out[key_of(k)] = v & 0xFFFFFFFFFFFFFFFF if unsigned_sum and isinstance(v, int) else v
     return out
 
 
@@ -155,6 +158,19 @@ class BtRun:
                                        [f for f in files if f])
             if self.pid:
                 self.stacks.remember_pid(self.pid)
+            if self.child is not None:
+                self._add_command_file(self.child)
+
+    def _add_command_file(self, child: Any) -> None:
+        """Search the ``-c`` command's executable (and its libraries) for the
+        build ids of its stacks: it may be probed only through a library,
+        and may have exited before its stacks are printed."""
+        import os
+        import shutil
+        argv = getattr(child, "argv", None)
+        path = shutil.which(argv[0]) if argv else None
+        if path:
+            self.stacks.symbolizer.add_file(os.path.realpath(path))
 
     def _load(self) -> None:
         from .. import loader

@@ -71,6 +71,16 @@ def test_usdt_signed_arguments(w: str) -> None:
                           command=f"{w} 14 1")
 
 
+def test_usdt_arguments_are_uint64_in_arithmetic(w: str) -> None:
+    # bpftrace 0.17: a -4@ argument of -3 compares greater than 0 and sums
+    # unsigned, while min/max stay signed and %d prints 32 bits
+    compare_with_bpftrace(f'usdt:{w}:btw:delta {{ @s = sum(arg1); @lt[arg1 < 0] = count(); '
+                          f'@m = min(arg1); @x = max(arg2); @a = avg(arg1); '
+                          f'@c[arg1 * 2] = count(); '
+                          f'printf("%ld %d %lu\\n", arg1, arg1 / 2, arg2); }}',
+                          command=f"{w} 6 1")
+
+
 def test_kernel_stacks(w: str) -> None:
     compare_with_bpftrace("tracepoint:syscalls:sys_enter_clock_nanosleep /pid == cpid/ { "
                           "@ks[kstack(3)] = count(); @k[kstack] = count(); }",

@@ -155,6 +155,7 @@ def _loop(run: Any, stops: Any, child: Any, pid: int | None, out: TextIO) -> Non
             stops.arm()
             if child is not None:
                 child.go()
+                run.child_started()
             while not run.exited:
                 _emit(run.poll(0.1), out)
                 if (child is not None and child.poll()) or (watch is not None and watch.poll()):

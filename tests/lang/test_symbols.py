@@ -18,8 +18,9 @@ pytestmark = [pytest.mark.kernel,
               pytest.mark.skipif(pyebpf_bt_available() is not None,
                                  reason=str(pyebpf_bt_available()))]
 
-#: a run long enough (naps of 2, 8 and 32 ms) for the process to be read while alive
-RUN = "20 2000"
+#: a run long enough (naps of 20, 80 and 320 ms) for the process to be read while it is
+#: alive, by bpftrace and by pyebpf, on a loaded machine too
+RUN = "20 20000"
 
 
 @pytest.fixture(scope="module")

@@ -36,8 +36,8 @@ examples:
   pyebpf bt latency.bt -p 1234
   pyebpf bt -e 'uretprobe:libc:malloc { @ = hist(retval); }' --show-program
   pyebpf bt -l 'tracepoint:syscalls:*open*'
-  pyebpf bt -e 'uretprobe:libc:pthread_mutex_trylock /retval/ { @f[ustack] = count(); }' \
-      -c ./app --flamegraph fails.svg     # also @h = hist(...): --plot lat.svg
+  pyebpf bt -e 'uretprobe:libc:pthread_mutex_trylock /retval/ { @f[ustack] = count(); }'
+      -c ./app --flamegraph fails.svg      (and --plot FILE.svg for hist/lhist maps)
 
 exit status: 0 ok (also after Ctrl-C: the maps are printed), 1 error (a script
 error, printed with the line and a caret as bpftrace prints it; a missing

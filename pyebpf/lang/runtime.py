@@ -419,10 +419,9 @@ class BtRun:
         entries = self.entries(name)
         key = _printed(plan.key)
         if self.json_mode:
-            if not entries:
-                return ""
-            return output.json_map(name, key, plan.value, entries, top=top, div=div,
-                                   stacks=self._stack_fmt(4), syms=self._sym_text) + "\n"
+            line = output.json_map(name, key, plan.value, entries, top=top, div=div,
+                                   stacks=self._stack_fmt(4), syms=self._sym_text)
+            return line + "\n" if line else ""
         return output.format_map(name, key, plan.value, entries, top=top, div=div,
                                  stacks=self._stack_fmt(4), syms=self._sym_text)
 

@@ -143,3 +143,11 @@ def test_join_argv() -> None:
     compare_with_bpftrace('tracepoint:syscalls:sys_enter_execve /pid == cpid/ { '
                           'printf("%d ", 7); join(args->argv); join(args->argv, ","); }',
                           command="/usr/bin/env /bin/true x y")
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_cleared_maps(fmt: str) -> None:
+    # pidpersec.bt's ending: a keyless count() map cleared prints "@: 0"
+    compare_with_bpftrace('BEGIN { @ = count(); @s = sum(5); @h = hist(3); @c[1] = count(); '
+                          'if (0) { @n = count(); } clear(@); clear(@s); clear(@h); clear(@c); '
+                          'print(@); exit(); }', "-f", fmt, exact=True)

@@ -69,7 +69,7 @@ RINGBUF_SIZE = 1 << 20
 BPF_F_USER_STACK = 1 << 8
 #: join(): how many strings, of how many bytes (bpftrace 0.17's defaults)
 JOIN_ARGS = 16
-JOIN_STRLEN = 64
+JOIN_STRLEN = 1024
 U64 = int_type(8, False)
 I64 = int_type(8, True)
 

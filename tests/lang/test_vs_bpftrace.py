@@ -151,3 +151,11 @@ def test_cleared_maps(fmt: str) -> None:
     compare_with_bpftrace('BEGIN { @ = count(); @s = sum(5); @h = hist(3); @c[1] = count(); '
                           'if (0) { @n = count(); } clear(@); clear(@s); clear(@h); clear(@c); '
                           'print(@); exit(); }', "-f", fmt, exact=True)
+
+
+def test_join_takes_1023_bytes_of_each_of_16_arguments() -> None:
+    # execsnoop.bt's join(args->argv): bpftrace 0.17 keeps 1023 bytes an argument
+    words = " ".join(str(i) for i in range(20))
+    compare_with_bpftrace('tracepoint:syscalls:sys_enter_execve /pid == cpid/ { '
+                          'join(args->argv); join(args->argv, ","); }',
+                          command=f"/bin/true {'A' * 1100} b {words}", exact=True)

@@ -36,10 +36,13 @@ examples:
   pyebpf bt latency.bt -p 1234
   pyebpf bt -e 'uretprobe:libc:malloc { @ = hist(retval); }' --show-program
   pyebpf bt -l 'tracepoint:syscalls:*open*'
+  pyebpf bt -e 'uretprobe:libc:pthread_mutex_trylock /retval/ { @f[ustack] = count(); }'
+      -c ./app --flamegraph fails.svg      (and --plot FILE.svg for hist/lhist maps)
 
 exit status: 0 ok (also after Ctrl-C: the maps are printed), 1 error (a script
 error, printed with the line and a caret as bpftrace prints it; a missing
-probe; a verifier rejection), 2 usage error, 130 Ctrl-C before attaching.
+probe; a verifier rejection; a picture that could not be drawn: its data is
+saved as text beside it), 2 usage error, 130 Ctrl-C before attaching.
 """
 
 
@@ -62,6 +65,13 @@ def register(subparsers: Subparsers) -> None:
                    help="list the probes matching the program/FILE argument (a pattern) and exit")
     p.add_argument("--show-program", action="store_true",
                    help="print the generated eBPF per probe (with the script lines) and exit")
+    p.add_argument("--flamegraph", metavar="FILE.svg",
+                   help="at the end, also draw every map keyed by a stack (ustack/kstack; "
+                        "other keys become the root frames) as a flame graph; with several "
+                        "such maps, FILE-NAME.svg each (.folded and .json also accepted)")
+    p.add_argument("--plot", metavar="FILE.svg",
+                   help="at the end, also draw every hist/lhist map as a bar chart, one per "
+                        "key of a keyed map; several charts: FILE-NAME.svg each")
     p.set_defaults(func=run)
 
 
@@ -87,6 +97,10 @@ def run(args: argparse.Namespace) -> int:
     if args.pid is not None and not process_exists(args.pid):
         print(f"pyebpf bt: no process {args.pid}", file=sys.stderr)
         return 1
+    why = _check_picture_options(args)
+    if why:
+        print(f"pyebpf bt: error: {why}", file=sys.stderr)
+        return 2
     from ..lang.api import compile
     # (a script error is a PyebpfError: reported as 'pyebpf bt: FILE:LINE:COL-END:
     # ERROR: ...', bpftrace's text, then the line and the caret)
@@ -131,7 +145,7 @@ def _run(prog: Any, args: argparse.Namespace) -> int:
         text = run.format_exit()
         out.write(text)
         out.flush()
-        return 0
+        return _pictures(run, args)
     except BaseException:
         if child is not None and child.status is None:
             child.kill()
@@ -146,6 +160,47 @@ def _run(prog: Any, args: argparse.Namespace) -> int:
             child.close()
 
 
+def _check_picture_options(args: argparse.Namespace) -> str | None:
+    """Why --flamegraph/--plot cannot be written, or None (checked before tracing)."""
+    import os
+    if getattr(args, "flamegraph", None):
+        from ..errors import OptionError
+        from ..profile.output import format_of
+        try:
+            format_of(args.flamegraph)
+        except OptionError as exc:
+            return f"--flamegraph: {exc}"
+    plot = getattr(args, "plot", None)
+    if plot and os.path.splitext(plot)[1].lower() != ".svg":
+        return f"--plot: {plot}: a chart is an SVG file (FILE.svg)"
+    return None
+
+
+def _pictures(run: Any, args: argparse.Namespace) -> int:
+    """Draw what --flamegraph/--plot ask for (after the text); 1 when a
+    drawing failed (its data saved as text, said on stderr)."""
+    if not (getattr(args, "flamegraph", None) or getattr(args, "plot", None)):
+        return 0
+    from ..profile.output import ProfileWriteError
+    from ..lang import pictures
+    status = 0
+    for option, draw, what in ((args.flamegraph, pictures.write_flamegraphs, "stack-keyed"),
+                               (args.plot, pictures.write_plots, "hist/lhist")):
+        if not option:
+            continue
+        try:
+            written = draw(run, option)
+        except (ProfileWriteError, OSError) as exc:
+            print(f"pyebpf bt: {exc}", file=sys.stderr)
+            status = 1
+            continue
+        if not written:
+            print(f"pyebpf bt: {option}: no {what} map to draw", file=sys.stderr)
+        for f in written:
+            print(f"pyebpf bt: wrote {f}", file=sys.stderr)
+    return status
+
+
 def _loop(run: Any, stops: Any, child: Any, pid: int | None, out: TextIO) -> None:
     """Print events until exit(), the command's or process's end, or a stop signal."""
     from ..trace.live import _ProcessWatch
@@ -155,6 +210,7 @@ def _loop(run: Any, stops: Any, child: Any, pid: int | None, out: TextIO) -> Non
             stops.arm()
             if child is not None:
                 child.go()
+                run.child_started()
             while not run.exited:
                 _emit(run.poll(0.1), out)
                 if (child is not None and child.poll()) or (watch is not None and watch.poll()):

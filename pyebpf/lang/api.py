@@ -67,9 +67,15 @@ class BtProgram:
         """The generated programs and maps (pure: nothing is created)."""
         import time
 
-        from .codegen import generate
-        return generate(self.script, self.analysis, resolve=self._resolve, cpid=cpid,
-                        params=self.params, start_ns=time.monotonic_ns())
+        from .codegen import CodegenError, generate
+        try:
+            return generate(self.script, self.analysis, resolve=self._resolve, cpid=cpid,
+                            params=self.params, start_ns=time.monotonic_ns())
+        except CodegenError as exc:
+            if exc.pos is None:
+                raise
+            from .positions import script_error   # pointed at the script, as bpftrace does
+            raise script_error(self.script, exc.pos, str(exc), exc) from exc
 
     def show(self) -> str:
         """The ``--show-program`` text: per probe, the generated eBPF (llvm

@@ -69,7 +69,7 @@ RINGBUF_SIZE = 1 << 20
 BPF_F_USER_STACK = 1 << 8
 #: join(): how many strings, of how many bytes (bpftrace 0.17's defaults)
 JOIN_ARGS = 16
-JOIN_STRLEN = 64
+JOIN_STRLEN = 1024
 U64 = int_type(8, False)
 I64 = int_type(8, True)
 
@@ -1314,8 +1314,10 @@ class _ProbeGen:
         elif n == "cpid":
             self._load_const(r, self.ctx.cpid)
         elif n == "func" and self.source is not None and not self.unit_prog_is_raw():
-            p.call("get_func_ip")                 # the probed function's address
-            p.mov(r, R0)
+            # bpftrace 0.17 reads the instruction pointer: the function's
+            # address in a uprobe, the return address in a uretprobe
+            from .. import ptregs
+            ptregs.load_reg(p, r, "rip", ctx=self.ctx_reg)
         elif n in ("probe", "func"):
             p.mov(r, self.index)
         elif n == "retval":
@@ -1349,6 +1351,22 @@ class _ProbeGen:
         """True at a uprobe/uretprobe/USDT probe (its pointers are user memory)."""
         name = type(self.source).__name__.lower() if self.source is not None else ""
         return "uprobe" in name or "usdt" in name
+
+    def _user_address(self, name: A.String, pos: A.Pos) -> int:
+        """``uaddr("sym")``: the ELF address of a data symbol of the probed
+        binary -- not relocated, as bpftrace 0.17 gives it (so in a PIE it is
+        the file's address, not the process's)."""
+        path = getattr(self.source, "path", None)
+        if not path:
+            raise CodegenError("uaddr can only be used with uprobes and usdt probes", pos)
+        from ..elf import STT_OBJECT, open_elf
+        try:
+            syms = [s for s in open_elf(path).find_symbols(name.value) if s.type == STT_OBJECT]
+        except Exception:
+            syms = []
+        if not syms:
+            raise CodegenError(f"Could not resolve symbol: {path}:{name.value}", pos)
+        return int(syms[0].address)
 
     def unit_prog_is_raw(self) -> bool:
         """True when the context is not a ``pt_regs`` (tracepoints, perf events)."""
@@ -1389,6 +1407,8 @@ class _ProbeGen:
             if addr is None:
                 raise CodegenError(f"kaddr: no kernel symbol {e.args[0].value!r}", e.args[0].pos)
             self._load_const(r, addr)
+        elif e.name == "uaddr" and e.args and isinstance(e.args[0], A.String):
+            self._load_const(r, self._user_address(e.args[0], e.pos))
         elif e.name in ("usym", "uaddr", "ksym", "kaddr") and e.args:
             x = self.int_expr(e.args[0])
             p.mov(r, x)

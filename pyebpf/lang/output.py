@@ -575,6 +575,7 @@ def format_map(name: str, key: Type | None, value: Type, entries: Mapping[Any, A
     and with ``print(@x, top, div)`` (see the module docs for the order and
     the blank lines). ``key`` is the key's type (None: no key; a tuple type
     for several keys, whose entries are keyed by tuples)."""
+    entries = _count_default(key, value, entries)
     items = _ordered(key, value, entries, top)
     k = value.kind
     if not items:
@@ -591,6 +592,15 @@ def format_map(name: str, key: Type | None, value: Type, entries: Mapping[Any, A
     if k in ("avg", "stats"):
         out.append("\n")
     return "".join(out)
+
+
+def _count_default(key: Type | None, value: Type, entries: Mapping[Any, Any]) -> Mapping[Any, Any]:
+    """A ``count()`` map without keys prints ``@: 0`` when empty (never
+    counted, cleared or deleted), as in bpftrace 0.17; other empty maps
+    print a blank line."""
+    if key is None and value.kind == "count" and not entries:
+        return {None: 0}
+    return entries
 
 
 def format_exit(maps: Iterable[tuple[str, Type | None, Type, Mapping[Any, Any]]], *,
@@ -625,6 +635,7 @@ def json_map(name: str, key: Type | None, value: Type, entries: Mapping[Any, Any
     """Map ``name`` as a ``-f json`` line (no newline), or ``""`` for an
     empty map (bpftrace prints nothing then): ``{"type": "map"|"hist"|
     "stats", "data": {"@name": ...}}``, several keys joined by ``,``."""
+    entries = _count_default(key, value, entries)
     items = _ordered(key, value, entries, top)
     if not items:
         return ""

@@ -508,19 +508,16 @@ class Resolver:
 
     def arg_type(self, ap: AttachPoint, n: int) -> Type:
         """``argN``'s type: a tracepoint's N-th field, else uint64 -- bpftrace
-        0.17's type of a uprobe's, raw tracepoint's and USDT probe's argument.
-
-        A USDT argument is read by its spec (``-4@%esi`` sign-extended to 64
-        bits), but typed uint64 all the same, as bpftrace 0.17 types it: such
-        an argument of -3 is not ``< 0``, a ``sum()`` of it prints unsigned,
-        while a map key of it prints -3 (64-bit keys print signed) and
-        ``%d`` reads its low 32 bits."""
+        0.17's type of a uprobe's, raw tracepoint's and USDT argument (a USDT
+        argument is read sign- or zero-extended by its spec, so ``-4@%r8d``'s
+        -3 prints -3 in a key and with ``%d``, but compares greater than 0 and
+        sums as unsigned, as in bpftrace)."""
         kind = _canonical(ap.provider)
         if kind == "tracepoint":
             src = self.probes(ap)[0].source
             if 0 <= n < len(src.fields):
                 return _field_type(src.fields[n])
-        # (an argument of -60 compares greater than 0 and prints 18446744073709551556)
+        # an argument of -60 compares greater than 0 and prints 18446744073709551556
         return int_type(8, False)
 
     def args_record(self, ap: AttachPoint) -> Type | None:

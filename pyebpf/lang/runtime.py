@@ -84,9 +84,11 @@ def map_entries(plan: MapPlan, live: Any, probe_names: list[str]) -> dict[Any, A
     assert isinstance(data, dict)
     if plan.kind in ("hist", "lhist") and plan.key is None:
         return {None: data} if data else {}       # (a per-CPU array of buckets)
-    unsigned = plan.kind == "sum" and not plan.value.signed   # (a sum of uint64s prints unsigned)
+    unsigned_sum = plan.kind == "sum" and not plan.value.signed
     for k, v in data.items():
-        out[key_of(k)] = v & 0xFFFF_FFFF_FFFF_FFFF if unsigned and isinstance(v, int) else v
+        # a sum of unsigned values prints unsigned (bpftrace: sum(arg0) of -3
+        # is 18446744073709551613); min and max compare and print signed
+        out[key_of(k)] = v & 0xFFFFFFFFFFFFFFFF if unsigned_sum and isinstance(v, int) else v
     return out
 
 
@@ -126,6 +128,8 @@ class BtRun:
         self.owns_child = False
         #: names the stacks (when the program takes any)
         self.stacks: Any = None
+        #: names user addresses (usym, func), made on first use
+        self._usyms: Any = None
 
     # ---------------------------------------------------------- lifetime
     def start(self, release: bool = True) -> BtRun:
@@ -138,10 +142,18 @@ class BtRun:
             self._run_special("BEGIN")
             if self.child is not None and release:
                 self.child.go()
+                self.child_started()
         except BaseException:
             self.close()
             raise
         return self
+
+    def child_started(self) -> None:
+        """Call once the ``-c`` command has exec'd (``start(release=False)``
+        callers, after ``child.go()``): its modules are read then, so that
+        events name its symbols even if it exits before they are read."""
+        if self._events_print_usym():
+            self._user_symbols().snapshot()
 
     def _create(self) -> None:
         from ..events import RingBufferReader
@@ -156,6 +168,19 @@ class BtRun:
                                        [f for f in files if f])
             if self.pid:
                 self.stacks.remember_pid(self.pid)
+            if self.child is not None:
+                self._add_command_file(self.child)
+
+    def _add_command_file(self, child: Any) -> None:
+        """Search the ``-c`` command's executable (and its libraries) for the
+        build ids of its stacks: it may be probed only through a library,
+        and may have exited before its stacks are printed."""
+        import os
+        import shutil
+        argv = getattr(child, "argv", None)
+        path = shutil.which(argv[0]) if argv else None
+        if path:
+            self.stacks.symbolizer.add_file(os.path.realpath(path))
 
     def _load(self) -> None:
         from .. import loader
@@ -277,7 +302,7 @@ class BtRun:
         kind = a.kind
         if kind == "printf":
             text = output.format_printf(a.fmt, list(zip(self._printed_types(a), values)),
-                                        stacks=self._stack_fmt(8))
+                                        stacks=self._stack_fmt(8), syms=self._event_sym_text)
             if self.json_mode:
                 text = output.json_printf(text) + "\n"
             return BtEvent("printf", values, text, a.fmt)
@@ -289,9 +314,11 @@ class BtRun:
         if kind == "print_value":
             t = self._printed_types(a)[0]
             if self.json_mode:
-                text = output.json_value(t, values[0], stacks=self._stack_fmt(4)) + "\n"
+                text = output.json_value(t, values[0], stacks=self._stack_fmt(4),
+                                         syms=self._event_sym_text) + "\n"
             else:
-                text = output.format_value(t, values[0], stacks=self._stack_fmt(4)) + "\n"
+                text = output.format_value(t, values[0], stacks=self._stack_fmt(4),
+                                           syms=self._event_sym_text) + "\n"
             return BtEvent("print", values, text)
         if kind == "exit":
             return BtEvent("exit", (), "")
@@ -314,6 +341,34 @@ class BtRun:
         elif kind == "zero":
             self.zero_map(a.map)
         return BtEvent(kind, (), "", map=a.map)
+
+    def _user_symbols(self) -> Any:
+        """The :class:`~pyebpf.lang.stacks.UserSymbols` of this run."""
+        if self._usyms is None:
+            from .stacks import UserSymbols
+            self._usyms = UserSymbols([self.pid or 0, getattr(self.child, "pid", 0) or 0])
+        return self._usyms
+
+    def _sym_text(self, addr: int, t: Type, event: bool = False) -> str:
+        """``usym``/``ksym``/``func`` as bpftrace prints them: the symbol's
+        name, or the address in hex when it has none (in a map, a user
+        address once its process is gone, as in bpftrace)."""
+        if t.kind == "ksym":
+            from .stacks import kernel_symbol_name
+            name = kernel_symbol_name(addr) if addr else None
+        else:
+            name = self._user_symbols().name(addr, event) if addr else None
+        if name is None:
+            return "0" if addr == 0 and t.kind == "usym" else f"0x{addr & 0xFFFFFFFFFFFFFFFF:x}"
+        return name
+
+    def _event_sym_text(self, addr: int, t: Type) -> str:
+        return self._sym_text(addr, t, event=True)
+
+    def _events_print_usym(self) -> bool:
+        """Some printf/print event prints a user symbol (usym, func)."""
+        return any(t.kind == "usym" for a in self.unit.actions
+                   if a.kind in ("printf", "print_value") for t in a.args)
 
     def _stack_fmt(self, indent: int) -> Any:
         return self.stacks.formatter(indent) if self.stacks is not None else None
@@ -364,12 +419,11 @@ class BtRun:
         entries = self.entries(name)
         key = _printed(plan.key)
         if self.json_mode:
-            if not entries:
-                return ""
-            return output.json_map(name, key, plan.value, entries, top=top, div=div,
-                                   stacks=self._stack_fmt(4)) + "\n"
+            line = output.json_map(name, key, plan.value, entries, top=top, div=div,
+                                   stacks=self._stack_fmt(4), syms=self._sym_text)
+            return line + "\n" if line else ""
         return output.format_map(name, key, plan.value, entries, top=top, div=div,
-                                 stacks=self._stack_fmt(4))
+                                 stacks=self._stack_fmt(4), syms=self._sym_text)
 
     def format_exit(self) -> str:
         """What bpftrace prints at exit: two newlines (in JSON mode too),

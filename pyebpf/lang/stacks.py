@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from .types import Type
 
-__all__ = ["StackPrinter", "kernel_symbol"]
+__all__ = ["StackPrinter", "UserSymbols", "kernel_symbol", "kernel_symbol_name"]
 
 _KSYMS: tuple[list[int], list[str]] | None = None
 
@@ -60,6 +60,68 @@ def kernel_symbol(addr: int) -> str:
     if i < 0:
         return f"0x{addr:x}"
     return f"{names[i]}+{addr - addrs[i]}"
+
+
+def kernel_symbol_name(addr: int) -> str | None:
+    """The kernel symbol ``addr`` is in, without an offset (``ksym()`` as
+    bpftrace prints it); None below the first symbol."""
+    addrs, names = _kallsyms()
+    i = bisect.bisect_right(addrs, addr) - 1
+    return names[i] if i >= 0 else None
+
+
+class UserSymbols:
+    """``usym()`` and ``func`` as bpftrace 0.17 prints them: the symbol an
+    address is in, without an offset, looked up in the traced process
+    (``-p`` or ``-c``). A map printed after the process is gone shows the
+    address (``0x...``), as bpftrace does; an event (``printf``, ``print``)
+    is named from the process as it was (:meth:`snapshot`), since it was
+    sent while the process ran."""
+
+    def __init__(self, pids: Sequence[int]) -> None:
+        from ..trace.stacks import Symbolizer
+        self.pids = [p for p in pids if p]
+        self.symbolizer = Symbolizer()
+        self._seen: set[int] = set()
+
+    def snapshot(self, wait: float = 0.05) -> None:
+        """Read the traced processes' modules now (just after exec: waiting
+        up to ``wait`` seconds for the kernel to map the executable)."""
+        import os
+        import time
+        deadline = time.monotonic() + wait
+        for pid in self.pids:
+            while self.symbolizer.remember_pid(pid):
+                self._seen.add(pid)
+                try:
+                    exe = os.readlink(f"/proc/{pid}/exe")
+                except OSError:
+                    break
+                mods = self.symbolizer._pids.get(pid, [])
+                if any(m.path == exe for m in mods) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.001)
+
+    def name(self, addr: int, event: bool = False) -> str | None:
+        """``addr``'s symbol in a traced process (alive, or remembered when
+        ``event``), else None."""
+        import os
+        for pid in self.pids:
+            try:
+                os.readlink(f"/proc/{pid}/exe")       # fails for a zombie as well
+                alive = True
+            except OSError:
+                alive = False
+            if not alive and not (event and pid in self._seen):
+                continue
+            for fresh in (alive and pid not in self._seen, alive):
+                if fresh:                                  # (it may have loaded libraries)
+                    self._seen.add(pid)
+                    self.symbolizer.remember_pid(pid)
+                hit = self.symbolizer.frame(addr, pid)
+                if not hit.startswith("0x"):
+                    return hit.rpartition("+")[0] or hit
+        return None
 
 
 class StackPrinter:

@@ -345,3 +345,13 @@ def test_json_escapes_like_bpftrace():
     assert theirs[1] == out.json_printf('é\ta\x01/\r|\x08|\x0c|\x7f|\x1f|\\|"\n')
     assert theirs[4] == out.json_map("@s", S, I64, {"é\x01": 1})
     assert "\\uffffffc3\\uffffffa9" in theirs[1]
+
+
+def test_an_empty_count_map_without_keys_prints_zero():
+    # bpftrace 0.17: a keyless count() map cleared, deleted or never counted
+    # prints "@: 0"; other empty maps a blank line
+    count = Type("count", 8)
+    assert out.format_map("@", None, count, {}) == "@: 0\n"
+    assert out.json_map("@n", None, count, {}) == '{"type": "map", "data": {"@n": 0}}'
+    assert out.format_map("@s", None, Type("sum", 8, True), {}) == "\n"
+    assert out.format_map("@c", int_type(8, True), count, {}) == "\n"

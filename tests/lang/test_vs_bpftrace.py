@@ -71,6 +71,16 @@ def test_usdt_signed_arguments(w: str) -> None:
                           command=f"{w} 14 1")
 
 
+def test_usdt_arguments_are_uint64_in_arithmetic(w: str) -> None:
+    # bpftrace 0.17: a -4@ argument of -3 compares greater than 0 and sums
+    # unsigned, while min/max stay signed and %d prints 32 bits
+    compare_with_bpftrace(f'usdt:{w}:btw:delta {{ @s = sum(arg1); @lt[arg1 < 0] = count(); '
+                          f'@m = min(arg1); @x = max(arg2); @a = avg(arg1); '
+                          f'@c[arg1 * 2] = count(); '
+                          f'printf("%ld %d %lu\\n", arg1, arg1 / 2, arg2); }}',
+                          command=f"{w} 6 1")
+
+
 def test_kernel_stacks(w: str) -> None:
     compare_with_bpftrace("tracepoint:syscalls:sys_enter_clock_nanosleep /pid == cpid/ { "
                           "@ks[kstack(3)] = count(); @k[kstack] = count(); }",
@@ -133,3 +143,19 @@ def test_join_argv() -> None:
     compare_with_bpftrace('tracepoint:syscalls:sys_enter_execve /pid == cpid/ { '
                           'printf("%d ", 7); join(args->argv); join(args->argv, ","); }',
                           command="/usr/bin/env /bin/true x y")
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_cleared_maps(fmt: str) -> None:
+    # pidpersec.bt's ending: a keyless count() map cleared prints "@: 0"
+    compare_with_bpftrace('BEGIN { @ = count(); @s = sum(5); @h = hist(3); @c[1] = count(); '
+                          'if (0) { @n = count(); } clear(@); clear(@s); clear(@h); clear(@c); '
+                          'print(@); exit(); }', "-f", fmt, exact=True)
+
+
+def test_join_takes_1023_bytes_of_each_of_16_arguments() -> None:
+    # execsnoop.bt's join(args->argv): bpftrace 0.17 keeps 1023 bytes an argument
+    words = " ".join(str(i) for i in range(20))
+    compare_with_bpftrace('tracepoint:syscalls:sys_enter_execve /pid == cpid/ { '
+                          'join(args->argv); join(args->argv, ","); }',
+                          command=f"/bin/true {'A' * 1100} b {words}", exact=True)

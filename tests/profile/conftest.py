@@ -51,7 +51,9 @@ def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 def svg_frames(text: str) -> dict[tuple[str, ...], float]:
     """``{path from the root: drawn width}`` of every frame of a flame graph SVG
-    (parsed as XML: the path follows the frames' data-p parent ids)."""
+    (parsed as XML: the path follows the frames' data-p parent ids). Frames
+    that show the same path (names that differ only in characters XML cannot
+    hold, drawn as U+FFFD) add up."""
     root = ET.fromstring(text.encode())
     by_id = {}
     for g in root.iter(f"{SVG}g"):
@@ -66,7 +68,8 @@ def svg_frames(text: str) -> dict[tuple[str, ...], float]:
         while parent >= 0:
             parent, pname, _ = by_id[parent]
             path.append(pname)
-        out[tuple(reversed(path))] = width
+        key = tuple(reversed(path))
+        out[key] = out.get(key, 0.0) + width
     return out
 
 

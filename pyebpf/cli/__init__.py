@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 # Sub-command modules, in the order --help lists them.
 COMMANDS = ["demo", "asm", "disasm", "conformance", "list", "trace", "profile", "run", "bt",
+            "explain",
             "vm"]
 
 #: exit statuses

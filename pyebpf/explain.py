@@ -39,8 +39,8 @@ __all__ = ["Step", "VerifierLog", "Explanation", "parse_log", "explain", "explai
 #: log level of :func:`explain`: every instruction's state (2) and the statistics (4)
 LOG_LEVEL = 2 | 4
 
-#: lines of the log that are the verifier's bookkeeping, not the walk
-_NOISE = ("mark_precise:", "Live regs before insn:", "SCC enter", "SCC exit", "(0) frame",
+#: lines of the log that are the verifier's bookkeeping, not the walk (``(0) ...``: stack liveness)
+_NOISE = ("mark_precise:", "frame ", "Live regs before insn:", "SCC enter", "SCC exit", "(",
           "caller:", "callee:", "returning from callee:", "func#", "propagating ",
           "last_idx ", "parent ", "regs=")
 _STATS = ("verification time ", "stack depth ", "processed ")

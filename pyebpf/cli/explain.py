@@ -81,11 +81,11 @@ def run(args: argparse.Namespace) -> int:
     finally:
         for m in maps.values():
             m.close()
-    if args.log:
-        with open(args.log, "w", encoding="utf-8") as f:
-            f.write(result.log)
     sys.stdout.write(result.text(limit=None if args.all else 200, visits=args.visits))
     sys.stdout.flush()
+    if args.log:                       # (after the explanation: a bad path loses nothing)
+        with open(args.log, "w", encoding="utf-8") as f:
+            f.write(result.log)
     if result.error is not None:
         from . import report
         report("explain", result.error.summary.splitlines()[0])

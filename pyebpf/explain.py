@@ -179,6 +179,8 @@ def parse_log(log: str) -> VerifierLog:
         if not line:
             continue
         c = line[0]
+        if c == "m" or c == " " or c == "(":      # mark_precise, tables, liveness: most lines
+            continue
         if "0" <= c <= "9":
             colon = line.find(": ")
             head = line[:colon] if colon > 0 else ""
@@ -192,7 +194,7 @@ def parse_log(log: str) -> VerifierLog:
                 cut = body.find(" ; ")
                 if cut >= 0:
                     text, state = body[:cut].rstrip(), body[cut + 3:].strip()
-                    frame = _frame_of(state)
+                    frame = _frame_of(state) if state[:1] == "f" else 0
                 else:
                     text, state = body.rstrip(), ""
                 append(Step(index, frame, text, state, entry if entry_index == index else "",

@@ -3,6 +3,7 @@ the path to a rejection, loops and subprograms, and the command line."""
 from __future__ import annotations
 
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -14,9 +15,9 @@ from pyebpf.loader import load
 from pyebpf.program import R0, Program
 from pyebpf.text import assemble
 
-from conftest import ROOT
 
 pytestmark = pytest.mark.kernel
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 BOUNDS = """\
     r1 = *(u32 *)(r1 + 0)

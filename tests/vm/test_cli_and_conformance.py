@@ -4,20 +4,16 @@
 from __future__ import annotations
 
 import os
-import pathlib
 import subprocess
 import sys
 
 import pytest
 import unprivileged
+from conftest import CONFORMANCE_DIR, ROOT
 
 from pyebpf.conformance import data_files
 from pyebpf.text import load_conformance
 from pyebpf.vm.conformance import run_test
-
-# (not "from conftest import": with tests/btf/conftest.py that name is ambiguous)
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-CONFORMANCE_DIR = ROOT.parent / "shared" / "conformance"     # as tests/conftest.py
 
 needs_suite = pytest.mark.skipif(not CONFORMANCE_DIR.is_dir(), reason="no conformance suite")
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}

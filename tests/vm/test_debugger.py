@@ -3,16 +3,14 @@ registers, stack, maps, where, quit -- driven by scripted input (pure; no kernel
 from __future__ import annotations
 
 import io
-import pathlib
 import subprocess
 import sys
+
+from conftest import ROOT
 
 from pyebpf.text import assemble
 from pyebpf.vm import Vm
 from pyebpf.vm.debugger import debug
-
-# (not "from conftest import": with tests/btf/conftest.py that name is ambiguous)
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 SOURCE = """\
 r6 = 100

@@ -14,7 +14,7 @@ LAYERS = [
     "errors", "_record", "isa", "codecs",
     "uapi",            # pyebpf.kernel.constants: the UAPI numbers, pure Python
     "program", "ptregs", "text", "vm", "elf", "btf",
-    "kernel", "maps", "loader", "conformance", "attach", "events", "objects",
+    "kernel", "maps", "loader", "explain", "conformance", "attach", "events", "objects",
     "usdt", "trace", "profile", "lang", "export", "demo", "cli",
     "__main__", "__init__",   # the package's own facade (lazy names, the Ctrl-C hook)
 ]

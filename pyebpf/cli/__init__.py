@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 # Sub-command modules, in the order --help lists them.
 COMMANDS = ["demo", "asm", "disasm", "conformance", "list", "trace", "profile", "run", "bt",
-            "vm", "export", "object"]
+            "explain", "vm", "export", "object"]
 
 #: exit statuses
 OK, FAILURE, USAGE, INTERRUPTED = 0, 1, 2, 130

@@ -24,13 +24,15 @@ the identity, so it sees each record as the named tuple it is at run time
 from __future__ import annotations
 
 from collections import namedtuple
+from operator import methodcaller
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import NamedTuple as Record
-    from typing import TypeVar
+    from typing import Any, Callable, TypeVar
 
     _C = TypeVar("_C")
+    _T = TypeVar("_T", bound=type)
 
     def record(cls: _C) -> _C:
         """Turn ``cls`` (annotated fields, optional defaults) into a named tuple class."""
@@ -60,4 +62,27 @@ else:
         new.__qualname__ = cls.__qualname__
         return new
 
-__all__ = ["Record", "record"]
+def keyed_by(method: str) -> Callable[[_T], _T]:
+    """A class decorator: ``__eq__`` and ``__hash__`` by the tuple the
+    ``method`` named returns (looked up on each instance, so a subclass may
+    redefine it).  An instance equals any instance of the decorated class or
+    of a subclass whose key is equal; anything else is ``NotImplemented``."""
+    key = methodcaller(method)
+
+    def decorate(cls: _T) -> _T:
+        def __eq__(self: Any, other: object) -> bool:
+            if not isinstance(other, cls):
+                return NotImplemented
+            return key(self) == key(other)  # type: ignore[no-any-return]
+
+        def __hash__(self: Any) -> int:
+            return hash(key(self))
+
+        cls.__eq__ = __eq__  # type: ignore[assignment,method-assign]
+        cls.__hash__ = __hash__  # type: ignore[assignment,method-assign]
+        return cls
+
+    return decorate
+
+
+__all__ = ["Record", "record", "keyed_by"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import pathlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from .errors import AssemblyError, KernelError, ProgramError, VerifierError
 from .isa import decode
@@ -147,13 +147,20 @@ def run_directory(directory: str | os.PathLike[str]) -> Iterator[Outcome]:
     from .maps import ArrayMap
 
     with ArrayMap("u64", 1, name="result") as result:
-        for path in data_files(directory):
-            try:
-                test = load_conformance(path)
-            except (OSError, ValueError) as exc:
-                yield Outcome(path.stem, "error", detail=f"cannot parse: {exc}")
-                continue
-            yield run_test(test, result)
+        yield from run_each(directory, lambda test: run_test(test, result))
+
+
+def run_each(directory: str | os.PathLike[str],
+             run: Callable[[ConformanceTest], Outcome]) -> Iterator[Outcome]:
+    """``run(test)`` for every test of a directory, in order, yielding its outcome;
+    a file that cannot be parsed is an ``error`` outcome (the others still run)."""
+    for path in data_files(directory):
+        try:
+            test = load_conformance(path)
+        except (OSError, ValueError) as exc:
+            yield Outcome(path.stem, "error", detail=f"cannot parse: {exc}")
+            continue
+        yield run(test)
 
 
 def summary(outcomes: Iterable[Outcome]) -> dict[str, int]:

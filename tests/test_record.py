@@ -5,7 +5,7 @@ import pickle
 
 import pytest
 
-from pyebpf._record import record
+from pyebpf._record import keyed_by, record
 from pyebpf.elf import Segment
 
 
@@ -53,3 +53,44 @@ def test_a_field_without_default_after_one_with_is_refused():
         class Bad:
             a: int = 0
             b: int
+
+
+@keyed_by("key")
+class _Keyed:
+    """Equal by ``key()``."""
+
+    def __init__(self, a: int, b: int) -> None:
+        self.a, self.b = a, b
+
+    def key(self) -> tuple[int, ...]:
+        return (self.a,)
+
+
+class _KeyedSub(_Keyed):
+    """A subclass that redefines the key."""
+
+    def key(self) -> tuple[int, ...]:
+        return (self.a, self.b)
+
+
+def test_keyed_by_equality_and_hash():
+    assert _Keyed(1, 2) == _Keyed(1, 3) and hash(_Keyed(1, 2)) == hash(_Keyed(1, 3))
+    assert _Keyed(1, 2) != _Keyed(2, 2)
+    assert len({_Keyed(1, 2), _Keyed(1, 5), _Keyed(2, 2)}) == 2
+    # a subclass compares with the class, with its own key (looked up per instance)
+    assert _KeyedSub(1, 2) != _KeyedSub(1, 3) and _KeyedSub(1, 2) == _KeyedSub(1, 2)
+    assert hash(_KeyedSub(1, 2)) == hash((1, 2))
+    # anything else: NotImplemented, so == falls back to identity and is False
+    assert _Keyed(1, 2).__eq__((1,)) is NotImplemented
+    assert _Keyed(1, 2) != (1,) and (1,) != _Keyed(1, 2)
+
+
+def test_keyed_by_users_keep_their_equality():
+    from pyebpf.isa import Insn
+    from pyebpf.program.core import RawSlot
+
+    assert Insn(0xb7, 1, 0, 0, 5) == Insn(0xb7, 1, 0, 0, 5, comment="x")
+    assert Insn(0xb7, 1, 0, 0, 5) != Insn(0xb7, 1, 0, 0, 6)
+    assert hash(Insn(0xb7, 1, 0, 0, 5)) == hash(Insn(0xb7, 1, 0, 0, 5))
+    assert RawSlot(0x18) != Insn(0x18, 0, 0, 0, 0)      # RawSlot's fields() differ
+    assert RawSlot(0x18) == RawSlot(0x18) and Insn(0, 0) != "insn"

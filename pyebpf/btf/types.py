@@ -152,6 +152,7 @@ class Type(_Plain):
                  "bit_offset", "elem", "index", "nelems", "members", "values", "params",
                  "linkage", "secinfo", "component_idx")
 
+    # (duplicates: deliberate, a slotted class's attributes one a line, like elf.headers' and mapops')
     def __init__(self, kind: int, name: str = "", *, kind_flag: bool = False,
                  size: int = 0, ref: int = 0, encoding: int = 0, bits: int = 0,
                  bit_offset: int = 0, elem: int = 0, index: int = 0, nelems: int = 0,

@@ -222,7 +222,7 @@ class PerfBuffer(_Reader):
                         elif win < _WIN_MAX:
                             win *= 4
                     plen = sz - 12
-                    # (the run's tail is the same in the ringbuf drain: the hot path, kept inline)
+                    # (duplicates: deliberate, hot path: the ringbuf drain has this tail too)
                     pos += n * sz                  # consumed even if decoding raises
                     if plen >= need:
                         dec.run(d, off, n, sz, plen, out)

@@ -189,7 +189,7 @@ class RingBufferReader(_Reader):
                         win *= 4
                 elif n < 1:
                     break                          # cannot happen: a torn record
-                # (the run's tail is the same in the perf drain: the hot path, kept inline)
+                # (duplicates: deliberate, hot path: the perf drain has this tail too)
                 cons += n * stride                 # consumed even if decoding raises
                 if plen >= need:
                     dec.run(d, off, n, stride, plen, out)

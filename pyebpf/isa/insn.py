@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 from ..errors import EncodingError
 from . import opcodes as op
-from .._record import Record, record
+from .._record import Record, keyed_by, record
 
 _SLOT = struct.Struct("<BBhi")
 SLOT_SIZE = 8
@@ -43,6 +43,7 @@ def s16(value: int) -> int:
     return value - (1 << 16) if value >= (1 << 15) else value
 
 
+@keyed_by("fields")
 class Insn:
     """One eBPF instruction (8 bytes, or 16 for ``ld_imm64``).
 
@@ -125,18 +126,10 @@ class Insn:
         """The 8 (or 16) little-endian bytes of this instruction (see :func:`encode`)."""
         return encode((self,))
 
-    # -- python protocol
+    # -- python protocol (equality and hashing by fields(): see @keyed_by)
     def fields(self) -> tuple[int | str | None, ...]:
         """The encoded fields, for comparison: (code, dst, src, off, imm, next_imm)."""
         return (self.code, self.dst, self.src, self.off, self.imm, self.next_imm)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Insn):
-            return NotImplemented
-        return self.fields() == other.fields()
-
-    def __hash__(self) -> int:
-        return hash(self.fields())
 
     def __repr__(self) -> str:
         parts = [f"code=0x{self.code:02x}", f"dst={self.dst}", f"src={self.src}",

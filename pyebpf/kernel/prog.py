@@ -10,7 +10,7 @@ import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Sequence
+    from typing import Any, Sequence
 
 from ..errors import EncodingError, KernelError, VerifierError
 from .constants import AttachType, Cmd, ProgType, enum_name
@@ -26,13 +26,16 @@ DEFAULT_LOG_SIZE = 64 * 1024
 _LOG_MAX = (1 << 30) - 1           # the kernel's bound on log_size (UINT_MAX >> 2)
 _SZ_PROG_LOAD = attr_size("prog_load", "log_true_size")
 _SZ_TEST = attr_size("test", "batch_size")
+FUNC_INFO_REC = 8                  # sizeof(struct bpf_func_info)
+LINE_INFO_REC = 16                 # sizeof(struct bpf_line_info)
 
 
 def prog_load(prog_type: int, insns: bytes, license: str = "GPL", *, name: str = "",
               log_level: int = 0, log_size: int = DEFAULT_LOG_SIZE,
               expected_attach_type: int = 0, prog_flags: int = 0, kern_version: int = 0,
               fd_array: "Sequence[int | Fd] | None" = None, attach_btf_id: int = 0,
-              attach_prog_fd: int = 0, prog_ifindex: int = 0) -> tuple[Fd, str]:
+              attach_prog_fd: int = 0, prog_ifindex: int = 0, btf_fd: int = 0,
+              func_info: bytes = b"", line_info: bytes = b"") -> tuple[Fd, str]:
     """BPF_PROG_LOAD.  Returns ``(fd, log)``.
 
     ``insns`` is the raw instruction bytes (8 per slot).  With ``log_level`` 0 the
@@ -47,6 +50,11 @@ def prog_load(prog_type: int, insns: bytes, license: str = "GPL", *, name: str =
     are left None for the loader to fill) when the verifier rejects the
     program, :class:`PermissionDeniedError`, :class:`NotSupportedError` or
     :class:`ResourceLimitError` otherwise.
+
+    ``btf_fd`` with ``func_info``/``line_info`` (packed ``bpf_func_info``, 8
+    bytes, / ``bpf_line_info``, 16 bytes, records whose ``insn_off`` counts
+    instructions and whose ids and string offsets refer to that BTF) are what
+    an object file's programs carry (:mod:`.objload`).
     """
     code = bytes(insns)
     if len(code) % 8 or not code:
@@ -72,6 +80,7 @@ def prog_load(prog_type: int, insns: bytes, license: str = "GPL", *, name: str =
     pl.attach_btf_id = attach_btf_id
     pl.attach_prog_fd = as_fd(attach_prog_fd)
     pl.fd_array = addr(fda) if fda is not None else 0
+    keep = _fill_btf_info(pl, btf_fd, func_info, line_info)
 
     level = log_level
     size = max(int(log_size), 128) if level else 0
@@ -85,6 +94,7 @@ def prog_load(prog_type: int, insns: bytes, license: str = "GPL", *, name: str =
         pl.log_true_size = 0
         ret = try_bpf(Cmd.PROG_LOAD, attr, _SZ_PROG_LOAD)
         if ret >= 0:
+            del keep                     # (the func/line info buffers lived until here)
             return Fd(ret), (decode_cstr(logbuf) if asked_log else "")
         err = -ret
         if err == E.ENOSPC and level:
@@ -105,6 +115,27 @@ def prog_load(prog_type: int, insns: bytes, license: str = "GPL", *, name: str =
             continue
         log = decode_cstr(logbuf)
         raise _prog_load_error(err, log, prog_type, expected_attach_type, license)
+
+
+def _fill_btf_info(pl: Any, btf_fd: int, func_info: bytes,
+                   line_info: bytes) -> list[Any]:
+    """Point ``pl`` (a ``prog_load`` attr) at the BTF and its func/line info
+    records; returns the cffi buffers, which must live until the load."""
+    keep: list[Any] = []
+    if not btf_fd:
+        return keep
+    pl.prog_btf_fd = btf_fd
+    if func_info:
+        keep.append(ffi.from_buffer(func_info))
+        pl.func_info_rec_size = FUNC_INFO_REC
+        pl.func_info = addr(keep[-1])
+        pl.func_info_cnt = len(func_info) // FUNC_INFO_REC
+    if line_info:
+        keep.append(ffi.from_buffer(line_info))
+        pl.line_info_rec_size = LINE_INFO_REC
+        pl.line_info = addr(keep[-1])
+        pl.line_info_cnt = len(line_info) // LINE_INFO_REC
+    return keep
 
 
 def _prog_load_error(err: int, log: str, prog_type: int, expected_attach_type: int,

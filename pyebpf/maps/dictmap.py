@@ -159,6 +159,7 @@ class _DictMap(Map, Generic[_K, _V]):
 
     # -- single elements -----------------------------------------------------
     def __getitem__(self, key: _K) -> _V:
+        # (duplicates: deliberate, the hot path: set() writes the same lines out)
         # The hot path: _take() and _pack_key() written out here and in set()
         # (a method call each is a measurable share of a lookup).
         pool = self._pool

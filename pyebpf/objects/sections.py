@@ -33,6 +33,7 @@ def _d(prefix: str, pt: int, at: int, kind: str, btf: str | None = None,
     return SectionDef(prefix, int(pt), int(at), kind, btf, sleepable)
 
 
+# (duplicates: deliberate, one row a section prefix: a table whose rows are alike by shape)
 #: (prefix, definition), longest-prefix match; a prefix ending in "/" needs a target
 SECTIONS: tuple[SectionDef, ...] = (
     _d("socket", P.SOCKET_FILTER, 0, "socket"),

@@ -43,6 +43,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
+from .._record import keyed_by
 from ..elf.errors import ElfError, NoteError
 from ..elf.headers import ElfHeaders, Segment, iter_notes as _elf_notes, segment_at
 from ..errors import UsdtNoteError, UsdtSpecError
@@ -145,6 +146,7 @@ class ElfInfo:
         return off
 
 
+@keyed_by("_key")
 class UsdtNote:
     """One probe site (one stapsdt note).
 
@@ -202,18 +204,10 @@ class UsdtNote:
         return (f"UsdtNote({self.provider}:{self.name} @ {self.location:#x}, "
                 f"sema={self.semaphore:#x}, args={self.args!r})")
 
-    # (duplicates: deliberate, equality by a key tuple, the Python protocol as Insn writes it)
     def _key(self) -> tuple[Any, ...]:
+        """What equality and hashing compare (see @keyed_by)."""
         return (self.elf.path, self.provider, self.name, self.location, self.base,
                 self.semaphore, self.args)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, UsdtNote):
-            return NotImplemented
-        return self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return hash(self._key())
 
     # -- offsets ----------------------------------------------------------
     def _fail(self, exc: UsdtNoteError, what: str) -> UsdtNoteError:

@@ -26,30 +26,29 @@ EXPECTED = ("N@%reg, N@$imm, N@off(%reg), N@(%reg), N@off(%base,%index,scale), "
 _RegTable = dict[str, tuple[str, int, int]]        # name -> (full register, width, shift)
 _RegNames = dict[tuple[str, int, int], str]        # the reverse, to canonical names
 
-# (duplicates: deliberate, the tables spell out every name gcc and clang print, row by row)
-#: x86_64 and x32: register name -> (full register, width in bytes, bit shift).
+#: a row's names name the same register at these (width in bytes, bit shift)s, in order
+_WIDTHS64 = ((8, 0), (4, 0), (2, 0), (1, 0), (1, 8))
+_WIDTHS32 = _WIDTHS64[1:]
+
+
+def _reg_table(rows: tuple[str, ...], widths: tuple[tuple[int, int], ...]) -> _RegTable:
+    """Each row ``"full name name..."``: its names -> (full, width, shift)."""
+    table: _RegTable = {}
+    for row in rows:
+        names = row.split()
+        for name, (width, shift) in zip(names, widths):
+            table[name] = (names[0], width, shift)
+    return table
+
+
+#: x86_64 and x32: register name -> (full register, width in bytes, bit shift):
+#: every name gcc and clang print.
 _X86_R64: _RegTable = {
-    "rax": ("rax", 8, 0), "eax": ("rax", 4, 0), "ax": ("rax", 2, 0), "al": ("rax", 1, 0),
-    "ah": ("rax", 1, 8),
-    "rbx": ("rbx", 8, 0), "ebx": ("rbx", 4, 0), "bx": ("rbx", 2, 0), "bl": ("rbx", 1, 0),
-    "bh": ("rbx", 1, 8),
-    "rcx": ("rcx", 8, 0), "ecx": ("rcx", 4, 0), "cx": ("rcx", 2, 0), "cl": ("rcx", 1, 0),
-    "ch": ("rcx", 1, 8),
-    "rdx": ("rdx", 8, 0), "edx": ("rdx", 4, 0), "dx": ("rdx", 2, 0), "dl": ("rdx", 1, 0),
-    "dh": ("rdx", 1, 8),
-    "rsi": ("rsi", 8, 0), "esi": ("rsi", 4, 0), "si": ("rsi", 2, 0), "sil": ("rsi", 1, 0),
-    "rdi": ("rdi", 8, 0), "edi": ("rdi", 4, 0), "di": ("rdi", 2, 0), "dil": ("rdi", 1, 0),
-    "rbp": ("rbp", 8, 0), "ebp": ("rbp", 4, 0), "bp": ("rbp", 2, 0), "bpl": ("rbp", 1, 0),
-    "rsp": ("rsp", 8, 0), "esp": ("rsp", 4, 0), "sp": ("rsp", 2, 0), "spl": ("rsp", 1, 0),
-    "r8": ("r8", 8, 0), "r8d": ("r8", 4, 0), "r8w": ("r8", 2, 0), "r8b": ("r8", 1, 0),
-    "r9": ("r9", 8, 0), "r9d": ("r9", 4, 0), "r9w": ("r9", 2, 0), "r9b": ("r9", 1, 0),
-    "r10": ("r10", 8, 0), "r10d": ("r10", 4, 0), "r10w": ("r10", 2, 0), "r10b": ("r10", 1, 0),
-    "r11": ("r11", 8, 0), "r11d": ("r11", 4, 0), "r11w": ("r11", 2, 0), "r11b": ("r11", 1, 0),
-    "r12": ("r12", 8, 0), "r12d": ("r12", 4, 0), "r12w": ("r12", 2, 0), "r12b": ("r12", 1, 0),
-    "r13": ("r13", 8, 0), "r13d": ("r13", 4, 0), "r13w": ("r13", 2, 0), "r13b": ("r13", 1, 0),
-    "r14": ("r14", 8, 0), "r14d": ("r14", 4, 0), "r14w": ("r14", 2, 0), "r14b": ("r14", 1, 0),
-    "r15": ("r15", 8, 0), "r15d": ("r15", 4, 0), "r15w": ("r15", 2, 0), "r15b": ("r15", 1, 0),
-    "rip": ("rip", 8, 0), "eip": ("rip", 4, 0),
+    **_reg_table(("rax eax ax al ah", "rbx ebx bx bl bh", "rcx ecx cx cl ch",
+                  "rdx edx dx dl dh", "rsi esi si sil", "rdi edi di dil",
+                  "rbp ebp bp bpl", "rsp esp sp spl",
+                  *(f"r{i} r{i}d r{i}w r{i}b" for i in range(8, 16)),
+                  "rip eip"), _WIDTHS64),
     **{f"xmm{i}": (f"xmm{i}", 16, 0) for i in range(32)},
     # accepted on input only (the canonical names are r8b...r15b)
     **{f"r{i}l": (f"r{i}", 1, 0) for i in range(8, 16)},
@@ -57,15 +56,8 @@ _X86_R64: _RegTable = {
 
 #: i386: register name -> (full register, width in bytes, bit shift).
 _X86_R32: _RegTable = {
-    "eax": ("eax", 4, 0), "ax": ("eax", 2, 0), "al": ("eax", 1, 0), "ah": ("eax", 1, 8),
-    "ebx": ("ebx", 4, 0), "bx": ("ebx", 2, 0), "bl": ("ebx", 1, 0), "bh": ("ebx", 1, 8),
-    "ecx": ("ecx", 4, 0), "cx": ("ecx", 2, 0), "cl": ("ecx", 1, 0), "ch": ("ecx", 1, 8),
-    "edx": ("edx", 4, 0), "dx": ("edx", 2, 0), "dl": ("edx", 1, 0), "dh": ("edx", 1, 8),
-    "esi": ("esi", 4, 0), "si": ("esi", 2, 0),
-    "edi": ("edi", 4, 0), "di": ("edi", 2, 0),
-    "ebp": ("ebp", 4, 0), "bp": ("ebp", 2, 0),
-    "esp": ("esp", 4, 0), "sp": ("esp", 2, 0),
-    "eip": ("eip", 4, 0),
+    **_reg_table(("eax ax al ah", "ebx bx bl bh", "ecx cx cl ch", "edx dx dl dh",
+                  "esi si", "edi di", "ebp bp", "esp sp", "eip"), _WIDTHS32),
     **{f"xmm{i}": (f"xmm{i}", 16, 0) for i in range(8)},
 }
 

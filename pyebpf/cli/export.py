@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import command_line, pid, positive_int, process_exists
+from . import command_line, pid, positive_int
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -105,21 +105,14 @@ def register(subparsers: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``pyebpf export``: the exit status."""
-    params = list(args.params)
-    if args.program is None:
-        if args.file is None:
-            print("pyebpf export: error: a program is required: -e 'PROGRAM' or FILE.bt "
-                  "(see 'pyebpf export --help')", file=sys.stderr)
-            return 2
-        with open(args.file, encoding="utf-8") as f:
-            text, filename = f.read(), args.file
-    else:
-        if args.file is not None:
-            params.insert(0, args.file)
-        text, filename = args.program, "stdin"
-    if args.pid is not None and args.cmd:
-        print("pyebpf export: error: -p and -c exclude each other", file=sys.stderr)
+    from .runner import program_text, target_error
+    got = program_text("export", args)
+    if got is None:
         return 2
+    text, filename, params = got
+    status = target_error("export", args.pid, args.cmd, exists=False)
+    if status is not None:
+        return status
     from ..export import require_client
     require_client()
     web = None
@@ -128,9 +121,9 @@ def run(args: argparse.Namespace) -> int:
         web = webconfig.load(args.web_config)
         if web.tls:
             web.ssl_context()                 # (a bad certificate fails now)
-    if args.pid is not None and not process_exists(args.pid):
-        print(f"pyebpf export: no process {args.pid}", file=sys.stderr)
-        return 1
+    status = target_error("export", args.pid, None)
+    if status is not None:
+        return status
     from ..lang.api import compile
     prog = compile(text, filename=filename, pid=args.pid, params=params)
     return _serve(prog, args, web)

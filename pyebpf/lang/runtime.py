@@ -16,6 +16,7 @@ in order, as in bpftrace.
 """
 from __future__ import annotations
 
+from ..kernel.lifetime import Owner
 from . import layout
 from .types import Type, int_type
 
@@ -103,8 +104,9 @@ def _value(t: Type, v: Any, probe_names: list[str]) -> Any:
     return v
 
 
-class BtRun:
-    """A started program (see the module docs); a context manager.
+class BtRun(Owner):
+    """A started program (see the module docs); a context manager (leaving
+    it stops, then closes the run).
 
     Iterating gives its printf (and other) events as :class:`BtEvent`, as
     they come, until the program exits (``exit()``), :meth:`stop` is
@@ -112,6 +114,7 @@ class BtRun:
 
     def __init__(self, unit: Unit, *, pid: int | None = None, child: Any = None,
                  json_mode: bool = False) -> None:
+        self._own()               # the maps, programs, links and reader close themselves
         self.unit = unit
         self.pid = pid
         self.child = child
@@ -123,7 +126,6 @@ class BtRun:
         self.exited = False
         self.stopped = False
         self._end_done = False
-        self._closed = False
         #: the child was started by this run (killed and closed with it)
         self.owns_child = False
         #: names the stacks (when the program takes any)
@@ -226,11 +228,8 @@ class BtRun:
             except OSError:
                 pass
 
-    def close(self) -> None:
-        """Detach and close every kernel object; idempotent."""
-        if self._closed:
-            return
-        self._closed = True
+    def _close_resources(self) -> None:
+        """Detach and close every kernel object (and the ``-c`` command it started)."""
         self._detach()
         if self.reader is not None:
             self.reader.close()
@@ -245,10 +244,7 @@ class BtRun:
                 child.kill()
             child.close()
 
-    def __enter__(self) -> BtRun:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
         self.close()
 

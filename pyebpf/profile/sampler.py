@@ -24,6 +24,8 @@ import bisect
 import os
 import struct
 
+from ..kernel.lifetime import Owner
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..attach.link import Link
@@ -79,7 +81,7 @@ def profile_frame(text: str) -> str:
     return name if sep and off.isdigit() else text
 
 
-class Profiler:
+class Profiler(Owner):
     """Counts on-CPU stacks from perf events (see the module docs).
 
     ``with Profiler(99, pid=1234) as p: ...; p.detach(); stacks = p.stacks()``.
@@ -90,6 +92,7 @@ class Profiler:
                  symbolizer: Symbolizer | None = None) -> None:
         from ..maps import Bytes, HashMap, StackTraceMap
         from ..trace.stacks import Symbolizer, make_stack_map
+        self._own()               # the maps and the link close themselves
         self.frequency = frequency
         self.pid = pid
         self.kernel = kernel
@@ -156,18 +159,12 @@ class Profiler:
         if link is not None:
             link.close()
 
-    def close(self) -> None:
-        """Stop sampling and free the maps (idempotent)."""
+    def _close_resources(self) -> None:
+        """Stop sampling and free the maps."""
         self.detach()
         for m in (self.counts, self.ustacks, self.kstacks):
             if m is not None:
                 m.close()
-
-    def __enter__(self) -> Profiler:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def remember(self, pid: int) -> None:
         """Snapshot ``pid``'s mapped files (call while it runs: frames without

@@ -12,13 +12,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import command_line, pid
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, TextIO
 
-from .parser import Subparsers
+from .parser import Subparsers, add_command
 
 DESCRIPTION = """\
 Run a bpftrace program: probes (BEGIN, END, uprobe, uretprobe, usdt,
@@ -48,17 +46,13 @@ saved as text beside it), 2 usage error, 130 Ctrl-C before attaching.
 
 def register(subparsers: Subparsers) -> None:
     """Add the ``bt`` sub-command to ``subparsers``."""
-    p = subparsers.add_parser("bt", help="run a bpftrace program (-e PROGRAM or FILE.bt)",
-                              description=DESCRIPTION, epilog=EPILOG,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("file", metavar="FILE", nargs="?",
-                   help="the program's file (unless -e); further words are $1, $2...")
-    p.add_argument("params", metavar="ARG", nargs="*", help="positional parameters $1, $2...")
-    p.add_argument("-e", dest="program", metavar="PROGRAM", help="the program's text")
-    p.add_argument("-c", dest="cmd", metavar="CMD", type=command_line,
-                   help="run CMD once attached (its pid is cpid); stop when it exits")
-    p.add_argument("-p", dest="pid", type=pid, metavar="PID",
-                   help="attach uprobes/USDT for process PID only; stop when it exits")
+    # (duplicates: deliberate, export's register() has this shape; the shared part is a call)
+    from .runner import add_program_arguments
+    p = add_command(subparsers, "bt", "run a bpftrace program (-e PROGRAM or FILE.bt)",
+                    DESCRIPTION, EPILOG)
+    add_program_arguments(
+        p, cmd_help="run CMD once attached (its pid is cpid); stop when it exits",
+        pid_help="attach uprobes/USDT for process PID only; stop when it exits")
     p.add_argument("-f", dest="format", choices=("text", "json"), default="text",
                    help="output format (default: text)")
     p.add_argument("-l", dest="list", action="store_true",

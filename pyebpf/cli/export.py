@@ -15,13 +15,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import command_line, pid, positive_int
+from . import positive_int
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-from .parser import Subparsers
+from .parser import Subparsers, add_command
 
 DESCRIPTION = """\
 Run a bpftrace program (as 'pyebpf bt' does) and serve its maps at /metrics
@@ -76,17 +76,12 @@ def metric_prefix(text: str) -> str:
 
 def register(subparsers: Subparsers) -> None:
     """Add the ``export`` sub-command to ``subparsers``."""
-    p = subparsers.add_parser("export", help="serve a bpftrace program's maps to Prometheus",
-                              description=DESCRIPTION, epilog=EPILOG,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("file", metavar="FILE", nargs="?",
-                   help="the program's file (unless -e); further words are $1, $2...")
-    p.add_argument("params", metavar="ARG", nargs="*", help="positional parameters $1, $2...")
-    p.add_argument("-e", dest="program", metavar="PROGRAM", help="the program's text")
-    p.add_argument("-c", dest="cmd", metavar="CMD", type=command_line,
-                   help="run CMD once attached (its pid is cpid); its maps stay served after")
-    p.add_argument("-p", dest="pid", type=pid, metavar="PID",
-                   help="attach uprobes/USDT for process PID only")
+    from .runner import add_program_arguments
+    p = add_command(subparsers, "export", "serve a bpftrace program's maps to Prometheus",
+                    DESCRIPTION, EPILOG)
+    add_program_arguments(
+        p, cmd_help="run CMD once attached (its pid is cpid); its maps stay served after",
+        pid_help="attach uprobes/USDT for process PID only")
     p.add_argument("--listen", type=listen_address, default=DEFAULT_LISTEN,
                    metavar="HOST:PORT",
                    help=f"the address to serve /metrics on (default: {DEFAULT_LISTEN}; "

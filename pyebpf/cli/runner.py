@@ -33,7 +33,21 @@ if TYPE_CHECKING:
     from ..trace.live import Child
     from ..trace.session import Session
 
-__all__ = ["run_session", "RunOptions", "RunGuard", "program_text", "target_error"]
+__all__ = ["run_session", "RunOptions", "RunGuard", "add_program_arguments", "program_text",
+           "target_error"]
+
+
+def add_program_arguments(p: argparse.ArgumentParser, *, cmd_help: str, pid_help: str) -> None:
+    """The arguments of a bpftrace-language command (``bt``, ``export``):
+    FILE, ARG..., ``-e PROGRAM``, ``-c CMD`` and ``-p PID`` (read them with
+    :func:`program_text` and :func:`target_error`)."""
+    from . import command_line, pid
+    p.add_argument("file", metavar="FILE", nargs="?",
+                   help="the program's file (unless -e); further words are $1, $2...")
+    p.add_argument("params", metavar="ARG", nargs="*", help="positional parameters $1, $2...")
+    p.add_argument("-e", dest="program", metavar="PROGRAM", help="the program's text")
+    p.add_argument("-c", dest="cmd", metavar="CMD", type=command_line, help=cmd_help)
+    p.add_argument("-p", dest="pid", type=pid, metavar="PID", help=pid_help)
 
 
 def program_text(command: str, args: argparse.Namespace) -> tuple[str, str, list[str]] | None:

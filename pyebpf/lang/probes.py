@@ -42,6 +42,7 @@ __all__ = ["ResolvedProbe", "resolve", "Resolver", "list_probes", "PerfEventSour
            "RawTracepointSource", "ProbeSpecError", "SOFTWARE_EVENTS", "HARDWARE_EVENTS",
            "probe_name"]
 
+# (duplicates: deliberate, the two event tables are data of the same shape)
 #: bpftrace's software events: name -> (aliases, perf config, default count)
 SOFTWARE_EVENTS: dict[str, tuple[tuple[str, ...], int, int]] = {
     "cpu-clock": (("cpu",), 0, 1000000),

@@ -16,6 +16,7 @@ in order, as in bpftrace.
 """
 from __future__ import annotations
 
+from .._record import Record, record
 from ..kernel.lifetime import Owner
 from . import layout
 from .types import Type, int_type
@@ -29,21 +30,18 @@ if TYPE_CHECKING:
 __all__ = ["BtEvent", "BtRun", "map_entries"]
 
 
-class BtEvent:
+@record
+class BtEvent(Record):
     """One event of a running program: ``kind`` (``printf``, ``print``,
     ``time``, ``exit``, ``clear``, ``zero``), its ``values`` (Python values
     of the arguments), the ``text`` bpftrace would print for it (``""`` for
     silent ones) and ``fmt`` (printf's and time's format)."""
 
-    __slots__ = ("kind", "values", "text", "fmt", "map")
-
-    def __init__(self, kind: str, values: tuple[Any, ...], text: str, fmt: str = "",
-                 map: str | None = None) -> None:
-        self.kind = kind
-        self.values = values
-        self.text = text
-        self.fmt = fmt
-        self.map = map
+    kind: str
+    values: tuple[Any, ...]
+    text: str
+    fmt: str = ""
+    map: str | None = None
 
     def __repr__(self) -> str:
         return f"BtEvent({self.kind!r}, {self.values!r}, {self.text!r})"

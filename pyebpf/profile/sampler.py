@@ -33,31 +33,38 @@ if TYPE_CHECKING:
     from ..maps import HashMap, StackTraceMap
     from ..trace.stacks import RawFrame, Symbolizer
 
-__all__ = ["Profiler", "KernelSymbols", "profile_frame"]
+__all__ = ["Profiler", "KernelSymbols", "profile_frame", "read_kallsyms"]
 
 BPF_F_USER_STACK = 1 << 8
 _KEY = struct.Struct("<Iii4x16s")        # tgid, user stack id, kernel stack id, comm
 NO_STACK = -1 << 31                       # "not asked" (no --kernel)
 
 
+def read_kallsyms(path: str = "/proc/kallsyms",
+                  types: str = "tTwW") -> tuple[list[int], list[str]]:
+    """The symbols of ``path`` whose type letter is in ``types`` (default:
+    functions), sorted by address: ``(addresses, names)``; symbols at address
+    0 (addresses hidden) are left out, an unreadable file gives none."""
+    pairs: list[tuple[int, str]] = []
+    try:
+        with open(path) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 3 and parts[1] in types:
+                    addr = int(parts[0], 16)
+                    if addr:
+                        pairs.append((addr, parts[2]))
+    except OSError:
+        pass
+    pairs.sort()
+    return [a for a, _ in pairs], [n for _, n in pairs]
+
+
 class KernelSymbols:
     """Kernel addresses to function names, from ``/proc/kallsyms``."""
 
     def __init__(self, path: str = "/proc/kallsyms") -> None:
-        pairs: list[tuple[int, str]] = []
-        try:
-            with open(path) as f:
-                for line in f:
-                    parts = line.split()
-                    if len(parts) >= 3 and parts[1] in "tTwW":
-                        addr = int(parts[0], 16)
-                        if addr:
-                            pairs.append((addr, parts[2]))
-        except OSError:
-            pass
-        pairs.sort()
-        self._addrs = [a for a, _ in pairs]
-        self._names = [n for _, n in pairs]
+        self._addrs, self._names = read_kallsyms(path)
 
     def name(self, addr: int) -> str | None:
         """The function containing ``addr`` (None when unknown / not readable)."""

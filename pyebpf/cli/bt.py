@@ -12,13 +12,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import command_line, pid, process_exists
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, TextIO
 
-from .parser import Subparsers
+from .parser import Subparsers, add_command
 
 DESCRIPTION = """\
 Run a bpftrace program: probes (BEGIN, END, uprobe, uretprobe, usdt,
@@ -48,17 +46,13 @@ saved as text beside it), 2 usage error, 130 Ctrl-C before attaching.
 
 def register(subparsers: Subparsers) -> None:
     """Add the ``bt`` sub-command to ``subparsers``."""
-    p = subparsers.add_parser("bt", help="run a bpftrace program (-e PROGRAM or FILE.bt)",
-                              description=DESCRIPTION, epilog=EPILOG,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("file", metavar="FILE", nargs="?",
-                   help="the program's file (unless -e); further words are $1, $2...")
-    p.add_argument("params", metavar="ARG", nargs="*", help="positional parameters $1, $2...")
-    p.add_argument("-e", dest="program", metavar="PROGRAM", help="the program's text")
-    p.add_argument("-c", dest="cmd", metavar="CMD", type=command_line,
-                   help="run CMD once attached (its pid is cpid); stop when it exits")
-    p.add_argument("-p", dest="pid", type=pid, metavar="PID",
-                   help="attach uprobes/USDT for process PID only; stop when it exits")
+    # (duplicates: deliberate, export's register() has this shape; the shared part is a call)
+    from .runner import add_program_arguments
+    p = add_command(subparsers, "bt", "run a bpftrace program (-e PROGRAM or FILE.bt)",
+                    DESCRIPTION, EPILOG)
+    add_program_arguments(
+        p, cmd_help="run CMD once attached (its pid is cpid); stop when it exits",
+        pid_help="attach uprobes/USDT for process PID only; stop when it exits")
     p.add_argument("-f", dest="format", choices=("text", "json"), default="text",
                    help="output format (default: text)")
     p.add_argument("-l", dest="list", action="store_true",
@@ -79,24 +73,14 @@ def run(args: argparse.Namespace) -> int:
     """``pyebpf bt``: the exit status."""
     if args.list:
         return _list(args.program or args.file)
-    params = list(args.params)
-    if args.program is None:
-        if args.file is None:
-            print("pyebpf bt: error: a program is required: -e 'PROGRAM' or FILE.bt "
-                  "(see 'pyebpf bt --help')", file=sys.stderr)
-            return 2
-        with open(args.file, encoding="utf-8") as f:
-            text, filename = f.read(), args.file
-    else:
-        if args.file is not None:
-            params.insert(0, args.file)
-        text, filename = args.program, "stdin"
-    if args.pid is not None and args.cmd:
-        print("pyebpf bt: error: -p and -c exclude each other", file=sys.stderr)
+    from .runner import program_text, target_error
+    got = program_text("bt", args)
+    if got is None:
         return 2
-    if args.pid is not None and not process_exists(args.pid):
-        print(f"pyebpf bt: no process {args.pid}", file=sys.stderr)
-        return 1
+    text, filename, params = got
+    status = target_error("bt", args.pid, args.cmd)
+    if status is not None:
+        return status
     why = _check_picture_options(args)
     if why:
         print(f"pyebpf bt: error: {why}", file=sys.stderr)
@@ -122,17 +106,15 @@ def _run(prog: Any, args: argparse.Namespace) -> int:
     """Attach, print events until a stop condition, then END and the maps."""
     from ..trace import live
     from . import StopSignals
+    from .runner import RunGuard
 
     json_mode = args.format == "json"
     out = sys.stdout
     stops = StopSignals()
-    child = None
-    run = None
-    try:
-        if args.cmd:
-            child = live.Child(args.cmd)
+    with RunGuard(stops, kill_child=True) as guard:
+        child = guard.child = live.Child(args.cmd) if args.cmd else None
         stops.hold()
-        run = prog.start(child=child, json=json_mode, release=False)
+        run = guard.resource = prog.start(child=child, json=json_mode, release=False)
         n = sum(1 for p in run.unit.probes)
         if json_mode:
             out.write('{"type": "attached_probes", "data": {"probes": %d}}\n' % n)
@@ -146,18 +128,6 @@ def _run(prog: Any, args: argparse.Namespace) -> int:
         out.write(text)
         out.flush()
         return _pictures(run, args)
-    except BaseException:
-        if child is not None and child.status is None:
-            child.kill()
-        raise
-    finally:
-        stops.restore()
-        if run is not None:
-            run.close()
-        if child is not None:
-            if child.status is None:
-                child.kill()
-            child.close()
 
 
 def _check_picture_options(args: argparse.Namespace) -> str | None:

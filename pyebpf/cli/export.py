@@ -15,13 +15,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import command_line, pid, positive_int, process_exists
+from . import positive_int
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-from .parser import Subparsers
+from .parser import Subparsers, add_command
 
 DESCRIPTION = """\
 Run a bpftrace program (as 'pyebpf bt' does) and serve its maps at /metrics
@@ -76,17 +76,12 @@ def metric_prefix(text: str) -> str:
 
 def register(subparsers: Subparsers) -> None:
     """Add the ``export`` sub-command to ``subparsers``."""
-    p = subparsers.add_parser("export", help="serve a bpftrace program's maps to Prometheus",
-                              description=DESCRIPTION, epilog=EPILOG,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("file", metavar="FILE", nargs="?",
-                   help="the program's file (unless -e); further words are $1, $2...")
-    p.add_argument("params", metavar="ARG", nargs="*", help="positional parameters $1, $2...")
-    p.add_argument("-e", dest="program", metavar="PROGRAM", help="the program's text")
-    p.add_argument("-c", dest="cmd", metavar="CMD", type=command_line,
-                   help="run CMD once attached (its pid is cpid); its maps stay served after")
-    p.add_argument("-p", dest="pid", type=pid, metavar="PID",
-                   help="attach uprobes/USDT for process PID only")
+    from .runner import add_program_arguments
+    p = add_command(subparsers, "export", "serve a bpftrace program's maps to Prometheus",
+                    DESCRIPTION, EPILOG)
+    add_program_arguments(
+        p, cmd_help="run CMD once attached (its pid is cpid); its maps stay served after",
+        pid_help="attach uprobes/USDT for process PID only")
     p.add_argument("--listen", type=listen_address, default=DEFAULT_LISTEN,
                    metavar="HOST:PORT",
                    help=f"the address to serve /metrics on (default: {DEFAULT_LISTEN}; "
@@ -105,21 +100,14 @@ def register(subparsers: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``pyebpf export``: the exit status."""
-    params = list(args.params)
-    if args.program is None:
-        if args.file is None:
-            print("pyebpf export: error: a program is required: -e 'PROGRAM' or FILE.bt "
-                  "(see 'pyebpf export --help')", file=sys.stderr)
-            return 2
-        with open(args.file, encoding="utf-8") as f:
-            text, filename = f.read(), args.file
-    else:
-        if args.file is not None:
-            params.insert(0, args.file)
-        text, filename = args.program, "stdin"
-    if args.pid is not None and args.cmd:
-        print("pyebpf export: error: -p and -c exclude each other", file=sys.stderr)
+    from .runner import program_text, target_error
+    got = program_text("export", args)
+    if got is None:
         return 2
+    text, filename, params = got
+    status = target_error("export", args.pid, args.cmd, exists=False)
+    if status is not None:
+        return status
     from ..export import require_client
     require_client()
     web = None
@@ -128,9 +116,9 @@ def run(args: argparse.Namespace) -> int:
         web = webconfig.load(args.web_config)
         if web.tls:
             web.ssl_context()                 # (a bad certificate fails now)
-    if args.pid is not None and not process_exists(args.pid):
-        print(f"pyebpf export: no process {args.pid}", file=sys.stderr)
-        return 1
+    status = target_error("export", args.pid, None)
+    if status is not None:
+        return status
     from ..lang.api import compile
     prog = compile(text, filename=filename, pid=args.pid, params=params)
     return _serve(prog, args, web)

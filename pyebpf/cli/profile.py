@@ -100,14 +100,12 @@ def _sample(args: argparse.Namespace) -> tuple[dict[tuple[str, ...], int], float
 
     from ..profile.sampler import Profiler
     from ..trace import live
+    from .runner import RunGuard
     stops = StopSignals()
-    child: Child | None = None
-    prof: Profiler | None = None
-    try:
-        if args.cmd:
-            child = live.Child(args.cmd)
+    with RunGuard(stops) as guard:
+        child = guard.child = live.Child(args.cmd) if args.cmd else None
         target = child.pid if child else args.pid
-        prof = Profiler(args.frequency, pid=target, kernel=args.kernel)
+        prof = guard.resource = Profiler(args.frequency, pid=target, kernel=args.kernel)
         if args.cmd and shutil.which(args.cmd[0]):
             prof.symbolizer.add_file(os.path.realpath(shutil.which(args.cmd[0]) or ""))
         stops.hold()                  # from the first attach on, the output is written
@@ -132,16 +130,6 @@ def _sample(args: argparse.Namespace) -> tuple[dict[tuple[str, ...], int], float
         if child is not None and not child.poll():
             child.kill()
         return prof.stacks(), elapsed
-    except BaseException:
-        if child is not None and child.status is None:
-            child.kill()
-        raise
-    finally:
-        stops.restore()
-        if prof is not None:
-            prof.close()
-        if child is not None:
-            child.close()
 
 
 def _wait(prof: Profiler, child: Child | None, pid: int | None,

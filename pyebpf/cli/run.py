@@ -8,7 +8,7 @@ import os
 import sys
 import time
 
-from . import command_line, pid, positive_int, process_exists, seconds
+from . import command_line, pid, positive_int, seconds
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -83,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
     """``pyebpf run``: describe, list or run a program (see the module docs); the exit status."""
     from ..text.lexer import read_source
     from ..trace import asmfile
+    from .runner import target_error
 
     if args.list:
         print(list_programs())
@@ -91,12 +92,9 @@ def run(args: argparse.Namespace) -> int:
         print("pyebpf run: error: a PROGRAM is required: a file, or the name of a ready "
               "program ('pyebpf run --list' lists them)", file=sys.stderr)
         return 2
-    if args.pid is not None and args.cmd:
-        print("pyebpf run: error: -p and -c exclude each other", file=sys.stderr)
-        return 2
-    if args.pid is not None and not process_exists(args.pid):
-        print(f"pyebpf run: no process {args.pid}", file=sys.stderr)
-        return 1
+    status = target_error("run", args.pid, args.cmd)
+    if status is not None:
+        return status
     values = {}
     for d in args.define:
         name, eq, value = d.partition("=")

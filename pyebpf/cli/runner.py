@@ -22,16 +22,93 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Callable
 
-from . import FAILURE, OK, StopSignals
+from . import FAILURE, OK, StopSignals, process_exists
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import argparse
+    from typing import Any, Callable
+
     from ..trace.live import Child
     from ..trace.session import Session
 
-__all__ = ["run_session", "RunOptions"]
+__all__ = ["run_session", "RunOptions", "RunGuard", "add_program_arguments", "program_text",
+           "target_error"]
+
+
+def add_program_arguments(p: argparse.ArgumentParser, *, cmd_help: str, pid_help: str) -> None:
+    """The arguments of a bpftrace-language command (``bt``, ``export``):
+    FILE, ARG..., ``-e PROGRAM``, ``-c CMD`` and ``-p PID`` (read them with
+    :func:`program_text` and :func:`target_error`)."""
+    from . import command_line, pid
+    p.add_argument("file", metavar="FILE", nargs="?",
+                   help="the program's file (unless -e); further words are $1, $2...")
+    p.add_argument("params", metavar="ARG", nargs="*", help="positional parameters $1, $2...")
+    p.add_argument("-e", dest="program", metavar="PROGRAM", help="the program's text")
+    p.add_argument("-c", dest="cmd", metavar="CMD", type=command_line, help=cmd_help)
+    p.add_argument("-p", dest="pid", type=pid, metavar="PID", help=pid_help)
+
+
+def program_text(command: str, args: argparse.Namespace) -> tuple[str, str, list[str]] | None:
+    """The program of a bpftrace-language command (``bt``, ``export``):
+    ``(text, filename, params)`` from ``-e PROGRAM`` (then a FILE operand is
+    the first parameter) or from FILE; None (the error printed) without
+    either."""
+    params = list(args.params)
+    if args.program is not None:
+        if args.file is not None:
+            params.insert(0, args.file)
+        return args.program, "stdin", params
+    if args.file is None:
+        print(f"pyebpf {command}: error: a program is required: -e 'PROGRAM' or FILE.bt "
+              f"(see 'pyebpf {command} --help')", file=sys.stderr)
+        return None
+    with open(args.file, encoding="utf-8") as f:
+        return f.read(), args.file, params
+
+
+def target_error(command: str, pid: int | None, cmd: list[str] | None, *,
+                 exists: bool = True) -> int | None:
+    """The exit status of a bad ``-p``/``-c`` pair (the error printed):
+    2 when both are given, 1 when ``-p``'s process does not exist (checked
+    only with ``exists``); None when they are fine."""
+    if pid is not None and cmd:
+        print(f"pyebpf {command}: error: -p and -c exclude each other", file=sys.stderr)
+        return 2
+    if exists and pid is not None and not process_exists(pid):
+        print(f"pyebpf {command}: no process {pid}", file=sys.stderr)
+        return 1
+    return None
+
+
+class RunGuard:
+    """The teardown of a command's run, as a ``with`` block: on the way out
+    the stop signals are restored, ``resource`` (the session, profiler or
+    run, when set) closed and ``child`` (the ``-c`` command, when set)
+    closed -- killed first if it still runs and the block failed, or always
+    with ``kill_child``."""
+
+    def __init__(self, stops: StopSignals, *, kill_child: bool = False) -> None:
+        self.stops = stops
+        self.kill_child = kill_child
+        self.resource: Any = None
+        self.child: Child | None = None
+
+    def __enter__(self) -> RunGuard:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        child = self.child
+        if exc_type is not None and child is not None and child.status is None:
+            child.kill()
+        self.stops.restore()
+        if self.resource is not None:
+            self.resource.close()
+        if child is not None:
+            if self.kill_child and child.status is None:
+                child.kill()
+            child.close()
 
 
 class RunOptions:
@@ -68,12 +145,9 @@ def run_session(open_session: Callable[[int | None], Session], opts: RunOptions,
 
     t0 = time.perf_counter() if t0 is None else t0
     stops = StopSignals()
-    child: Child | None = None
-    session: Session | None = None
-    try:
-        if opts.cmd:
-            child = live.Child(opts.cmd)
-        session = open_session(child.pid if child else opts.pid)
+    with RunGuard(stops) as guard:
+        child = guard.child = live.Child(opts.cmd) if opts.cmd else None
+        session = guard.resource = open_session(child.pid if child else opts.pid)
         stops.hold()                      # from the first attach on, the results are printed
         session.attach()
         if not opts.quiet:
@@ -83,16 +157,6 @@ def run_session(open_session: Callable[[int | None], Session], opts: RunOptions,
                   file=sys.stderr, flush=True)
         _loop(session, stops, child, opts)
         return OK if _finish(session, child, opts) else FAILURE
-    except BaseException:
-        if child is not None and child.status is None:
-            child.kill()
-        raise
-    finally:
-        stops.restore()
-        if session is not None:
-            session.close()
-        if child is not None:
-            child.close()
 
 
 def _loop(session: Session, stops: StopSignals, child: Child | None, opts: RunOptions) -> None:

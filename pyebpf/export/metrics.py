@@ -40,6 +40,7 @@ dropped_series_total`` counts the folded keys, added at every scrape.
 """
 from __future__ import annotations
 
+from .._record import Record, record
 from ..lang.types import Type
 
 TYPE_CHECKING = False
@@ -75,22 +76,19 @@ def metric_name(prefix: str, map_name: str) -> str:
                             for c in name)
 
 
-class MapExport:
+@record
+class MapExport(Record):
     """One map as exported: its bpftrace ``name`` (``@x``), aggregation
     ``kind`` (or ``plain``), ``key`` type (None without keys), ``value``
     type, the ``metric`` name, and ``resets``: the program clears, zeroes or
     deletes from it (a count is then a gauge)."""
 
-    __slots__ = ("name", "kind", "key", "value", "metric", "resets")
-
-    def __init__(self, name: str, kind: str, key: Type | None, value: Type, metric: str,
-                 resets: bool = False) -> None:
-        self.name = name
-        self.kind = kind
-        self.key = key
-        self.value = value
-        self.metric = metric
-        self.resets = resets
+    name: str
+    kind: str
+    key: Type | None
+    value: Type
+    metric: str
+    resets: bool = False
 
     @property
     def exported(self) -> bool:

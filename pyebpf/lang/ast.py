@@ -189,6 +189,7 @@ class Tuple(Expr):
 
 
 # ---- statements -----------------------------------------------------------
+# (duplicates: deliberate, one small dataclass per node kind: the fields are the grammar's)
 
 @dataclasses.dataclass(eq=False)
 class Stmt(Node):

@@ -51,13 +51,14 @@ from __future__ import annotations
 
 from ..errors import ProgramError, PyebpfError
 from ..program import R0, R1, R2, R3, R4, R5, R6, R7, R8, R9, R10, W0, Program, Reg
+from ..trace.expr import HELPER_BUILTINS, emit_elapsed, emit_helper_builtin, emit_ustack_key
 from . import ast as A
 from .layout import size_align, stored_size, tuple_layout
 from .types import Type, int_type, string_type
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Sequence
+    from typing import Any, Iterator, Sequence
 
 __all__ = ["CodegenError", "MapPlan", "Action", "ProbePlan", "Unit", "generate",
            "MAX_MAP_ENTRIES", "RINGBUF_SIZE"]
@@ -167,18 +168,8 @@ class MapPlan:
         from ..trace import aggregate as agg
         kw: dict[str, Any] = dict(keyed=True, max_keys=MAX_MAP_ENTRIES, key_size=self.key_size,
                                   create=False)
-        if self.kind == "count":
-            self.agg = agg.Count(self.kname, **kw)
-        elif self.kind == "sum":
-            self.agg = agg.Sum(self.kname, **kw)
-        elif self.kind == "min":
-            self.agg = agg.Min(self.kname, **kw)
-        elif self.kind == "max":
-            self.agg = agg.Max(self.kname, **kw)
-        elif self.kind == "avg":
-            self.agg = agg.Avg(self.kname, **kw)
-        elif self.kind == "stats":
-            self.agg = agg.Stats(self.kname, **kw)
+        if self.kind in _AGGREGATIONS:
+            self.agg = getattr(agg, _AGGREGATIONS[self.kind])(self.kname, **kw)
         elif self.kind == "hist":
             if key is None:        # a per-CPU array of buckets: no key, no insertion
                 kw["keyed"] = False
@@ -206,6 +197,12 @@ class MapPlan:
         return f"<MapPlan {self.name} key={self.key} value={self.value} ({self.kname})>"
 
 
+#: the bpftrace aggregations that are one :mod:`pyebpf.trace.aggregate` class
+#: made without options: kind -> the class's name
+_AGGREGATIONS = {"count": "Count", "sum": "Sum", "min": "Min", "max": "Max", "avg": "Avg",
+                 "stats": "Stats"}
+
+
 def _stored_value_type(t: Type) -> Type:
     """How a plain map value is stored: integers as 8 bytes."""
     if t.kind == "int":
@@ -222,6 +219,7 @@ class Action:
     def __init__(self, ident: int, kind: str, pos: A.Pos, *, fmt: str = "",
                  args: Sequence[Type] = (), map: str | None = None,
                  params: Sequence[int] = ()) -> None:
+        # (duplicates: deliberate, plain attribute setting; record and strftime are derived)
         self.id = ident
         self.kind = kind
         self.pos = pos
@@ -400,8 +398,8 @@ def _infer_maps(script: A.Script) -> dict[str, _MapInfo]:
             return widened(type_of(m.keys[0]))
         return Type("tuple", elems=tuple(widened(type_of(k)) for k in m.keys))
 
-    def visit(stmts: list[A.Stmt]) -> None:
-        for s in stmts:
+    for p in script.probes:
+        for s in _all_stmts(p.block.stmts):
             if isinstance(s, A.AssignMap):
                 found.setdefault("@" + s.map.name, _MapInfo("@" + s.map.name, key_type(s.map),
                                                             widened(_value_type(s.value))))
@@ -409,15 +407,20 @@ def _infer_maps(script: A.Script) -> dict[str, _MapInfo]:
                     isinstance(s.expr.operand, A.Map):
                 m = s.expr.operand
                 found.setdefault("@" + m.name, _MapInfo("@" + m.name, key_type(m), I64))
-            elif isinstance(s, A.If):
-                visit(s.then.stmts)
-                if s.else_ is not None:
-                    visit(s.else_.stmts)
-            elif isinstance(s, (A.Unroll, A.While)):
-                visit(s.body.stmts)
-    for p in script.probes:
-        visit(p.block.stmts)
     return found
+
+
+def _all_stmts(stmts: list[A.Stmt]) -> Iterator[A.Stmt]:
+    """Every statement of ``stmts`` and of the blocks nested in them, in order
+    (each before the ones inside it)."""
+    for s in stmts:
+        yield s
+        if isinstance(s, A.If):
+            yield from _all_stmts(s.then.stmts)
+            if s.else_ is not None:
+                yield from _all_stmts(s.else_.stmts)
+        elif isinstance(s, (A.Unroll, A.While)):
+            yield from _all_stmts(s.body.stmts)
 
 
 def _value_type(e: A.Expr) -> Type:
@@ -544,24 +547,16 @@ class _ProbeGen:
         settled on (the widest string assigned), zeroed."""
         analysis_vars = getattr(self.ctx.analysis, "variables", None) or {}
         known: dict[str, Type] = analysis_vars.get(self.node, {})
-        def visit(ss: list[A.Stmt]) -> None:
-            for s in ss:
-                if isinstance(s, A.AssignVar) and s.var.name not in self.vars:
-                    t = known.get(s.var.name)
-                    if t is None:
-                        t = s.var.type if isinstance(s.var.type, Type) else type_of(s.value)
-                    if t.kind == "int":
-                        t = int_type(8, t.signed)
-                    size = stored_size(t)
-                    off = self.p.stack.alloc(size)
-                    self.vars[s.var.name] = (off, t)
-                elif isinstance(s, A.If):
-                    visit(s.then.stmts)
-                    if s.else_ is not None:
-                        visit(s.else_.stmts)
-                elif isinstance(s, (A.Unroll, A.While)):
-                    visit(s.body.stmts)
-        visit(stmts)
+        for s in _all_stmts(stmts):
+            if isinstance(s, A.AssignVar) and s.var.name not in self.vars:
+                t = known.get(s.var.name)
+                if t is None:
+                    t = s.var.type if isinstance(s.var.type, Type) else type_of(s.value)
+                if t.kind == "int":
+                    t = int_type(8, t.signed)
+                size = stored_size(t)
+                off = self.p.stack.alloc(size)
+                self.vars[s.var.name] = (off, t)
         for off, t in self.vars.values():
             self._zero(off, stored_size(t))
 
@@ -638,48 +633,36 @@ class _ProbeGen:
         """Jump to ``target`` when ``e`` is false (0): comparisons become one
         conditional jump, ``&&``/``||``/``!`` short-circuit, without
         materializing a 0/1 value."""
-        p = self.p
-        if isinstance(e, A.Unop) and e.op == "!" and not e.postfix:
-            self.jump_if_true(e.operand, target)
-            return
-        if isinstance(e, A.Binop) and e.op == "&&":
-            self.jump_if_false(e.left, target)
-            self.jump_if_false(e.right, target)
-            return
-        if isinstance(e, A.Binop) and e.op == "||":
-            ok = p.fresh_label("or_ok")
-            self.jump_if_true(e.left, ok)
-            self.jump_if_false(e.right, target)
-            p.label(ok)
-            return
-        if isinstance(e, A.Binop) and e.op in self._NEGATED and self._int_compare(e):
-            self._compare_jump(e, self._NEGATED[e.op], target)
-            return
-        r = self.int_expr(e)
-        p.jeq(r, 0, target)
-        self.release(r)
+        self._jump_when(e, target, False)
 
     def jump_if_true(self, e: A.Expr, target: str) -> None:
         """Jump to ``target`` when ``e`` is true (not 0)."""
+        self._jump_when(e, target, True)
+
+    def _jump_when(self, e: A.Expr, target: str, truth: bool) -> None:
+        """Jump to ``target`` when ``e``'s truth is ``truth``."""
         p = self.p
         if isinstance(e, A.Unop) and e.op == "!" and not e.postfix:
-            self.jump_if_false(e.operand, target)
+            self._jump_when(e.operand, target, not truth)
             return
-        if isinstance(e, A.Binop) and e.op == "||":
-            self.jump_if_true(e.left, target)
-            self.jump_if_true(e.right, target)
-            return
-        if isinstance(e, A.Binop) and e.op == "&&":
-            no = p.fresh_label("and_no")
-            self.jump_if_false(e.left, no)
-            self.jump_if_true(e.right, target)
-            p.label(no)
+        if isinstance(e, A.Binop) and e.op in ("&&", "||"):
+            if (e.op == "||") == truth:         # either side alone decides: test both
+                self._jump_when(e.left, target, truth)
+                self._jump_when(e.right, target, truth)
+            else:                               # the left side can decide the other way
+                skip = p.fresh_label("or_ok" if e.op == "||" else "and_no")
+                self._jump_when(e.left, skip, not truth)
+                self._jump_when(e.right, target, truth)
+                p.label(skip)
             return
         if isinstance(e, A.Binop) and e.op in self._NEGATED and self._int_compare(e):
-            self._compare_jump(e, e.op, target)
+            self._compare_jump(e, e.op if truth else self._NEGATED[e.op], target)
             return
         r = self.int_expr(e)
-        p.jne(r, 0, target)
+        if truth:
+            p.jne(r, 0, target)
+        else:
+            p.jeq(r, 0, target)
         self.release(r)
 
     def _int_compare(self, e: A.Binop) -> bool:
@@ -690,25 +673,30 @@ class _ProbeGen:
         p = self.p
         signed = type_of(e.left).signed and type_of(e.right).signed
         cond = self._CMP[op][1 if signed else 0]
+        left, right, _ = self._operands(e)
+        p.jump_if(cond, left, right, target)
+        self.release(left)
+        if not isinstance(right, int):
+            self.release(right)
+
+    def _operands(self, e: A.Binop) -> tuple[Reg, Reg | int, bool]:
+        """Evaluate both sides of ``e``: ``(left, right, spilled)``. ``right``
+        is an int when it is a 32-bit constant; ``spilled`` when no register
+        was left for the right side: the left one then comes back in r0
+        (kept on the stack meanwhile, its register released)."""
+        p = self.p
         left = self.int_expr(e.left)
         c = _const(e.right)
         if c is not None and -(1 << 31) <= c < (1 << 31):
-            p.jump_if(cond, left, c, target)
-            self.release(left)
-            return
+            return left, c, False
         if not self.free:
             spill = p.stack.alloc(8)
             p.stxdw(R10, spill, left)
             self.release(left)
             right = self.int_expr(e.right)
             p.ldxdw(R0, R10, spill)
-            p.jump_if(cond, R0, right, target)
-            self.release(right)
-            return
-        right = self.int_expr(e.right)
-        p.jump_if(cond, left, right, target)
-        self.release(left)
-        self.release(right)
+            return R0, right, True
+        return left, self.int_expr(e.right), False
 
     def if_(self, s: A.If) -> bool:
         p = self.p
@@ -1280,37 +1268,10 @@ class _ProbeGen:
     def builtin(self, e: A.Builtin, r: Reg) -> None:
         p = self.p
         n = e.name
-        if n in ("pid", "tid"):
-            p.call("get_current_pid_tgid")
-            if n == "pid":
-                p.rsh(R0, 32)
-            else:
-                p.mov(W0, W0)
-            p.mov(r, R0)
-        elif n in ("uid", "gid"):
-            p.call("get_current_uid_gid")
-            if n == "gid":
-                p.rsh(R0, 32)
-            else:
-                p.mov(W0, W0)
-            p.mov(r, R0)
-        elif n == "nsecs":
-            p.call("ktime_get_ns")
-            p.mov(r, R0)
+        if n in HELPER_BUILTINS:
+            emit_helper_builtin(p, n, r)
         elif n == "elapsed":
-            p.call("ktime_get_ns")
-            p.mov(r, R0)
-            p.lddw(R1, self.ctx.start_ns)
-            p.sub(r, R1)
-        elif n == "cpu":
-            p.call("get_smp_processor_id")
-            p.mov(r, R0)
-        elif n == "cgroup":
-            p.call("get_current_cgroup_id")
-            p.mov(r, R0)
-        elif n == "rand":
-            p.call("get_prandom_u32")
-            p.mov(r, R0)
+            emit_elapsed(p, r, self.ctx.start_ns)
         elif n == "cpid":
             self._load_const(r, self.ctx.cpid)
         elif n == "func" and self.source is not None and not self.unit_prog_is_raw():
@@ -1327,16 +1288,7 @@ class _ProbeGen:
                 raise CodegenError(f"{n} is not available in {self.kind}", e.pos)
             self.source.emit_arg(p, r, int(n[3:]), self.ctx_reg)
         elif n == "ustack":                      # pid << 32 | stack id
-            p.call("get_current_pid_tgid")
-            p.rsh(R0, 32)
-            p.lsh(R0, 32)
-            p.mov(r, R0)
-            p.mov(R1, self.ctx_reg)
-            p.ld_map(R2, self.unit.stacks("ustack"))
-            p.mov(R3, BPF_F_USER_STACK)
-            p.call("get_stackid")
-            p.mov(W0, W0)
-            p.or_(r, R0)
+            emit_ustack_key(p, r, self.ctx_reg, self.unit.stacks("ustack"))
         elif n == "kstack":
             p.mov(R1, self.ctx_reg)
             p.ld_map(R2, self.unit.stacks("kstack"))
@@ -1441,22 +1393,13 @@ class _ProbeGen:
             p.mov(r2, R0)
             return r2
         signed = lt.signed and rt.signed
-        left = self.int_expr(e.left)
-        c = _const(e.right)
-        if c is not None and -(1 << 31) <= c < (1 << 31):
-            self._apply(op, left, c, signed, e.pos)
+        left, right, spilled = self._operands(e)
+        self._apply(op, left, right, signed, e.pos)
+        if isinstance(right, int):
             return left
-        if not self.free:
-            spill = p.stack.alloc(8)
-            p.stxdw(R10, spill, left)
-            self.release(left)
-            right = self.int_expr(e.right)
-            p.ldxdw(R0, R10, spill)
-            self._apply(op, R0, right, signed, e.pos)
+        if spilled:                     # the result goes where the right side is
             p.mov(right, R0)
             return right
-        right = self.int_expr(e.right)
-        self._apply(op, left, right, signed, e.pos)
         self.release(right)
         return left
 

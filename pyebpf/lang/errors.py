@@ -14,6 +14,7 @@ alone, as bpftrace does. Several errors found in one pass are raised as one
 """
 from __future__ import annotations
 
+from .._record import Record, record
 from ..errors import PyebpfError
 
 TYPE_CHECKING = False
@@ -23,19 +24,16 @@ if TYPE_CHECKING:
 __all__ = ["LangError", "Diagnostic", "format_diagnostic"]
 
 
-class Diagnostic:
+@record
+class Diagnostic(Record):
     """One error: its ``message``, where (``pos``, and ``end_line`` when the
     span ends on a later line, else 0) and the script it is about."""
 
-    __slots__ = ("message", "pos", "end_line", "filename", "source")
-
-    def __init__(self, message: str, pos: Pos | None, *, end_line: int = 0,
-                 filename: str = "stdin", source: str = "") -> None:
-        self.message = message
-        self.pos = pos
-        self.end_line = end_line
-        self.filename = filename
-        self.source = source
+    message: str
+    pos: Pos | None
+    end_line: int = 0
+    filename: str = "stdin"
+    source: str = ""
 
     @property
     def source_line(self) -> str:

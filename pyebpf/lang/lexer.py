@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._record import Record, record
 from .ast import Pos
 from .errors import Diagnostic, LangError
 
@@ -76,23 +77,20 @@ _PATH_CHARS = _IDENT_CHARS | frozenset("-./#*")
 _SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\"}
 
 
-class Token:
+@record
+class Token(Record):
     """One token: ``kind`` (bpftrace's name for it: ``"integer"``,
     ``"identifier"``, ``"map"``... or the operator/keyword itself), ``value``
     (the int, the decoded string, the name), and its span as bpftrace
     computes it (see the module's notes): ``line``/``col`` to
     ``end_line``/``end_col`` (just past it)."""
 
-    __slots__ = ("kind", "value", "line", "col", "end_line", "end_col")
-
-    def __init__(self, kind: str, value: Any, line: int, col: int, end_line: int,
-                 end_col: int) -> None:
-        self.kind = kind
-        self.value = value
-        self.line = line
-        self.col = col
-        self.end_line = end_line
-        self.end_col = end_col
+    kind: str
+    value: Any
+    line: int
+    col: int
+    end_line: int
+    end_col: int
 
     @property
     def pos(self) -> Pos:

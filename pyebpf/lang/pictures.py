@@ -18,9 +18,11 @@ error never loses the data: the profile writer saves it as text beside
 """
 from __future__ import annotations
 
+from functools import partial
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Callable
 
     from .types import Type
 
@@ -105,25 +107,18 @@ def write_flamegraphs(run: Any, path: str) -> list[str]:
     """Draw every stack-keyed map of ``run`` (see the module docs); returns
     the files written. Raises ProfileWriteError (the data saved as text)
     after trying every map."""
-    from ..profile.output import ProfileWriteError, write_profile
-    names = stack_maps(run)
-    written: list[str] = []
-    errors: list[str] = []
-    for name, f in picture_paths(path, names).items():
-        try:
-            write_profile(flame_stacks(run, name), f, title=f"{name} (pyebpf bt)")
-            written.append(f)
-        except ProfileWriteError as exc:
-            errors.append(str(exc))
-    if errors:
-        raise ProfileWriteError("; ".join(errors))
-    return written
+    from ..profile.output import write_profile
+
+    def draw(name: str, f: str) -> None:
+        write_profile(flame_stacks(run, name), f, title=f"{name} (pyebpf bt)")
+    return _write_each([(f, partial(draw, name, f))
+                        for name, f in picture_paths(path, stack_maps(run)).items()])
 
 
 def write_plots(run: Any, path: str) -> list[str]:
     """Draw every hist/lhist map of ``run``, one chart per key (see the
     module docs); returns the files written."""
-    from ..profile.output import ProfileWriteError, write_histogram
+    from ..profile.output import write_histogram
     from . import output
     charts: list[tuple[str, str, dict[int, int], Type]] = []   # (file name, title, buckets, type)
     for name in hist_maps(run):
@@ -136,12 +131,22 @@ def write_plots(run: Any, path: str) -> list[str]:
                 text = output._key_text(plan.key, key, None, run._sym_text)
                 charts.append((f"{name}-{text}", f"{name}[{text}]", entries[key], plan.value))
     paths = picture_paths(path, [c[0] for c in charts])
+    return _write_each([(paths[fname], partial(write_histogram, buckets, paths[fname],
+                                               f"{title} (pyebpf bt)",
+                                               label=output._hist_labels(t)))
+                        for fname, title, buckets, t in charts])
+
+
+def _write_each(writes: list[tuple[str, Callable[[], object]]]) -> list[str]:
+    """Run every ``(file, write)``; the files written. A
+    :class:`~pyebpf.profile.output.ProfileWriteError` (all their messages)
+    after trying every one when some failed."""
+    from ..profile.output import ProfileWriteError
     written: list[str] = []
     errors: list[str] = []
-    for fname, title, buckets, t in charts:
-        f = paths[fname]
+    for f, write in writes:
         try:
-            write_histogram(buckets, f, f"{title} (pyebpf bt)", label=output._hist_labels(t))
+            write()
             written.append(f)
         except ProfileWriteError as exc:
             errors.append(str(exc))

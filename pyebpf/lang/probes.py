@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 
-from ..trace.probes import ProbeSpecError, TracepointSource, UprobeSource
+from ..trace.probes import FixedTypeSource, ProbeSpecError, TracepointSource, UprobeSource
 from .types import Type, int_type, string_type
 
 TYPE_CHECKING = False
@@ -42,6 +42,7 @@ __all__ = ["ResolvedProbe", "resolve", "Resolver", "list_probes", "PerfEventSour
            "RawTracepointSource", "ProbeSpecError", "SOFTWARE_EVENTS", "HARDWARE_EVENTS",
            "probe_name"]
 
+# (duplicates: deliberate, the two event tables are data of the same shape)
 #: bpftrace's software events: name -> (aliases, perf config, default count)
 SOFTWARE_EVENTS: dict[str, tuple[tuple[str, ...], int, int]] = {
     "cpu-clock": (("cpu",), 0, 1000000),
@@ -241,26 +242,16 @@ def _tracepoint_names() -> list[str]:
     return sorted(f"{t}" for t in list_tracepoints() if not t.startswith("ftrace:"))
 
 
-class RawTracepointSource:
+class RawTracepointSource(FixedTypeSource):
     """A raw tracepoint: ``argN`` is the tracepoint's N-th raw argument
     (``ctx->args[N]``, 64-bit)."""
 
     kind = "rawtracepoint"
     arg_count = 12
+    prog_type_name = "RAW_TRACEPOINT"
 
     def __init__(self, name: str) -> None:
         self.name = name
-
-    @property
-    def prog_type(self) -> int:
-        """``BPF_PROG_TYPE_RAW_TRACEPOINT``."""
-        from ..kernel.constants import ProgType
-        return int(ProgType.RAW_TRACEPOINT)
-
-    @property
-    def load_options(self) -> dict[str, int]:
-        """``{"prog_type": BPF_PROG_TYPE_RAW_TRACEPOINT}``."""
-        return {"prog_type": self.prog_type}
 
     def emit_arg(self, p: Program, dst: Reg, n: int, ctx: Reg) -> None:
         """``dst = ctx->args[n]``."""
@@ -302,12 +293,13 @@ def _raw_names() -> set[str]:
 
 
 # ============================================================ perf events
-class PerfEventSource:
+class PerfEventSource(FixedTypeSource):
     """A perf event sampled by a PERF_EVENT program: ``profile`` (cpu-clock
     on every CPU), ``interval`` (cpu-clock on one CPU), ``software`` and
     ``hardware`` events (every CPU). No arguments."""
 
     arg_count = 0
+    prog_type_name = "PERF_EVENT"
 
     def __init__(self, kind: str, event: tuple[int, int], *, frequency: int | None = None,
                  period: int | None = None, one_cpu: bool = False, label: str = "") -> None:
@@ -317,17 +309,6 @@ class PerfEventSource:
         self.period = period
         self.one_cpu = one_cpu
         self.label = label
-
-    @property
-    def prog_type(self) -> int:
-        """``BPF_PROG_TYPE_PERF_EVENT``."""
-        from ..kernel.constants import ProgType
-        return int(ProgType.PERF_EVENT)
-
-    @property
-    def load_options(self) -> dict[str, int]:
-        """``{"prog_type": BPF_PROG_TYPE_PERF_EVENT}``."""
-        return {"prog_type": self.prog_type}
 
     def emit_arg(self, p: Program, dst: Reg, n: int, ctx: Reg) -> None:
         """There are none: a :class:`ProbeSpecError`."""

@@ -16,6 +16,8 @@ in order, as in bpftrace.
 """
 from __future__ import annotations
 
+from .._record import Record, record
+from ..kernel.lifetime import Owner
 from . import layout
 from .types import Type, int_type
 
@@ -28,21 +30,18 @@ if TYPE_CHECKING:
 __all__ = ["BtEvent", "BtRun", "map_entries"]
 
 
-class BtEvent:
+@record
+class BtEvent(Record):
     """One event of a running program: ``kind`` (``printf``, ``print``,
     ``time``, ``exit``, ``clear``, ``zero``), its ``values`` (Python values
     of the arguments), the ``text`` bpftrace would print for it (``""`` for
     silent ones) and ``fmt`` (printf's and time's format)."""
 
-    __slots__ = ("kind", "values", "text", "fmt", "map")
-
-    def __init__(self, kind: str, values: tuple[Any, ...], text: str, fmt: str = "",
-                 map: str | None = None) -> None:
-        self.kind = kind
-        self.values = values
-        self.text = text
-        self.fmt = fmt
-        self.map = map
+    kind: str
+    values: tuple[Any, ...]
+    text: str
+    fmt: str = ""
+    map: str | None = None
 
     def __repr__(self) -> str:
         return f"BtEvent({self.kind!r}, {self.values!r}, {self.text!r})"
@@ -103,8 +102,9 @@ def _value(t: Type, v: Any, probe_names: list[str]) -> Any:
     return v
 
 
-class BtRun:
-    """A started program (see the module docs); a context manager.
+class BtRun(Owner):
+    """A started program (see the module docs); a context manager (leaving
+    it stops, then closes the run).
 
     Iterating gives its printf (and other) events as :class:`BtEvent`, as
     they come, until the program exits (``exit()``), :meth:`stop` is
@@ -112,6 +112,7 @@ class BtRun:
 
     def __init__(self, unit: Unit, *, pid: int | None = None, child: Any = None,
                  json_mode: bool = False) -> None:
+        self._own()               # the maps, programs, links and reader close themselves
         self.unit = unit
         self.pid = pid
         self.child = child
@@ -123,7 +124,6 @@ class BtRun:
         self.exited = False
         self.stopped = False
         self._end_done = False
-        self._closed = False
         #: the child was started by this run (killed and closed with it)
         self.owns_child = False
         #: names the stacks (when the program takes any)
@@ -226,11 +226,8 @@ class BtRun:
             except OSError:
                 pass
 
-    def close(self) -> None:
-        """Detach and close every kernel object; idempotent."""
-        if self._closed:
-            return
-        self._closed = True
+    def _close_resources(self) -> None:
+        """Detach and close every kernel object (and the ``-c`` command it started)."""
         self._detach()
         if self.reader is not None:
             self.reader.close()
@@ -245,10 +242,7 @@ class BtRun:
                 child.kill()
             child.close()
 
-    def __enter__(self) -> BtRun:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
         self.close()
 

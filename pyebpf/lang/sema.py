@@ -337,6 +337,7 @@ class Analyser:
 
     def stmt(self, s: ast.Stmt) -> None:
         """Check one statement."""
+        # (duplicates: deliberate, codegen's stmt() dispatches on the same node kinds)
         if isinstance(s, ast.ExprStmt):
             self.expr(s.expr)
         elif isinstance(s, ast.AssignMap):
@@ -1170,6 +1171,7 @@ def _exit(a: Analyser, c: ast.Call, to: str | None) -> Type:
     return NONE
 
 
+# (duplicates: deliberate, print() and signal() check one argument by its kind alike)
 @_call("print")
 def _print(a: Analyser, c: ast.Call, to: str | None) -> Type:
     _assignment(a, c, to, None)

@@ -28,19 +28,8 @@ _KSYMS: tuple[list[int], list[str]] | None = None
 def _kallsyms() -> tuple[list[int], list[str]]:
     global _KSYMS
     if _KSYMS is None:
-        pairs: list[tuple[int, str]] = []
-        try:
-            with open("/proc/kallsyms") as f:
-                for line in f:
-                    parts = line.split()
-                    if len(parts) >= 3 and parts[1] in "tTwWdDbBrR":
-                        addr = int(parts[0], 16)
-                        if addr:
-                            pairs.append((addr, parts[2]))
-        except OSError:
-            pass
-        pairs.sort()
-        _KSYMS = ([a for a, _ in pairs], [n for _, n in pairs])
+        from ..profile.sampler import read_kallsyms
+        _KSYMS = read_kallsyms(types="tTwWdDbBrR")     # (data symbols too: ksym())
     return _KSYMS
 
 

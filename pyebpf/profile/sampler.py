@@ -24,6 +24,8 @@ import bisect
 import os
 import struct
 
+from ..kernel.lifetime import Owner
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..attach.link import Link
@@ -31,31 +33,38 @@ if TYPE_CHECKING:
     from ..maps import HashMap, StackTraceMap
     from ..trace.stacks import RawFrame, Symbolizer
 
-__all__ = ["Profiler", "KernelSymbols", "profile_frame"]
+__all__ = ["Profiler", "KernelSymbols", "profile_frame", "read_kallsyms"]
 
 BPF_F_USER_STACK = 1 << 8
 _KEY = struct.Struct("<Iii4x16s")        # tgid, user stack id, kernel stack id, comm
 NO_STACK = -1 << 31                       # "not asked" (no --kernel)
 
 
+def read_kallsyms(path: str = "/proc/kallsyms",
+                  types: str = "tTwW") -> tuple[list[int], list[str]]:
+    """The symbols of ``path`` whose type letter is in ``types`` (default:
+    functions), sorted by address: ``(addresses, names)``; symbols at address
+    0 (addresses hidden) are left out, an unreadable file gives none."""
+    pairs: list[tuple[int, str]] = []
+    try:
+        with open(path) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 3 and parts[1] in types:
+                    addr = int(parts[0], 16)
+                    if addr:
+                        pairs.append((addr, parts[2]))
+    except OSError:
+        pass
+    pairs.sort()
+    return [a for a, _ in pairs], [n for _, n in pairs]
+
+
 class KernelSymbols:
     """Kernel addresses to function names, from ``/proc/kallsyms``."""
 
     def __init__(self, path: str = "/proc/kallsyms") -> None:
-        pairs: list[tuple[int, str]] = []
-        try:
-            with open(path) as f:
-                for line in f:
-                    parts = line.split()
-                    if len(parts) >= 3 and parts[1] in "tTwW":
-                        addr = int(parts[0], 16)
-                        if addr:
-                            pairs.append((addr, parts[2]))
-        except OSError:
-            pass
-        pairs.sort()
-        self._addrs = [a for a, _ in pairs]
-        self._names = [n for _, n in pairs]
+        self._addrs, self._names = read_kallsyms(path)
 
     def name(self, addr: int) -> str | None:
         """The function containing ``addr`` (None when unknown / not readable)."""
@@ -79,7 +88,7 @@ def profile_frame(text: str) -> str:
     return name if sep and off.isdigit() else text
 
 
-class Profiler:
+class Profiler(Owner):
     """Counts on-CPU stacks from perf events (see the module docs).
 
     ``with Profiler(99, pid=1234) as p: ...; p.detach(); stacks = p.stacks()``.
@@ -90,6 +99,7 @@ class Profiler:
                  symbolizer: Symbolizer | None = None) -> None:
         from ..maps import Bytes, HashMap, StackTraceMap
         from ..trace.stacks import Symbolizer, make_stack_map
+        self._own()               # the maps and the link close themselves
         self.frequency = frequency
         self.pid = pid
         self.kernel = kernel
@@ -156,18 +166,12 @@ class Profiler:
         if link is not None:
             link.close()
 
-    def close(self) -> None:
-        """Stop sampling and free the maps (idempotent)."""
+    def _close_resources(self) -> None:
+        """Stop sampling and free the maps."""
         self.detach()
         for m in (self.counts, self.ustacks, self.kstacks):
             if m is not None:
                 m.close()
-
-    def __enter__(self) -> Profiler:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def remember(self, pid: int) -> None:
         """Snapshot ``pid``'s mapped files (call while it runs: frames without

@@ -50,7 +50,8 @@ if TYPE_CHECKING:
     from .probes import ProbeSource
 
 __all__ = ["Expr", "ExprError", "Filter", "parse_expr", "parse_filter", "EmitEnv",
-           "INT", "STR", "STACK", "PROBE", "FUNC", "BPF_F_USER_STACK"]
+           "INT", "STR", "STACK", "PROBE", "FUNC", "BPF_F_USER_STACK", "HELPER_BUILTINS",
+           "emit_helper_builtin", "emit_elapsed", "emit_ustack_key"]
 
 INT, STR, STACK, PROBE, FUNC = "int", "str", "stack", "probe", "func"
 BPF_F_USER_STACK = 1 << 8
@@ -396,6 +397,51 @@ def signed(e: Expr, source: ProbeSource | None) -> bool:
     return False
 
 
+#: the builtins that are one helper's result (also the bpftrace language's):
+#: name -> (helper, which part of its 64-bit result: "high" or "low" half, or "" all)
+HELPER_BUILTINS = {
+    "pid": ("get_current_pid_tgid", "high"), "tid": ("get_current_pid_tgid", "low"),
+    "uid": ("get_current_uid_gid", "low"), "gid": ("get_current_uid_gid", "high"),
+    "cpu": ("get_smp_processor_id", ""), "nsecs": ("ktime_get_ns", ""),
+    "cgroup": ("get_current_cgroup_id", ""), "rand": ("get_prandom_u32", ""),
+}
+
+
+def emit_helper_builtin(p: Program, name: str, dst: Reg) -> None:
+    """``dst = name`` for a name of :data:`HELPER_BUILTINS`; clobbers r0-r5."""
+    helper, part = HELPER_BUILTINS[name]
+    p.call(helper)
+    if part == "high":
+        p.rsh(R0, 32)
+    elif part == "low":
+        p.mov(W0, W0)
+    p.mov(dst, R0)
+
+
+def emit_elapsed(p: Program, dst: Reg, start_ns: int) -> None:
+    """``dst = ktime_get_ns() - start_ns`` (the nanoseconds since the start);
+    clobbers r0-r5."""
+    p.call("ktime_get_ns")
+    p.lddw(R1, start_ns)
+    p.sub(R0, R1)
+    p.mov(dst, R0)
+
+
+def emit_ustack_key(p: Program, dst: Reg, ctx: Reg, stack_map: object) -> None:
+    """``dst = pid << 32 | user stack id`` (the id from ``stack_map``, a
+    stack trace map); ``ctx`` holds the program's context; clobbers r0-r5."""
+    p.call("get_current_pid_tgid")
+    p.rsh(R0, 32)
+    p.lsh(R0, 32)
+    p.mov(dst, R0)
+    p.mov(R1, ctx)
+    p.ld_map(R2, stack_map)
+    p.mov(R3, BPF_F_USER_STACK)
+    p.call("get_stackid")
+    p.mov(W0, W0)
+    p.or_(dst, R0)
+
+
 def emit_int(p: Program, e: Expr, dst: Reg, env: EmitEnv) -> None:
     """``dst = e`` for an integer-valued expression (``dst`` in r6-r9)."""
     if e.kind not in (INT, STACK, PROBE, FUNC):
@@ -432,44 +478,14 @@ def emit_int(p: Program, e: Expr, dst: Reg, env: EmitEnv) -> None:
             raise ExprError("latency needs a function probe (uprobe:/uretprobe:): it is the "
                             "time from the entry to the return")
         p.load(dst, R10, env.latency_slot, 8)
-    elif a in ("pid", "tid"):
-        p.call("get_current_pid_tgid")
-        if a == "pid":
-            p.rsh(R0, 32)
-        else:
-            p.mov(W0, W0)
-        p.mov(dst, R0)
-    elif a in ("uid", "gid"):
-        p.call("get_current_uid_gid")
-        if a == "gid":
-            p.rsh(R0, 32)
-        else:
-            p.mov(W0, W0)
-        p.mov(dst, R0)
-    elif a == "cpu":
-        p.call("get_smp_processor_id")
-        p.mov(dst, R0)
-    elif a == "nsecs":
-        p.call("ktime_get_ns")
-        p.mov(dst, R0)
+    elif a in ("pid", "tid", "uid", "gid", "cpu", "nsecs"):
+        emit_helper_builtin(p, a, dst)
     elif a == "elapsed":
-        p.call("ktime_get_ns")
-        p.lddw(R1, env.start_ns)
-        p.sub(R0, R1)
-        p.mov(dst, R0)
+        emit_elapsed(p, dst, env.start_ns)
     elif a == "ustack":
         if env.stack_map is None:
             raise ExprError("ustack: no stack map")   # pragma: no cover - set up by the builder
-        p.call("get_current_pid_tgid")
-        p.rsh(R0, 32)
-        p.lsh(R0, 32)
-        p.mov(dst, R0)
-        p.mov(R1, env.ctx)
-        p.ld_map(R2, env.stack_map)
-        p.mov(R3, BPF_F_USER_STACK)
-        p.call("get_stackid")
-        p.mov(W0, W0)
-        p.or_(dst, R0)
+        emit_ustack_key(p, dst, env.ctx, env.stack_map)
     elif a in ("probe", "func"):
         if len(getattr(src, "functions", ())) > 1:
             p.mov(R1, env.ctx)

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from .usdt_source import UsdtProbeSource
 
 __all__ = ["ProbeSpec", "ProbeSpecError", "ProbeSource", "parse_probe", "probe_source",
-           "UprobeSource", "TracepointSource", "KINDS"]
+           "UprobeSource", "TracepointSource", "FixedTypeSource", "KINDS"]
 
 #: accepted kind names -> canonical kind
 KINDS = {"uprobe": "uprobe", "u": "uprobe", "uretprobe": "uretprobe", "ur": "uretprobe",
@@ -309,11 +309,31 @@ def _ctype_size(ctype: str) -> int | None:
     return _CTYPE_SIZES.get(words[-1])
 
 
-class TracepointSource:
+class FixedTypeSource:
+    """Base of the probe sources whose program type is one ``ProgType``
+    member (``prog_type_name``) and need no attach type."""
+
+    #: the :class:`pyebpf.kernel.constants.ProgType` member's name
+    prog_type_name = ""
+
+    @property
+    def prog_type(self) -> int:
+        """``BPF_PROG_TYPE_<prog_type_name>``."""
+        from ..kernel.constants import ProgType
+        return int(ProgType[self.prog_type_name])
+
+    @property
+    def load_options(self) -> dict[str, int]:
+        """``{"prog_type": prog_type}`` (no attach type needed)."""
+        return {"prog_type": self.prog_type}
+
+
+class TracepointSource(FixedTypeSource):
     """A kernel tracepoint; its record's fields are read by name
     (``args.NAME``), and ``argN`` is the N-th field after the common ones."""
 
     kind = "tracepoint"
+    prog_type_name = "TRACEPOINT"
 
     def __init__(self, category: str, name: str, spec: ProbeSpec | None = None) -> None:
         from ..attach import tracepoint_format
@@ -328,17 +348,6 @@ class TracepointSource:
         self.fields: list[TracepointField] = [f for f in self.format.fields if not f.common]
         self.functions = [f"{category}:{name}"]
         self.spec = spec or ProbeSpec("tracepoint", category, name)
-
-    @property
-    def prog_type(self) -> int:
-        """``BPF_PROG_TYPE_TRACEPOINT``."""
-        from ..kernel.constants import ProgType
-        return int(ProgType.TRACEPOINT)
-
-    @property
-    def load_options(self) -> dict[str, int]:
-        """``{"prog_type": BPF_PROG_TYPE_TRACEPOINT}`` (no attach type needed)."""
-        return {"prog_type": self.prog_type}
 
     @property
     def arg_count(self) -> int:

@@ -208,6 +208,7 @@ class Trace(Owner):
 
     # One method per aggregation kind, alike on purpose: each is what help()
     # and the reference show for its kind; _add does the work.
+    # (duplicates: deliberate, one public method per kind, each a one-line call of _add)
     def count(self, by: _By = None, name: str | None = None) -> "Trace":
         """``@name[by] = count()``: how many times the probes fired (per key)."""
         return self._add("count", None, by, name)

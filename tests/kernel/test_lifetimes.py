@@ -136,6 +136,20 @@ def _process_watch(_: Any) -> Any:
     return _ProcessWatch(os.getpid())
 
 
+def _bt_run(_: Any) -> Any:
+    """A started bpftrace-language program (maps, programs, links, ring reader)."""
+    from pyebpf.lang.api import compile
+    return compile(f"tracepoint:{GETPPID} {{ @calls = count(); }}", pid=os.getpid()).start()
+
+
+def _profiler(_: Any) -> Any:
+    """A sampling profiler attached to this process (maps, perf links)."""
+    from pyebpf.profile.sampler import Profiler
+    prof = Profiler(49, pid=os.getpid())
+    prof.attach()
+    return prof
+
+
 _OBJECT_C = b"""
 typedef unsigned int u32;
 struct { int (*type)[1]; int (*max_entries)[4]; u32 *key; u32 *value; }
@@ -169,7 +183,7 @@ OWNERS: dict[str, Callable[[Any], Any]] = {
     "PerfBuffer": _perf_buffer, "RingBufferReader": _ring_reader, "Provider": _provider,
     "UsdtCounter": _usdt_counter, "UsdtTrace": _usdt_trace, "Trace": _trace,
     "TraceSession": _session, "AsmSession": _asm_session, **_aggregations(), "Child": _child,
-    "_ProcessWatch": _process_watch,
+    "_ProcessWatch": _process_watch, "BtRun": _bt_run, "Profiler": _profiler,
 }
 
 

@@ -57,14 +57,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _vm_outcomes(directory: str) -> Iterator[Outcome]:
     """The outcomes of the directory's tests run in the VM."""
-    from ..conformance import Outcome, data_files
-    from ..text import load_conformance
+    from ..conformance import Outcome, run_each
     from ..vm.conformance import run_test
 
-    for path in data_files(directory):
-        try:
-            test = load_conformance(path)
-        except (OSError, ValueError) as exc:
-            yield Outcome(path.stem, "error", detail=f"cannot parse: {exc}")
-            continue
-        yield Outcome(*run_test(test))
+    return run_each(directory, lambda test: Outcome(*run_test(test)))

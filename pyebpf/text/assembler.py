@@ -11,10 +11,11 @@ import re
 from typing import TYPE_CHECKING, cast
 
 from ..errors import AssemblyError, OptionError, ProgramError
-from ..isa import Insn
+from ..isa import Insn, opcodes as op
 from ..program.core import Program, RawSlot
 from . import common, llvm, mnemonic
-from .lexer import Piece, TextError, Tok, fast_tokenize, split_line, tokenize
+from .lexer import (AmbiguousCall, Piece, TextError, Tok, fast_tokenize, is_call_relocation,
+                    split_line, tokenize)
 
 if TYPE_CHECKING:
     from typing import Protocol, Sequence, Union
@@ -119,13 +120,28 @@ def assemble(text: str, dialect: str = "llvm", filename: str = "<string>") -> Pr
     cache = _CACHE[dialect]
     lines = text.splitlines()
     lineno = 0
+    insns = prog.insns
+    # llvm-objdump -r: a call followed by its R_BPF_64_32 line is a relative call
+    relocatable = dialect == "llvm"
+    last_call: Insn | None = None       # the previous line's helper call
+    pending: AssemblyError | None = None    # the previous line's 'call -N', if no relocation
     for line in lines:
         lineno += 1
         if not line or line.isspace():
             continue
+        pieces = split_line(line, semicolons)
+        if last_call is not None:
+            if not pieces and is_call_relocation(line):
+                last_call.src = op.CALL_LOCAL      # llvm's meaning: a relocated call
+                pending = last_call = None
+                continue
+            if pending is not None:
+                raise pending
+            last_call = None
         origin = f"{filename}:{lineno}"
+        count = len(insns)
         try:
-            for piece in split_line(line, semicolons):
+            for piece in pieces:
                 key: _Key = piece.text.strip() if piece.opcode is None else (
                     piece.text.strip(), piece.opcode)
                 hit = cache.get(key)
@@ -164,6 +180,15 @@ def assemble(text: str, dialect: str = "llvm", filename: str = "<string>") -> Pr
                 else:
                     try:
                         insn = parse(toks, piece.opcode)
+                    except AmbiguousCall as exc:
+                        if not (relocatable and piece is pieces[-1]):
+                            parse(_with_columns(piece, toks), piece.opcode)  # with the column
+                            raise
+                        # kept if llvm-objdump's relocation line follows, else refused
+                        insn = Insn(op.OP_CALL, 0, op.CALL_HELPER, 0, exc.imm)
+                        pending = AssemblyError(exc.message, filename, lineno,
+                                                _column(piece, toks, len(toks) - 1), line)
+                        pure = False        # (not cached: the next line decides)
                     except TextError:
                         parse(_with_columns(piece, toks), piece.opcode)   # raises with the column
                         raise
@@ -183,6 +208,12 @@ def assemble(text: str, dialect: str = "llvm", filename: str = "<string>") -> Pr
             raise AssemblyError(exc.message, filename, lineno, exc.col, line) from None
         except ValueError as exc:      # e.g. int() of a number over 4300 digits in the lexer
             raise AssemblyError(_unreadable(exc), filename, lineno, 1, line) from None
+        if relocatable and len(insns) > count:
+            tail = insns[-1]
+            if tail.code == op.OP_CALL and tail.src == op.CALL_HELPER:
+                last_call = tail
+    if pending is not None:
+        raise pending
     _check_targets(prog, lines, filename)
     return prog
 

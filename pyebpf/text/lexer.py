@@ -21,8 +21,9 @@ from __future__ import annotations
 import re
 from typing import NamedTuple, cast
 
-__all__ = ["Tok", "TokValue", "TextError", "tokenize", "fast_tokenize", "split_line", "reg",
-           "imm32", "off16", "imm64", "rel32", "describe", "decode_source", "read_source"]
+__all__ = ["Tok", "TokValue", "TextError", "AmbiguousCall", "tokenize", "fast_tokenize",
+           "split_line", "is_call_relocation", "reg", "imm32", "off16", "imm64", "rel32",
+           "describe", "decode_source", "read_source"]
 
 
 class TextError(Exception):
@@ -35,6 +36,16 @@ class TextError(Exception):
         super().__init__(message)
         self.message = message
         self.col = col
+
+
+class AmbiguousCall(TextError):
+    """``call -N``: refused unless llvm-objdump's relocation line follows it
+    (see :func:`is_call_relocation`), which makes it the relative call
+    ``imm`` (``src_reg=1``)."""
+
+    def __init__(self, message: str, col: int, imm: int) -> None:
+        super().__init__(message, col)
+        self.imm = imm
 
 
 #: What :attr:`Tok.value` holds, by the token's key: an ``int`` for a register
@@ -213,6 +224,8 @@ _SYMBOL_RE = re.compile(r"[ \t]*[0-9a-fA-F]{8,16} <(?P<name>[A-Za-z_.$][\w.$]*)>
 _NOISE_RE = re.compile(
     r"[ \t]*(?:Disassembly of section .*:|\S+:[ \t]+file format .*|[0-9a-fA-F]+:[ \t]+R_BPF_\w+.*"
     r"|(?:[0-9a-fA-F]{2}[ \t]+){7}[0-9a-fA-F]{2}[ \t]*)$")
+# llvm-objdump -r: the relocation of a call ("\t\t0000000000000058:  R_BPF_64_32\t.text")
+_CALL_RELOC_RE = re.compile(r"[ \t]*[0-9a-fA-F]+:[ \t]+R_BPF_64_32\b")
 # "goto +2 <LBB0_2>" annotation
 _ANNOT_RE = re.compile(r"[ \t]+<[^<>\s]*>[ \t]*$")
 # the register state the verifier prints after "; " (R0=..., R1_w=..., fp-8=..., frame1: ...)
@@ -307,6 +320,13 @@ def split_line(line: str, semicolons: bool = True) -> list[Piece]:
     if start:
         return [Piece(line[start:], start + 1, opcode)]
     return [Piece(line, 1, opcode)]
+
+
+def is_call_relocation(line: str) -> bool:
+    """True if ``line`` is the relocation llvm-objdump ``-r`` prints under a
+    call that waits for one (``R_BPF_64_32``): the call above it is a
+    bpf-to-bpf or kfunc call (``src_reg=1``), not a helper call."""
+    return _CALL_RELOC_RE.match(line) is not None
 
 
 # ---------------------------------------------------------------------------

@@ -32,6 +32,20 @@ constant assigned to a 64-bit register without ``ll`` -- is an ld_imm64,
 because that is how the verifier prints one (it prints ALU immediates in
 decimal).  Write ``r1 = 5`` or ``r1 = -1`` for a 32-bit-immediate mov.
 
+Two spellings are settled per dialect, and both are accepted on input:
+
+* ``call -1`` is refused (file:line:column, naming the alternatives): llvm-mc
+  reads it as helper -1, which does not exist, while llvm-objdump prints
+  every call of an object file that waits for its relocation (a bpf-to-bpf
+  or kfunc call, ``src_reg=1``) this way.  ``call pc-1`` is that relative
+  call, ``call unknown#-1`` the helper call with ``imm=-1`` (both are what
+  the printer writes); any other negative helper number likewise.
+* a 32-bit atomic's value register is a ``w`` register in the objdump style
+  (``lock *(u32 *)(r1 + 0) += w2``, as LLVM prints with ``-mcpu=v3``/alu32)
+  and an ``r`` register in the verifier style (``+= r2``, as the kernel and
+  LLVM without alu32 print); either is read as the same instruction, and a
+  ``w`` register with a 64-bit atomic is refused, as llvm-mc refuses it.
+
 Printing (in :mod:`pyebpf.text.llvm_format`, re-exported here) has two styles:
 
 ``objdump``
@@ -50,7 +64,7 @@ from typing import TYPE_CHECKING, Callable, TypeVar, cast
 
 from ..isa import Insn, opcodes as op
 from . import common
-from .lexer import TextError, Tok, imm32, imm64, off16, reg, rel32, tokenize
+from .lexer import AmbiguousCall, TextError, Tok, imm32, imm64, off16, reg, rel32, tokenize
 from .llvm_format import ALU_SYMBOLS, ATOMIC_SYMBOLS, JMP_SYMBOLS, STYLES, format_insn
 
 __all__ = ["parse_tokens", "format_insn", "STYLES"]
@@ -561,7 +575,23 @@ def _jcc_imm(d: Tok, c: Tok, v: _Signed, t: _Tgt) -> Insn:
 
 @_pattern("call <imm>")
 def _call_num(v: _Signed) -> Insn:
-    return Insn(op.OP_CALL, 0, op.CALL_HELPER, 0, _imm(v))
+    imm = _imm(v)
+    if imm < 0:
+        raise _negative_call(v, imm)
+    return Insn(op.OP_CALL, 0, op.CALL_HELPER, 0, imm)
+
+
+def _negative_call(v: _Signed, imm: int) -> AmbiguousCall:
+    """Why ``call -1`` is refused: in llvm-mc's reading it is helper -1 (which
+    does not exist), in llvm-objdump's listing of an object a bpf-to-bpf or
+    kfunc call waiting for its relocation (``src_reg=1``).  Neither is guessed."""
+    tok, neg = v
+    return AmbiguousCall(f"'call {'-' * neg}{tok.text}' is ambiguous: helper ids are never "
+                         f"negative, and llvm-objdump prints a bpf-to-bpf or kfunc call of an "
+                         f"object file (src_reg=1, before relocation) this way; write "
+                         f"'call pc{imm:+d}' for that relative call, 'call NAME' to call the "
+                         f"label or helper NAME, or 'call unknown#{imm}' for a helper call with "
+                         f"imm {imm}", tok.col, imm)
 
 
 @_pattern("call <id>")

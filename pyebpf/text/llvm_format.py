@@ -177,7 +177,7 @@ def _f_call(insn: Insn, f: Form, v: bool, label: str | None) -> str:
         if insn.off:
             return f"call kernel-function#{insn.imm}, {insn.off}"
         return f"call kernel-function#{insn.imm}"
-    if v:
+    if v or insn.imm < 0:    # 'call -1' would not read back (see pyebpf.text.llvm)
         return f"call {common.verifier_helper_name(insn.imm)}#{insn.imm}"
     return f"call {insn.imm}"
 

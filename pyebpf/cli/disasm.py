@@ -12,13 +12,19 @@ from .parser import Subparsers, add_command   # (Subparsers: at run time too, fo
 
 DESCRIPTION = """\
 Disassemble eBPF instructions: raw bytes (8-byte little-endian slots, as
-'pyebpf asm' writes them), or with --elf a section of an ELF object such as
-'clang -target bpf -c' produces.
+'pyebpf asm' writes them), or a BPF object file such as 'clang -target bpf
+-c' produces (FILE or --elf OBJ).
 
-Jump and call targets get labels (L<slot>, F<slot>) so the output assembles
-back to the same bytes with 'pyebpf asm'; slots that are not valid
-instructions print as '.8byte 0x...'.  With --elf, relocations (map and
-global-data references, calls to other sections) are shown as comments.
+An object is listed as 'llvm-objdump -d -r -S' lists it: every code section
+(or --section NAME), its functions and labels from the symbol table, and as
+comments its relocations (maps, global data, calls, callbacks, externs and
+kfuncs), its CO-RE relocations resolved to member names and its C source
+lines from the BTF line info.  --no-annotations leaves plain text to edit.
+
+Jump and call targets get labels (symbol names, or L<slot>, F<slot>) so the
+output assembles back to the same bytes with 'pyebpf asm' (an object's code
+sections, one after the other); slots that are not valid instructions print
+as '.8byte 0x...'.
 """
 
 EPILOG = """\
@@ -28,27 +34,33 @@ styles (llvm dialect):
 
 examples:
   pyebpf disasm prog.bin
-  pyebpf disasm --elf prog.o --section xdp --style verifier
+  pyebpf disasm execsnoop.bpf.o
+  pyebpf disasm prog.o --section xdp --style verifier
+  pyebpf disasm prog.o --no-annotations > prog.s && pyebpf asm prog.s -o code.bin
   pyebpf disasm --dialect mnemonic --no-labels --index prog.bin
 """
 
 
 def register(subparsers: Subparsers) -> None:
     """Add the ``disasm`` sub-command to ``subparsers``."""
-    p = add_command(subparsers, "disasm", "disassemble raw eBPF bytes or an ELF section",
+    p = add_command(subparsers, "disasm", "disassemble raw eBPF bytes or a BPF object file",
                     DESCRIPTION, EPILOG)
     p.add_argument("file", metavar="FILE", nargs="?",
-                   help="raw instruction bytes, or - for standard input")
+                   help="raw instruction bytes or a BPF object, or - for standard input")
     p.add_argument("--elf", metavar="OBJ", help="read the instructions from this ELF object")
     p.add_argument("--section", metavar="NAME",
-                   help="the ELF section (default: the first executable section with code)")
+                   help="of an object, only this section (default: every code section)")
+    p.add_argument("--no-annotations", dest="annotate", action="store_false",
+                   help="of an object, only labels and instructions (no relocation, CO-RE or "
+                        "source comments, no slot indexes)")
     p.add_argument("--dialect", choices=("llvm", "mnemonic"), default="llvm",
                    help="output dialect (default: llvm)")
     p.add_argument("--style", choices=("objdump", "verifier"), default="objdump",
                    help="llvm dialect spelling (default: objdump)")
     p.add_argument("--no-labels", dest="labels", action="store_false",
                    help="print numeric jump offsets instead of labels")
-    p.add_argument("--index", action="store_true", help="prefix each instruction with its slot index")
+    p.add_argument("--index", action="store_true", help="prefix each instruction with its slot "
+                   "index (an annotated object listing always does)")
     p.set_defaults(func=run)
 
 
@@ -123,29 +135,65 @@ _RELOC_NAMES = {1: "R_BPF_64_64", 2: "R_BPF_64_ABS64", 3: "R_BPF_64_ABS32", 4: "
 
 
 def run(args: argparse.Namespace) -> int:
-    """Disassemble the bytes or the ELF section the arguments name; the exit status."""
+    """Disassemble the bytes or the ELF object the arguments name; the exit status."""
     from ..text import disassemble
 
     if args.dialect == "mnemonic" and args.style != "objdump":
         print("pyebpf disasm: --style applies to the llvm dialect only", file=sys.stderr)
         return 2
-    notes = None
     if args.elf:
         if args.file:
             print("pyebpf disasm: give either FILE or --elf OBJ, not both", file=sys.stderr)
             return 2
-        _, data, notes = elf_section(args.elf, args.section)
-    elif args.file is None:
-        print("pyebpf disasm: give FILE (raw bytes, - for stdin) or --elf OBJ", file=sys.stderr)
+        sys.stdout.write(_object(args, args.elf))
+        return 0
+    if args.file is None:
+        print("pyebpf disasm: give FILE (raw bytes or an object, - for stdin) or --elf OBJ",
+              file=sys.stderr)
         return 2
-    elif args.section:
-        print("pyebpf disasm: --section needs --elf", file=sys.stderr)
-        return 2
-    elif args.file == "-":
-        data = sys.stdin.buffer.read()
+    try:
+        data = _read(args.file)
+    except OSError as exc:
+        if not args.section:
+            raise
+        data, why = b"", f" ({args.file}: {exc.strerror or exc})"
     else:
-        with open(args.file, "rb") as f:
-            data = f.read()
+        why = f" ({args.file} is not one)"
+    if data[:4] == b"\x7fELF":
+        sys.stdout.write(_object(args, args.file, data))
+        return 0
+    if args.section:
+        print(f"pyebpf disasm: --section needs --elf OBJ or an ELF object as FILE{why}",
+              file=sys.stderr)
+        return 2
     sys.stdout.write(disassemble(data, args.dialect, args.style, labels=args.labels,
-                                 show_index=args.index, comments=notes))
+                                 show_index=args.index))
     return 0
+
+
+def _read(path: str) -> bytes:
+    if path == "-":
+        return sys.stdin.buffer.read()
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _object(args: argparse.Namespace, path: str, data: bytes | None = None) -> str:
+    """The listing of the object at ``path`` (its bytes ``data`` if read already).
+    An ELF file that is not a BPF object (another machine, not relocatable)
+    has the raw bytes of one section disassembled, its relocations as comments."""
+    from ..objects import ObjectFileError
+    from ..objects.listing import disassemble_object
+    from ..text import disassemble
+
+    try:
+        return disassemble_object("<stdin>" if path == "-" else path, args.section, data=data,
+                                  annotate=args.annotate, dialect=args.dialect,
+                                  style=args.style, labels=args.labels,
+                                  show_index=args.index or args.annotate)
+    except ObjectFileError:
+        if path == "-":
+            raise
+    _, code, notes = elf_section(path, args.section)
+    return disassemble(code, args.dialect, args.style, labels=args.labels,
+                       show_index=args.index, comments=notes)

@@ -9,8 +9,9 @@ disassembler never fails on input bytes.
 """
 from __future__ import annotations
 
+import re
 import struct
-from typing import Iterable, Mapping
+from typing import Container, Iterable, Mapping, Sequence
 
 from .._record import Record, record
 from ..errors import EncodingError, OptionError
@@ -18,11 +19,14 @@ from ..isa import Form, HELPERS, Insn, classify, is_jump, jump_offset, opcodes a
 from ..program.core import Program, RawSlot
 from . import common
 from .assembler import _dialect
+from .llvm import KEYWORDS
 
-__all__ = ["Instruction", "get_instructions", "disassemble", "decode_lenient", "context"]
+__all__ = ["Instruction", "get_instructions", "disassemble", "decode_lenient", "context",
+           "usable_label"]
 
 _SLOT = struct.Struct("<BBhi")
 _U64 = struct.Struct("<Q")
+_REGISTER_RE = re.compile(r"[rRwW][0-9]+\Z")
 
 
 @record
@@ -38,7 +42,7 @@ class Instruction(Record):
     target_label: str | None    #: the synthetic label of ``target`` (label mode), else None
     helper: str | None          #: ``bpf_...`` name of a called helper
     is_jump_target: bool        #: True if some instruction jumps or calls here
-    label: str | None           #: this instruction's synthetic label (label mode)
+    label: str | None           #: this instruction's label: a symbol, or synthetic (label mode)
     error: str | None = None    #: why ``form`` is None
 
     # (duplicates: deliberate, one-line properties reading the instruction; alike by shape only)
@@ -112,10 +116,30 @@ def _as_insns(data: bytes | bytearray | memoryview | Iterable[Insn] | Program
     return [(insn, None) for insn in data]
 
 
+def usable_label(name: str) -> bool:
+    """Can ``name`` be a label in the text of both dialects, defined (``name:``)
+    and jumped or called to alike?  Not when it is no single name token, a
+    register (``r1``), an llvm-dialect word (``exit``, ``lock``, ``u32``...) or
+    a helper's name (``call NAME`` calls the helper)."""
+    return (common.is_identifier(name) and _REGISTER_RE.match(name) is None
+            and name not in KEYWORDS and common.helper_id(name) is None)
+
+
 def get_instructions(data: bytes | bytearray | memoryview | Iterable[Insn] | Program,
                      dialect: str = "llvm", style: str = "objdump",
-                     labels: bool = True) -> list[Instruction]:
-    """One :class:`Instruction` per instruction of ``data`` (bytes, Insns or a Program)."""
+                     labels: bool = True, symbols: Mapping[int, str] | None = None,
+                     label_prefix: str = "",
+                     relocated: Container[int] = ()) -> list[Instruction]:
+    """One :class:`Instruction` per instruction of ``data`` (bytes, Insns or a Program).
+
+    ``symbols`` names slots (an object file's functions and labels): each
+    named slot gets that label, and jumps and calls to it use the name (the
+    names must be :func:`usable_label` and distinct).  Other targets get
+    synthetic labels, ``label_prefix`` + ``L<slot>`` (``F<slot>`` for a
+    function), which the prefix keeps apart when several listings are joined.
+    The slots in ``relocated`` hold an immediate a relocation fills in (an
+    object file's calls to other sections): no target is read from it.
+    """
     mod = _dialect(dialect)
     if style not in ("objdump", "verifier"):
         raise OptionError(f"unknown style {style!r} (use 'objdump' or 'verifier')")
@@ -137,7 +161,7 @@ def get_instructions(data: bytes | bytearray | memoryview | Iterable[Insn] | Pro
                 errors[k] = exc.reason
             else:
                 forms[k] = form
-                if insn.target is None:
+                if insn.target is None and pos not in relocated:
                     if insn.code == op.OP_CALL and insn.imm == -1:
                         pass   # 'call -1': how an object file leaves a call to be relocated
                     elif is_jump(insn):
@@ -148,11 +172,12 @@ def get_instructions(data: bytes | bytearray | memoryview | Iterable[Insn] | Pro
             errors[k] = problem
         pos += 2 if (insn.code == op.OP_LD_IMM64 and problem is None) else 1
     starts = {index[k]: k for k in range(n)}
-    # pass 2: label names (a function entry wins over a plain jump target)
+    # pass 2: label names (a symbol first; then a function entry wins over a plain jump target)
+    named = {t: name for t, name in symbols.items() if t in starts} if symbols else {}
     names: dict[int, str] = {}
     for k in range(n):
         t = targets[k]
-        if t is None or t not in starts:
+        if t is None or t not in starts or t in named:
             continue
         f = forms[k]
         assert f is not None      # only a classified instruction has a target
@@ -161,6 +186,15 @@ def get_instructions(data: bytes | bytearray | memoryview | Iterable[Insn] | Pro
             names[t] = f"F{t}"
         elif t not in names:
             names[t] = f"L{t}"
+    jumped_to = set(names) | {t for t in targets if t in named}
+    if label_prefix or named:
+        taken = set(named.values())
+        for t, name in names.items():
+            name = label_prefix + name
+            while name in taken:
+                name += "_"
+            names[t] = name
+    names.update(named)
     out: list[Instruction] = []
     for k, (insn, problem) in enumerate(items):
         f = forms[k]
@@ -176,8 +210,8 @@ def get_instructions(data: bytes | bytearray | memoryview | Iterable[Insn] | Pro
             if 0 < imm < len(HELPERS):
                 helper = HELPERS[imm].c_name
         pos = index[k]
-        out.append(Instruction(pos, insn, f, text, t, tl, helper, pos in names,
-                               names.get(pos) if labels else None, errors[k]))
+        out.append(Instruction(pos, insn, f, text, t, tl, helper, pos in jumped_to,
+                               names.get(pos) if labels else named.get(pos), errors[k]))
     return out
 
 
@@ -192,7 +226,10 @@ def _raw_text(insn: Insn, problem: str | None) -> str:
 def disassemble(data: bytes | bytearray | memoryview | Iterable[Insn] | Program,
                 dialect: str = "llvm", style: str = "objdump", labels: bool = True,
                 show_index: bool = False, comments: Mapping[int, str] | None = None,
-                source: bool = False, mark: int | None = None) -> str:
+                source: bool = False, mark: int | None = None,
+                symbols: Mapping[int, str] | None = None, label_prefix: str = "",
+                before: Mapping[int, Sequence[str]] | None = None,
+                objdump_labels: bool = False, relocated: Container[int] = ()) -> str:
     """Disassemble ``data`` into text for people (one instruction per line).
 
     In label mode (the default) jump/call targets get synthetic labels and
@@ -209,20 +246,36 @@ def disassemble(data: bytes | bytearray | memoryview | Iterable[Insn] | Program,
     of instructions emitted by the same source line, and ``mark=SLOT`` prefixes
     the instruction at that slot index with ``-->`` (the text then no longer
     assembles: it is for people, e.g. a verifier error in its context).
+
+    For an object file's sections (:mod:`pyebpf.objects.listing`):
+    ``symbols``, ``label_prefix`` and ``relocated`` are those of
+    :func:`get_instructions`;
+    ``before`` maps slot indexes to lines printed before the instruction,
+    after its label (C source lines as ``; text``, comments as ``# text``);
+    ``objdump_labels`` prints labels as llvm-objdump does, a blank line and
+    ``0000000000000028 <name>:`` (the byte offset), which the assembler also
+    reads as a label.
     """
     lines: list[str] = []
     append = lines.append
     comment_helpers = not (dialect == "llvm" and style == "verifier")
     last_origin: str | None = None
     pad = "" if mark is None else "    "
-    for ins in get_instructions(data, dialect, style, labels):
+    for ins in get_instructions(data, dialect, style, labels, symbols, label_prefix, relocated):
         if source:
             origin = ins.origin
             if origin is not None and origin != last_origin:
                 append(f"{pad}# {origin}")
             last_origin = origin
         if ins.label is not None:
-            append(f"{pad}{ins.label}:")
+            if objdump_labels:
+                append("")
+                append(f"{ins.index * 8:016x} <{ins.label}>:")
+            else:
+                append(f"{pad}{ins.label}:")
+        if before is not None:
+            for extra in before.get(ins.index, ()):
+                append(f"{pad}{extra}")
         text = ins.text
         if ins.error is not None:
             if not text:

@@ -115,12 +115,18 @@ def test_disasm_elf(tmp_path):
                    '__attribute__((section("kprobe"), used)) int h(void *ctx) { return counter; }\n')
     obj = tmp_path / "x.o"
     subprocess.run([CLANG, "-target", "bpf", "-O2", "-c", str(src), "-o", str(obj)], check=True)
-    r = pyebpf("disasm", "--elf", str(obj))
-    assert r.returncode == 0 and r.stdout.decode().split() == ["r0", "=", "2", "exit"]
-    r = pyebpf("disasm", "--elf", str(obj), "--section", "tc", "--dialect", "mnemonic")
-    assert r.returncode == 0 and r.stdout.decode().split() == ["mov", "%r0,", "3", "exit"]
-    r = pyebpf("disasm", "--elf", str(obj), "--section", "kprobe")
-    assert r.returncode == 0 and "r1 = 0 ll  # R_BPF_64_64 counter" in r.stdout.decode()
+    r = pyebpf("disasm", "--elf", str(obj), "--no-annotations")
+    assert r.returncode == 0 and r.stdout.decode().split() == [
+        "#", "section", "xdp", "f:", "r0", "=", "2", "exit",
+        "#", "section", "tc", "g:", "r0", "=", "3", "exit",
+        "#", "section", "kprobe", "h:", "r1", "=", "0", "ll", "r0", "=", "*(u32", "*)(r1",
+        "+", "0)", "exit"]
+    r = pyebpf("disasm", "--elf", str(obj), "--section", "tc", "--dialect", "mnemonic",
+               "--no-annotations")
+    assert r.returncode == 0 and r.stdout.decode().split() == ["#", "section", "tc", "g:", "mov",
+                                                               "%r0,", "3", "exit"]
+    r = pyebpf("disasm", str(obj), "--section", "kprobe")
+    assert r.returncode == 0 and "     0: r1 = 0 ll  # counter (.bss+0)" in r.stdout.decode()
     r = pyebpf("disasm", "--elf", str(obj), "--section", "nope")
     assert r.returncode == 1 and b"no section 'nope'" in r.stderr and b"xdp" in r.stderr
     r = pyebpf("disasm", "--elf", str(src))

@@ -41,10 +41,11 @@ Two spellings are settled per dialect, and both are accepted on input:
   call, ``call unknown#-1`` the helper call with ``imm=-1`` (both are what
   the printer writes); any other negative helper number likewise.
 * a 32-bit atomic's value register is a ``w`` register in the objdump style
-  (``lock *(u32 *)(r1 + 0) += w2``, as LLVM prints with ``-mcpu=v3``/alu32)
-  and an ``r`` register in the verifier style (``+= r2``, as the kernel and
-  LLVM without alu32 print); either is read as the same instruction, and a
-  ``w`` register with a 64-bit atomic is refused, as llvm-mc refuses it.
+  (``lock *(u32 *)(r1 + 0) += w2``: LLVM's print with ``-mcpu=v3``/alu32, and
+  the only spelling llvm-mc 14 reads for ``&=``, ``|=``, ``^=``) and an ``r``
+  register in the verifier style (``+= r2``: the kernel's print, and LLVM's
+  without alu32); either is read as the same instruction, and a ``w``
+  register with a 64-bit atomic is refused, as llvm-mc refuses it.
 
 Printing (in :mod:`pyebpf.text.llvm_format`, re-exported here) has two styles:
 

@@ -14,8 +14,7 @@ from ..errors import AssemblyError, OptionError, ProgramError
 from ..isa import Insn, opcodes as op
 from ..program.core import Program, RawSlot
 from . import common, llvm, mnemonic
-from .lexer import (AmbiguousCall, Piece, TextError, Tok, fast_tokenize, is_call_relocation,
-                    split_line, tokenize)
+from .lexer import Piece, TextError, Tok, fast_tokenize, is_call_relocation, split_line, tokenize
 
 if TYPE_CHECKING:
     from typing import Protocol, Sequence, Union
@@ -180,18 +179,15 @@ def assemble(text: str, dialect: str = "llvm", filename: str = "<string>") -> Pr
                 else:
                     try:
                         insn = parse(toks, piece.opcode)
-                    except AmbiguousCall as exc:
-                        if not (relocatable and piece is pieces[-1]):
+                    except TextError as exc:
+                        if exc.call_imm is None or not (relocatable and piece is pieces[-1]):
                             parse(_with_columns(piece, toks), piece.opcode)  # with the column
                             raise
-                        # kept if llvm-objdump's relocation line follows, else refused
-                        insn = Insn(op.OP_CALL, 0, op.CALL_HELPER, 0, exc.imm)
+                        # 'call -N': kept if llvm-objdump's relocation line follows, else refused
+                        insn = Insn(op.OP_CALL, 0, op.CALL_HELPER, 0, exc.call_imm)
                         pending = AssemblyError(exc.message, filename, lineno,
                                                 _column(piece, toks, len(toks) - 1), line)
                         pure = False        # (not cached: the next line decides)
-                    except TextError:
-                        parse(_with_columns(piece, toks), piece.opcode)   # raises with the column
-                        raise
                     if pure:
                         if len(cache) >= _CACHE_MAX:
                             cache.clear()

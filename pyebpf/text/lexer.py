@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple, cast
 
-__all__ = ["Tok", "TokValue", "TextError", "AmbiguousCall", "tokenize", "fast_tokenize",
+__all__ = ["Tok", "TokValue", "TextError", "tokenize", "fast_tokenize",
            "split_line", "is_call_relocation", "reg", "imm32", "off16", "imm64", "rel32",
            "describe", "decode_source", "read_source"]
 
@@ -29,23 +29,17 @@ __all__ = ["Tok", "TokValue", "TextError", "AmbiguousCall", "tokenize", "fast_to
 class TextError(Exception):
     """A parse error inside one line; the assembler adds file, line and text.
 
-    ``col`` is the 1-based column of the offending token.
+    ``col`` is the 1-based column of the offending token.  ``call_imm`` is
+    set for ``call -N`` only: refused unless llvm-objdump's relocation line
+    follows it (see :func:`is_call_relocation`), which makes it the relative
+    call ``imm`` (``src_reg=1``).
     """
 
-    def __init__(self, message: str, col: int) -> None:
+    def __init__(self, message: str, col: int, call_imm: int | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.col = col
-
-
-class AmbiguousCall(TextError):
-    """``call -N``: refused unless llvm-objdump's relocation line follows it
-    (see :func:`is_call_relocation`), which makes it the relative call
-    ``imm`` (``src_reg=1``)."""
-
-    def __init__(self, message: str, col: int, imm: int) -> None:
-        super().__init__(message, col)
-        self.imm = imm
+        self.call_imm = call_imm
 
 
 #: What :attr:`Tok.value` holds, by the token's key: an ``int`` for a register

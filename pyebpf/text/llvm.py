@@ -65,7 +65,7 @@ from typing import TYPE_CHECKING, Callable, TypeVar, cast
 
 from ..isa import Insn, opcodes as op
 from . import common
-from .lexer import AmbiguousCall, TextError, Tok, imm32, imm64, off16, reg, rel32, tokenize
+from .lexer import TextError, Tok, imm32, imm64, off16, reg, rel32, tokenize
 from .llvm_format import ALU_SYMBOLS, ATOMIC_SYMBOLS, JMP_SYMBOLS, STYLES, format_insn
 
 __all__ = ["parse_tokens", "format_insn", "STYLES"]
@@ -582,17 +582,17 @@ def _call_num(v: _Signed) -> Insn:
     return Insn(op.OP_CALL, 0, op.CALL_HELPER, 0, imm)
 
 
-def _negative_call(v: _Signed, imm: int) -> AmbiguousCall:
+def _negative_call(v: _Signed, imm: int) -> TextError:
     """Why ``call -1`` is refused: in llvm-mc's reading it is helper -1 (which
     does not exist), in llvm-objdump's listing of an object a bpf-to-bpf or
     kfunc call waiting for its relocation (``src_reg=1``).  Neither is guessed."""
     tok, neg = v
-    return AmbiguousCall(f"'call {'-' * neg}{tok.text}' is ambiguous: helper ids are never "
-                         f"negative, and llvm-objdump prints a bpf-to-bpf or kfunc call of an "
-                         f"object file (src_reg=1, before relocation) this way; write "
-                         f"'call pc{imm:+d}' for that relative call, 'call NAME' to call the "
-                         f"label or helper NAME, or 'call unknown#{imm}' for a helper call with "
-                         f"imm {imm}", tok.col, imm)
+    return TextError(f"'call {'-' * neg}{tok.text}' is ambiguous: helper ids are never "
+                     f"negative, and llvm-objdump prints a bpf-to-bpf or kfunc call of an "
+                     f"object file (src_reg=1, before relocation) this way; write "
+                     f"'call pc{imm:+d}' for that relative call, 'call NAME' to call the label "
+                     f"or helper NAME, or 'call unknown#{imm}' for a helper call with imm {imm}",
+                     tok.col, call_imm=imm)
 
 
 @_pattern("call <id>")

@@ -28,9 +28,11 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, strategies as st
 
+from budget import fuzz_settings
 from pyebpf.btf import Btf, BtfExt
-from pyebpf.errors import AssemblyError
+from pyebpf.errors import AssemblyError, PyebpfError
 from pyebpf.objects import ObjectError
 from pyebpf.objects.elfobj import ObjElf
 from pyebpf.objects.listing import code_sections, disassemble_object
@@ -331,3 +333,30 @@ def test_pasted_listing_errors_still_name_the_line(objects):
     with pytest.raises(AssemblyError, match="'call -1' is ambiguous") as info:
         assemble(text, "llvm", "multi.s")
     assert text.splitlines()[info.value.line - 1].endswith("call -1  # call bump")
+
+
+# ---------------------------------------------------------------------------
+# damaged objects
+
+@fuzz_settings(200)
+@given(data=st.data())
+def test_damaged_objects_give_a_listing_or_an_object_error(objects, data):
+    """Bytes of a real object, flipped or cut: a listing or a PyebpfError, never a crash."""
+    name = data.draw(st.sampled_from(["multi", "core_read", "execsnoop"]))
+    raw = bytearray(objects[name].read_bytes())
+    # anywhere, or inside what the annotations read
+    region = data.draw(st.sampled_from([None, ".BTF", ".BTF.ext", ".symtab", ".rel.text"]))
+    sec = ObjElf(bytes(raw)).section(region) if region else None
+    start = bytes(raw).find(sec.data) if sec is not None and sec.data else 0
+    size = len(sec.data) if sec is not None and sec.data else len(raw)
+    for _ in range(data.draw(st.integers(1, 8))):
+        at = start + data.draw(st.integers(0, size - 1))
+        raw[at] = data.draw(st.integers(0, 255))
+    if data.draw(st.booleans()):
+        raw = raw[:data.draw(st.integers(0, len(raw)))]
+    try:
+        text = disassemble_object(name, data=bytes(raw),
+                                  annotate=data.draw(st.booleans()))
+    except PyebpfError:
+        return
+    assert isinstance(text, str)

@@ -12,6 +12,7 @@ from insn_strategies import FORM_KINDS, insns
 from pyebpf.isa import Insn, classify, decode, encode, opcodes as op
 from pyebpf.program import RawSlot
 from pyebpf.text import assemble, disassemble, format_insn, get_instructions, parse_insn
+from pyebpf.text.disasm import usable_label
 
 SETTINGS = settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SPELLINGS = [("llvm", "objdump"), ("llvm", "verifier"), ("mnemonic", "objdump")]
@@ -221,3 +222,31 @@ def test_lone_ld_imm64_slot_is_a_raw_slot():
     # a valid pair in one directive is still one ld_imm64
     pair = assemble(".8byte 0x0000000500001018, 0x0000000700000000").finalize()
     assert len(pair) == 1 and pair[0].imm64 == (7 << 32) | 5
+
+
+_NAMES = st.from_regex(r"[A-Za-z_][A-Za-z0-9_.]{0,8}", fullmatch=True).filter(usable_label)
+
+
+@fuzz_settings(300)
+@given(st.lists(insns, min_size=1, max_size=12), st.data())
+def test_listing_with_symbols_assembles_back(program, data):
+    """An object section's listing -- symbols as labels (llvm-objdump's
+    ``<name>:`` lines or ``name:``), source and comment lines before
+    instructions, relocated slots, synthetic labels with a prefix -- assembles
+    back to the same bytes."""
+    code = b"".join(i.encode() for i in program)
+    starts = [ins.index for ins in get_instructions(code)]
+    chosen = data.draw(st.lists(st.sampled_from(starts), unique=True, max_size=4))
+    names = data.draw(st.lists(_NAMES, min_size=len(chosen), max_size=len(chosen), unique=True))
+    symbols = dict(zip(chosen, names))
+    before = {s: ["; int x = 1;  // a C line", "# a note"] for s in
+              data.draw(st.lists(st.sampled_from(starts), max_size=3))}
+    relocated = set(data.draw(st.lists(st.sampled_from(starts), max_size=3)))
+    for dialect, style in SPELLINGS:
+        text = disassemble(code, dialect, style, show_index=data.draw(st.booleans()),
+                           symbols=symbols, label_prefix=data.draw(st.sampled_from(["", "s3_"])),
+                           before=before, objdump_labels=data.draw(st.booleans()),
+                           relocated=relocated)
+        assert assemble(text, dialect).encode() == code, text
+        for slot, name in symbols.items():
+            assert f"{name}:" in text or f"<{name}>:" in text

@@ -67,6 +67,8 @@ def disassemble_object(path: str | os.PathLike[str], section: str | None = None,
     it would give (a comment says why).
     """
     name = os.fspath(path)
+    # (duplicates: deliberate, read as BpfObject reads its file; a listing does not open a
+    # BpfObject, which refuses what it could not load, e.g. an extern of an unknown kind)
     if data is None:
         try:
             with open(name, "rb") as fh:

@@ -137,8 +137,9 @@ def test_listing_assembles_to_the_code_sections(objects):
             for style in ("objdump", "verifier"):
                 text = disassemble_object(path, annotate=annotate, style=style)
                 assert assemble(text, "llvm", name).encode() == want, (name, annotate, style)
-        text = disassemble_object(path, dialect="mnemonic", annotate=False)
-        assert assemble(text, "mnemonic", name).encode() == want, name
+        for annotate in (True, False):
+            text = disassemble_object(path, dialect="mnemonic", annotate=annotate)
+            assert assemble(text, "mnemonic", name).encode() == want, name
         for sec in code_sections(ObjElf(path.read_bytes())):
             text = disassemble_object(path, sec.name)
             assert assemble(text, "llvm", name).encode() == sec.data, (name, sec.name)

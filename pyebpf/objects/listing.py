@@ -159,15 +159,16 @@ class _Lister:
         return f"# section {name}\n{body}"
 
     def _symbols(self, sec: ObjSection) -> tuple[dict[int, str], dict[int, list[str]]]:
-        """Labels of ``sec`` (slot -> name: a function before a plain label at
-        the same slot), and the names that cannot be labels (slot -> names)."""
+        """Labels of ``sec`` (slot -> name), and the names that cannot be
+        labels (slot -> names).  Of several symbols at one slot, a function
+        wins, else the last by name (the one llvm-objdump 14 prints)."""
         best: dict[int, ObjSymbol] = {}
         for s in self.elf.symbols:
             if (s.shndx != sec.index or not s.name or s.type not in (_STT_NOTYPE, _STT_FUNC)
                     or s.value % 8 or s.value >= sec.size):
                 continue
             cur = best.get(s.value // 8)
-            if cur is None or (s.type == _STT_FUNC and cur.type != _STT_FUNC):
+            if cur is None or (s.type == _STT_FUNC, s.name) > (cur.type == _STT_FUNC, cur.name):
                 best[s.value // 8] = s
         names: dict[int, str] = {}
         others: dict[int, list[str]] = {}

@@ -8,13 +8,17 @@ What remains different from llvm-objdump (asserted below, nothing else is):
 * a call waiting for its relocation is ``call pc-1`` (``call pc+3``...), not
   llvm's ``call -1``, which does not say src_reg=1 (see pyebpf.text.llvm);
 * a jump names its target label (``goto LBB1_2``), llvm the offset and the
-  label (``goto +3 <LBB1_2>``); the slot index column is ``%6d: `` where llvm's is ``%8d:\\t``;
+  label (``goto +3 <LBB1_2>``); a target without a symbol gets a synthetic
+  label (``L20``, ``s5_L20`` when several sections are listed) where llvm
+  writes ``<LBB1_4+0x10>``; an unrelocated call inside a section names its
+  callee (``call fib``) where llvm writes ``call 3``; the slot index column
+  is ``%6d: `` where llvm's is ``%8d:\\t``;
 * relocations are comments on the instruction (``# map counts``, ``# call
   bump``...) where llvm prints a line ``R_BPF_64_64 counts`` under it, and
   CO-RE relocations (which llvm-objdump does not show) are comments too;
 * source lines come from the BTF line info, not DWARF: a function starts
-  with its declaration's line where llvm shows ``{``, and a line is not
-  repeated where only DWARF has rows between two of its instructions;
+  with its declaration's line where llvm shows ``{``, and where DWARF has
+  rows the line info has not, llvm shows a line (again) that pyebpf does not;
 * 32-bit loads and stores print r registers (llvm with --mattr=+alu32: w),
   32-bit atomics w registers (llvm without it: r, or <unknown>).
 """
@@ -361,3 +365,25 @@ def test_damaged_objects_give_a_listing_or_an_object_error(objects, data):
     except PyebpfError:
         return
     assert isinstance(text, str)
+
+
+LLVM_MC = shutil.which("llvm-mc") or shutil.which("llvm-mc-14")
+
+
+@pytest.mark.skipif(LLVM_MC is None, reason="llvm-mc builds an object with chosen symbols")
+def test_symbols_at_one_slot_and_targets_without_one(tmp_path):
+    """Two labels at one slot: the one llvm-objdump 14 prints (the last by
+    name); a target without a symbol: a synthetic label (llvm: <x2+0x8>)."""
+    src = tmp_path / "two.s"
+    src.write_text("\t.text\n\t.globl f\n\t.type f,@function\nf:\n\tr0 = 0\n"
+                   "\tif r0 == 0 goto x1\n\tgoto +1\nx2:\nx1:\n\tr0 = 1\n\texit\n")
+    obj = tmp_path / "two.o"
+    subprocess.run([LLVM_MC, "-triple", "bpf", "-filetype=obj", str(src), "-o", str(obj)],
+                   check=True)
+    ours = parse_listing(disassemble_object(obj))[".text"]
+    llvm = parse_listing(objdump(obj))[".text"]
+    assert ours["sym"] == {0: "f", 3: "x2", 4: "L4"}
+    assert llvm["sym"] == {0: "f", 3: "x2"}
+    assert ours["insn"][1] == "if r0 == 0 goto x2" and llvm["insn"][1] == "if r0 == 0 goto +1 <x2>"
+    assert ours["insn"][2] == "goto L4" and llvm["insn"][2] == "goto +1 <x2+0x8>"
+    assert assemble(disassemble_object(obj)).encode() == code_bytes(obj)

@@ -18,6 +18,12 @@ dialects:
 
 A bpf_conformance test file (*.data) is read through its '-- raw' or '-- asm'
 section (mnemonic dialect).
+
+A pasted 'llvm-objdump -d -r' listing assembles to the section's bytes: a
+call followed by its R_BPF_64_32 relocation line is the relocated call
+(src_reg=1) llvm means.  Without that line, llvm's 'call -1' is refused
+('call pc-1' is the relative call, 'call unknown#-1' the helper number).
+'pyebpf disasm OBJ.o' listings assemble to the object's code sections.
 """
 
 EPILOG = """\

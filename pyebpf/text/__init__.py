@@ -12,7 +12,10 @@ API
     :func:`parse_insn` / :func:`format_insn` for one instruction;
     :func:`get_instructions` / :func:`disassemble` for whole programs (bytes,
     instructions or a Program);
-    :func:`~pyebpf.text.conformance_file.load_conformance` reads bpf_conformance ``.data`` files.
+    :func:`~pyebpf.text.conformance_file.load_conformance` reads bpf_conformance ``.data`` files;
+    a clang-built object file is listed by
+    :func:`pyebpf.objects.listing.disassemble_object` (functions, relocation,
+    CO-RE and source annotations: it reads ELF and BTF, layers above this one).
 
 Extensions both dialects share (see :mod:`pyebpf.text.common`)
     * map references: ``r1 = counts ll`` / ``lddw %r1, counts`` is an ld_imm64

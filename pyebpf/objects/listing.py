@@ -28,6 +28,7 @@ import struct
 
 from ..btf import Btf, BtfExt, Kind
 from ..btf.core import parse_spec
+from ..btf.ext import CoreRelo
 from ..errors import PyebpfError
 from ..text.disasm import disassemble, usable_label
 from .elfobj import ObjElf, ObjSection, ObjSymbol
@@ -213,14 +214,13 @@ class _Lister:
                         _printable(f"CO-RE: {r.kind_name} {self._core_target(r)}"))
         return notes
 
-    def _core_target(self, r: object) -> str:
+    def _core_target(self, r: CoreRelo) -> str:
         """What a CO-RE relocation reads: ``struct task_struct.pid``."""
         assert self.btf is not None
-        tid, access, kind = r.type_id, r.access, r.kind   # type: ignore[attr-defined]
         try:
-            return parse_spec(self.btf, tid, access, kind).describe()
+            return parse_spec(self.btf, r.type_id, r.access, r.kind).describe()
         except PyebpfError:
-            return f"type [{tid}] access {access!r} (does not fit the type)"
+            return f"type [{r.type_id}] access {r.access!r} (does not fit the type)"
 
     # ------------------------------------------------------------ relocations
     def _relocation(self, code: int, imm: int, sym: ObjSymbol) -> str:

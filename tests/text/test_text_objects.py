@@ -387,3 +387,22 @@ def test_symbols_at_one_slot_and_targets_without_one(tmp_path):
     assert ours["insn"][1] == "if r0 == 0 goto x2" and llvm["insn"][1] == "if r0 == 0 goto +1 <x2>"
     assert ours["insn"][2] == "goto L4" and llvm["insn"][2] == "goto +1 <x2+0x8>"
     assert assemble(disassemble_object(obj)).encode() == code_bytes(obj)
+
+
+def test_kfunc_calls_are_named(objects):
+    out = objects["multi"].parent        # (where vmlinux.h is)
+    src = out / "kfunc.bpf.c"
+    src.write_text('#include "vmlinux.h"\n#include <bpf/bpf_helpers.h>\n'
+                   'extern void bpf_rcu_read_lock(void) __ksym;\n'
+                   'extern void bpf_rcu_read_unlock(void) __ksym;\n'
+                   'SEC("tp_btf/sched_switch") int kf(void *ctx)\n'
+                   '{\n\tbpf_rcu_read_lock();\n\tbpf_rcu_read_unlock();\n\treturn 0;\n}\n'
+                   'char LICENSE[] SEC("license") = "GPL";\n')
+    obj = out / "kfunc.bpf.o"
+    subprocess.run([CLANG, "-O2", "-g", "-target", "bpf", "-I", str(out), "-c", str(src), "-o",
+                    str(obj)], check=True)
+    sec = parse_listing(disassemble_object(obj))["tp_btf/sched_switch"]
+    assert sec["insn"][0] == sec["insn"][1] == "call pc-1"
+    assert (sec["note"][0], sec["note"][1]) == ("kfunc bpf_rcu_read_lock",
+                                                "kfunc bpf_rcu_read_unlock")
+    assert sec["src"][0] == ["bpf_rcu_read_lock();"]

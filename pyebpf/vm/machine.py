@@ -131,7 +131,7 @@ class Vm:
         self.memory = Memory(self._fault)
         self._frames: list[tuple[int, int, int, int, int, int]] = []
         self._ptrs: dict[int, int] = {}
-        self._reserved: dict[int, tuple[VmMap, bytearray]] = {}
+        self._reserved: dict[int, tuple[VmMap, bytearray, int]] = {}
         self._step = False
         #: how many may_goto's fall through in a run before they jump (the kernel's 8M)
         self.may_goto_budget = MAY_GOTO_BUDGET
@@ -386,7 +386,17 @@ class Vm:
             self._loop(trace)
         except _Abort:
             R[0] = 0
+        finally:
+            self._drop_reservations()
         return R[0]
+
+    def _drop_reservations(self) -> None:
+        """Discard the ring-buffer records a run reserved and never submitted
+        (the verifier would refuse such a program), so no busy record blocks
+        the ring's reader."""
+        for m, _buf, pos in self._reserved.values():
+            m.ring.commit(pos, b"", discard=True)  # type: ignore[union-attr]
+        self._reserved.clear()
 
     def _loop(self, trace: Callable[[Step], None] | None) -> None:
         code = self._main

@@ -21,6 +21,7 @@ probe_read{,_user,_kernel}{,_str}      VM memory, or ``vm.user_memory`` (address
 """
 from __future__ import annotations
 
+from .machine import MAX_TAIL_CALLS
 from .maps import VmMap
 
 TYPE_CHECKING = False
@@ -71,7 +72,7 @@ def tail_call(vm: Vm, insn: int, r1: int, r2: int, r3: int, *_: int) -> int:
     """bpf_tail_call(ctx, prog_array, index): jump to the program there; go on if none."""
     m = vm.map_at(r2, insn)
     program = m.programs.get(r3 & 0xFFFFFFFF)
-    if program is None or vm._tail_calls >= 33:
+    if program is None or vm._tail_calls >= MAX_TAIL_CALLS:
         return vm.R[0]                   # a failed tail call goes on, r0 untouched
     vm.tail_call(program, insn)
     return 0  # pragma: no cover - tail_call raises

@@ -14,7 +14,9 @@ if TYPE_CHECKING:
     from typing import Any, Callable
 
     from ..kernel.syscall import Fd
+    from ..vm.maps import VmMap
     from .decode import _Buf, _Decoder
+    from .memring import MemoryPerfRing
 
 from ..errors import ArgumentTypeError, OptionError, SizeError
 from ..kernel import syscall as _sys
@@ -101,7 +103,7 @@ class PerfBuffer(_Reader):
     _loss_hint = ("the perf ring of a CPU was full (or paused): raise size=, drain more "
                   "often, or send less.")
 
-    def __init__(self, array: PerfEventArray | None = None, *, size: int = _DEFAULT_SIZE,
+    def __init__(self, array: PerfEventArray | VmMap | None = None, *, size: int = _DEFAULT_SIZE,
                  watermark: int | None = None, wakeup_events: int | None = None,
                  cpus: list[int] | None = None, decode: Any = None,
                  callback: Callable[[Any], Any] | None = None,
@@ -109,7 +111,7 @@ class PerfBuffer(_Reader):
                  flush_interval: float = _DEFAULT_FLUSH) -> None:
         self._construct(decode, callback, on_lost, flush_interval, array, size, watermark, wakeup_events, cpus)
 
-    def _open(self, array: PerfEventArray | None, size: int, watermark: int | None,
+    def _open(self, array: PerfEventArray | VmMap | None, size: int, watermark: int | None,
               wakeup_events: int | None, cpus: list[int] | None) -> None:
         ring = perf_ring_size(size)
         if wakeup_events is not None and watermark is not None:
@@ -122,13 +124,13 @@ class PerfBuffer(_Reader):
                                 f"not {watermark}")
         elif wakeup_events < 1:
             raise OptionError(f"wakeup_events must be >= 1, not {wakeup_events}")
-        in_memory = False
+        in_memory: dict[int, MemoryPerfRing] | None = None
         if array is None:
             array = PerfEventArray()
             self._res.owned.append(array)
         elif not isinstance(array, PerfEventArray):
-            in_memory = getattr(array, "perf_rings", None) is not None  # a pyebpf.vm.VmMap
-            if not in_memory:
+            in_memory = getattr(array, "perf_rings", None)     # a pyebpf.vm.VmMap's slots
+            if in_memory is None:
                 raise ArgumentTypeError("array must be a PerfEventArray (or the VM's map of one), "
                                         f"not {type(array).__name__}")
         #: the PerfEventArray programs output to
@@ -149,8 +151,8 @@ class PerfBuffer(_Reader):
         else:
             attr = bpf_output_attr(wakeup_events=wakeup_events)
         self._rings: list[_PerfRing] = []
-        if in_memory:
-            self._open_memory(array, cpus, ring, watermark, wakeup_events)
+        if in_memory is not None:
+            self._open_memory(in_memory, cpus, ring, watermark, wakeup_events)
             return
         res = self._res
         for cpu in cpus:
@@ -183,11 +185,12 @@ class PerfBuffer(_Reader):
             res.unset.append((array, cpu))
             res.epoll.register(fd.fileno(), select.EPOLLIN)  # type: ignore[union-attr]
 
-    def _open_memory(self, array: Any, cpus: list[int], ring: int, watermark: int | None,
-                     wakeup_events: int | None) -> None:
-        """Rings in memory for the VM's perf event array (:mod:`.memring`): the
-        VM writes each CPU's outputs there as the kernel would, and the same
-        drain reads them.  They wake the reader through one eventfd."""
+    def _open_memory(self, slots: dict[int, MemoryPerfRing], cpus: list[int], ring: int,
+                     watermark: int | None, wakeup_events: int | None) -> None:
+        """Rings in memory in the ``slots`` of the VM's perf event array
+        (:mod:`.memring`): the VM writes each CPU's outputs there as the
+        kernel would, and the same drain reads them.  They wake the reader
+        through one eventfd."""
         from .memring import MemoryPerfRing
         res = self._res
         efd = _sys.Fd(os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC))
@@ -196,8 +199,8 @@ class PerfBuffer(_Reader):
         for cpu in cpus:
             mem = MemoryPerfRing(ring, watermark, wakeup_events)
             # closing the reader takes the ring out of the map's slot again
-            res.owned.append(mem.attach(efd.fileno(), _detacher(array.perf_rings, cpu, mem)))
-            array.perf_rings[cpu] = mem
+            res.owned.append(mem.attach(efd.fileno(), _detacher(slots, cpu, mem)))
+            slots[cpu] = mem
             r = _PerfRing()
             r.cpu, r.fd, r.mm, r.meta, r.data, r.size = cpu, None, mem, mem.meta, mem.data, ring
             r.tail = 0

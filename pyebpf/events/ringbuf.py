@@ -14,6 +14,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable
 
+    from ..events.memring import MemoryRingBuf
+    from ..vm.maps import VmMap
     from .decode import _Decoder
 
 from ..errors import ArgumentTypeError, SizeError
@@ -74,7 +76,7 @@ class RingBufferReader(_Reader):
     _loss_hint = ("the ring buffer was full when the program output: raise the ring "
                   "size, drain more often, or send less.")
 
-    def __init__(self, ringbuf: RingBuf | None = None, *, size: int = _DEFAULT_SIZE,
+    def __init__(self, ringbuf: RingBuf | VmMap | None = None, *, size: int = _DEFAULT_SIZE,
                  drops: PerCpuArrayMap | bool | None = None, drop_slot: int = 0,
                  decode: Any = None, callback: Callable[[Any], Any] | None = None,
                  on_lost: Callable[[int, int], Any] | None = None,
@@ -82,7 +84,7 @@ class RingBufferReader(_Reader):
                  drop_check_interval: float = 0.1) -> None:
         self._construct(decode, callback, on_lost, flush_interval, ringbuf, size, drops, drop_slot, drop_check_interval)
 
-    def _open(self, ringbuf: RingBuf | None, size: int, drops: PerCpuArrayMap | bool | None,
+    def _open(self, ringbuf: RingBuf | VmMap | None, size: int, drops: PerCpuArrayMap | bool | None,
               drop_slot: int, drop_check_interval: float) -> None:
         res = self._res
         in_memory = None
@@ -118,7 +120,7 @@ class RingBufferReader(_Reader):
         if in_memory is not None:
             cv, pv = self._open_memory(in_memory)
         else:
-            fd = ringbuf.fileno()
+            fd = ringbuf.fileno()                    # type: ignore[union-attr]
             try:
                 cmm = mmap.mmap(fd, PAGE_SIZE, mmap.MAP_SHARED,
                                 mmap.PROT_READ | mmap.PROT_WRITE, offset=0)
@@ -141,7 +143,7 @@ class RingBufferReader(_Reader):
         if drops is not None:
             self._drop_base = list(drops[drop_slot])
 
-    def _open_memory(self, ring: Any) -> tuple[memoryview, memoryview]:
+    def _open_memory(self, ring: MemoryRingBuf) -> tuple[memoryview, memoryview]:
         """The consumer and producer pages of the VM's ring buffer in memory
         (:mod:`.memring`, laid out as the kernel's, so the same drain reads
         it); it wakes the reader through an eventfd, edge-triggered."""

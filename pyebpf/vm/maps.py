@@ -73,9 +73,9 @@ class VmMap:
         #: a perf event array's rings by CPU, put there by ``PerfBuffer(this)`` (else None)
         self.perf_rings: dict[int, MemoryPerfRing] | None = None
         if map_type == MapType.RINGBUF:
-            from ..events.memring import MemoryRingBuf
+            from ..events import memring
             try:
-                self.ring = MemoryRingBuf(max_entries)
+                self.ring = memring.MemoryRingBuf(max_entries)
             except SizeError as exc:
                 raise OptionError(f"map {name!r}: {exc}") from None
         elif map_type == MapType.PERF_EVENT_ARRAY:

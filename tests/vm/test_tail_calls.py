@@ -149,7 +149,7 @@ def test_a_tail_call_from_a_subprogram_returns_to_its_caller() -> None:
 def test_each_program_has_its_own_frame_limit() -> None:
     # 9 nested calls in one program are too many, even after a tail call
     calls = "\n".join(f"f{i}:\n    call f{i + 1}\n    exit" for i in range(9))
-    text = f"""
+    text = """
         call sub
         exit
     sub:

@@ -140,6 +140,29 @@ class Input:
         """The map specs an asm file declares (none otherwise)."""
         return dict(self.asm.maps) if self.asm is not None else {}
 
+    def open_output(self, vm: Vm) -> None:
+        """An asm file's output map: start reading ``vm``'s events."""
+        if self.asm is not None:
+            self.asm.open_output(vm)
+
+    def finish(self, vm: Vm, r0: int | None) -> None:
+        """Print what the run printed (trace_printk) and ``r0`` (None: quit)."""
+        for line in vm.printk:
+            print(f"trace_printk: {line}")
+        print("quit" if r0 is None else f"r0 = {r0} (0x{r0:x})")
+
+    def report(self, vm: Vm) -> None:
+        """An asm file's events and ``show=`` maps, after the last program."""
+        if self.asm is not None:
+            self.asm.report(vm, sys.stdout)
+
+    def __enter__(self) -> "Input":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.asm is not None:
+            self.asm.close()
+
 
 def _defines(items: list[str]) -> dict[str, str]:
     from ..errors import OptionError
@@ -213,22 +236,15 @@ def step(args: argparse.Namespace) -> int:
     if args.file == "-":
         from ..errors import OptionError
         raise OptionError("the debugger reads its commands from standard input: give FILE")
-    got = _input(args)
-    _, insns = got.programs(args.program)[0]
-    vm = Vm(insns, got.maps())
-    try:
-        if got.asm is not None:
-            got.asm.open_output(vm)
+    with _input(args) as got:
+        _, insns = got.programs(args.program)[0]
+        vm = Vm(insns, got.maps())
+        got.open_output(vm)
         r0 = debug(vm, got.mem, sys.stdin.readline, sys.stdout, args.breaks,
                    echo=not sys.stdin.isatty())
-        for line in vm.printk:
-            print(f"trace_printk: {line}")
-        print("quit" if r0 is None else f"r0 = {r0} (0x{r0:x})")
-        if got.asm is not None and r0 is not None:
-            got.asm.report(vm, sys.stdout)
-    finally:
-        if got.asm is not None:
-            got.asm.close()
+        got.finish(vm, r0)
+        if r0 is not None:
+            got.report(vm)
     return 0
 
 
@@ -237,32 +253,23 @@ def run(args: argparse.Namespace) -> int:
     the exit status."""
     from ..vm import Vm
 
-    got = _input(args)
-    programs = got.programs(args.program)
     kw = {} if args.max_steps is None else {"max_steps": args.max_steps}
-    maps: dict[str, Any] = got.maps()
-    vm = None
-    try:
+    with _input(args) as got:
+        programs = got.programs(args.program)
+        maps: dict[str, Any] = got.maps()
         for name, insns in programs:
             vm = Vm(insns, maps, **kw)
             maps = dict(vm.maps)              # the next program shares these
-            if got.asm is not None:
-                got.asm.open_output(vm)
-            printer = _Tracer(vm) if args.trace else None
+            got.open_output(vm)
             if len(programs) > 1:
                 print(f"program {name}:")
             try:
-                r0 = vm.run(got.mem if got.mem is not None else b"", trace=printer)
+                r0 = vm.run(got.mem if got.mem is not None else b"",
+                            trace=_Tracer(vm) if args.trace else None)
             finally:
                 sys.stdout.flush()
-            for line in vm.printk:
-                print(f"trace_printk: {line}")
-            print(f"r0 = {r0} (0x{r0:x})")
-        if got.asm is not None and vm is not None:
-            got.asm.report(vm, sys.stdout)
-    finally:
-        if got.asm is not None:
-            got.asm.close()
+            got.finish(vm, r0)
+        got.report(vm)
     return 0
 
 

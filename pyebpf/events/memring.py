@@ -42,7 +42,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable
 
-ENOSPC, EAGAIN, EINVAL = 28, 11, 22
+ENOSPC, EAGAIN, EINVAL, E2BIG = 28, 11, 22, 7
 _LEN_MASK = BPF_RINGBUF_DISCARD_BIT - 1
 #: the largest record a ring buffer takes (the kernel's RINGBUF_MAX_RECORD_SZ)
 RINGBUF_MAX_RECORD = 0xFFFFFFFF >> 2
@@ -137,12 +137,15 @@ class MemoryPerfRing(_Waker):
 
     def output(self, payload: bytes) -> int:
         """Write one ``PERF_RECORD_SAMPLE`` of ``payload``: 0, or -ENOSPC
-        when the ring is full or paused (the sample is then counted lost)."""
+        when the ring is full or paused (the sample is then counted lost);
+        -E2BIG for a sample over the 65,535 bytes a record header can say."""
+        raw = (len(payload) + 4 + 7) // 8 * 8 - 4        # u32 size + data: a multiple of 8
+        sample = 8 + 4 + raw
+        if sample > 0xFFFF:
+            return -E2BIG
         if self.paused:
             self.lost += 1
             return -ENOSPC
-        raw = (len(payload) + 4 + 7) // 8 * 8 - 4        # u32 size + data: a multiple of 8
-        sample = 8 + 4 + raw
         lost_record = 24 if self.lost else 0
         head = self.head
         tail = _U64(self.meta, MMAP_DATA_TAIL)[0]

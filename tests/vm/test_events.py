@@ -240,6 +240,13 @@ def test_perf_errnos_follow_the_kernel() -> None:
         assert vm.run(ctx=b"") == -22 & (2**64 - 1)           # flags beyond the index
 
 
+def test_a_sample_too_big_for_a_record_header_is_refused() -> None:
+    from pyebpf.events.memring import MemoryPerfRing
+    ring = MemoryPerfRing(1 << 17)
+    assert ring.output(bytes(0xFFED)) == -7 and ring.head == 0 and ring.lost == 0   # (not a crash)
+    assert ring.output(bytes(0xFFEC)) == 0 and ring.head == 0xFFF8          # the largest
+
+
 def test_closing_the_reader_empties_the_slot() -> None:
     vm = _perf_vm()
     reader = PerfBuffer(vm.maps["ev"], cpus=[0], size=4096)

@@ -90,3 +90,18 @@ def test_program_and_define_need_an_asm_file(tmp_path) -> None:
 def test_asm_files_run_unprivileged() -> None:
     proc = cli("vm", "run", str(ASM / "count_calls.s"), prefix=unprivileged.python_argv())
     assert proc.stdout.decode() == "r0 = 0 (0x0)\n@calls[1000]: 1\n", proc.stderr
+
+
+def test_arg_directives_expand_from_the_binary_s_usdt_notes() -> None:
+    # .arg needs the probe described: the workload's USDT note gives each argument's
+    # location; with a zeroed pt_regs the arguments read as 0 and the string as empty
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("trace_fixtures", ROOT / "tests" / "trace" /
+                                                  "conftest.py")
+    fixtures = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fixtures)
+    binary = fixtures.build_workload()
+    proc = cli("vm", "run", "-D", f"BINARY={binary}", "--mem", "00" * 168,
+               str(ASM / "usdt_args.s"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.decode() == "r0 = 0 (0x0)\n0 0 \n"

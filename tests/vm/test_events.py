@@ -338,3 +338,20 @@ def test_readers_refuse_other_objects() -> None:
         PerfBuffer(VmMap(MapType.HASH, 4, 8, 4, "h"))
     with pytest.raises(ArgumentTypeError, match="RingBuf"):
         RingBufferReader(VmMap(MapType.HASH, 4, 8, 4, "h"))
+
+
+def test_readers_of_vm_maps_leak_nothing() -> None:
+    import gc
+    vm = _perf_vm()
+    rb = Vm(assemble("r0 = 0\nexit"), {"rb": MapSpec(RingBuf, 4096, name="rb")}).maps["rb"]
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        with PerfBuffer(vm.maps["ev"], cpus=[0], size=4096):
+            pass
+        with RingBufferReader(rb):
+            pass
+    PerfBuffer(vm.maps["ev"], cpus=[0], size=4096)      # dropped without close: the GC's
+    RingBufferReader(rb)
+    gc.collect()
+    assert len(os.listdir("/proc/self/fd")) == before
+    assert vm.maps["ev"].perf_rings == {} and rb.ring.fd == -1

@@ -487,6 +487,16 @@ class Vm:
         """The slots of the active calls, outermost first."""
         return [frame[0] - 1 for frame in self._frames]
 
+    def callers(self) -> list[tuple[int, Insn | None]]:
+        """The active calls, outermost first: (slot, instruction) of each call,
+        in the program that made it (after a tail call from a subprogram, the
+        frames above belong to other programs)."""
+        out = []
+        for depth, frame in enumerate(self._frames):      # frame returns to ``depth``
+            code = next((c for d, c in self._tails if d > depth), self._running)
+            out.append((frame[0] - 1, code.by_slot.get(frame[0] - 1)))
+        return out
+
     @property
     def program(self) -> dict[int, Insn]:
         """The running program's instructions by slot."""

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
     from ..isa import Insn
     from ..vm import Step, Vm
-    from ..vm.asmfile import AsmPrograms
+    from .vm_asm import AsmPrograms
 
 DESCRIPTION = """\
 Run an eBPF program in pyebpf's virtual machine: pure Python, no kernel, no
@@ -205,11 +205,11 @@ def load(path: str, dialect: str | None, defines: dict[str, str] | None = None) 
             raise OptionError(f"{name}: raw instruction bytes come in 8-byte slots; "
                               f"{len(data)} bytes is not a multiple of 8")
         return Input(decode(data), None)
-    from ..vm import asmfile
-    if asmfile.is_asm_file(text):
+    from . import vm_asm
+    if vm_asm.is_asm_file(text):
         if dialect == "mnemonic":
             raise OptionError(f"{name}: an asm/ file's code is in the llvm dialect")
-        return Input([], None, asmfile.read(text, name, defines))
+        return Input([], None, vm_asm.read(text, name, defines))
     if defines:
         raise OptionError("-D sets a parameter of an asm/ file (one with a "
                           "'# pyebpf: program' header)")

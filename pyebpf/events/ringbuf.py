@@ -14,7 +14,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-    from .memring import MemoryRingBuf
+    from ..vm.rings import MemoryRingBuf
     from ..vm.maps import VmMap
     from .decode import _Decoder
 

@@ -8,8 +8,8 @@ bpf-to-bpf calls, tail calls (from subprograms too) and emulated helpers
 wrong stops with a :class:`VmError` naming the instruction and the line that
 wrote it.  Events go to rings laid out as the kernel's, read by the same
 classes: ``PerfBuffer(vm.maps["events"])``, ``RingBufferReader(vm.maps["rb"])``.
-:mod:`pyebpf.vm.asmfile` runs the ``asm/`` files with the maps their header
-declares.
+``pyebpf vm run`` runs the ``asm/`` files with the maps their header declares
+(:mod:`pyebpf.cli.vm_asm`).
 
 :func:`pyebpf.vm.conformance.run_test` runs a bpf_conformance ``.data`` test;
 :mod:`pyebpf.vm.debugger` steps through a program (``pyebpf vm step``).

@@ -10,7 +10,7 @@ Kinds emulated: hash, array, their per-CPU and LRU variants, ring buffers and
 perf event arrays, and program arrays (for tail calls).
 
 Events reach the same reader classes as the kernel's: a ring buffer map holds
-a ring laid out as the kernel's (:mod:`pyebpf.events.memring`), which
+a ring laid out as the kernel's (:mod:`pyebpf.vm.rings`), which
 ``RingBufferReader(vm.maps["rb"])`` drains; ``PerfBuffer(vm.maps["events"])``
 puts a perf ring in memory in each CPU's slot, and ``bpf_perf_event_output``
 writes there -- with the kernel's record layout, errnos and lost counts.
@@ -21,12 +21,11 @@ from __future__ import annotations
 
 from ..errors import MapKeyError, OptionError, SizeError
 from ..kernel.constants import MapType, enum_name
+from .rings import MemoryRingBuf
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Iterator
-
-    from ..events.memring import MemoryPerfRing, MemoryRingBuf
 
 EEXIST, ENOENT, E2BIG, EINVAL, EOPNOTSUPP = 17, 2, 7, 22, 95
 BPF_F_INDEX_MASK = 0xFFFFFFFF
@@ -70,12 +69,12 @@ class VmMap:
         self._records: list[tuple[int, bytes]] = []
         #: a ring buffer's ring, laid out as the kernel's (what ``RingBufferReader(this)`` reads)
         self.ring: MemoryRingBuf | None = None
-        #: a perf event array's rings by CPU, put there by ``PerfBuffer(this)`` (else None)
-        self.perf_rings: dict[int, MemoryPerfRing] | None = None
+        #: a perf event array's rings by CPU, put there by ``PerfBuffer(this)`` (else None):
+        #: :class:`pyebpf.events.memring.MemoryPerfRing` objects (``output(data) -> 0/-errno``)
+        self.perf_rings: dict[int, Any] | None = None
         if map_type == MapType.RINGBUF:
-            from ..events import memring
             try:
-                self.ring = memring.MemoryRingBuf(max_entries)
+                self.ring = MemoryRingBuf(max_entries)
             except SizeError as exc:
                 raise OptionError(f"map {name!r}: {exc}") from None
         elif map_type == MapType.PERF_EVENT_ARRAY:
@@ -129,7 +128,7 @@ class VmMap:
             return -ENOENT
         if index != cpu:
             return -EOPNOTSUPP              # the event in that slot is another CPU's
-        return ring.output(data)
+        return int(ring.output(data))
 
     # ------------------------------------------------------------ what helpers call
     @property

@@ -1,4 +1,5 @@
-"""The ``asm/`` files (text assembly with a ``# pyebpf:`` header) in the VM.
+"""The ``asm/`` files (text assembly with a ``# pyebpf:`` header) in the VM:
+what ``pyebpf vm run`` / ``vm step`` do with them (:mod:`.vm`).
 
 The header (parsed by :mod:`pyebpf.trace.asmfile`) declares the maps the
 programs use and the events they send; :func:`read` turns a file into
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
     from ..isa import Insn
     from ..trace.asmfile import AsmFile, ProgramDecl
-    from .machine import Vm
+    from ..vm import Vm
 
 _PROGRAM_LINE = re.compile(r"^\s*#\s*pyebpf:\s*program\b", re.M)
 

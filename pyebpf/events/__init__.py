@@ -38,7 +38,8 @@ out as the kernel's, so the same drain reads them.
 The package's modules: :mod:`.decode` (payloads to events), :mod:`.reader`
 (what both readers share, the hot path's rules), :mod:`.perf`
 (:class:`PerfBuffer`), :mod:`.ringbuf` (:class:`RingBufferReader`) and
-:mod:`.memring` (the rings in memory the VM writes to).
+:mod:`.memring` (the perf rings in memory the VM writes to; the VM keeps a
+ring buffer's ring itself, :mod:`pyebpf.vm.rings`).
 """
 from __future__ import annotations
 

@@ -10,8 +10,11 @@ from .parser import Subparsers   # (at run time too, for documentation tools)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from ..isa import Insn
     from ..vm import Step, Vm
+    from .vm_asm import AsmPrograms
 
 DESCRIPTION = """\
 Run an eBPF program in pyebpf's virtual machine: pure Python, no kernel, no
@@ -23,6 +26,12 @@ FILE is text assembly in either dialect (detected: '%r1' means mnemonic),
 raw instruction bytes, or a bpf_conformance *.data file (its memory is used
 unless --mem/--mem-file is given).  r1 points to the memory, r2 is its length
 (the uBPF convention).  Prints 'r0 = VALUE'.
+
+An asm/ file (a '# pyebpf:' header, as 'pyebpf run' reads) runs with the maps
+its header declares: 'vm run' runs each of its programs in file order (or the
+one of --program) over the same maps, then prints the output map's events and
+the maps declared with show=, as 'pyebpf run' does.  -D NAME=VALUE sets a
+placeholder used in the code (${PID} is 0 unless given).
 """
 
 EPILOG = """\
@@ -30,6 +39,8 @@ examples:
   echo 'r0 = 6; r0 *= 7; exit' > p.s; pyebpf vm run p.s
   pyebpf vm run --mem '01 02 03 04' --trace prog.s
   pyebpf vm run tests/ldxw.data
+  pyebpf vm run asm/count_calls.s
+  pyebpf vm step --program return asm/latency_hist.s
   pyebpf vm step -b prog.s:12 prog.s
   pyebpf vm table
 
@@ -57,6 +68,7 @@ def register(sub: Subparsers) -> None:
                    help="print each executed instruction with the registers and memory it changed")
     r.add_argument("--max-steps", type=int, default=None, metavar="N",
                    help="stop after N instructions (default: 50 million)")
+    _asm_options(r)
     r.set_defaults(func=run)
     d = actions.add_parser("step", help="step through FILE in a terminal debugger",
                            description="Run FILE in the VM under a step debugger: it stops "
@@ -72,9 +84,18 @@ def register(sub: Subparsers) -> None:
                    help="the text dialect (default: detected)")
     d.add_argument("-b", "--break", dest="breaks", action="append", default=[],
                    metavar="WHERE", help="a breakpoint (instruction index or FILE:LINE); repeatable")
+    _asm_options(d)
     d.set_defaults(func=step)
     t = actions.add_parser("table", help="print what every opcode does (the VM's semantics table)")
     t.set_defaults(func=table)
+
+
+def _asm_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-D", "--define", action="append", default=[], metavar="NAME=VALUE",
+                   help="an asm/ file's parameter (its ${NAME} placeholders); repeatable")
+    p.add_argument("--program", metavar="NAME", default=None,
+                   help="of an asm/ file with several programs, run this one (step: default "
+                        "the first)")
 
 
 def table(args: argparse.Namespace) -> int:
@@ -95,8 +116,67 @@ def _hex_mem(text: str) -> bytes:
         raise OptionError(f"--mem {text!r}: not hex bytes (e.g. '01 02 ff' or '0102ff')") from None
 
 
-def load(path: str, dialect: str | None) -> tuple[list[Insn], bytes | None]:
-    """The instructions in ``path`` and the memory it carries (a *.data file's)."""
+class Input:
+    """What FILE holds: ``insns`` and the memory it carries (a *.data file's),
+    or, for an asm/ file, ``asm`` (its programs and map declarations)."""
+
+    def __init__(self, insns: list[Insn], mem: bytes | None,
+                 asm: AsmPrograms | None = None) -> None:
+        self.insns = insns
+        self.mem = mem
+        self.asm = asm
+
+    def programs(self, name: str | None) -> list[tuple[str | None, list[Insn]]]:
+        """(name, instructions) to run: the asm file's (``name``: that one) or the one."""
+        if self.asm is None:
+            if name is not None:
+                from ..errors import OptionError
+                raise OptionError("--program picks a program of an asm/ file (one with a "
+                                  "'# pyebpf: program' header)")
+            return [(None, self.insns)]
+        return list(self.asm.select(name))
+
+    def maps(self) -> dict[str, Any]:
+        """The map specs an asm file declares (none otherwise)."""
+        return dict(self.asm.maps) if self.asm is not None else {}
+
+    def open_output(self, vm: Vm) -> None:
+        """An asm file's output map: start reading ``vm``'s events."""
+        if self.asm is not None:
+            self.asm.open_output(vm)
+
+    def finish(self, vm: Vm, r0: int | None) -> None:
+        """Print what the run printed (trace_printk) and ``r0`` (None: quit)."""
+        for line in vm.printk:
+            print(f"trace_printk: {line}")
+        print("quit" if r0 is None else f"r0 = {r0} (0x{r0:x})")
+
+    def report(self, vm: Vm) -> None:
+        """An asm file's events and ``show=`` maps, after the last program."""
+        if self.asm is not None:
+            self.asm.report(vm, sys.stdout)
+
+    def __enter__(self) -> "Input":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.asm is not None:
+            self.asm.close()
+
+
+def _defines(items: list[str]) -> dict[str, str]:
+    from ..errors import OptionError
+    values = {}
+    for d in items:
+        name, eq, value = d.partition("=")
+        if not eq or not name:
+            raise OptionError(f"-D {d!r}: expected NAME=VALUE")
+        values[name] = value
+    return values
+
+
+def load(path: str, dialect: str | None, defines: dict[str, str] | None = None) -> Input:
+    """What ``path`` holds (see :class:`Input`); ``defines``: an asm file's parameters."""
     from ..errors import OptionError
     from ..isa import decode
     from ..text import assemble, parse_conformance
@@ -113,7 +193,7 @@ def load(path: str, dialect: str | None) -> tuple[list[Insn], bytes | None]:
     if path.endswith(".data") and b"-- " in data:
         from ..vm.conformance import test_program
         test = parse_conformance(decode_source(data, name), name)
-        return test_program(test), test.mem
+        return Input(test_program(test), test.mem)
     try:
         text = data.decode("utf-8") if b"\0" not in data else None
     except UnicodeDecodeError:
@@ -124,20 +204,28 @@ def load(path: str, dialect: str | None) -> tuple[list[Insn], bytes | None]:
                 decode_source(data, name)           # says where the text stops being UTF-8
             raise OptionError(f"{name}: raw instruction bytes come in 8-byte slots; "
                               f"{len(data)} bytes is not a multiple of 8")
-        return decode(data), None
+        return Input(decode(data), None)
+    from . import vm_asm
+    if vm_asm.is_asm_file(text):
+        if dialect == "mnemonic":
+            raise OptionError(f"{name}: an asm/ file's code is in the llvm dialect")
+        return Input([], None, vm_asm.read(text, name, defines))
+    if defines:
+        raise OptionError("-D sets a parameter of an asm/ file (one with a "
+                          "'# pyebpf: program' header)")
     if dialect is None:
         dialect = "mnemonic" if "%r" in text else "llvm"
-    return list(assemble(text, dialect, name).finalize()), None
+    return Input(list(assemble(text, dialect, name).finalize()), None)
 
 
-def _program_and_mem(args: argparse.Namespace) -> tuple[list[Insn], bytes | None]:
-    insns, mem = load(args.file, args.dialect)
+def _input(args: argparse.Namespace) -> Input:
+    got = load(args.file, args.dialect, _defines(args.define))
     if args.mem is not None:
-        mem = _hex_mem(args.mem)
+        got.mem = _hex_mem(args.mem)
     elif args.mem_file is not None:
         with open(args.mem_file, "rb") as f:
-            mem = f.read()
-    return insns, mem
+            got.mem = f.read()
+    return got
 
 
 def step(args: argparse.Namespace) -> int:
@@ -148,30 +236,40 @@ def step(args: argparse.Namespace) -> int:
     if args.file == "-":
         from ..errors import OptionError
         raise OptionError("the debugger reads its commands from standard input: give FILE")
-    insns, mem = _program_and_mem(args)
-    vm = Vm(insns)
-    r0 = debug(vm, mem, sys.stdin.readline, sys.stdout, args.breaks, echo=not sys.stdin.isatty())
-    for line in vm.printk:
-        print(f"trace_printk: {line}")
-    print("quit" if r0 is None else f"r0 = {r0} (0x{r0:x})")
+    with _input(args) as got:
+        _, insns = got.programs(args.program)[0]
+        vm = Vm(insns, got.maps())
+        got.open_output(vm)
+        r0 = debug(vm, got.mem, sys.stdin.readline, sys.stdout, args.breaks,
+                   echo=not sys.stdin.isatty())
+        got.finish(vm, r0)
+        if r0 is not None:
+            got.report(vm)
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the file, print r0 (and the trace); the exit status."""
+    """Run the file (each program of an asm file), print r0 (and the trace);
+    the exit status."""
     from ..vm import Vm
 
-    insns, mem = _program_and_mem(args)
     kw = {} if args.max_steps is None else {"max_steps": args.max_steps}
-    vm = Vm(insns, **kw)
-    printer = _Tracer(vm) if args.trace else None
-    try:
-        r0 = vm.run(mem if mem is not None else b"", trace=printer)
-    finally:
-        sys.stdout.flush()
-    for line in vm.printk:
-        print(f"trace_printk: {line}")
-    print(f"r0 = {r0} (0x{r0:x})")
+    with _input(args) as got:
+        programs = got.programs(args.program)
+        maps: dict[str, Any] = got.maps()
+        for name, insns in programs:
+            vm = Vm(insns, maps, **kw)
+            maps = dict(vm.maps)              # the next program shares these
+            got.open_output(vm)
+            if len(programs) > 1:
+                print(f"program {name}:")
+            try:
+                r0 = vm.run(got.mem if got.mem is not None else b"",
+                            trace=_Tracer(vm) if args.trace else None)
+            finally:
+                sys.stdout.flush()
+            got.finish(vm, r0)
+        got.report(vm)
     return 0
 
 

@@ -31,9 +31,15 @@ instances, ``Bytes(n)`` -> exactly *n* bytes), or any callable applied to the
 raw payload ``bytes``.  Without it events are ``bytes``.  A record shorter
 than the decoder needs is skipped and counted in ``malformed``.
 
+Both read the VM's maps too (:mod:`pyebpf.vm`): ``PerfBuffer(vm.maps["ev"])``,
+``RingBufferReader(vm.maps["rb"])``; the VM writes into rings in memory laid
+out as the kernel's, so the same drain reads them.
+
 The package's modules: :mod:`.decode` (payloads to events), :mod:`.reader`
 (what both readers share, the hot path's rules), :mod:`.perf`
-(:class:`PerfBuffer`) and :mod:`.ringbuf` (:class:`RingBufferReader`).
+(:class:`PerfBuffer`), :mod:`.ringbuf` (:class:`RingBufferReader`) and
+:mod:`.memring` (the perf rings in memory the VM writes to; the VM keeps a
+ring buffer's ring itself, :mod:`pyebpf.vm.rings`).
 """
 from __future__ import annotations
 

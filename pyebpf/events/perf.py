@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno as _errno
 import mmap
+import os
 import select
 import struct
 
@@ -13,7 +14,9 @@ if TYPE_CHECKING:
     from typing import Any, Callable
 
     from ..kernel.syscall import Fd
+    from ..vm.maps import VmMap
     from .decode import _Buf, _Decoder
+    from .memring import MemoryPerfRing
 
 from ..errors import ArgumentTypeError, OptionError, SizeError
 from ..kernel import syscall as _sys
@@ -31,14 +34,22 @@ _PERF_HDR = struct.Struct("<I2xH").unpack_from        # type, size (misc skipped
 _MAP_FLAGS = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
 
 
+def _detacher(rings: dict[int, Any], cpu: int, ring: Any) -> Callable[[], None]:
+    """Empty slot ``cpu`` of an in-memory perf event array if ``ring`` still holds it."""
+    def detach() -> None:
+        if rings.get(cpu) is ring:
+            del rings[cpu]
+    return detach
+
+
 # =========================================================================
 # perf buffer
 
 class _PerfRing:
     __slots__ = ("cpu", "fd", "mm", "meta", "data", "size", "tail", "tail_cell")
     cpu: int
-    fd: Fd
-    mm: mmap.mmap
+    fd: Fd | None                  # None: a ring in memory (mm is its MemoryPerfRing)
+    mm: Any
     meta: memoryview
     data: memoryview
     size: int
@@ -53,7 +64,11 @@ class PerfBuffer(_Reader):
         array: the :class:`~pyebpf.maps.PerfEventArray` programs output to;
             created (and closed with the reader) when omitted -- pass
             :attr:`array` to the program.  Each CPU's slot is set to that
-            CPU's perf event fd, and emptied again on close.
+            CPU's perf event fd, and emptied again on close.  The VM's map
+            of a perf event array (``vm.maps[name]``, a
+            :class:`~pyebpf.vm.VmMap`) works too: each CPU's slot then gets
+            a ring in memory (:mod:`.memring`) that the VM writes as the
+            kernel would, read by the same code.
         size: ring bytes per CPU, rounded up to a power-of-two number of
             pages (the mapping is one more page: the control page).
         watermark: wake the reader once this many bytes are waiting in a
@@ -88,7 +103,7 @@ class PerfBuffer(_Reader):
     _loss_hint = ("the perf ring of a CPU was full (or paused): raise size=, drain more "
                   "often, or send less.")
 
-    def __init__(self, array: PerfEventArray | None = None, *, size: int = _DEFAULT_SIZE,
+    def __init__(self, array: PerfEventArray | VmMap | None = None, *, size: int = _DEFAULT_SIZE,
                  watermark: int | None = None, wakeup_events: int | None = None,
                  cpus: list[int] | None = None, decode: Any = None,
                  callback: Callable[[Any], Any] | None = None,
@@ -96,7 +111,7 @@ class PerfBuffer(_Reader):
                  flush_interval: float = _DEFAULT_FLUSH) -> None:
         self._construct(decode, callback, on_lost, flush_interval, array, size, watermark, wakeup_events, cpus)
 
-    def _open(self, array: PerfEventArray | None, size: int, watermark: int | None,
+    def _open(self, array: PerfEventArray | VmMap | None, size: int, watermark: int | None,
               wakeup_events: int | None, cpus: list[int] | None) -> None:
         ring = perf_ring_size(size)
         if wakeup_events is not None and watermark is not None:
@@ -109,11 +124,15 @@ class PerfBuffer(_Reader):
                                 f"not {watermark}")
         elif wakeup_events < 1:
             raise OptionError(f"wakeup_events must be >= 1, not {wakeup_events}")
+        in_memory: dict[int, MemoryPerfRing] | None = None
         if array is None:
             array = PerfEventArray()
             self._res.owned.append(array)
         elif not isinstance(array, PerfEventArray):
-            raise ArgumentTypeError(f"array must be a PerfEventArray, not {type(array).__name__}")
+            in_memory = getattr(array, "perf_rings", None)     # a pyebpf.vm.VmMap's slots
+            if in_memory is None:
+                raise ArgumentTypeError("array must be a PerfEventArray (or the VM's map of one), "
+                                        f"not {type(array).__name__}")
         #: the PerfEventArray programs output to
         self.array = array
         self.size = ring
@@ -132,6 +151,9 @@ class PerfBuffer(_Reader):
         else:
             attr = bpf_output_attr(wakeup_events=wakeup_events)
         self._rings: list[_PerfRing] = []
+        if in_memory is not None:
+            self._open_memory(in_memory, cpus, ring, watermark, wakeup_events)
+            return
         res = self._res
         for cpu in cpus:
             fd = attr.open(pid=-1, cpu=cpu)
@@ -163,6 +185,29 @@ class PerfBuffer(_Reader):
             res.unset.append((array, cpu))
             res.epoll.register(fd.fileno(), select.EPOLLIN)  # type: ignore[union-attr]
 
+    def _open_memory(self, slots: dict[int, MemoryPerfRing], cpus: list[int], ring: int,
+                     watermark: int | None, wakeup_events: int | None) -> None:
+        """Rings in memory in the ``slots`` of the VM's perf event array
+        (:mod:`.memring`): the VM writes each CPU's outputs there as the
+        kernel would, and the same drain reads them.  They wake the reader
+        through one eventfd."""
+        from .memring import MemoryPerfRing
+        res = self._res
+        efd = _sys.Fd(os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC))
+        res.owned.append(efd)            # closed after the attachments below (last first)
+        res.epoll.register(efd.fileno(), select.EPOLLIN | select.EPOLLET)  # type: ignore[union-attr]
+        for cpu in cpus:
+            mem = MemoryPerfRing(ring, watermark, wakeup_events)
+            # closing the reader takes the ring out of the map's slot again
+            res.owned.append(mem.attach(efd.fileno(), _detacher(slots, cpu, mem)))
+            slots[cpu] = mem
+            r = _PerfRing()
+            r.cpu, r.fd, r.mm, r.meta, r.data, r.size = cpu, None, mem, mem.meta, mem.data, ring
+            r.tail = 0
+            r.tail_cell = _position_cell(mem.meta, _DATA_TAIL)
+            res.views.append(r.tail_cell)
+            self._rings.append(r)
+
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{len(self._rings)} CPUs x {self.size} bytes"
         return f"<PerfBuffer {state}, received {self.received}, lost {self._lost_total}>"
@@ -172,7 +217,10 @@ class PerfBuffer(_Reader):
         (PERF_EVENT_IOC_PAUSE_OUTPUT): outputs meanwhile count as lost."""
         self._check_open()
         for r in self._rings:
-            _sys.perf_event_pause_output(r.fd, paused)
+            if r.fd is None:                   # a ring in memory (the VM's)
+                r.mm.paused = paused
+            else:
+                _sys.perf_event_pause_output(r.fd, paused)
 
     def resume(self) -> None:
         """Undo :meth:`pause`."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno as _errno
 import mmap
+import os
 import select
 import struct
 import time
@@ -13,6 +14,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable
 
+    from ..vm.rings import MemoryRingBuf
+    from ..vm.maps import VmMap
     from .decode import _Decoder
 
 from ..errors import ArgumentTypeError, SizeError
@@ -37,7 +40,9 @@ class RingBufferReader(_Reader):
     Args:
         ringbuf: the :class:`~pyebpf.maps.RingBuf` programs output to;
             created with ``size`` bytes (and closed with the reader) when
-            omitted -- pass :attr:`ringbuf` to the program.
+            omitted -- pass :attr:`ringbuf` to the program.  The VM's map
+            of a ring buffer (``vm.maps[name]``, a :class:`~pyebpf.vm.VmMap`,
+            whose ring is laid out as the kernel's) works too.
         size: data bytes of a created ring buffer (a power of two, a
             multiple of the page size).
         drops: the per-CPU drop counter, a
@@ -71,7 +76,7 @@ class RingBufferReader(_Reader):
     _loss_hint = ("the ring buffer was full when the program output: raise the ring "
                   "size, drain more often, or send less.")
 
-    def __init__(self, ringbuf: RingBuf | None = None, *, size: int = _DEFAULT_SIZE,
+    def __init__(self, ringbuf: RingBuf | VmMap | None = None, *, size: int = _DEFAULT_SIZE,
                  drops: PerCpuArrayMap | bool | None = None, drop_slot: int = 0,
                  decode: Any = None, callback: Callable[[Any], Any] | None = None,
                  on_lost: Callable[[int, int], Any] | None = None,
@@ -79,14 +84,18 @@ class RingBufferReader(_Reader):
                  drop_check_interval: float = 0.1) -> None:
         self._construct(decode, callback, on_lost, flush_interval, ringbuf, size, drops, drop_slot, drop_check_interval)
 
-    def _open(self, ringbuf: RingBuf | None, size: int, drops: PerCpuArrayMap | bool | None,
+    def _open(self, ringbuf: RingBuf | VmMap | None, size: int, drops: PerCpuArrayMap | bool | None,
               drop_slot: int, drop_check_interval: float) -> None:
         res = self._res
+        in_memory = None
         if ringbuf is None:
             ringbuf = RingBuf(size)
             res.owned.append(ringbuf)
         elif not isinstance(ringbuf, Map) or ringbuf.map_type != MapType.RINGBUF:
-            raise ArgumentTypeError(f"ringbuf must be a RingBuf map, not {ringbuf!r}")
+            in_memory = getattr(ringbuf, "ring", None)     # a pyebpf.vm.VmMap's MemoryRingBuf
+            if in_memory is None:
+                raise ArgumentTypeError("ringbuf must be a RingBuf map (or the VM's map of one), "
+                                        f"not {ringbuf!r}")
         #: the RingBuf programs output to
         self.ringbuf = ringbuf
         self.size = rsize = ringbuf.max_entries
@@ -108,28 +117,43 @@ class RingBufferReader(_Reader):
         self.drop_check_interval = drop_check_interval
         self._drop_base: list[int] | None = None
         self._last_drop_check = float("-inf")
-        fd = ringbuf.fileno()
-        try:
-            cmm = mmap.mmap(fd, PAGE_SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE,
-                            offset=0)
-            res.mmaps.append(cmm)
-            pmm = mmap.mmap(fd, PAGE_SIZE + 2 * rsize, mmap.MAP_SHARED, mmap.PROT_READ,
-                            offset=PAGE_SIZE)
-            res.mmaps.append(pmm)
-        except OSError as exc:
-            raise _sys.error_for(exc.errno or _errno.EINVAL, "mmap",
-                                 f"ring buffer {ringbuf.name!r} ({rsize} bytes)") from None
-        cv = memoryview(cmm)
-        pv = memoryview(pmm)
+        if in_memory is not None:
+            cv, pv = self._open_memory(in_memory)
+        else:
+            fd = ringbuf.fileno()                    # type: ignore[union-attr]
+            try:
+                cmm = mmap.mmap(fd, PAGE_SIZE, mmap.MAP_SHARED,
+                                mmap.PROT_READ | mmap.PROT_WRITE, offset=0)
+                res.mmaps.append(cmm)
+                pmm = mmap.mmap(fd, PAGE_SIZE + 2 * rsize, mmap.MAP_SHARED, mmap.PROT_READ,
+                                offset=PAGE_SIZE)
+                res.mmaps.append(pmm)
+            except OSError as exc:
+                raise _sys.error_for(exc.errno or _errno.EINVAL, "mmap",
+                                     f"ring buffer {ringbuf.name!r} ({rsize} bytes)") from None
+            cv = memoryview(cmm)
+            pv = memoryview(pmm)
+            res.epoll.register(fd, select.EPOLLIN)  # type: ignore[union-attr]
         self._prod_view = pv
         self._data = pv[PAGE_SIZE:PAGE_SIZE + 2 * rsize]
         res.views += [self._data, cv, pv]
         self._cons = _ULONG.unpack_from(cv, 0)[0]
         self._cons_cell = _position_cell(cv, 0)
         res.views.append(self._cons_cell)
-        res.epoll.register(fd, select.EPOLLIN)  # type: ignore[union-attr]
         if drops is not None:
             self._drop_base = list(drops[drop_slot])
+
+    def _open_memory(self, ring: MemoryRingBuf) -> tuple[memoryview, memoryview]:
+        """The consumer and producer pages of the VM's ring buffer in memory
+        (:mod:`.memring`, laid out as the kernel's, so the same drain reads
+        it); it wakes the reader through an eventfd, edge-triggered."""
+        res = self._res
+        efd = _sys.Fd(os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC))
+        res.owned.append(efd)            # closed after the attachments below (last first)
+        res.epoll.register(efd.fileno(), select.EPOLLIN | select.EPOLLET)  # type: ignore[union-attr]
+        # the newest reader is the one woken; closing it stops the wakeups
+        res.owned.append(ring.attach(efd.fileno()))
+        return memoryview(ring.consumer), memoryview(ring.producer)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{self.size} bytes"
@@ -153,7 +177,8 @@ class RingBufferReader(_Reader):
         cpus = possible_cpus()
         for i, v in enumerate(vals):
             if v != base[i]:                   # type: ignore[index]
-                self._add_lost(cpus[i], v - base[i])  # type: ignore[index]
+                # (the VM's per-CPU map may count more CPUs than this machine has)
+                self._add_lost(cpus[i] if i < len(cpus) else i, v - base[i])  # type: ignore[index]
                 base[i] = v                    # type: ignore[index]
 
     def _drain_all(self, dec: _Decoder, out: list[Any]) -> int:

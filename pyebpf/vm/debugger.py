@@ -161,23 +161,22 @@ class Debugger:
         """Write a line."""
         self.out.write(text + "\n")
 
-    def text(self, slot: int) -> str:
-        """Instruction ``slot`` as assembly."""
-        text = self._texts.get(slot)
+    def text(self, insn: Insn) -> str:
+        """``insn`` as assembly (cached by instruction: a tail call changes the program)."""
+        text = self._texts.get(id(insn))
         if text is None:
             from ..text import format_insn
-            insn: Insn = self.vm.program[slot]
             try:
                 text = format_insn(insn)
             except ValueError:
                 text = repr(insn)
-            self._texts[slot] = text
+            self._texts[id(insn)] = text
         return text
 
     def show(self, pc: int) -> None:
         """The instruction about to run."""
-        origin = self.vm.program[pc].origin
-        self.say(f"=> {pc:4}: {self.text(pc):40} {origin or ''}".rstrip())
+        insn = self.vm.program[pc]
+        self.say(f"=> {pc:4}: {self.text(insn):40} {insn.origin or ''}".rstrip())
 
     def regs(self) -> None:
         """Print the registers."""
@@ -208,9 +207,10 @@ class Debugger:
     def where(self, pc: int) -> None:
         """The current instruction and the calls that led to it."""
         self.show(pc)
-        for slot in reversed(self.vm.call_sites()):
-            origin = self.vm.program[slot].origin
-            self.say(f"   called from {slot:4}: {self.text(slot):28} {origin or ''}".rstrip())
+        for slot, insn in reversed(self.vm.callers()):
+            text = self.text(insn) if insn is not None else "?"
+            origin = insn.origin if insn is not None else None
+            self.say(f"   called from {slot:4}: {text:28} {origin or ''}".rstrip())
 
 
 def debug(vm: Vm, mem: bytes | None, read: Callable[[], str], out: TextIO,

@@ -7,9 +7,10 @@ kernel's.  Add your own with ``Vm(..., helpers={id: fn})``.
 =====================================  ==============================================
 map_lookup_elem / update / delete      the :class:`~pyebpf.vm.maps.VmMap` store
 tail_call                              a program of a program array (``VmMap.programs``)
-ringbuf_output / reserve / submit /    records appended to ``VmMap.records``
-discard
-perf_event_output                      ``(cpu, bytes)`` appended to ``VmMap.records``
+ringbuf_output / reserve / submit /    records in the map's ring (``RingBufferReader(map)``
+discard                                reads them; ``VmMap.records`` shows them)
+perf_event_output                      the perf ring of the CPU (``PerfBuffer(map)``), or
+                                       ``(cpu, bytes)`` in ``VmMap.records`` without a reader
 ktime_get_ns                           ``vm.ktime()`` (default: the monotonic clock)
 get_prandom_u32                        ``vm.random`` (a ``random.Random``; seeded 0)
 get_smp_processor_id                   ``vm.cpu``
@@ -20,6 +21,7 @@ probe_read{,_user,_kernel}{,_str}      VM memory, or ``vm.user_memory`` (address
 """
 from __future__ import annotations
 
+from .machine import MAX_TAIL_CALLS
 from .maps import VmMap
 
 TYPE_CHECKING = False
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
     from .machine import Vm
 
 EFAULT, EINVAL, E2BIG = 14, 22, 7
-BPF_F_CURRENT_CPU = 0xFFFFFFFF
+_PERF_EVENT_ARRAY, _RINGBUF = 4, 27          # MapType numbers
 
 
 def unknown(vm: Vm, n: int, insn: int) -> NoReturn:
@@ -70,59 +72,70 @@ def tail_call(vm: Vm, insn: int, r1: int, r2: int, r3: int, *_: int) -> int:
     """bpf_tail_call(ctx, prog_array, index): jump to the program there; go on if none."""
     m = vm.map_at(r2, insn)
     program = m.programs.get(r3 & 0xFFFFFFFF)
-    if program is None or vm._tail_calls >= 33:
+    if program is None or vm._tail_calls >= MAX_TAIL_CALLS:
         return vm.R[0]                   # a failed tail call goes on, r0 untouched
     vm.tail_call(program, insn)
     return 0  # pragma: no cover - tail_call raises
 
 
+def _event_map(vm: Vm, addr: int, insn: int, kind: int, helper: str) -> VmMap:
+    m = vm.map_at(addr, insn)
+    if m.map_type != kind:
+        from ..kernel.constants import MapType, enum_name
+        vm._fault(insn, f"{helper} needs a {enum_name(MapType, kind)} map; "
+                  f"{m.name!r} is a {enum_name(MapType, m.map_type)}")
+    return m
+
+
 def ringbuf_output(vm: Vm, insn: int, r1: int, r2: int, r3: int, r4: int, *_: int) -> int:
-    """bpf_ringbuf_output(map, data, size, flags): a copy of the data becomes a record."""
-    m = vm.map_at(r1, insn)
-    m.records.append(vm.memory.read(r2, r3, insn, "ringbuf_output's data"))
-    return 0
+    """bpf_ringbuf_output(map, data, size, flags): a copy of the data becomes a
+    record of the ring; 0, -EAGAIN (full) or -EINVAL (flags)."""
+    m = _event_map(vm, r1, insn, _RINGBUF, "ringbuf_output")
+    data = vm.memory.read(r2, r3, insn, "ringbuf_output's data")
+    return m.ring.output(data, r4)  # type: ignore[union-attr]
 
 
-def ringbuf_reserve(vm: Vm, insn: int, r1: int, r2: int, *_: int) -> int:
-    """bpf_ringbuf_reserve(map, size, flags): a new writable record, or 0."""
-    m = vm.map_at(r1, insn)
-    if r2 > m.max_entries or r2 > 0xFFFFFFFF:
+def ringbuf_reserve(vm: Vm, insn: int, r1: int, r2: int, r3: int, *_: int) -> int:
+    """bpf_ringbuf_reserve(map, size, flags): a new writable record (room in the
+    ring is taken now, the record marked busy), or 0."""
+    m = _event_map(vm, r1, insn, _RINGBUF, "ringbuf_reserve")
+    if r3:
+        return 0
+    pos = m.ring.reserve(r2)  # type: ignore[union-attr]
+    if pos is None:
         return 0
     buf = bytearray(r2)
     addr = vm.memory.add(buf, f"a reservation in ring buffer {m.name}")
-    vm._reserved[addr] = (m, buf)
+    vm._reserved[addr] = (m, buf, pos)
     return addr
 
 
-def _release(vm: Vm, addr: int, insn: int, keep: bool) -> int:
+def _release(vm: Vm, addr: int, insn: int, flags: int, discard: bool) -> int:
     got = vm._reserved.pop(addr, None)
     if got is None:
         vm._fault(insn, f"0x{addr:x} is not a live ring buffer reservation "
                   "(submitted twice, or not from ringbuf_reserve)")
-    m, buf = got
+    m, buf, pos = got
     vm.memory.regions[addr >> 32] = None       # the record is no longer the program's
-    if keep:
-        m.records.append(bytes(buf))
+    m.ring.commit(pos, buf, discard, flags)  # type: ignore[union-attr]
     return 0
 
 
-def ringbuf_submit(vm: Vm, insn: int, r1: int, *_: int) -> int:
-    """bpf_ringbuf_submit(record, flags): the record joins ``records``."""
-    return _release(vm, r1, insn, True)
+def ringbuf_submit(vm: Vm, insn: int, r1: int, r2: int, *_: int) -> int:
+    """bpf_ringbuf_submit(record, flags): the record is committed for the reader."""
+    return _release(vm, r1, insn, r2, False)
 
 
-def ringbuf_discard(vm: Vm, insn: int, r1: int, *_: int) -> int:
-    """bpf_ringbuf_discard(record, flags): the record is dropped."""
-    return _release(vm, r1, insn, False)
+def ringbuf_discard(vm: Vm, insn: int, r1: int, r2: int, *_: int) -> int:
+    """bpf_ringbuf_discard(record, flags): the record is dropped (the reader skips it)."""
+    return _release(vm, r1, insn, r2, True)
 
 
 def perf_event_output(vm: Vm, insn: int, r1: int, r2: int, r3: int, r4: int, r5: int) -> int:
-    """bpf_perf_event_output(ctx, map, cpu, data, size): ``(cpu, data)`` joins ``records``."""
-    m = vm.map_at(r2, insn)
-    cpu = r3 & 0xFFFFFFFF
-    cpu = vm.cpu if cpu == BPF_F_CURRENT_CPU else cpu
-    m.records.append((cpu, vm.memory.read(r4, r5, insn, "perf_event_output's data")))
-    return 0
+    """bpf_perf_event_output(ctx, map, flags, data, size): the data goes to the
+    perf ring of the CPU (:meth:`VmMap.perf_output`)."""
+    m = _event_map(vm, r2, insn, _PERF_EVENT_ARRAY, "perf_event_output")
+    return m.perf_output(r3, vm.memory.read(r4, r5, insn, "perf_event_output's data"), vm.cpu)
 
 
 def ktime_get_ns(vm: Vm, insn: int, *_: int) -> int:

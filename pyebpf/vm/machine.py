@@ -34,8 +34,12 @@ DEFAULT_MAX_STEPS = 50_000_000
 
 
 class _TailCall(Exception):
-    def __init__(self, code: "_Code") -> None:
+    """Go on in another program's code at ``pc``: a tail call (pc 0), or the
+    return from a tail-called program to the subprogram call that led there."""
+
+    def __init__(self, code: "_Code", pc: int = 0) -> None:
         self.code = code
+        self.pc = pc
 
 
 class _Abort(Exception):
@@ -131,12 +135,15 @@ class Vm:
         self.memory = Memory(self._fault)
         self._frames: list[tuple[int, int, int, int, int, int]] = []
         self._ptrs: dict[int, int] = {}
-        self._reserved: dict[int, tuple[VmMap, bytearray]] = {}
+        self._reserved: dict[int, tuple[VmMap, bytearray, int]] = {}
         self._step = False
         #: how many may_goto's fall through in a run before they jump (the kernel's 8M)
         self.may_goto_budget = MAY_GOTO_BUDGET
         self._may_goto = MAY_GOTO_BUDGET
         self._tail_calls = 0
+        # (depth, code): a tail call from a subprogram at that depth; when the
+        # program it reached exits there, the run goes on in ``code``
+        self._tails: list[tuple[int, _Code]] = []
         self.maps: dict[Any, VmMap] = {}
         self._map_list: list[VmMap] = []
         for name, spec in {**own_maps, **(maps or {})}.items():
@@ -236,21 +243,28 @@ class Vm:
         regions = memory.regions
         fault = self._fault
         helpers = self.helpers
+        tails = self._tails
+        stack_tag = memory.stack_tag
 
         def call(target: int, ret: int, slot: int) -> int:
             depth = len(frames) + 1
-            if depth >= MAX_FRAMES:
+            # the limit is per program: a tail-called one starts at the depth it was reached
+            if depth - (tails[-1][0] if tails else 0) >= MAX_FRAMES:
                 fault(slot, f"call depth over {MAX_FRAMES} frames (the kernel's limit)")
             frames.append((ret, R[6], R[7], R[8], R[9], R[10]))
-            regions[STACK0 + depth] = bytearray(STACK_SIZE)
-            R[10] = ((STACK0 + depth) << 32) + STACK_SIZE
+            tag = STACK0 + depth if depth < MAX_FRAMES else stack_tag(depth)
+            regions[tag] = bytearray(STACK_SIZE)
+            R[10] = (tag << 32) + STACK_SIZE
             return target
 
         def exit_(slot: int) -> int:
             if not frames:
                 return -1
-            regions[STACK0 + len(frames)] = None     # the callee's stack is gone
+            depth = len(frames)
+            regions[STACK0 + depth if depth < MAX_FRAMES else stack_tag(depth)] = None  # gone
             ret, R[6], R[7], R[8], R[9], R[10] = frames.pop()
+            if tails and tails[-1][0] == depth:     # a tail-called program returns
+                raise _TailCall(tails.pop()[1], ret)
             return ret
 
         def helper(n: int, slot: int) -> int:
@@ -336,10 +350,20 @@ class Vm:
             code = self._other[key] = _Code(insns)
         return code
 
-    def tail_call(self, program: Any, slot: int) -> None:
-        """Called by the tail-call helper: jump to ``program`` (does not return)."""
-        if self._frames:
-            self._fault(slot, "the VM runs tail calls from the main frame only")
+    def tail_call(self, program: Any, slot: int) -> NoReturn:
+        """Called by the tail-call helper: jump to ``program`` (does not return).
+
+        As in the kernel, the program replaces the running frame: from a
+        subprogram, its exit returns to that subprogram's caller; the caller
+        frames stay (so nesting can go past 8 frames: the limit is each
+        program's own).  The count (:data:`MAX_TAIL_CALLS`) is per run,
+        across frames, as in the kernel since 6.10.  The verifier's static
+        rules for mixing the two -- a subprogram that tail-calls may have at
+        most 256 bytes of stack in the frames above it -- are not checked.
+        """
+        depth = len(self._frames)
+        if depth and not (self._tails and self._tails[-1][0] == depth):
+            self._tails.append((depth, self._running))
         self._tail_calls += 1
         raise _TailCall(self.tail_target(program))
 
@@ -373,12 +397,15 @@ class Vm:
             R[2] = len(mem)
         for n in range(MAX_FRAMES):
             regions[STACK0 + n] = None
+        for tag in self.memory.deep_stacks():
+            regions[tag] = None
         regions[STACK0] = bytearray(STACK_SIZE)
         R[10] = (STACK0 << 32) + STACK_SIZE
         self._frames.clear()
         self._reserved.clear()
         self._may_goto = self.may_goto_budget
         self._tail_calls = 0
+        self._tails.clear()
         self._running = self._main
         self._step = trace is not None
         self.steps = 0
@@ -386,7 +413,17 @@ class Vm:
             self._loop(trace)
         except _Abort:
             R[0] = 0
+        finally:
+            self._drop_reservations()
         return R[0]
+
+    def _drop_reservations(self) -> None:
+        """Discard the ring-buffer records a run reserved and never submitted
+        (the verifier would refuse such a program), so no busy record blocks
+        the ring's reader."""
+        for m, _buf, pos in self._reserved.values():
+            m.ring.commit(pos, b"", discard=True)  # type: ignore[union-attr]
+        self._reserved.clear()
 
     def _loop(self, trace: Callable[[Step], None] | None) -> None:
         code = self._main
@@ -403,7 +440,7 @@ class Vm:
                     self._traced(unit, pc, trace)
                 return
             except _TailCall as tc:
-                code, pc = tc.code, 0
+                code, pc = tc.code, tc.pc
 
     def _blocks(self, unit: Unit, pc: int) -> None:
         blocks, lengths = unit.blocks, unit.lengths
@@ -450,6 +487,16 @@ class Vm:
         """The slots of the active calls, outermost first."""
         return [frame[0] - 1 for frame in self._frames]
 
+    def callers(self) -> list[tuple[int, Insn | None]]:
+        """The active calls, outermost first: (slot, instruction) of each call,
+        in the program that made it (after a tail call from a subprogram, the
+        frames above belong to other programs)."""
+        out = []
+        for depth, frame in enumerate(self._frames):      # frame returns to ``depth``
+            code = next((c for d, c in self._tails if d > depth), self._running)
+            out.append((frame[0] - 1, code.by_slot.get(frame[0] - 1)))
+        return out
+
     @property
     def program(self) -> dict[int, Insn]:
         """The running program's instructions by slot."""
@@ -462,7 +509,7 @@ class Vm:
     # ------------------------------------------------------------ results
     def stack(self, frame: int = 0) -> bytes:
         """The 512 bytes of a frame's stack after a run (frame 0: the main program)."""
-        buf = self.memory.regions[STACK0 + frame]
+        buf = self.memory.regions[self.memory.stack_tag(frame)] if frame >= 0 else None
         if buf is None:
             raise VmError(f"frame {frame} has no stack now")
         return bytes(buf)

@@ -7,19 +7,28 @@
 in the VM too: ``Vm(prog, maps={"counts": spec})``.
 
 Kinds emulated: hash, array, their per-CPU and LRU variants, ring buffers and
-perf event arrays (records collected in :attr:`VmMap.records`) and program
-arrays (for tail calls).
+perf event arrays, and program arrays (for tail calls).
+
+Events reach the same reader classes as the kernel's: a ring buffer map holds
+a ring laid out as the kernel's (:mod:`pyebpf.vm.rings`), which
+``RingBufferReader(vm.maps["rb"])`` drains; ``PerfBuffer(vm.maps["events"])``
+puts a perf ring in memory in each CPU's slot, and ``bpf_perf_event_output``
+writes there -- with the kernel's record layout, errnos and lost counts.
+:attr:`VmMap.records` shows what is waiting (for perf event arrays: what was
+output while no reader held the slot).
 """
 from __future__ import annotations
 
-from ..errors import MapKeyError, OptionError
+from ..errors import MapKeyError, OptionError, SizeError
 from ..kernel.constants import MapType, enum_name
+from .rings import MemoryRingBuf
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Iterator
 
-EEXIST, ENOENT, E2BIG, EINVAL = 17, 2, 7, 22
+EEXIST, ENOENT, E2BIG, EINVAL, EOPNOTSUPP = 17, 2, 7, 22, 95
+BPF_F_INDEX_MASK = 0xFFFFFFFF
 BPF_ANY, BPF_NOEXIST, BPF_EXIST = 0, 1, 2
 
 _HASHES = {MapType.HASH, MapType.PERCPU_HASH, MapType.LRU_HASH, MapType.LRU_PERCPU_HASH}
@@ -57,8 +66,19 @@ class VmMap:
         self.value_codec = value_codec
         self.ncpus = ncpus if map_type in _PERCPU else 1
         self._data: dict[bytes, list[bytearray]] = {}
-        #: ring buffer / perf event array output, in order (perf: (cpu, bytes))
-        self.records: list[Any] = []
+        self._records: list[tuple[int, bytes]] = []
+        #: a ring buffer's ring, laid out as the kernel's (what ``RingBufferReader(this)`` reads)
+        self.ring: MemoryRingBuf | None = None
+        #: a perf event array's rings by CPU, put there by ``PerfBuffer(this)`` (else None):
+        #: :class:`pyebpf.events.memring.MemoryPerfRing` objects (``output(data) -> 0/-errno``)
+        self.perf_rings: dict[int, Any] | None = None
+        if map_type == MapType.RINGBUF:
+            try:
+                self.ring = MemoryRingBuf(max_entries)
+            except SizeError as exc:
+                raise OptionError(f"map {name!r}: {exc}") from None
+        elif map_type == MapType.PERF_EVENT_ARRAY:
+            self.perf_rings = {}
         #: program array: index -> program (a Program, instructions or bytes)
         self.programs: dict[int, Any] = {}
 
@@ -78,6 +98,37 @@ class VmMap:
         except AttributeError as exc:
             raise OptionError(f"{spec!r} does not describe a map (it needs map_type, key_size, "
                               f"value_size and max_entries): {exc}") from None
+
+    @property
+    def records(self) -> list[Any]:
+        """What programs output and no reader consumed yet: a ring buffer's
+        records (bytes); a perf event array's ``(cpu, bytes)`` outputs made
+        while no :class:`~pyebpf.events.PerfBuffer` held the CPU's slot."""
+        if self.ring is not None:
+            return self.ring.records()
+        return self._records
+
+    def perf_output(self, flags: int, data: bytes, cpu: int) -> int:
+        """``bpf_perf_event_output``'s write from ``cpu``: 0 or a negative errno
+        as the kernel's.  With a reader's rings in place, the slot
+        ``flags & 0xffffffff`` (``BPF_F_CURRENT_CPU``: ``cpu``) must hold the
+        ring of ``cpu``; without any, the output joins :attr:`records`."""
+        index = flags & BPF_F_INDEX_MASK
+        if flags >> 32:
+            return -EINVAL
+        if index == BPF_F_INDEX_MASK:
+            index = cpu
+        if not self.perf_rings:
+            self._records.append((index, data))
+            return 0
+        if index >= self.max_entries:
+            return -E2BIG
+        ring = self.perf_rings.get(index)
+        if ring is None:
+            return -ENOENT
+        if index != cpu:
+            return -EOPNOTSUPP              # the event in that slot is another CPU's
+        return int(ring.output(data))
 
     # ------------------------------------------------------------ what helpers call
     @property
@@ -201,9 +252,11 @@ class VmMap:
             yield key, self[k]
 
     def clear(self) -> None:
-        """Remove every entry and record."""
+        """Remove every entry and record (a ring buffer's are consumed)."""
         self._data.clear()
-        self.records.clear()
+        self._records.clear()
+        if self.ring is not None:
+            self.ring.skip()
 
     def __repr__(self) -> str:
         return (f"<VmMap {enum_name(MapType, self.map_type)} {self.name!r}: key {self.key_size}, "

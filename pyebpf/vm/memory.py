@@ -55,9 +55,25 @@ class Memory:
         self.names[MAPS] = "a map (pass it to a map helper, do not dereference it)"
         self._fault = fault
         self.writes: list[tuple[int, int, int]] | None = None  # (address, size, value) when tracing
+        self._deep: list[int] = []     # the tags of frames MAX_FRAMES, MAX_FRAMES + 1, ...
+
+    def stack_tag(self, depth: int) -> int:
+        """The tag of frame ``depth``'s stack: ``STACK0 + depth`` for the first
+        :data:`MAX_FRAMES`; deeper frames (a program's subprogram tail-calls a
+        program that calls subprograms...) get tags on first use, kept."""
+        if depth < MAX_FRAMES:
+            return STACK0 + depth
+        while len(self._deep) <= depth - MAX_FRAMES:
+            self._deep.append(self.add(None, f"the stack of frame {MAX_FRAMES + len(self._deep)}")
+                              >> TAG_SHIFT)
+        return self._deep[depth - MAX_FRAMES]
+
+    def deep_stacks(self) -> list[int]:
+        """The tags of the frames beyond :data:`MAX_FRAMES` made so far."""
+        return self._deep
 
     # ------------------------------------------------------------ regions
-    def add(self, data: bytearray, name: str) -> int:
+    def add(self, data: bytearray | None, name: str) -> int:
         """Give ``data`` a new tag; returns its address."""
         self.regions.append(data)
         self.names.append(name)

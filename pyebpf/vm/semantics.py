@@ -29,6 +29,7 @@ from ..isa import opcodes as op
 #: ALU operations: name -> (opcode operation bits, ``off``, template, what it means).
 #: The opcode is ``operation | source (K 0x00 / X 0x08) | class (ALU 0x04 / ALU64 0x07)``:
 #: e.g. ``add`` is 0x07 (ALU64, imm), 0x0f (ALU64, reg), 0x04 and 0x0c (ALU32).
+# (duplicates: deliberate, a table read by learners: one row per operation, rows alike by design)
 ALU: dict[str, tuple[int, int, str, str]] = {
     "add":  (op.ADD, 0, "{d} + {s}", "wraps around"),
     "sub":  (op.SUB, 0, "{d} - {s}", "wraps around"),

@@ -158,22 +158,19 @@ def _target(slot: int, target: int, starts: set[int]) -> str:
     return f"JUMPOUT({slot}, {target})"
 
 
+def _at_width(reg: str, wide: bool) -> tuple[str, str]:
+    """(unsigned, signed): register expression ``reg`` read at 64 or 32 bits."""
+    if wide:
+        return reg, f"(({reg} ^ {S64}) - {S64})"
+    return f"({reg} & {M32})", f"((({reg} & {M32}) ^ {S32}) - {S32})"
+
+
 def _operands(insn: Insn, form: Form, regs: _Regs) -> tuple[str, str, str, str]:
     """(d, s, sd, ss): unsigned and signed operand expressions at the width."""
     wide = form.alu64
-    dreg = regs.get(insn.dst)
-    if wide:
-        d, sd = dreg, f"(({dreg} ^ {S64}) - {S64})"
-    else:
-        d = f"({dreg} & {M32})"
-        sd = f"((({dreg} & {M32}) ^ {S32}) - {S32})"
+    d, sd = _at_width(regs.get(insn.dst), wide)
     if form.reg:
-        sreg = regs.get(insn.src)
-        if wide:
-            s, ss = sreg, f"(({sreg} ^ {S64}) - {S64})"
-        else:
-            s = f"({sreg} & {M32})"
-            ss = f"((({sreg} & {M32}) ^ {S32}) - {S32})"
+        s, ss = _at_width(regs.get(insn.src), wide)
     else:
         imm = insn.imm
         s = hex(imm & (0xFFFFFFFFFFFFFFFF if wide else 0xFFFFFFFF))

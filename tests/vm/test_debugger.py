@@ -87,3 +87,24 @@ def test_vm_step_command_line(tmp_path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "=>    7: *(u64 *)(r10 - 8) = r0" in proc.stdout and "no maps" in proc.stdout
     assert proc.stdout.splitlines()[-1] == "r0 = 105 (0x69)"
+
+
+def test_where_after_a_tail_call_from_a_subprogram() -> None:
+    # the frames above a tail call belong to two programs: each call site is shown
+    # with its own program's instruction (before: the running program's, by slot)
+    from pyebpf.kernel.constants import MapType
+    from pyebpf.vm import VmMap
+    target = assemble("r0 = 1\nr0 = 2\ncall g\nexit\ng:\nr0 = 3\nexit", "llvm", "t.s")
+    table = VmMap(MapType.PROG_ARRAY, 4, 4, 4, "jmp")
+    table.programs[0] = target
+    main = assemble("call sub\nexit\nsub:\nr2 = jmp ll\nr3 = 0\ncall bpf_tail_call\nexit",
+                    "llvm", "m.s")
+    vm = Vm(main, {"jmp": table})
+    out = io.StringIO()
+    # slot 4 is "r3 = 0" in main, then "r0 = 3" in the target
+    r0 = debug(vm, b"", io.StringIO("c\nc\nwhere\nc\n").readline, out, ["4"])
+    assert r0 == 3
+    text = out.getvalue()
+    assert "=>    4: r0 = 3" in text and "t.s:6" in text
+    assert "called from    2: call g" in text and "t.s:3" in text
+    assert "called from    0: call sub" in text and "m.s:1" in text

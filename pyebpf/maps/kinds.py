@@ -91,8 +91,10 @@ class HashMap(_DictMap[_K, _V]):
     _prefix = "hash"
 
     def __init__(self, key: Any, value: Any, max_entries: int = 1024, *,
-                 name: str | None = None, flags: int = 0, numa_node: int | None = None) -> None:
-        super().__init__(key, value, max_entries, name=name, flags=flags, numa_node=numa_node)
+                 name: str | None = None, flags: int = 0, numa_node: int | None = None,
+                 btf: bool = True) -> None:
+        super().__init__(key, value, max_entries, name=name, flags=flags, numa_node=numa_node,
+                         btf=btf)
 
 
 class LruHashMap(HashMap[_K, _V]):
@@ -158,9 +160,9 @@ class ArrayMap(_ArrayMixin):
     _prefix = "array"
 
     def __init__(self, value: Any, max_entries: int, *, name: str | None = None,
-                 flags: int = 0, numa_node: int | None = None) -> None:
+                 flags: int = 0, numa_node: int | None = None, btf: bool = True) -> None:
         super().__init__(self._KEY, value, max_entries, name=name, flags=flags,
-                         numa_node=numa_node)
+                         numa_node=numa_node, btf=btf)
 
 
 class _PerCpuMixin(_DictMap):

@@ -311,6 +311,7 @@ def load(source: "Program | str | bytes | Iterable[Insn]", prog_type: "str | int
     pname = name if name is not None else (program.name if program is not None else "")
     try:
         fd, log = _prog_load(ptype, encode(bound), lic, insns, program if btf else False,
+                             source if isinstance(source, str) else None,
                              name=pname, log_level=log_level,
                              expected_attach_type=expected_attach_type, prog_flags=prog_flags)
     except VerifierError as exc:
@@ -321,17 +322,22 @@ def load(source: "Program | str | bytes | Iterable[Insn]", prog_type: "str | int
 
 
 def _prog_load(ptype: int, code: bytes, lic: str, insns: list[Insn],
-               program: Program | None | bool, **kw: Any) -> tuple[Fd, str]:
+               program: Program | None | bool, text: str | None,
+               **kw: Any) -> tuple[Fd, str]:
     """BPF_PROG_LOAD with the program's own BTF (func_info, line_info from
-    :func:`pyebpf.btf.own.program_btf`) unless ``program`` is False, BTF is
-    off or the kernel refused it before; when the kernel refuses it now, the
-    program is loaded without (said once)."""
+    :func:`pyebpf.btf.own.program_btf`; ``text``: the assembly source given as
+    a string) unless ``program`` is False, BTF is off or the kernel refused
+    it before; when the kernel refuses it now, the program is loaded without
+    (said once)."""
     own = None
     if program is not False:
         from .kernel import btf as _kbtf
         if _kbtf.own_btf_enabled() and not _kbtf.refused("programs"):
-            from .btf.own import program_btf
-            own = program_btf(insns, kw["name"], program)
+            from .btf.own import SourceLines, program_btf
+            lines = SourceLines()
+            if text is not None:
+                lines.add("<string>", text)
+            own = program_btf(insns, kw["name"], program, lines)
     if own is None:
         return _sys.prog_load(ptype, code, lic, **kw)
     btf = _kbtf.optional_btf(own.blob)

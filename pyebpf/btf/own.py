@@ -310,6 +310,11 @@ class SourceLines:
     def __init__(self) -> None:
         self._files: dict[str, list[str] | None] = {}
 
+    def add(self, path: str, text: str) -> None:
+        """Take ``text`` as the contents of ``path`` (source held in memory:
+        assembly text given as a string)."""
+        self._files[path] = text.splitlines()
+
     def line(self, path: str, lineno: int) -> str | None:
         """Line ``lineno`` (from 1) of ``path`` without its newline, or None."""
         lines = self._files.get(path, 0)

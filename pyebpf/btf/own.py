@@ -176,7 +176,7 @@ def _struct_codec(b: OwnBtf, c: StructCodec) -> int | None:
         if tid is None:
             return None
         members.append((f"f{len(members)}", tid, 8 * off, 0))
-    if len(members) == 1 and members[0][2] == 0 and fields[0][3] * fields[0][1] == size:
+    if len(members) == 1 and members[0][2] == 0 and fields[0][3] == size:
         return members[0][1]                 # a scalar (or one string): the type itself
     return b.struct_("", size, members)
 

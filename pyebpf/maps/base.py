@@ -178,6 +178,12 @@ def _auto_name(prefix: str) -> str:
 class Map(FdOwner):
     """Base of every map: owns the fd and knows the map's shape.
 
+    Hash and array maps (and their per-CPU and LRU kinds) are created with
+    BTF describing their keys and values (:func:`pyebpf.btf.own.map_btf`), so
+    ``bpftool map dump`` shows them structured; ``btf=False`` (or
+    ``PYEBPF_BTF=0``) creates them without, and so does a kernel that
+    refuses it (a :class:`~pyebpf.errors.BtfWarning`, once).
+
     Its lifetime is an :class:`~pyebpf.kernel.lifetime.FdOwner`'s: ``close()``
     (idempotent), ``with`` and garbage collection release the fd; the
     kernel frees the map once no fd, pin or program refers to it.

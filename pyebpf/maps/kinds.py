@@ -85,7 +85,8 @@ class PerCpuCodec(Codec):
 
 
 class HashMap(_DictMap[_K, _V]):
-    """BPF_MAP_TYPE_HASH: ``HashMap(key, value, max_entries=1024, *, name=None, flags=0)``."""
+    """BPF_MAP_TYPE_HASH: ``HashMap(key, value, max_entries=1024, *, name=None, flags=0,
+    btf=True)`` (``btf``: describe the key and value types to the kernel)."""
 
     map_type = MapType.HASH
     _prefix = "hash"
@@ -150,7 +151,7 @@ class _ArrayMixin(_DictMap):
 
 
 class ArrayMap(_ArrayMixin):
-    """BPF_MAP_TYPE_ARRAY: ``ArrayMap(value, max_entries, *, name=None, flags=0)``.
+    """BPF_MAP_TYPE_ARRAY: ``ArrayMap(value, max_entries, *, name=None, flags=0, btf=True)``.
 
     Keys are indexes ``0 <= i < max_entries``; every element exists (zero at
     first) and cannot be deleted; ``len()`` is ``max_entries``.

@@ -78,6 +78,13 @@ def test_bytes_and_strings_are_char_arrays():
     assert btf.size_of(vid) == 12
 
 
+def test_one_string_is_the_array_itself():
+    blob, _, vid = map_btf(None, codec("16s"))
+    assert _types(blob).format(vid) == "char [16]"
+    blob, _, vid = map_btf(None, codec("<I4x"))          # one field and padding: a struct
+    assert _types(blob)[vid].kind == Kind.STRUCT and _types(blob).size_of(vid) == 8
+
+
 def test_struct_formats_keep_c_padding():
     c = codec("@BQ")                      # native: 7 bytes of padding after the u8
     blob, _, vid = map_btf(None, c)

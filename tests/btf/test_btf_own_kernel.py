@@ -278,3 +278,19 @@ def test_a_wrong_program_is_not_retried_without_btf(btf_state, no_fd_leak):
             load(p, "socket_filter", check=False)
     assert "; p.ldxdw(R0, R1, 30000) @" in info.value.log
     assert not kbtf._REFUSED
+
+
+def test_generated_code_shows_what_it_does(no_fd_leak):
+    # pyebpf trace / bt code carries "<probe: action>" origins, not file lines
+    p = Program("gen")
+    p.mov(R0, 0)
+    p.exit()
+    insns = p.finalize()
+    for insn in insns:
+        insn.origin = "<uprobe:/bin/true:main: @calls = count()>"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with load(insns, "socket_filter") as prog:
+            dumped = bpftool_json("prog", "dump", "xlated", "id", str(prog.info().id), "linum")
+    assert dumped[0]["src"] == "<uprobe:/bin/true:main: @calls = count()>"
+    assert "src" not in dumped[1]                   # one record: the line did not change

@@ -324,22 +324,13 @@ def load(source: "Program | str | bytes | Iterable[Insn]", prog_type: "str | int
 def _prog_load(ptype: int, code: bytes, lic: str, insns: list[Insn],
                program: Program | None | bool, text: str | None,
                **kw: Any) -> tuple[Fd, str]:
-    """BPF_PROG_LOAD with the program's own BTF (func_info, line_info from
-    :func:`pyebpf.btf.own.program_btf`; ``text``: the assembly source given as
-    a string) unless ``program`` is False, BTF is off or the kernel refused
-    it before; when the kernel refuses it now, the program is loaded without
-    (said once)."""
-    own = None
-    if program is not False:
-        from .kernel import btf as _kbtf
-        if _kbtf.own_btf_enabled() and not _kbtf.refused("programs"):
-            from .btf.own import SourceLines, program_btf
-            lines = SourceLines()
-            if text is not None:
-                lines.add("<string>", text)
-            own = program_btf(insns, kw["name"], program, lines)
+    """BPF_PROG_LOAD with the program's own BTF (:func:`_own_btf`) unless
+    ``program`` is False; when the kernel refuses the BTF, the program is
+    loaded without it (said once)."""
+    own = _own_btf(insns, kw["name"], program, text) if program is not False else None
     if own is None:
         return _sys.prog_load(ptype, code, lic, **kw)
+    from .kernel import btf as _kbtf
     btf = _kbtf.optional_btf(own.blob)
     if btf is None:
         return _sys.prog_load(ptype, code, lic, **kw)
@@ -356,10 +347,31 @@ def _prog_load(ptype: int, code: bytes, lic: str, insns: list[Insn],
         # refused before the verifier ran: the program's own error (if any) is
         # what a load without BTF raises
         out = _sys.prog_load(ptype, code, lic, **kw)
-        _kbtf.btf_refused("programs", "programs (func_info, line_info)", first)
+        _kbtf.btf_refused("programs", "the kernel refused the BTF of programs (func_info, "
+                          "line_info)", first)
         return out
     finally:
         btf.close()                  # the program holds the BTF now
+
+
+def _own_btf(insns: list[Insn], name: str, program: Program | None | bool,
+             text: str | None) -> Any:
+    """The program's func_info/line_info and their BTF
+    (:func:`pyebpf.btf.own.program_btf`; ``text``: assembly source given as a
+    string), or None when BTF is off (``PYEBPF_BTF=0``), was refused before,
+    or cannot be made."""
+    from .kernel import btf as _kbtf
+    if not _kbtf.own_btf_enabled() or _kbtf.refused("programs"):
+        return None
+    from .btf.own import SourceLines, program_btf
+    lines = SourceLines()
+    if text is not None:
+        lines.add("<string>", text)
+    try:
+        return program_btf(insns, name, program if isinstance(program, Program) else None, lines)
+    except Exception as exc:        # noqa: BLE001 - optional: a fault must not cost the load
+        _kbtf.btf_refused("build", "pyebpf could not describe a program (a bug)", exc)
+        return None
 
 
 def _verified(log: str) -> bool:

@@ -41,7 +41,8 @@ __all__ = ["map_btf", "program_btf", "codec_type", "OwnBtf", "ProgramBtf", "pars
            "SourceLines"]
 
 _MAGIC = 0xEB9F
-_HEADER = struct.Struct("<HBBIIIII")       # magic, version, flags, hdr_len, type off/len, str off/len
+#: magic, version, flags, hdr_len, type off/len, string off/len
+_HEADER = struct.Struct("<HBBIIIII")
 _INT, _ARRAY, _STRUCT, _UNION, _FUNC, _FUNC_PROTO, _FLOAT = 1, 3, 4, 5, 12, 13, 16
 _SIGNED, _CHAR, _BOOL = 1, 2, 4
 _LINKAGE_STATIC, _LINKAGE_GLOBAL = 0, 1
@@ -99,7 +100,7 @@ class OwnBtf:
         return self._add(("float", size), (self.string(_FLOAT_NAMES[size]), _FLOAT << 24, size))
 
     def integer(self, size: int, signed: bool) -> int:
-        """``u8``..``u64`` / ``s8``..``s64`` (pyebpf's names of :data:`~pyebpf.codecs.INT_TYPES`)."""
+        """``u8``..``u64`` / ``s8``..``s64`` (the names of :data:`~pyebpf.codecs.INT_TYPES`)."""
         return self.int_(f"{'s' if signed else 'u'}{8 * size}", size, _SIGNED if signed else 0)
 
     def char(self) -> int:
@@ -116,8 +117,8 @@ class OwnBtf:
         """A STRUCT (UNION) of ``(name, type, bit offset, bitfield size)`` members."""
         ms = list(members)
         kflag = any(m[3] for m in ms)
-        words = [self.string(name), ((_UNION if union else _STRUCT) << 24) | (kflag << 31) | len(ms),
-                 size]
+        kind = _UNION if union else _STRUCT
+        words = [self.string(name), (kind << 24) | (kflag << 31) | len(ms), size]
         for mname, mtype, bit_off, bits in ms:
             words += (self.string(mname), mtype, (bits << 24) | bit_off if kflag else bit_off)
         return self._add(None, words)
@@ -399,6 +400,45 @@ def _function_names(program: Any, slots: list[int], starts: list[int], main: str
     return out
 
 
+def _line_text(src: SourceLines, file: str, line: int) -> tuple[str, int]:
+    """The text of a source line and its column (the indentation + 1); the
+    ``file:line`` itself when the file cannot be read."""
+    raw = src.line(file, line)
+    if raw is None:
+        return f"{file}:{line}", 0
+    stripped = raw.lstrip()
+    return raw.rstrip(), (min(len(raw) - len(stripped) + 1, _COL_MAX) if stripped else 0)
+
+
+def _line_records(b: OwnBtf, insns: Sequence[Insn], slots: list[int], starts: set[int],
+                  src: SourceLines) -> tuple[bytes, list[tuple[int, str, int, str]]]:
+    """A line_info record wherever the origin changes and at each function's
+    start (never on the second half of an ``ld_imm64``, the kernel's rule)."""
+    line_info = bytearray()
+    lines: list[tuple[int, str, int, str]] = []
+    last: Any = None
+    texts: dict[tuple[str, int], tuple[str, int]] = {}
+    for slot, insn in zip(slots, insns):
+        origin = insn._origin
+        if origin is None:
+            origin = last
+        if (origin == last and slot not in starts) or insn.code == 0:
+            continue
+        last = origin
+        file, line, text = parse_origin(origin) if origin is not None else ("", 0, "")
+        col = 0
+        if line:
+            hit = texts.get((file, line))
+            if hit is None:
+                hit = texts[(file, line)] = _line_text(src, file, line)
+            text, col = hit
+        text = text[:LINE_TEXT_MAX]
+        line_info += _LINE_INFO.pack(slot, b.string(file), b.string(text),
+                                     (min(line, _LINE_MAX) << 10) | col)
+        lines.append((slot, file, line, text))
+    return bytes(line_info), lines
+
+
 def program_btf(insns: Sequence[Insn], name: str = "", program: Any = None,
                 source: SourceLines | None = None) -> ProgramBtf | None:
     """func_info and line_info of finalized instructions (with their BTF),
@@ -414,7 +454,6 @@ def program_btf(insns: Sequence[Insn], name: str = "", program: Any = None,
     if layout is None:
         return None
     slots, starts = layout
-    start_set = set(starts)
     code_at = {s: i.code for s, i in zip(slots, insns)}
     if any(code_at[s] == 0 for s in starts):
         return None
@@ -431,33 +470,5 @@ def program_btf(insns: Sequence[Insn], name: str = "", program: Any = None,
     for s, fname in funcs:
         tid = b.func(fname, proto, _LINKAGE_GLOBAL if s == 0 else _LINKAGE_STATIC)
         func_info += _FUNC_INFO.pack(s, tid)
-    line_info = bytearray()
-    lines: list[tuple[int, str, int, str]] = []
-    last: Any = None
-    texts: dict[tuple[str, int], tuple[str, int]] = {}
-    for slot, insn in zip(slots, insns):
-        origin = insn._origin
-        if origin is None:
-            origin = last
-        if (origin == last and slot not in start_set) or insn.code == 0:
-            continue
-        last = origin
-        file, line, text = parse_origin(origin) if origin is not None else ("", 0, "")
-        if line:
-            hit = texts.get((file, line))
-            if hit is None:
-                raw = src.line(file, line)
-                if raw is None:
-                    hit = (f"{file}:{line}", 0)
-                else:
-                    stripped = raw.lstrip()
-                    hit = (raw.rstrip(), min(len(raw) - len(stripped) + 1, _COL_MAX) if stripped else 0)
-                texts[(file, line)] = hit
-            text, col = hit
-        else:
-            col = 0
-        text = text[:LINE_TEXT_MAX]
-        line_info += _LINE_INFO.pack(slot, b.string(file), b.string(text),
-                                     (min(line, _LINE_MAX) << 10) | col)
-        lines.append((slot, file, line, text))
-    return ProgramBtf(b.build(), bytes(func_info), bytes(line_info), funcs, lines)
+    line_info, lines = _line_records(b, insns, slots, set(starts), src)
+    return ProgramBtf(b.build(), bytes(func_info), line_info, funcs, lines)

@@ -102,23 +102,24 @@ def optional_btf(blob: bytes) -> Fd | None:
         return btf_load(blob)
     except OSError as exc:           # KernelError, or a bare OSError from an odd kernel
         _LOAD_REFUSED = str(exc).splitlines()[0]
-        btf_refused("load", "BTF", exc)
+        btf_refused("load", "the kernel refused to load BTF", exc)
         return None
 
 
 def btf_refused(key: object, what: str, exc: BaseException) -> bool:
     """Say once per ``key`` (a :class:`~pyebpf.errors.BtfWarning`) that the
-    kernel refused the optional BTF of ``what`` and it went on without;
-    True the first time.  :func:`refused` tells whether ``key`` was said."""
+    optional BTF could not be given (``what`` happened, ``exc`` says why) and
+    pyebpf went on without it; True the first time.  :func:`refused` tells
+    whether ``key`` was said."""
     if key in _REFUSED:
         return False
     _REFUSED.add(key)
     import warnings                  # (a refusal's path only)
     from ..errors import BtfWarning
     reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    warnings.warn(BtfWarning(f"the kernel refused the BTF of {what} ({reason}); pyebpf goes "
-                             "on without it (no typed keys/values or source lines in "
-                             "bpftool; PYEBPF_BTF=0 stops trying)"), stacklevel=3)
+    warnings.warn(BtfWarning(f"{what} ({reason}); pyebpf goes on without BTF (no typed "
+                             "keys/values or source lines in bpftool; PYEBPF_BTF=0 stops "
+                             "trying)"), stacklevel=3)
     return True
 
 

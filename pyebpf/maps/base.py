@@ -150,7 +150,11 @@ def _create_typed(map_type: int, kc: Codec | None, vc: Codec, key_size: int, val
     if not _kbtf.own_btf_enabled() or _kbtf.refused(map_type):
         return _sys.map_create(map_type, key_size, value_size, max_entries, **kw)
     from ..btf.own import map_btf
-    blob, key_id, value_id = map_btf(kc, vc)
+    try:
+        blob, key_id, value_id = map_btf(kc, vc)
+    except Exception as exc:     # noqa: BLE001 - optional: a fault here must not cost the map
+        _kbtf.btf_refused("maps", "pyebpf could not describe a map's types (a bug)", exc)
+        return _sys.map_create(map_type, key_size, value_size, max_entries, **kw)
     btf = _kbtf.optional_btf(blob)
     if btf is None:
         return _sys.map_create(map_type, key_size, value_size, max_entries, **kw)
@@ -162,7 +166,8 @@ def _create_typed(map_type: int, kc: Codec | None, vc: Codec, key_size: int, val
         except OSError as with_btf:
             # the map's own error (if any) is what a creation without BTF raises
             fd = _sys.map_create(map_type, key_size, value_size, max_entries, **kw)
-            _kbtf.btf_refused(map_type, f"{enum_name(MapType, map_type)} maps", with_btf)
+            _kbtf.btf_refused(map_type, "the kernel refused the BTF of "
+                              f"{enum_name(MapType, map_type)} maps", with_btf)
             return fd
     finally:
         btf.close()              # the map holds the BTF now

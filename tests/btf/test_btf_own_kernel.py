@@ -128,7 +128,7 @@ def _wrong_sizes(key, value):
 
 def test_a_refused_map_btf_costs_a_warning_not_the_map(btf_state, monkeypatch, no_fd_leak):
     monkeypatch.setattr(own, "map_btf", _wrong_sizes)
-    with pytest.warns(BtfWarning, match="HASH maps"):
+    with pytest.warns(BtfWarning, match="refused the BTF of HASH maps"):
         m = HashMap("u32", "u64", 4)
     with m:
         m[1] = 2
@@ -144,7 +144,7 @@ def test_a_refused_map_btf_costs_a_warning_not_the_map(btf_state, monkeypatch, n
 
 def test_a_refused_btf_load_is_said_once(btf_state, monkeypatch, no_fd_leak):
     monkeypatch.setattr(own, "map_btf", lambda k, v: (b"not btf at all", 1, 2))
-    with pytest.warns(BtfWarning, match="refused the BTF of BTF"):
+    with pytest.warns(BtfWarning, match="refused to load BTF"):
         m = HashMap("u32", "u64", 4)
     m.close()
     assert not kbtf.own_btf_enabled()
@@ -294,3 +294,20 @@ def test_generated_code_shows_what_it_does(no_fd_leak):
             dumped = bpftool_json("prog", "dump", "xlated", "id", str(prog.info().id), "linum")
     assert dumped[0]["src"] == "<uprobe:/bin/true:main: @calls = count()>"
     assert "src" not in dumped[1]                   # one record: the line did not change
+
+
+def test_a_fault_in_describing_costs_a_warning_not_the_map_or_load(btf_state, monkeypatch,
+                                                                  no_fd_leak):
+    def boom(*args, **kw):
+        raise RuntimeError("boom")
+    monkeypatch.setattr(own, "map_btf", boom)
+    monkeypatch.setattr(own, "program_btf", boom)
+    with pytest.warns(BtfWarning, match="could not describe a map's types .*boom"):
+        m = HashMap("u32", "u64", 4)
+    m.close()
+    p = Program("fault")
+    p.mov(R0, 0).exit()
+    with pytest.warns(BtfWarning, match="could not describe a program .*boom"):
+        prog = load(p, "socket_filter")
+    with prog:
+        assert prog.test_run(bytes(64)).retval == 0

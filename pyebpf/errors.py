@@ -276,6 +276,11 @@ class LostEventsWarning(UserWarning):
     """Events were lost (ring full); the counts are on the reader."""
 
 
+class BtfWarning(UserWarning):
+    """The kernel refused the BTF pyebpf adds to its own maps and programs
+    (key/value types, line info): they were created without it (said once)."""
+
+
 class UsdtProbeLookupError(UsdtTargetError, LookupError):
     """A USDT probe is not in the target (or its bare name matches several
     providers).  The message lists the probes that exist, close matches

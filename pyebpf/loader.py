@@ -271,7 +271,7 @@ def bind_maps(insns: list[Insn], maps: Mapping[str, Any]) -> tuple[list[Insn], l
 def load(source: "Program | str | bytes | Iterable[Insn]", prog_type: "str | int" = "kprobe", *,
          maps: Mapping[str, Any] | None = None, license: str | None = None, name: str | None = None,
          log_level: int = 0, expected_attach_type: int = 0, prog_flags: int = 0,
-         check: bool = True, dialect: str = "llvm") -> LoadedProgram:
+         check: bool = True, dialect: str = "llvm", btf: bool = True) -> LoadedProgram:
     """Load a program into the kernel.
 
     Args:
@@ -285,6 +285,12 @@ def load(source: "Program | str | bytes | Iterable[Insn]", prog_type: "str | int
         log_level: 1 or 2 to keep the verifier's log of a successful load in
             ``.log`` (for learning); failures always carry the log.
         check: run the static helper-argument check first (DSL programs).
+        btf: give the kernel BTF with a function record per function and a
+            line record per source line (each instruction's origin), so that
+            ``bpftool prog dump xlated id N linum`` and the verifier's log show
+            the Python or ``.s`` line; loaded without it when the kernel
+            refuses it (a :class:`~pyebpf.errors.BtfWarning`, once) or
+            ``PYEBPF_BTF=0`` is set.
 
     Raises:
         VerifierError: the verifier rejected the program; ``.origin`` names
@@ -304,13 +310,75 @@ def load(source: "Program | str | bytes | Iterable[Insn]", prog_type: "str | int
     bound, used = bind_maps(insns, all_maps)
     pname = name if name is not None else (program.name if program is not None else "")
     try:
-        fd, log = _sys.prog_load(ptype, encode(bound), lic, name=pname, log_level=log_level,
-                                 expected_attach_type=expected_attach_type, prog_flags=prog_flags)
+        fd, log = _prog_load(ptype, encode(bound), lic, insns, program if btf else False,
+                             source if isinstance(source, str) else None,
+                             name=pname, log_level=log_level,
+                             expected_attach_type=expected_attach_type, prog_flags=prog_flags)
     except VerifierError as exc:
         raise _explain(exc, insns) from None
     return LoadedProgram(fd, ptype, program, insns,
                          {getattr(m, "name", str(i)): m for i, m in enumerate(used)},
                          log, pname, expected_attach_type)
+
+
+def _prog_load(ptype: int, code: bytes, lic: str, insns: list[Insn],
+               program: Program | None | bool, text: str | None,
+               **kw: Any) -> tuple[Fd, str]:
+    """BPF_PROG_LOAD with the program's own BTF (:func:`_own_btf`) unless
+    ``program`` is False; when the kernel refuses the BTF, the program is
+    loaded without it (said once)."""
+    own = _own_btf(insns, kw["name"], program, text) if program is not False else None
+    if own is None:
+        return _sys.prog_load(ptype, code, lic, **kw)
+    from .kernel import btf as _kbtf
+    btf = _kbtf.optional_btf(own.blob)
+    if btf is None:
+        return _sys.prog_load(ptype, code, lic, **kw)
+    try:
+        try:
+            return _sys.prog_load(ptype, code, lic, btf_fd=btf.fileno(),
+                                  func_info=own.func_info, line_info=own.line_info, **kw)
+        except VerifierError as exc:
+            if _verified(exc.log):
+                raise                # the program's own fault, its log shows the source lines
+            first: Exception = exc
+        except OSError as exc:
+            first = exc
+        # refused before the verifier ran: the program's own error (if any) is
+        # what a load without BTF raises
+        out = _sys.prog_load(ptype, code, lic, **kw)
+        _kbtf.btf_refused("programs", "the kernel refused the BTF of programs (func_info, "
+                          "line_info)", first)
+        return out
+    finally:
+        btf.close()                  # the program holds the BTF now
+
+
+def _own_btf(insns: list[Insn], name: str, program: Program | None | bool,
+             text: str | None) -> Any:
+    """The program's func_info/line_info and their BTF
+    (:func:`pyebpf.btf.own.program_btf`; ``text``: assembly source given as a
+    string), or None when BTF is off (``PYEBPF_BTF=0``), was refused before,
+    or cannot be made."""
+    from .kernel import btf as _kbtf
+    if not _kbtf.own_btf_enabled() or _kbtf.refused("programs"):
+        return None
+    from .btf.own import SourceLines, program_btf
+    lines = SourceLines()
+    if text is not None:
+        lines.add("<string>", text)
+    try:
+        return program_btf(insns, name, program if isinstance(program, Program) else None, lines)
+    except Exception as exc:        # noqa: BLE001 - optional: a fault must not cost the load
+        _kbtf.btf_refused("build", "pyebpf could not describe a program (a bug)", exc)
+        return None
+
+
+def _verified(log: str) -> bool:
+    """True when the verifier walked the program (it printed an instruction):
+    the BTF checks, which come before, passed."""
+    import re                 # (a rejection's path: not imported at start-up)
+    return re.search(r"^\d+: \([0-9a-f]{2}\) ", log, re.M) is not None
 
 
 def _explain(exc: VerifierError, insns: list[Insn]) -> VerifierError:

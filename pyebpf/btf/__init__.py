@@ -8,17 +8,47 @@ write it, and resolve CO-RE relocations against it.
 * :class:`BtfExt` -- ``.BTF.ext``: func_info, line_info, CO-RE relocations
 * :class:`BtfBuilder` -- writes a valid blob (types + string table)
 * :mod:`.core` -- CO-RE relocation resolution, as libbpf computes it
+* :mod:`.own` -- the BTF of pyebpf's own maps (key/value types from their
+  codecs) and programs (func_info, line_info from each instruction's origin)
 
 Damaged input raises :class:`BtfError` with the offset where it was found.
 Loading a blob into the kernel is :func:`pyebpf.kernel.btf.btf_load`.
+
+The names are imported on first use (``pyebpf.btf.own`` is on the path of
+every map creation and program load, and needs none of the others).
 """
 from __future__ import annotations
 
-from .errors import BtfError
-from .ext import BtfExt, CoreRelo, FuncInfo, LineInfo
-from .reader import Btf
-from .types import EnumValue, Kind, Member, Param, Type, VarSecinfo
-from .writer import BtfBuilder
+TYPE_CHECKING = False
+if TYPE_CHECKING:       # what __getattr__ imports on first use, as type checkers see it
+    from typing import Any
+
+    from .errors import BtfError as BtfError
+    from .ext import (BtfExt as BtfExt, CoreRelo as CoreRelo, FuncInfo as FuncInfo,
+                      LineInfo as LineInfo)
+    from .reader import Btf as Btf
+    from .types import (EnumValue as EnumValue, Kind as Kind, Member as Member, Param as Param,
+                        Type as Type, VarSecinfo as VarSecinfo)
+    from .writer import BtfBuilder as BtfBuilder
 
 __all__ = ["Btf", "BtfExt", "BtfBuilder", "BtfError", "Kind", "Type", "Member", "EnumValue",
            "Param", "VarSecinfo", "FuncInfo", "LineInfo", "CoreRelo"]
+
+#: module -> the names it lends to this package
+_HOME = {"Btf": "reader", "BtfExt": "ext", "FuncInfo": "ext", "LineInfo": "ext",
+         "CoreRelo": "ext", "BtfBuilder": "writer", "BtfError": "errors", "Kind": "types",
+         "Type": "types", "Member": "types", "EnumValue": "types", "Param": "types",
+         "VarSecinfo": "types"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(__import__(module, globals(), None, (name,), 1), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOME])

@@ -18,6 +18,11 @@ type name ``"u32"``, a :mod:`struct` format ``"<QI"``, a ctypes type,
 :func:`codec`; both live in :mod:`pyebpf.codecs` (see its docs) and are
 importable from here too.
 
+Hash and array maps (per-CPU and LRU too) carry BTF describing their keys
+and values -- integers, ``Bytes``/strings as ``char[n]``, struct formats as
+``f0, f1, ...``, ctypes records with their field names -- so ``bpftool map
+dump`` shows them structured (``btf=False`` or ``PYEBPF_BTF=0``: without).
+
 Per-CPU maps hold one value per *possible* CPU: reading gives a list,
 writing takes a list of that length (or a single value for every CPU).
 

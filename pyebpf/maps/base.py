@@ -25,7 +25,7 @@ from ..kernel.constants import MapType, enum_name
 from ..kernel.lifetime import FdOwner
 
 __all__ = ["Map", "MapSpec", "check_map_shape", "ring_buffer_size", "perf_ring_size",
-           "U32_MAX", "PERCPU_VALUE_MAX", "RINGBUF_MAX"]
+           "U32_MAX", "PERCPU_VALUE_MAX", "RINGBUF_MAX", "BTF_MAP_TYPES"]
 
 
 # =========================================================================
@@ -132,7 +132,46 @@ class MapSpec:
                 f"value {self.value_size}, max_entries {self.max_entries}>")
 
 
-# Maps
+# Maps: BTF for their keys and values
+
+#: the map types created with BTF describing their keys and values (the
+#: kernel refuses it for the others: ENOTSUPP for perf event arrays and stack
+#: traces, EINVAL without a key type for queues and stacks; ring buffers have none)
+BTF_MAP_TYPES = frozenset((MapType.HASH, MapType.ARRAY, MapType.PERCPU_HASH,
+                           MapType.PERCPU_ARRAY, MapType.LRU_HASH, MapType.LRU_PERCPU_HASH))
+
+
+def _create_typed(map_type: int, kc: Codec | None, vc: Codec, key_size: int, value_size: int,
+                  max_entries: int, kw: dict[str, Any]) -> _sys.Fd:
+    """BPF_MAP_CREATE with BTF describing the key and value codecs
+    (:func:`pyebpf.btf.own.map_btf`); without it when BTF is off
+    (``PYEBPF_BTF=0``) or the kernel refuses it (said once per map type)."""
+    from ..kernel import btf as _kbtf
+    if not _kbtf.own_btf_enabled() or _kbtf.refused(map_type):
+        return _sys.map_create(map_type, key_size, value_size, max_entries, **kw)
+    from ..btf.own import map_btf
+    try:
+        blob, key_id, value_id = map_btf(kc, vc)
+    except Exception as exc:     # noqa: BLE001 - optional: a fault here must not cost the map
+        _kbtf.btf_refused("maps", "pyebpf could not describe a map's types (a bug)", exc)
+        return _sys.map_create(map_type, key_size, value_size, max_entries, **kw)
+    btf = _kbtf.optional_btf(blob)
+    if btf is None:
+        return _sys.map_create(map_type, key_size, value_size, max_entries, **kw)
+    try:
+        try:
+            return _sys.map_create(map_type, key_size, value_size, max_entries,
+                                   btf_fd=btf.fileno(), btf_key_type_id=key_id,
+                                   btf_value_type_id=value_id, **kw)
+        except OSError as with_btf:
+            # the map's own error (if any) is what a creation without BTF raises
+            fd = _sys.map_create(map_type, key_size, value_size, max_entries, **kw)
+            _kbtf.btf_refused(map_type, "the kernel refused the BTF of "
+                              f"{enum_name(MapType, map_type)} maps", with_btf)
+            return fd
+    finally:
+        btf.close()              # the map holds the BTF now
+
 
 _name_counter = itertools.count(1)
 
@@ -143,6 +182,12 @@ def _auto_name(prefix: str) -> str:
 
 class Map(FdOwner):
     """Base of every map: owns the fd and knows the map's shape.
+
+    Hash and array maps (and their per-CPU and LRU kinds) are created with
+    BTF describing their keys and values (:func:`pyebpf.btf.own.map_btf`), so
+    ``bpftool map dump`` shows them structured; ``btf=False`` (or
+    ``PYEBPF_BTF=0``) creates them without, and so does a kernel that
+    refuses it (a :class:`~pyebpf.errors.BtfWarning`, once).
 
     Its lifetime is an :class:`~pyebpf.kernel.lifetime.FdOwner`'s: ``close()``
     (idempotent), ``with`` and garbage collection release the fd; the
@@ -173,7 +218,7 @@ class Map(FdOwner):
 
     def __init__(self, key: Any, value: Any, max_entries: int, *, name: str | None = None,
                  flags: int = 0, numa_node: int | None = None, map_extra: int = 0,
-                 inner_map_fd: int = 0) -> None:
+                 inner_map_fd: int = 0, btf: bool = True) -> None:
         if not self.map_type:
             raise OptionError("Map is the base class; create a HashMap, ArrayMap, PerCpuHashMap, "
                             "QueueMap, RingBuf ... (or open one with Map.from_pin/from_fd)")
@@ -185,9 +230,13 @@ class Map(FdOwner):
         if getattr(self, "_described_only", False):     # a MapSpec: no system call
             self.name, self.max_entries, self.flags = name, max_entries, flags
             return
-        fd = _sys.map_create(self.map_type, self.key_size, self.value_size, max_entries,
-                             flags=flags, name=name, numa_node=numa_node,
-                             map_extra=map_extra, inner_map_fd=inner_map_fd)
+        kw: dict[str, Any] = dict(flags=flags, name=name, numa_node=numa_node,
+                                  map_extra=map_extra, inner_map_fd=inner_map_fd)
+        if btf and vc is not None and self.map_type in BTF_MAP_TYPES:
+            fd = _create_typed(self.map_type, kc, vc, self.key_size, self.value_size,
+                               max_entries, kw)
+        else:
+            fd = _sys.map_create(self.map_type, self.key_size, self.value_size, max_entries, **kw)
         self._init_common(fd, name, max_entries, flags)
 
     # -- construction helpers ------------------------------------------------

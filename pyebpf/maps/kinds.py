@@ -85,14 +85,17 @@ class PerCpuCodec(Codec):
 
 
 class HashMap(_DictMap[_K, _V]):
-    """BPF_MAP_TYPE_HASH: ``HashMap(key, value, max_entries=1024, *, name=None, flags=0)``."""
+    """BPF_MAP_TYPE_HASH: ``HashMap(key, value, max_entries=1024, *, name=None, flags=0,
+    btf=True)`` (``btf``: describe the key and value types to the kernel)."""
 
     map_type = MapType.HASH
     _prefix = "hash"
 
     def __init__(self, key: Any, value: Any, max_entries: int = 1024, *,
-                 name: str | None = None, flags: int = 0, numa_node: int | None = None) -> None:
-        super().__init__(key, value, max_entries, name=name, flags=flags, numa_node=numa_node)
+                 name: str | None = None, flags: int = 0, numa_node: int | None = None,
+                 btf: bool = True) -> None:
+        super().__init__(key, value, max_entries, name=name, flags=flags, numa_node=numa_node,
+                         btf=btf)
 
 
 class LruHashMap(HashMap[_K, _V]):
@@ -148,7 +151,7 @@ class _ArrayMixin(_DictMap):
 
 
 class ArrayMap(_ArrayMixin):
-    """BPF_MAP_TYPE_ARRAY: ``ArrayMap(value, max_entries, *, name=None, flags=0)``.
+    """BPF_MAP_TYPE_ARRAY: ``ArrayMap(value, max_entries, *, name=None, flags=0, btf=True)``.
 
     Keys are indexes ``0 <= i < max_entries``; every element exists (zero at
     first) and cannot be deleted; ``len()`` is ``max_entries``.
@@ -158,9 +161,9 @@ class ArrayMap(_ArrayMixin):
     _prefix = "array"
 
     def __init__(self, value: Any, max_entries: int, *, name: str | None = None,
-                 flags: int = 0, numa_node: int | None = None) -> None:
+                 flags: int = 0, numa_node: int | None = None, btf: bool = True) -> None:
         super().__init__(self._KEY, value, max_entries, name=name, flags=flags,
-                         numa_node=numa_node)
+                         numa_node=numa_node, btf=btf)
 
 
 class _PerCpuMixin(_DictMap):

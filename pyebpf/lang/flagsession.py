@@ -84,7 +84,8 @@ class FlagSession(Session):
         except BaseException:
             self.close()
             raise
-        self.reader = self.run.reader
+        # (the loop waits on the reader when there is one: only with events)
+        self.reader = self.run.reader if q.event_fields is not None else None
         for a in q.aggregates:
             a.impl = unit.maps[a.display].agg
         if self.run.stacks is not None and cpid:

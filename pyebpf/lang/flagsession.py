@@ -71,10 +71,11 @@ class FlagSession(Session):
         self.question = q = trace.question
         t0 = time.perf_counter()
         unit = trace.program.generate(cpid if q.cpid else None)
-        if trace.ring_size is not None:
+        # (without events nothing goes through the ring: one page, not 1 MiB)
+        size = trace.ring_size if q.event_fields is not None else 1
+        if size is not None:
             from ..maps import MapSpec, RingBuf, perf_ring_size
-            unit.ringbuf = MapSpec(RingBuf, perf_ring_size(trace.ring_size),
-                                   name=unit.ringbuf.name)
+            unit.ringbuf = MapSpec(RingBuf, perf_ring_size(size), name=unit.ringbuf.name)
         self.unit: Unit = unit
         self.run: BtRun = BtRun(unit, pid=q.pid)
         self._base: dict[str, dict[Any, Any]] = {}

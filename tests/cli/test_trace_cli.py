@@ -275,3 +275,15 @@ def test_issue14_probe_names_each_matched_function(workload):
     assert f"@[uprobe:{workload}:greet]: 30" in lines
     assert f"@[uprobe:{workload}:outer]: 30" in lines
     assert not any("*e*" in x for x in lines)
+
+
+@pytest.mark.kernel
+def test_func_keys_name_the_functions_after_exit(workload):
+    """``--count func`` on a glob: each function by name, though the command
+    has exited when the map is printed (the language's usym would print an
+    address then)."""
+    proc = cli("trace", f"uprobe:{workload}:[gw]*", "--count", "func", "-q", "-c",
+               f"{workload} 20")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(x for x in proc.stdout.splitlines() if x.startswith("@")) == \
+        ["@[greet]: 20", "@[work]: 20"]

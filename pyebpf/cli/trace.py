@@ -17,8 +17,9 @@ from .parser import Subparsers   # (at run time too, for documentation tools)
 
 DESCRIPTION = """\
 Trace a probe and count, aggregate or print what happens there -- like a
-bpftrace one-liner, with the program generated in Python (no compiler) and
-the aggregations computed in the kernel.
+bpftrace one-liner: the flags become a bpftrace program (--show-program
+prints it), compiled in Python (no compiler) and run as 'pyebpf bt' runs
+programs, the aggregations computed in the kernel.
 
 probes (bpftrace's syntax):
   uprobe:PATH:SYMBOL         function entry (SYMBOL: name, name+off, 0xADDR or a glob)
@@ -34,6 +35,7 @@ expressions (for --count KEY, --hist EXPR, --print, --filter):
   pid tid uid gid cpu nsecs elapsed comm ustack probe func
   str(EXPR[,N])  a string in user memory   EXPR / 1000, EXPR % 10, EXPR & 0xff ...
   KEY may list several expressions: --count 'comm, arg0'
+  (expressions are the bpftrace language's: C precedence, casts, ternaries...)
 """
 
 EPILOG = """\
@@ -113,10 +115,10 @@ def register(subparsers: Subparsers) -> None:
     out.add_argument("--strlen", type=positive_int, default=64, metavar="N",
                      help="bytes read by str() (default 64, bpftrace's)")
     out.add_argument("--ringbuf", action="store_true",
-                     help="send events through a BPF ring buffer (one ring, events in order) "
-                          "instead of per-CPU perf rings (drained CPU by CPU)")
+                     help="(kept for old command lines: events always go through one BPF "
+                          "ring buffer, in order)")
     out.add_argument("--buffer-size", type=positive_int, default=1 << 20, metavar="BYTES",
-                     help="bytes per perf ring (per CPU) or of the ring buffer (default 1 MiB)")
+                     help="bytes of the events' ring buffer (default 1 MiB)")
     out.add_argument("--show-program", action="store_true",
                      help="print the generated eBPF programs (llvm dialect) and exit")
     out.add_argument("--log", metavar="FILE",

@@ -49,6 +49,7 @@ class FlagField:
         from .parser import parse_expression
         self.text = text.strip()
         self.name = name if name is not None else self.text
+        _check_bounds(self.text)
         self.node = parse_expression(self.text, "flag")
 
     def uses(self, what: str) -> bool:
@@ -68,6 +69,27 @@ class FlagField:
 
     def __repr__(self) -> str:
         return f"FlagField({self.text!r})"
+
+
+#: how deep a flag's parentheses may nest
+MAX_DEPTH = 64
+
+
+def _check_bounds(text: str) -> None:
+    """Refuse what no flag needs and would only make the parser work hard:
+    a number longer than 64 bits can be, parentheses nested more than
+    :data:`MAX_DEPTH` levels."""
+    depth = deepest = run = longest = 0
+    for ch in text:
+        run = run + 1 if ch.isdigit() else 0
+        longest = max(longest, run)
+        depth += (ch == "(") - (ch == ")")
+        deepest = max(deepest, depth)
+    if longest > 24:
+        raise OptionError(f"{text[:40]}...: a number is too long ({longest} digits; 64 bits "
+                          "take at most 20)")
+    if deepest > MAX_DEPTH:
+        raise OptionError(f"{text[:40]}...: parentheses nest more than {MAX_DEPTH} levels deep")
 
 
 def _is_arg(name: str) -> bool:

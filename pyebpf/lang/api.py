@@ -63,14 +63,17 @@ class BtProgram:
             got = self._resolved[id(ap)] = resolve_point(ap, self.pid)
         return got
 
-    def generate(self, cpid: int | None = None) -> Unit:
-        """The generated programs and maps (pure: nothing is created)."""
+    def generate(self, cpid: int | None = None, *, count_drops: bool = False) -> Unit:
+        """The generated programs and maps (pure: nothing is created);
+        ``count_drops``: the events the ring buffer refuses are counted (the
+        reader reports them as lost)."""
         import time
 
         from .codegen import CodegenError, generate
         try:
             return generate(self.script, self.analysis, resolve=self._resolve, cpid=cpid,
-                            params=self.params, start_ns=time.monotonic_ns())
+                            params=self.params, start_ns=time.monotonic_ns(),
+                            count_drops=count_drops)
         except CodegenError as exc:
             if exc.pos is None:
                 raise

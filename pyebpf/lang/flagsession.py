@@ -70,7 +70,8 @@ class FlagSession(Session):
         self.trace = trace
         self.question = q = trace.question
         t0 = time.perf_counter()
-        unit = trace.program.generate(cpid if q.cpid else None)
+        unit = trace.program.generate(cpid if q.cpid else None,
+                                      count_drops=q.event_fields is not None)
         # (without events nothing goes through the ring: one page, not 1 MiB)
         size = trace.ring_size if q.event_fields is not None else 1
         if size is not None:
@@ -87,6 +88,8 @@ class FlagSession(Session):
             raise
         # (the loop waits on the reader when there is one: only with events)
         self.reader = self.run.reader if q.event_fields is not None else None
+        if self.reader is not None:
+            self.reader.on_lost = self._on_lost      # (counted in self.lost, reported)
         for a in q.aggregates:
             a.impl = unit.maps[a.display].agg
         if self.run.stacks is not None and cpid:

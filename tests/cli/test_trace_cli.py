@@ -287,3 +287,19 @@ def test_func_keys_name_the_functions_after_exit(workload):
     assert proc.returncode == 0, proc.stderr
     assert sorted(x for x in proc.stdout.splitlines() if x.startswith("@")) == \
         ["@[greet]: 20", "@[work]: 20"]
+
+
+@pytest.mark.kernel
+def test_lost_events_are_reported(workload):
+    """A ring too small for the events: the losses are counted (the
+    program counts what the ring refuses), said on stderr and in a
+    {"type": "lost"} object, and every event is either printed or lost."""
+    n = 200000
+    proc = cli("trace", "-q", f"uprobe:{workload}:work", "--print", "arg0", "arg1", "--json",
+               "--buffer-size", "4096", "-c", f"{workload} {n}", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    objs = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    events = sum(1 for o in objs if o["type"] == "event")
+    (lost,) = [o["data"]["events"] for o in objs if o["type"] == "lost"]
+    assert lost > 0 and events + lost == n
+    assert f"pyebpf trace: {lost} events lost" in proc.stderr

@@ -136,6 +136,7 @@ def _usage(args: argparse.Namespace, msg: str) -> int:
 
 def build_question(args: argparse.Namespace) -> Question:
     """The :class:`~pyebpf.lang.flags.Question` the flags ask."""
+    from ..errors import OptionError
     from ..lang.flags import Question
     q = Question(args.probes, filters=args.filter, strlen=args.strlen, pid=args.pid,
                  cpid=bool(args.cmd))
@@ -149,7 +150,8 @@ def build_question(args: argparse.Namespace) -> Question:
         try:
             lo_i, hi_i, step_i = int(lo, 0), int(hi, 0), int(step, 0)
         except ValueError:
-            raise ValueError(f"--lhist {expr} {lo} {hi} {step}: MIN, MAX and STEP are integers") from None
+            raise OptionError(f"--lhist {expr} {lo} {hi} {step}: MIN, MAX and STEP are "
+                              "integers") from None
         q.add("lhist", expr, by, (lo_i, hi_i, step_i))
     if args.print_:
         items = args.print_
@@ -188,7 +190,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         from ..lang.flagsession import FlagTrace
         trace = FlagTrace(build_question(args),
-                          ring_size=args.buffer_size if args.buffer_size != 1 << 20 else None)
+                          ring_size=args.buffer_size if args.buffer_size != 1 << 20 else None,
+                          unsafe=args.unsafe)
     except ValueError as exc:
         report("trace", str(exc))
         return 1

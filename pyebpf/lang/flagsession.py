@@ -33,14 +33,20 @@ _U64 = 1 << 64
 class FlagTrace:
     """A question compiled: :meth:`show` its eBPF, :meth:`start` it.
 
-    ``ring_size``: bytes of the ring buffer the events go through."""
+    ``ring_size``: bytes of the ring buffer the events go through;
+    ``unsafe``: uprobes may go where no instruction start is proven."""
 
-    def __init__(self, question: Question, *, ring_size: int | None = None) -> None:
+    def __init__(self, question: Question, *, ring_size: int | None = None,
+                 unsafe: bool = False) -> None:
         from .api import compile
+        if ring_size is not None:
+            from ..maps import perf_ring_size
+            perf_ring_size(ring_size)        # 1 byte .. 2 GiB, checked before anything
         self.question = question.finish()
         self.text = question.program_text(header=False)
         self.ring_size = ring_size
-        self.program: BtProgram = compile(self.text, filename="flags", pid=question.pid)
+        self.program: BtProgram = compile(self.text, filename="flags", pid=question.pid,
+                                          unsafe=unsafe)
 
     def shown_text(self) -> str:
         """The program as ``--show-program`` prints it (with a table's header)."""

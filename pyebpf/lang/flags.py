@@ -59,13 +59,15 @@ class FlagField:
 
     def args_used(self) -> set[int]:
         """The argument numbers the expression reads (``arg3`` -> 3)."""
+        from . import ast as A
         return {int(n.name[3:]) for n in _walk(self.node)
-                if type(n).__name__ == "Builtin" and _is_arg(getattr(n, "name", ""))}
+                if isinstance(n, A.Builtin) and _is_arg(n.name)}
 
     @property
     def is_func(self) -> bool:
         """Whether the expression is ``func`` (run as ``probe``: see :func:`expr_text`)."""
-        return type(self.node).__name__ == "Builtin" and getattr(self.node, "name", "") == "func"
+        from . import ast as A
+        return isinstance(self.node, A.Builtin) and self.node.name == "func"
 
     def __repr__(self) -> str:
         return f"FlagField({self.text!r})"
@@ -97,24 +99,24 @@ def _is_arg(name: str) -> bool:
 
 
 def _names(n: A.Expr, what: str) -> bool:
-    kind = type(n).__name__
-    name = getattr(n, "name", None)
+    from . import ast as A
     if what == "latency":
-        return kind == "Identifier" and name == "latency"
+        return isinstance(n, A.Identifier) and n.name == "latency"
     if what == "args":
-        return kind == "Builtin" and _is_arg(name or "")
-    return kind == "Builtin" and name == what
+        return isinstance(n, A.Builtin) and _is_arg(n.name)
+    return isinstance(n, A.Builtin) and n.name == what
 
 
-def _walk(n: object) -> Iterable[A.Expr]:
+def _walk(n: A.Expr) -> Iterable[A.Expr]:
     """``n`` and every expression under it."""
-    yield n                                    # type: ignore[misc]
-    for value in getattr(n, "__dict__", {}).values():
+    from . import ast as A
+    yield n
+    for value in vars(n).values():
         if isinstance(value, list):
             for x in value:
-                if hasattr(x, "pos"):
+                if isinstance(x, A.Expr):
                     yield from _walk(x)
-        elif hasattr(value, "pos"):
+        elif isinstance(value, A.Expr):
             yield from _walk(value)
 
 
@@ -178,10 +180,6 @@ def _string_literal(raw: str) -> str:
     return '"' + "".join(_ESCAPES.get(c, c) for c in raw) + '"'
 
 
-_PREC = {"||": 1, "&&": 2, "|": 3, "^": 4, "&": 5, "==": 6, "!=": 6, "<": 7, "<=": 7,
-         ">": 7, ">=": 7, "<<": 8, ">>": 8, "+": 9, "-": 9, "*": 10, "/": 10, "%": 10}
-
-
 def expr_text(e: A.Expr, *, saved: bool = False, strlen: int = DEFAULT_STRLEN) -> str:
     """``e`` in the bpftrace language; ``saved``: at a return probe, where
     the arguments are those the entry saved (``$argN``); ``latency`` is
@@ -189,61 +187,53 @@ def expr_text(e: A.Expr, *, saved: bool = False, strlen: int = DEFAULT_STRLEN) -
     ``func`` is written ``probe`` (at a uprobe, the probe's name ends with the
     function's, which the flag CLI prints: a name, even once the process
     is gone)."""
+    from . import ast as A
+
     def sub(x: A.Expr) -> str:
         return expr_text(x, saved=saved, strlen=strlen)
-    kind = type(e).__name__
-    d = e.__dict__
-    if kind == "Integer":
-        return str(d["value"])
-    if kind == "String":
-        return _string_literal(d["value"])
-    if kind == "Builtin":
-        if d["name"] == "func":          # (the probe's name ends with the function's)
+
+    def operand(x: A.Expr) -> str:      # (parenthesized when it is itself an operation)
+        return f"({sub(x)})" if isinstance(x, (A.Binop, A.Ternary)) else sub(x)
+    if isinstance(e, A.Integer):
+        return str(e.value)
+    if isinstance(e, A.String):
+        return _string_literal(e.value)
+    if isinstance(e, A.Builtin):
+        if e.name == "func":
             return "probe"
-        return f"${d['name']}" if saved and _is_arg(d["name"]) else d["name"]
-    if kind == "Identifier":
-        return "$latency" if d["name"] == "latency" else d["name"]
-    if kind == "Variable":
-        return d["name"] if d["name"].startswith("$") else "$" + d["name"]
-    if kind == "Map":
-        keys = ", ".join(sub(k) for k in d["keys"])
-        return d["name"] + (f"[{keys}]" if keys else "")
-    if kind == "Call":
-        args = [sub(a) for a in d["args"]]
-        if d["name"] == "str" and len(args) == 1 and strlen != DEFAULT_STRLEN:
+        return f"${e.name}" if saved and _is_arg(e.name) else e.name
+    if isinstance(e, A.Identifier):
+        return "$latency" if e.name == "latency" else e.name
+    if isinstance(e, A.Variable):
+        return e.name if e.name.startswith("$") else "$" + e.name
+    if isinstance(e, A.Map):
+        keys = ", ".join(sub(k) for k in e.keys)
+        return e.name + (f"[{keys}]" if keys else "")
+    if isinstance(e, A.Call):
+        args = [sub(a) for a in e.args]
+        if e.name == "str" and len(args) == 1 and strlen != DEFAULT_STRLEN:
             args.append(str(strlen))
-        return f"{d['name']}({', '.join(args)})"
-    if kind == "Binop":
-        return f"{_operand(d['left'], sub)} {d['op']} {_operand(d['right'], sub)}"
-    if kind == "Unop":
-        inner = _operand(d["operand"], sub)
-        return inner + d["op"] if d["postfix"] else d["op"] + inner
-    if kind == "Ternary":
-        return f"{_operand(d['cond'], sub)} ? {_operand(d['then'], sub)} : " \
-               f"{_operand(d['else_'], sub)}"
-    if kind == "FieldAccess":
-        inner = _operand(d["expr"], sub)
-        args = type(d["expr"]).__name__ == "Builtin" and d["expr"].name == "args"
-        return f"{inner}{'->' if d['arrow'] or args else '.'}{d['field']}"
-    if kind == "ArrayAccess":
-        return f"{_operand(d['expr'], sub)}[{sub(d['index'])}]"
-    if kind == "Cast":
-        return f"({d['typename']}){_operand(d['expr'], sub)}"
-    if kind == "Sizeof":
-        return f"sizeof({d['typename'] or sub(d['expr'])})"
-    if kind == "Tuple":
-        return "(" + ", ".join(sub(x) for x in d["elems"]) + ")"
-    if kind == "PositionalParameter":
-        return f"${d['index']}" if not d["count"] else "$#"
-    raise OptionError(f"cannot write a {kind} expression in a flag")
-
-
-def _operand(e: A.Expr, sub: object) -> str:
-    """An operand of an operator, parenthesized when it is itself one."""
-    text = sub(e)  # type: ignore[operator]
-    if type(e).__name__ in ("Binop", "Ternary"):
-        return f"({text})"
-    return str(text)
+        return f"{e.name}({', '.join(args)})"
+    if isinstance(e, A.Binop):
+        return f"{operand(e.left)} {e.op} {operand(e.right)}"
+    if isinstance(e, A.Unop):
+        return operand(e.operand) + e.op if e.postfix else e.op + operand(e.operand)
+    if isinstance(e, A.Ternary):
+        return f"{operand(e.cond)} ? {operand(e.then)} : {operand(e.else_)}"
+    if isinstance(e, A.FieldAccess):
+        arrow = e.arrow or (isinstance(e.expr, A.Builtin) and e.expr.name == "args")
+        return f"{operand(e.expr)}{'->' if arrow else '.'}{e.field}"
+    if isinstance(e, A.ArrayAccess):
+        return f"{operand(e.expr)}[{sub(e.index)}]"
+    if isinstance(e, A.Cast):
+        return f"({e.typename}){operand(e.expr)}"
+    if isinstance(e, A.Sizeof):
+        return f"sizeof({e.typename if e.expr is None else sub(e.expr)})"
+    if isinstance(e, A.Tuple):
+        return "(" + ", ".join(sub(x) for x in e.elems) + ")"
+    if isinstance(e, A.PositionalParameter):
+        return "$#" if e.count else f"${e.index}"
+    raise OptionError(f"cannot write a {type(e).__name__} expression in a flag")
 
 
 class Question:
@@ -439,7 +429,7 @@ class Question:
         head = self.table_header() if header else None
         if head:
             blocks.append((f"BEGIN\n{{\n  printf({_string_literal(head)});\n}}", "BEGIN"))
-        direct = []
+        direct: list[ProbeSpec] = []
         for spec in self.specs:
             if self._paired(spec):
                 blocks += self._pair(spec)
@@ -456,17 +446,17 @@ class Question:
             blocks.append((_block(",\n".join(map(str, direct)), pred, actions), str(direct[0])))
         self.blocks = []
         line = 1
-        for text, spec in blocks:
-            self.blocks.append((line, spec))
+        for text, name in blocks:
+            self.blocks.append((line, name))
             line += text.count("\n") + 1
         return "\n".join(text for text, _ in blocks) + "\n"
 
     def probe_at(self, line: int) -> str:
         """The probe spec of the block that holds ``line`` of the program."""
         name = self.blocks[0][1] if self.blocks else ""
-        for first, spec in self.blocks:
+        for first, spec_name in self.blocks:
             if first <= line:
-                name = spec
+                name = spec_name
         return name
 
 
@@ -477,25 +467,25 @@ def _block(head: str, predicate: list[str], body: list[str]) -> str:
 
 
 def _kind_of(f: FlagField) -> str:
-    """What a field holds, for a table: str, stack, probe, func or int."""
+    """What a field holds, for a table: str, ustack, probe, func or int."""
+    from . import ast as A
     n = f.node
-    kind = type(n).__name__
-    if kind == "Call" and getattr(n, "name", "") == "str":
+    if isinstance(n, A.Call) and n.name == "str":
         return "str"
-    if kind == "Builtin" and getattr(n, "name", "") in ("comm", "ustack", "kstack", "probe",
-                                                        "func"):
-        return {"comm": "str", "kstack": "ustack"}.get(n.name, n.name)  # type: ignore[attr-defined]
+    if isinstance(n, A.Builtin) and n.name in ("comm", "ustack", "kstack", "probe", "func"):
+        return {"comm": "str", "kstack": "ustack"}.get(n.name, n.name)
     return "int"
 
 
 def _table_width(f: FlagField, strlen: int) -> int:
+    """A table column's width for ``f``: a string up to 16, a number 7..."""
+    from . import ast as A
     kind = _kind_of(f)
     if kind == "str":
         n = f.node
-        size = 16 if type(n).__name__ == "Builtin" else strlen
-        args = getattr(n, "args", [])
-        if len(args) > 1 and type(args[1]).__name__ == "Integer":
-            size = args[1].value
+        size = strlen if isinstance(n, A.Call) else 16
+        if isinstance(n, A.Call) and len(n.args) > 1 and isinstance(n.args[1], A.Integer):
+            size = n.args[1].value
         return min(size, 16)
     return {"int": 7, "probe": 24, "func": 16, "ustack": 0}[kind]
 

@@ -289,9 +289,9 @@ def _minus(kind: str, data: dict[Any, Any], base: dict[Any, Any]) -> dict[Any, A
         if b is None:
             out[k] = v
             continue
+        d: Any
         if kind in ("hist", "lhist"):
-            d = {x: c - b.get(x, 0) for x, c in v.items()}
-            d = {x: c for x, c in d.items() if c}
+            d = {x: c - b.get(x, 0) for x, c in v.items() if c != b.get(x, 0)}
         elif kind in ("avg", "stats"):
             d = (v[0] - b[0], v[1] - b[1]) if v[0] != b[0] else None
         else:

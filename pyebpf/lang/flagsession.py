@@ -49,14 +49,18 @@ class FlagTrace:
                                           unsafe=unsafe)
 
     def shown_text(self) -> str:
-        """The program as ``--show-program`` prints it (with a table's header)."""
-        return self.question.program_text(header=True)
+        """The program as ``--show-program`` prints it (with a table's
+        header, which the run prints itself)."""
+        q = self.question
+        blocks = q.blocks                  # (the run's: events name their probe by them)
+        try:
+            return q.program_text(header=True)
+        finally:
+            q.blocks = blocks
 
     def show(self) -> str:
         """The generated eBPF, per probe, with the program lines (no privilege needed)."""
-        text = self.program.show()
-        self.question.program_text(header=False)      # (blocks as run)
-        return text
+        return self.program.show()
 
     def start(self, pid: int | None, *, attach: bool = True) -> FlagSession:
         """Load the programs (``pid``: the ``-c`` command's, its ``cpid``)

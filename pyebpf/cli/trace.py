@@ -10,15 +10,16 @@ from . import command_line, pid, positive_int, process_exists, report, seconds
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..trace.recipes import Trace
+    from ..lang.flags import Question
     from ..trace.session import Session
 
 from .parser import Subparsers   # (at run time too, for documentation tools)
 
 DESCRIPTION = """\
 Trace a probe and count, aggregate or print what happens there -- like a
-bpftrace one-liner, with the program generated in Python (no compiler) and
-the aggregations computed in the kernel.
+bpftrace one-liner: the flags become a bpftrace program (--show-program
+prints it), compiled in Python (no compiler) and run as 'pyebpf bt' runs
+programs, the aggregations computed in the kernel.
 
 probes (bpftrace's syntax):
   uprobe:PATH:SYMBOL         function entry (SYMBOL: name, name+off, 0xADDR or a glob)
@@ -34,6 +35,7 @@ expressions (for --count KEY, --hist EXPR, --print, --filter):
   pid tid uid gid cpu nsecs elapsed comm ustack probe func
   str(EXPR[,N])  a string in user memory   EXPR / 1000, EXPR % 10, EXPR & 0xff ...
   KEY may list several expressions: --count 'comm, arg0'
+  (expressions are the bpftrace language's: C precedence, casts, ternaries...)
 """
 
 EPILOG = """\
@@ -113,10 +115,10 @@ def register(subparsers: Subparsers) -> None:
     out.add_argument("--strlen", type=positive_int, default=64, metavar="N",
                      help="bytes read by str() (default 64, bpftrace's)")
     out.add_argument("--ringbuf", action="store_true",
-                     help="send events through a BPF ring buffer (one ring, events in order) "
-                          "instead of per-CPU perf rings (drained CPU by CPU)")
+                     help="(kept for old command lines: events always go through one BPF "
+                          "ring buffer, in order)")
     out.add_argument("--buffer-size", type=positive_int, default=1 << 20, metavar="BYTES",
-                     help="bytes per perf ring (per CPU) or of the ring buffer (default 1 MiB)")
+                     help="bytes of the events' ring buffer (default 1 MiB)")
     out.add_argument("--show-program", action="store_true",
                      help="print the generated eBPF programs (llvm dialect) and exit")
     out.add_argument("--log", metavar="FILE",
@@ -132,30 +134,32 @@ def _usage(args: argparse.Namespace, msg: str) -> int:
     return 2
 
 
-def build_trace(args: argparse.Namespace) -> Trace:
-    """A :class:`pyebpf.trace.Trace` from the parsed arguments."""
-    from ..trace.recipes import Trace as Recipe
-    t = Recipe(*args.probes, pid=args.pid, strlen=args.strlen, ring=args.ringbuf,
-              buffer_size=args.buffer_size, filters=args.filter, unsafe=args.unsafe)
+def build_question(args: argparse.Namespace) -> Question:
+    """The :class:`~pyebpf.lang.flags.Question` the flags ask."""
+    from ..errors import OptionError
+    from ..lang.flags import Question
+    q = Question(args.probes, filters=args.filter, strlen=args.strlen, pid=args.pid,
+                 cpid=bool(args.cmd))
     for key in args.count or []:
-        t.count(by=key or None)
+        q.add("count", None, key or None)
     by = args.by
     for kind in ("hist", "sum", "min", "max", "avg", "stats"):
         for expr in getattr(args, kind) or []:
-            getattr(t, kind)(expr, by=by)
+            q.add(kind, expr, by)
     for expr, lo, hi, step in args.lhist or []:
         try:
             lo_i, hi_i, step_i = int(lo, 0), int(hi, 0), int(step, 0)
         except ValueError:
-            raise ValueError(f"--lhist {expr} {lo} {hi} {step}: MIN, MAX and STEP are integers") from None
-        t.lhist(expr, lo_i, hi_i, step_i, by=by)
+            raise OptionError(f"--lhist {expr} {lo} {hi} {step}: MIN, MAX and STEP are "
+                              "integers") from None
+        q.add("lhist", expr, by, (lo_i, hi_i, step_i))
     if args.print_:
         items = args.print_
         if "%" in items[0]:
-            t.print(items[0], *items[1:])
+            q.print(items[0], items[1:])
         else:
-            t.print(None, *items)
-    return t
+            q.print(None, items)
+    return q
 
 
 def _as_comment(program: str) -> str:
@@ -184,30 +188,27 @@ def run(args: argparse.Namespace) -> int:
     importlib.import_module("pyebpf.trace.live")
     t0 = time.perf_counter()
     try:
-        trace = build_trace(args)
+        from ..lang.flagsession import FlagTrace
+        trace = FlagTrace(build_question(args),
+                          ring_size=args.buffer_size if args.buffer_size != 1 << 20 else None,
+                          unsafe=args.unsafe)
     except ValueError as exc:
         report("trace", str(exc))
         return 1
     if args.show_program:
-        from ..lang.flags import program_text
-        with trace:
-            print(_as_comment(program_text(trace)))
-            print(trace.show())
+        print(_as_comment(trace.shown_text()))
+        print(trace.show())
         return 0
-    trace.resolve()
     from .runner import RunOptions, run_session
 
     def loaded(pid: int | None) -> Session:
         return trace.start(pid, attach=False)
 
     def attached(session: Session) -> str:
-        n = len(session.links)
+        n = session.probe_count()
         return f"Attached {n} probe{'s' if n != 1 else ''}"
     opts = RunOptions(command="trace", cmd=args.cmd, pid=args.pid, json_mode=args.json,
                       duration=args.duration, max_events=args.max_events,
                       interval=args.interval, clear=args.clear, table=args.table,
                       quiet=args.quiet)
-    try:
-        return run_session(loaded, opts, attached, t0)
-    finally:
-        trace.close()
+    return run_session(loaded, opts, attached, t0)

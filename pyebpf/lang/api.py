@@ -29,28 +29,29 @@ __all__ = ["compile", "BtProgram", "resolver_for"]
 
 
 def compile(text: str, *, filename: str = "stdin", pid: int | None = None,
-            params: Sequence[str] = ()) -> BtProgram:
+            params: Sequence[str] = (), unsafe: bool = False) -> BtProgram:
     """Parse, analyse and resolve the bpftrace program ``text``.
 
     ``pid`` restricts uprobes/USDT to that process (``-p``); ``params`` are
-    the positional parameters ``$1``... Raises
+    the positional parameters ``$1``...; ``unsafe``: uprobes may go where
+    no instruction start is proven. Raises
     :class:`~pyebpf.lang.errors.LangError` (pointing at the script) for an
     invalid program, and the probe layer's errors for missing probes."""
     from .parser import parse
     script = parse(text, filename)
-    return BtProgram(script, pid=pid, params=params)
+    return BtProgram(script, pid=pid, params=params, unsafe=unsafe)
 
 
 class BtProgram:
     """A compiled program (see the module docs)."""
 
     def __init__(self, script: Script, *, pid: int | None = None,
-                 params: Sequence[str] = ()) -> None:
+                 params: Sequence[str] = (), unsafe: bool = False) -> None:
         self.script = script
         self.pid = pid
         self.params = list(params)
         self._resolved: dict[int, list[tuple[str, Any]]] = {}
-        self.resolver = resolver_for(pid)
+        self.resolver = resolver_for(pid, unsafe)
         self.analysis = _analyse(script, self.resolver, self.params)
         for probe in script.probes:          # resolve now: a missing probe fails here
             for ap in probe.attach_points:
@@ -59,18 +60,22 @@ class BtProgram:
 
     def _resolve(self, ap: AttachPoint) -> list[tuple[str, Any]]:
         got = self._resolved.get(id(ap))
-        if got is None:
-            got = self._resolved[id(ap)] = resolve_point(ap, self.pid)
+        if got is None:          # (the semantic pass's resolver may have them: once)
+            got = self._resolved[id(ap)] = [(r.name, r.source)
+                                            for r in self.resolver.probes(ap)]
         return got
 
-    def generate(self, cpid: int | None = None) -> Unit:
-        """The generated programs and maps (pure: nothing is created)."""
+    def generate(self, cpid: int | None = None, *, count_drops: bool = False) -> Unit:
+        """The generated programs and maps (pure: nothing is created);
+        ``count_drops``: the events the ring buffer refuses are counted (the
+        reader reports them as lost)."""
         import time
 
         from .codegen import CodegenError, generate
         try:
             return generate(self.script, self.analysis, resolve=self._resolve, cpid=cpid,
-                            params=self.params, start_ns=time.monotonic_ns())
+                            params=self.params, start_ns=time.monotonic_ns(),
+                            count_drops=count_drops)
         except CodegenError as exc:
             if exc.pos is None:
                 raise
@@ -115,10 +120,10 @@ def _analyse(script: Script, resolver: Any, params: list[str]) -> Any:
     return analyse(script, resolver, params=params)
 
 
-def resolver_for(pid: int | None) -> Any:
+def resolver_for(pid: int | None, unsafe: bool = False) -> Any:
     """The semantic pass's type resolver (bt-runtime's probes module)."""
     from .probes import Resolver
-    return Resolver(pid=pid)
+    return Resolver(pid=pid, unsafe=unsafe)
 
 
 def resolve_point(ap: AttachPoint, pid: int | None) -> list[tuple[str, Any]]:

@@ -274,6 +274,8 @@ class Unit:
         self.kstack_map: Any = None
         self.join_map: Any = None
         self.probe_names: list[str] = []
+        #: a per-CPU u64 counting the events the ring buffer refused (None: not counted)
+        self.drops: Any = None
         #: set by exit(): a one-element array every probe checks first, so
         #: that nothing runs after exit() (described when the script exits)
         self.exit_flag: Any = None
@@ -313,7 +315,7 @@ class Unit:
         """Kernel map name -> its description, for every map of the unit."""
         out = {m.kname: m.spec for m in self.maps.values()}
         out[self.ringbuf.name] = self.ringbuf
-        for m in (self.stack_map, self.kstack_map, self.join_map):
+        for m in (self.stack_map, self.kstack_map, self.join_map, self.drops):
             if m is not None:
                 out[m.name] = m
         if self.exit_flag is not None:
@@ -339,7 +341,7 @@ def _calls_exit(script: A.Script) -> bool:
 # ============================================================== entry point
 def generate(script: A.Script, analysis: Any = None, *, resolve: Any = None,
              cpid: int | None = None, params: Sequence[str] = (),
-             start_ns: int = 0) -> Unit:
+             start_ns: int = 0, count_drops: bool = False) -> Unit:
     """Generate the programs of ``script`` (typed by the semantic pass,
     whose :class:`Analysis` gives the maps' types; without it, the map
     types are taken from the assignments).
@@ -347,8 +349,12 @@ def generate(script: A.Script, analysis: Any = None, *, resolve: Any = None,
     ``resolve(ap) -> list of (name, source)`` resolves an attach point to
     concrete probes (BEGIN/END never reach it). ``cpid`` is the ``-c``
     command's pid; ``start_ns`` the ``CLOCK_MONOTONIC`` time ``elapsed``
-    counts from."""
+    counts from; ``count_drops``: events the ring buffer refuses are counted
+    (``Unit.drops``)."""
     unit = Unit(script)
+    if count_drops:
+        from ..maps import MapSpec, PerCpuArrayMap
+        unit.drops = MapSpec(PerCpuArrayMap, "u64", 1, name="bt_drops")
     infos = getattr(analysis, "maps", None) or _infer_maps(script)
     for i, (name, info) in enumerate(sorted(infos.items())):
         unit.maps[name] = MapPlan(name, info.key, info.value, i)
@@ -1027,7 +1033,7 @@ class _ProbeGen:
             for e, t, o in zip(args, action.args, offsets):
                 self.value_into(e, base + 8 + o, t)
         p.stdw(R10, base, action.id)
-        p.ringbuf_output(self.unit.ringbuf, base, size)
+        p.ringbuf_output(self.unit.ringbuf, base, size, drops=self.unit.drops)
 
     # ---------------------------------------------------------- values into memory
     def value_into(self, e: A.Expr, off: int, t: Type) -> None:

@@ -132,7 +132,7 @@ def _functions(path: str) -> list[str]:
     return sorted({s.name for s in ef.symbols() if s.is_function and s.address})
 
 
-def _uprobes(ap: AttachPoint, pid: int | None) -> list[ResolvedProbe]:
+def _uprobes(ap: AttachPoint, pid: int | None, unsafe: bool = False) -> list[ResolvedProbe]:
     kind = ap.provider
     if len(ap.parts) != 2 or not all(ap.parts):
         raise ProbeSpecError(f"{ap.raw}: a {kind} is {kind}:PATH:FUNCTION (PATH a file or a "
@@ -149,7 +149,7 @@ def _uprobes(ap: AttachPoint, pid: int | None) -> list[ResolvedProbe]:
         return [ResolvedProbe(f"{kind}:{shown}:{n}", UprobeSource(real, n, retprobe=ret, pid=pid))
                 for n in names]
     try:
-        src = UprobeSource(real, func, retprobe=ret, pid=pid)
+        src = UprobeSource(real, func, retprobe=ret, pid=pid, unsafe=unsafe)
     except ProbeSpecError as exc:
         if func.startswith("0x") or "+" in func:
             raise
@@ -418,20 +418,22 @@ def _canonical(provider: str) -> str:
     return _SHORT.get(provider, provider)
 
 
-def resolve(ap: AttachPoint, *, pid: int | None = None) -> list[ResolvedProbe]:
+def resolve(ap: AttachPoint, *, pid: int | None = None,
+            unsafe: bool = False) -> list[ResolvedProbe]:
     """The concrete probes attach point ``ap`` names (one per wildcard
     match), each with its name as bpftrace prints it and its probe source.
 
     Raises :class:`~pyebpf.trace.probes.ProbeSpecError` (a ``ValueError``)
     for a malformed attach point, one that matches nothing (listing close
-    matches), or a kind this kernel or pyebpf cannot attach."""
+    matches), or a kind this kernel or pyebpf cannot attach.  ``unsafe``: a
+    uprobe may go where no instruction start is proven (``--unsafe``)."""
     kind = _canonical(ap.provider)
     if kind != ap.provider:
         import copy
         ap = copy.copy(ap)
         ap.provider = kind
     if kind in ("uprobe", "uretprobe"):
-        return _uprobes(ap, pid)
+        return _uprobes(ap, pid, unsafe)
     if kind == "usdt":
         return _usdt(ap, pid)
     if kind == "tracepoint":
@@ -475,8 +477,9 @@ class Resolver:
     of ``argN``, ``args`` and ``retval`` at an attach point (resolving it
     once, with ``pid`` as ``-p`` gives it)."""
 
-    def __init__(self, pid: int | None = None) -> None:
+    def __init__(self, pid: int | None = None, unsafe: bool = False) -> None:
         self.pid = pid
+        self.unsafe = unsafe
         self._cache: dict[tuple[str, str, tuple[str, ...], int | None], list[ResolvedProbe]] = {}
 
     def probes(self, ap: AttachPoint) -> list[ResolvedProbe]:
@@ -484,7 +487,7 @@ class Resolver:
         key = (_canonical(ap.provider), ap.raw, tuple(ap.parts), ap.func_offset)
         hit = self._cache.get(key)
         if hit is None:
-            hit = self._cache[key] = resolve(ap, pid=self.pid)
+            hit = self._cache[key] = resolve(ap, pid=self.pid, unsafe=self.unsafe)
         return hit
 
     def arg_type(self, ap: AttachPoint, n: int) -> Type:

@@ -159,7 +159,8 @@ class BtRun(Owner):
         from ..events import RingBufferReader
         for name, spec in self.unit.all_map_specs().items():
             self.live[name] = spec.create()
-        self.reader = RingBufferReader(self.live[self.unit.ringbuf.name])
+        drops = self.live[self.unit.drops.name] if self.unit.drops is not None else None
+        self.reader = RingBufferReader(self.live[self.unit.ringbuf.name], drops=drops)
         u = self.unit
         if u.stack_map is not None or u.kstack_map is not None:
             from .stacks import StackPrinter

@@ -107,6 +107,10 @@ class Session(Owner):
             raise
         self.attach_seconds += time.perf_counter() - t0
 
+    def probe_count(self) -> int:
+        """How many probes are attached (the "Attached N probes" line)."""
+        return len(self.links)
+
     def _on_lost(self, cpu: int, n: int) -> None:
         """The reader's ``on_lost``: ``n`` events lost on ``cpu``."""
         self.lost += n

@@ -92,7 +92,7 @@ CASES: list[tuple] = [
     ("trace-unknown-kind", ["trace", "kprobe:vfs_read"], 1, "starts with a probe kind"),
     ("trace-missing-binary", ["trace", "uprobe:/nonexistent/bin:main"], 1, "does not exist"),
     ("trace-unknown-symbol", ["trace", f"uprobe:{sys.executable}:no_such_function_xyz"], 1,
-     "no symbol"),
+     "nothing matches"),
     ("trace-directory-binary", ["trace", "uprobe:{d}:main"], 1, "is a directory"),
     ("trace-not-elf-binary", ["trace", "uprobe:{d}/good.s:main"], 1, "is not an ELF file"),
     ("trace-truncated-binary", ["trace", "uprobe:{d}/truncated.o:main"], 1, "is not an ELF file"),
@@ -136,7 +136,7 @@ CASES: list[tuple] = [
     ("trace-lhist-not-int", ["trace", TP, "--lhist", "arg0", "0", "10", "x"], 1,
      "MIN, MAX and STEP are integers"),
     ("trace-expr-unfinished", ["trace", TP, "--hist", "arg0 +"], 1, "unexpected end"),
-    ("trace-expr-unknown-name", ["trace", TP, "--count", "nosuchvar"], 1, "unknown name"),
+    ("trace-expr-unknown-name", ["trace", TP, "--count", "nosuchvar"], 1, "Unknown identifier"),
     ("trace-printf-arity", ["trace", TP, "--print", "%d %d", "arg0"], 1, "2 conversion"),
     # (pyebpf/trace/expr.py gets its own limits on the bounds branch; until
     # then the command line reports CPython's int() limit and RecursionError

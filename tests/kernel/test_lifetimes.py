@@ -111,6 +111,15 @@ def _session(_: Any) -> Any:
     return Trace(f"tracepoint:{GETPPID}", pid=os.getpid()).count().start()
 
 
+def _flag_session(_: Any) -> Any:
+    """``pyebpf trace``'s session: the flags' program, loaded and attached."""
+    from pyebpf.lang.flags import Question
+    from pyebpf.lang.flagsession import FlagTrace
+    q = Question([f"tracepoint:{GETPPID}"], pid=os.getpid()).add("count", None)
+    q.print(None, ["pid"])
+    return FlagTrace(q).start(None)
+
+
 def _asm_session(_: Any) -> Any:
     from pyebpf.trace.asmfile import AsmSession, parse_asm_file
     path = ROOT / "asm" / "execsnoop.s"
@@ -182,7 +191,7 @@ OWNERS: dict[str, Callable[[Any], Any]] = {
     "Fd": _fd, **_maps(), "LoadedProgram": _loaded, "Link": _link,
     "PerfBuffer": _perf_buffer, "RingBufferReader": _ring_reader, "Provider": _provider,
     "UsdtCounter": _usdt_counter, "UsdtTrace": _usdt_trace, "Trace": _trace,
-    "TraceSession": _session, "AsmSession": _asm_session, **_aggregations(), "Child": _child,
+    "TraceSession": _session, "FlagSession": _flag_session, "AsmSession": _asm_session, **_aggregations(), "Child": _child,
     "_ProcessWatch": _process_watch, "BtRun": _bt_run, "Profiler": _profiler,
 }
 

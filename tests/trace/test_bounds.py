@@ -90,7 +90,8 @@ def test_show_program_works_without_cap_bpf():
                              "--count", "ustack", "--hist", "latency", "--print", "pid", "comm",
                              "--show-program", *extra)
         assert proc.returncode == 0, proc.stderr
-        assert "lhist(arg0, 0, 100, 1)" in proc.stdout and "exit" in proc.stdout
+        # (--hist latency: the actions run at the return, on the saved $arg0)
+        assert "lhist($arg0, 0, 100, 1)" in proc.stdout and "exit" in proc.stdout
     proc = _unprivileged("-c", "from pyebpf.trace import Trace; "
                                f"print(Trace({BASH!r}).stats('arg0', by='comm').show())")
     assert proc.returncode == 0, proc.stderr

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pyebpf.lang.flags import program_text
+from pyebpf.lang.flags import Question
 from pyebpf.lang.parser import parse
-from pyebpf.trace.recipes import Trace
 
 from .conftest import cli
 
@@ -33,24 +32,32 @@ def result_lines(stdout: str) -> list[str]:
 
 
 def test_program_text():
-    t = Trace("uprobe:/bin/x:work", filters=["arg1 > 100", 'comm == "a\\"b"'])
-    t.count(by="arg0, str(arg1, 4)").hist("arg1 / 10 * 2", by="comm")
-    assert program_text(t) == (
+    q = Question(["uprobe:/bin/x:work"], filters=["arg1 > 100", 'comm == "a\\"b"'])
+    q.add("count", None, "arg0, str(arg1, 4)").add("hist", "arg1 / 10 * 2", "comm")
+    assert q.finish().program_text() == (
         'uprobe:/bin/x:work /arg1 > 100 && comm == "a\\"b"/\n{\n'
         "  @count[arg0, str(arg1, 4)] = count();\n"
         "  @hist[comm] = hist((arg1 / 10) * 2);\n}\n")
-    t = Trace("tracepoint:syscalls:sys_enter_openat").print(None, "pid", "str(args.filename)")
-    assert program_text(t) == (
+    q = Question(["tracepoint:syscalls:sys_enter_openat"]).print(None, ["pid", "str(args.filename)"])
+    assert q.finish().program_text() == (
         'BEGIN\n{\n  printf("PID     STR(ARGS.FILENAME)\\n");\n}\n'
         "tracepoint:syscalls:sys_enter_openat\n{\n"
         '  printf("%-7d %s\\n", pid, str(args->filename));\n}\n')
-    assert program_text(Trace("usdt:/bin/x:p:tick")) == "usdt:/bin/x:p:tick\n{\n  @[probe] = count();\n}\n"
+    assert Question(["usdt:/bin/x:p:tick"]).finish().program_text() == \
+        "usdt:/bin/x:p:tick\n{\n  @[probe] = count();\n}\n"
+    # -c and -p keep other processes out; C precedence, as the language has it
+    q = Question(["t:syscalls:sys_enter_openat"], cpid=True).add("sum", "args.dfd + 1 * 2")
+    assert q.finish().program_text() == ("tracepoint:syscalls:sys_enter_openat /pid == cpid/\n"
+                                         "{\n  @ = sum(args->dfd + (1 * 2));\n}\n")
+    q = Question(["uprobe:/bin/x:work"], pid=42, strlen=8).add("count", None, "str(arg0)")
+    assert q.finish().program_text() == ("uprobe:/bin/x:work /pid == 42/\n"
+                                         "{\n  @[str(arg0, 8)] = count();\n}\n")
 
 
 @pytest.mark.parametrize("flags", [
     ["--count", "arg0, arg1 % 7", "--hist", "latency / 1000", "--filter", "arg0 > -1"],
     ["--print", 'x "%d"\t%s', "arg0", "str(arg1, 3)", "--stats", "retval"],
-    ["--lhist", "arg1", "-10", "100", "7", "--by", "func, probe, ustack"],
+    ["--lhist", "arg1", "0", "100", "7", "--by", "func, probe, ustack"],
 ])
 def test_programs_parse(workload, flags):
     """Whatever the flags say translates to a program the language accepts."""

@@ -94,3 +94,23 @@ def test_json_maps_match(workload):
     mine = {o["type"]: o["data"] for o in objs}
     other = {o["type"]: o["data"] for o in theirs_ if o["type"] in ("map", "hist")}
     assert mine == other
+
+
+def test_expressions_as_the_language_reads_them(workload):
+    """The flags' expressions are the language's: C precedence (the old
+    hand-written parser applied operators left to right: (arg0 + 1) * 2)."""
+    a = ours(f"uprobe:{workload}:work", "--count", "arg0 + 1 * 2", "-c", f"{workload} {N}")
+    b = theirs(f"uprobe:{workload}:work /pid == cpid/ {{ @[arg0 + 1 * 2] = count(); }}",
+               f"{workload} {N}")
+    assert sorted(a) == sorted(b) and "@[2]: 30" in a, (a, b)
+
+
+def test_signed_usdt_filter_as_bpftrace():
+    """``--filter 'arg1 < -2'`` on a signed (-4@) USDT argument: accepted,
+    and the same hits as bpftrace 0.17 (which compares it unsigned)."""
+    from lang.harness import bt_workload
+    w = bt_workload()
+    a = ours(f"usdt:{w}:btw:delta", "--count", "arg1", "--filter", "arg1 < -2", "-c", f"{w} 14")
+    b = theirs(f"usdt:{w}:btw:delta /pid == cpid && arg1 < -2/ {{ @[arg1] = count(); }}",
+               f"{w} 14")
+    assert sorted(a) == sorted(b) and "@[-3]: 2" in a, (a, b)

@@ -1,6 +1,8 @@
 """The object's BTF made loadable: what clang leaves for the loader to fill
 in (DATASEC sizes and variable offsets), and what the kernel does not take
-(extern variables and functions) rewritten as libbpf does.
+(extern variables and functions) rewritten as libbpf does; and hidden
+global subprograms (``__hidden``) marked static, as libbpf marks them, so
+the kernel verifies them in their callers' context, not on their own.
 
 Type ids are kept (types are changed in place, one INT may be appended), so
 func_info, map key/value ids and CO-RE ids stay valid; strings are written
@@ -28,13 +30,15 @@ def _clone(t: Type, **changes: object) -> Type:
 
 def prepare_btf(btf: Btf, section_size: Callable[[str], int | None],
                 symbol_offset: Callable[[str, str], int | None],
-                kconfig_offsets: dict[str, int], kconfig_size: int) -> BtfBuilder:
+                kconfig_offsets: dict[str, int], kconfig_size: int,
+                static_funcs: frozenset[str] = frozenset()) -> BtfBuilder:
     """A builder holding ``btf`` fixed up for BPF_BTF_LOAD.
 
     ``section_size(name)`` is an ELF section's size (None if absent),
     ``symbol_offset(section, name)`` a variable's offset in it; the
     ``.kconfig`` DATASEC takes ``kconfig_offsets``/``kconfig_size`` (the
-    layout of the map pyebpf builds for it).
+    layout of the map pyebpf builds for it); the global FUNCs named in
+    ``static_funcs`` become static.
     """
     out = BtfBuilder()
     int_id = 0
@@ -58,6 +62,8 @@ def prepare_btf(btf: Btf, section_size: Callable[[str], int | None],
         elif t.kind == Kind.VAR and t.linkage not in (_LINKAGE_STATIC, _LINKAGE_GLOBAL):
             t = _clone(t, linkage=_LINKAGE_GLOBAL,
                        ref=int_id if i in ksym_vars else t.ref)
+        elif t.kind == Kind.FUNC and t.linkage == _LINKAGE_GLOBAL and t.name in static_funcs:
+            t = _clone(t, linkage=_LINKAGE_STATIC)
         elif t.kind == Kind.FUNC and t.linkage not in (_LINKAGE_STATIC, _LINKAGE_GLOBAL):
             t = _clone(t, linkage=_LINKAGE_GLOBAL)
         out.add(t)

@@ -20,6 +20,9 @@ SHT_NOBITS = 8
 SHF_EXECINSTR = 0x4
 STT_SECTION = 3
 STT_FUNC = 2
+STB_LOCAL = 0
+#: symbol visibilities (``st_other & 3``) that keep a global out of other objects
+STV_HIDDEN_ONES = (1, 2)        # STV_INTERNAL, STV_HIDDEN
 EM_BPF = 247
 #: the largest .bss-like section accepted (a map value is far smaller)
 _NOBITS_MAX = 1 << 30
@@ -50,14 +53,20 @@ class ObjSection:
 
 class ObjSymbol:
     """One symbol: ``name``, ``value``, ``size``, ``type`` (STT_*), ``bind``
-    (STB_*), ``shndx`` (0: undefined, i.e. an extern)."""
+    (STB_*), ``shndx`` (0: undefined, i.e. an extern), ``visibility``
+    (STV_*: 0 default, 1 internal, 2 hidden, 3 protected)."""
 
-    __slots__ = ("index", "name", "value", "size", "type", "bind", "shndx")
+    __slots__ = ("index", "name", "value", "size", "type", "bind", "shndx", "visibility")
 
     def __init__(self, index: int, name: str, value: int, size: int, type: int, bind: int,
-                 shndx: int) -> None:
+                 shndx: int, visibility: int = 0) -> None:
         self.index, self.name, self.value, self.size = index, name, value, size
-        self.type, self.bind, self.shndx = type, bind, shndx
+        self.type, self.bind, self.shndx, self.visibility = type, bind, shndx, visibility
+
+    @property
+    def is_hidden_global(self) -> bool:
+        """A global or weak symbol that other objects cannot see (``__hidden``)."""
+        return self.bind != STB_LOCAL and self.visibility in STV_HIDDEN_ONES
 
 
 def _cstr(data: bytes, at: int) -> str:
@@ -125,11 +134,12 @@ class ObjElf:
         strs = self.sections[symtab.link].data
         d = symtab.data
         for i, off in enumerate(range(0, len(d) - _SYM.size + 1, _SYM.size)):
-            name, info, _other, shndx, value, size = _SYM.unpack_from(d, off)
+            name, info, other, shndx, value, size = _SYM.unpack_from(d, off)
             sname = _cstr(strs, name)
             if info & 0xF == STT_SECTION and shndx < len(self.sections):
                 sname = self.sections[shndx].name
-            self.symbols.append(ObjSymbol(i, sname, value, size, info & 0xF, info >> 4, shndx))
+            self.symbols.append(ObjSymbol(i, sname, value, size, info & 0xF, info >> 4, shndx,
+                                          other & 3))
 
     def section(self, name: str) -> ObjSection | None:
         """The section called ``name``, or None."""

@@ -9,6 +9,7 @@ import struct
 from ..btf import Kind
 from ..errors import KernelError, VerifierError
 from ..kernel.constants import MapType, ProgType
+from .elfobj import STT_FUNC
 from .errors import ObjectError
 from .link import OP_CALL, OP_LD_IMM64, Slot, decode_slots, encode_slots, link_program
 from .maps import PIN_BY_NAME, MapDef
@@ -50,7 +51,8 @@ def _load_btf(obj: BpfObject) -> BtfBuilder | None:
     from .btfprep import prepare_btf
     offsets = {name: v[0] for name, v in obj._kconfig.items()}
     size = obj.map_defs[".kconfig"].value_size if ".kconfig" in obj.map_defs else 0
-    builder = prepare_btf(obj.btf, obj._section_size, obj._symbol_offset, offsets, size)
+    builder = prepare_btf(obj.btf, obj._section_size, obj._symbol_offset, offsets, size,
+                          _hidden_subprograms(obj))
     if obj.btf_ext is not None:       # line_info names strings: they must be in the blob
         for recs in obj.btf_ext.line_info.values():
             for r in recs:
@@ -65,6 +67,16 @@ def _load_btf(obj: BpfObject) -> BtfBuilder | None:
         return None
     obj._owned.append(obj._btf_fd)
     return builder
+
+
+def _hidden_subprograms(obj: BpfObject) -> frozenset[str]:
+    """The ``.text`` functions that are global but hidden (``__hidden``):
+    libbpf loads them as static subprograms."""
+    text = obj.elf.section(".text")
+    if text is None:
+        return frozenset()
+    return frozenset(s.name for s in obj.elf.symbols
+                     if s.shndx == text.index and s.type == STT_FUNC and s.is_hidden_global)
 
 
 # ------------------------------------------------------------------ externs

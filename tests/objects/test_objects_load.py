@@ -54,6 +54,18 @@ def test_whole_objects_load_as_libbpf_loads_them(objects, name):
             assert p.loaded.info().id > 0
 
 
+def test_hidden_global_subprogram_is_verified_as_static(objects):
+    # libbpf marks a __hidden global subprogram static in the BTF it loads,
+    # so the kernel verifies it with its caller's stack pointer, not a
+    # maybe-NULL one (libbpf's usdt.bpf.h bpf_usdt_arg() is such a function)
+    ok, err = libbpf_loads(objects["hidden"])
+    assert ok, err
+    with pyebpf.load_object(objects["hidden"]) as obj:
+        assert obj.programs["hidden_caller"].status == "loaded"
+        (sym,) = [s for s in obj.elf.symbols if s.name == "fill_answer"]
+        assert sym.is_hidden_global
+
+
 def test_rejected_program_names_the_c_line(objects):
     ok, err = libbpf_loads(objects["broken"])
     assert not ok and "bad_read" in err

@@ -17,6 +17,7 @@ SHT_SYMTAB = 2
 SHT_STRTAB = 3
 SHT_REL = 9
 SHT_NOBITS = 8
+SHF_ALLOC = 0x2
 SHF_EXECINSTR = 0x4
 STT_SECTION = 3
 STT_FUNC = 2
@@ -111,16 +112,20 @@ class ObjElf:
             if sec.type == SHT_SYMTAB:
                 self._read_symbols(sec)
                 break
+        nsyms = len(self.symbols)
         for sec in self.sections:
-            if sec.type == SHT_REL and sec.info < len(self.sections):
-                target = self.sections[sec.info]
-                for off in range(0, len(sec.data) - _REL.size + 1, _REL.size):
-                    r_off, r_info = _REL.unpack_from(sec.data, off)
-                    symi = r_info >> 32
-                    if symi >= len(self.symbols):
-                        raise ObjectFileError(f"{path}: relocation in {sec.name} names "
-                                              f"symbol {symi} of {len(self.symbols)}")
-                    target.relocs[r_off] = symi
+            if sec.type != SHT_REL or sec.info >= len(self.sections):
+                continue
+            target = self.sections[sec.info]
+            if not target.flags & SHF_ALLOC:
+                continue            # debug info, .BTF: nothing the loader patches
+            body = sec.data[:len(sec.data) - len(sec.data) % _REL.size]
+            for r_off, r_info in _REL.iter_unpack(body):
+                symi = r_info >> 32
+                if symi >= nsyms:
+                    raise ObjectFileError(f"{path}: relocation in {sec.name} names "
+                                          f"symbol {symi} of {nsyms}")
+                target.relocs[r_off] = symi
 
     def _bytes(self, hdr: tuple) -> bytes:  # type: ignore[type-arg]
         off, size = hdr[4], hdr[5]

@@ -314,6 +314,21 @@ class Btf:
             t = self._cache[type_id] = self._decode(type_id)
         return t
 
+    def record_at(self, type_id: int) -> int:
+        """The byte offset of an own type's record in :attr:`data` (for
+        patching a copy of the blob in place)."""
+        if not self._first_id <= type_id < len(self):
+            raise BtfError(f"no such type (own ids are {self._first_id}..{len(self) - 1})",
+                           type_id=type_id)
+        at: int = self._types_at + 4 * self._offsets[type_id - self._first_id]
+        return at
+
+    def sections(self) -> tuple[int, int, int, int]:
+        """(start, length) of the type section, then of the string section, as
+        byte offsets in :attr:`data`."""
+        return (self._types_at, self._types_len, self._strs_at,
+                self._strs_end - self._strs_at)
+
     def kind(self, type_id: int) -> int:
         """The kind of a type, without decoding the rest of it."""
         if type_id < self._first_id:

@@ -18,7 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..btf import BtfBuilder
+    from .btfprep import PreparedBtf
     from .obj import BpfObject, ObjectProgram
 
 PSEUDO_MAP_FD = 1
@@ -33,40 +33,35 @@ _REFUSED = (E.EPERM, E.EOPNOTSUPP, 524)      # 524: ENOTSUPP
 
 def load_object_into_kernel(obj: BpfObject, log_level: int) -> None:
     """Everything :meth:`BpfObject.load` does, in order."""
-    builder = _load_btf(obj)
+    prepared = _load_btf(obj)
     _fill_kconfig(obj)
     _create_maps(obj)
     code = {idx: decode_slots(obj.elf.sections[idx].data) for idx in obj._funcs}
     _apply_core(obj, code)
     ksyms = _resolve_ksyms(obj)
     for prog in obj.programs.values():
-        _load_program(obj, prog, code, builder, ksyms, log_level)
+        _load_program(obj, prog, code, prepared, ksyms, log_level)
 
 
 # ------------------------------------------------------------------ BTF
-def _load_btf(obj: BpfObject) -> BtfBuilder | None:
+def _load_btf(obj: BpfObject) -> PreparedBtf | None:
     if obj.btf is None:
         return None
     from ..kernel.btf import btf_load
     from .btfprep import prepare_btf
     offsets = {name: v[0] for name, v in obj._kconfig.items()}
     size = obj.map_defs[".kconfig"].value_size if ".kconfig" in obj.map_defs else 0
-    builder = prepare_btf(obj.btf, obj._section_size, obj._symbol_offset, offsets, size,
-                          _hidden_subprograms(obj))
-    if obj.btf_ext is not None:       # line_info names strings: they must be in the blob
-        for recs in obj.btf_ext.line_info.values():
-            for r in recs:
-                builder.string(r.file_name)
-                builder.string(r.line_text)
+    prepared = prepare_btf(obj.btf, obj._section_size, obj._symbol_offset, offsets, size,
+                           _hidden_subprograms(obj))
     try:
-        obj._btf_fd = btf_load(builder.build())
+        obj._btf_fd = btf_load(prepared.blob)
     except KernelError as exc:
         # libbpf goes on without BTF; so does pyebpf (no func/line info, no typed maps)
         obj.btf_error = exc
         obj._btf_fd = None
         return None
     obj._owned.append(obj._btf_fd)
-    return builder
+    return prepared
 
 
 def _hidden_subprograms(obj: BpfObject) -> frozenset[str]:
@@ -408,12 +403,12 @@ def _patch_extern(obj: BpfObject, slots: list[Slot], pos: int, name: str,
         slots[pos + 1].imm = (value >> 32) & 0xFFFFFFFF
 
 
-def _btf_infos(obj: BpfObject, linked: Any, builder: BtfBuilder | None) -> tuple[bytes, bytes,
+def _btf_infos(obj: BpfObject, linked: Any, prepared: PreparedBtf | None) -> tuple[bytes, bytes,
                                                                                 list[Any]]:
     """func_info and line_info records of a linked program, and the line
     records by position (for naming a rejected instruction's C line)."""
     ext = obj.btf_ext
-    if ext is None or builder is None:
+    if ext is None or prepared is None:
         return b"", b"", []
     fi = bytearray()
     li = bytearray()
@@ -427,8 +422,8 @@ def _btf_infos(obj: BpfObject, linked: Any, builder: BtfBuilder | None) -> tuple
         for r in ext.line_info.get(sec, ()):
             if lo <= r.insn_off < hi:
                 at = base + r.insn_off // 8 - func.start
-                li += struct.pack("<IIII", at, builder.string(r.file_name),
-                                  builder.string(r.line_text), (r.line << 10) | r.column)
+                li += struct.pack("<IIII", at, prepared.string(r.file_name),
+                                  prepared.string(r.line_text), (r.line << 10) | r.column)
                 lines.append((at, r))
     return bytes(fi), bytes(li), sorted(lines, key=lambda x: x[0])
 
@@ -451,7 +446,7 @@ def _attach_btf_id(obj: BpfObject, prog: ObjectProgram) -> int:
 
 
 def _load_program(obj: BpfObject, prog: ObjectProgram, code: dict[int, list[Slot]],
-                  builder: BtfBuilder | None, ksyms: dict[str, tuple[str, int]],
+                  prepared: PreparedBtf | None, ksyms: dict[str, tuple[str, int]],
                   log_level: int) -> None:
     from ..kernel.objload import prog_load_btf
     if prog.sdef is None:
@@ -460,7 +455,7 @@ def _load_program(obj: BpfObject, prog: ObjectProgram, code: dict[int, list[Slot
     try:
         linked = link_program(obj.elf, prog.func, code, obj._funcs)
         _patch_refs(obj, linked.slots, linked.origin, ksyms)
-        func_info, line_info, lines = _btf_infos(obj, linked, builder)
+        func_info, line_info, lines = _btf_infos(obj, linked, prepared)
         btf_id = _attach_btf_id(obj, prog)
     except ObjectError as exc:
         prog.status, prog.reason, prog.error = "rejected", str(exc), exc

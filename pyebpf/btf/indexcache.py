@@ -74,13 +74,19 @@ def identity(st: os.stat_result, data: bytes | mmap) -> bytes:
 
 
 def _arrays(raw: bytes, at: int, counts: tuple[int, ...]) -> list[Sequence[int]]:
+    """Little-endian u32 arrays one after the other from ``at`` (views of
+    ``raw``: no copy, on a little-endian host)."""
     out: list[Sequence[int]] = []
+    view = memoryview(raw)
     for n in counts:
-        a = array("I")
-        a.frombytes(raw[at:at + 4 * n])
-        if sys.byteorder == "big":
+        part = view[at:at + 4 * n]
+        if sys.byteorder == "little":
+            out.append(part.cast("I"))
+        else:
+            a = array("I")
+            a.frombytes(part)
             a.byteswap()
-        out.append(a)
+            out.append(a)
         at += 4 * n
     return out
 

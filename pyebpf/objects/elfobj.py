@@ -35,16 +35,29 @@ _REL = struct.Struct("<QQ")
 
 class ObjSection:
     """One section: ``index``, ``name``, ``type``, ``flags``, ``size``, ``data``
-    (zeros for SHT_NOBITS), ``link``, ``info``."""
+    (zeros for SHT_NOBITS; copied out of the file when first asked for: the
+    debug sections nobody reads are most of an object), ``link``, ``info``."""
 
-    __slots__ = ("index", "name", "type", "flags", "size", "data", "link", "info", "relocs")
+    __slots__ = ("index", "name", "type", "flags", "size", "_data", "_file", "_offset",
+                 "link", "info", "relocs")
 
-    def __init__(self, index: int, name: str, type: int, flags: int, size: int, data: bytes,
-                 link: int, info: int) -> None:
+    def __init__(self, index: int, name: str, type: int, flags: int, size: int,
+                 data: bytes | None, link: int, info: int, file: bytes = b"",
+                 offset: int = 0) -> None:
         self.index, self.name, self.type, self.flags = index, name, type, flags
-        self.size, self.data, self.link, self.info = size, data, link, info
+        self.size, self._data, self.link, self.info = size, data, link, info
+        self._file, self._offset = file, offset
         #: byte offset in this section -> symbol index (from its SHT_REL section)
         self.relocs: dict[int, int] = {}
+
+    @property
+    def data(self) -> bytes:
+        """The section's bytes."""
+        if self._data is None:
+            self._data = (b"\0" * self.size if self.type == SHT_NOBITS
+                          else self._file[self._offset:self._offset + self.size])
+            self._file = b""
+        return self._data
 
     @property
     def is_code(self) -> bool:
@@ -104,9 +117,10 @@ class ObjElf:
             if typ == SHT_NOBITS and size > _NOBITS_MAX:
                 raise ObjectFileError(f"{path}: section {i} claims {size} bytes of zeros "
                                       f"(at most {_NOBITS_MAX} make sense in a BPF object)")
-            body = b"\0" * size if typ == SHT_NOBITS else self._bytes(raw[i])
-            self.sections.append(ObjSection(i, _cstr(names, name), typ, flags, size, body,
-                                            link, info))
+            if typ != SHT_NOBITS and off + size > len(data):
+                raise ObjectFileError(f"{path}: a section runs past the end of the file")
+            self.sections.append(ObjSection(i, _cstr(names, name), typ, flags, size, None,
+                                            link, info, data, off))
         self.symbols: list[ObjSymbol] = []
         for sec in self.sections:
             if sec.type == SHT_SYMTAB:

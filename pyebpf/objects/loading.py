@@ -217,7 +217,6 @@ def _adopt(fd: Any) -> Any:
 
 def _create_map(obj: BpfObject, d: MapDef) -> Any:
     from ..kernel import syscall as _sys
-    from ..kernel.cpus import possible_cpus
     path = os.path.join(PIN_ROOT, d.name) if d.pinning == PIN_BY_NAME else None
     if path is not None and os.path.exists(path):
         m = _adopt(_sys.obj_get(path))
@@ -228,6 +227,7 @@ def _create_map(obj: BpfObject, d: MapDef) -> Any:
         inner = _create_map(obj, d.inner)
     max_entries = d.max_entries
     if d.type == MapType.PERF_EVENT_ARRAY and not max_entries:
+        from ..kernel.cpus import possible_cpus
         max_entries = len(possible_cpus())
     btf_fd = obj._btf_fd.fileno() if obj._btf_fd is not None and d.key_type_id | \
         d.value_type_id else 0

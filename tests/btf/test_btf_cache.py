@@ -167,3 +167,38 @@ def test_lookups_by_name_agree_with_the_scan(uncached):
         assert sorted_.find(name) == scan.find(name), name
     for prefix in {name[:5] for name in names}:
         assert sorted_.find_prefixed(prefix) == scan.find_prefixed(prefix), prefix
+
+
+def test_split_btf_of_a_module_is_cached_on_its_base(tmp_path, monkeypatch):
+    # a module's split BTF (ids and string offsets after vmlinux's), as the
+    # kernel's files: mapped and cached; names of the base and of its own
+    from pyebpf.btf import BtfBuilder
+    kdir = tmp_path / "btf"
+    kdir.mkdir()
+    monkeypatch.setattr(reader, "KERNEL_BTF_DIR", f"{kdir}/")
+    monkeypatch.setenv("PYEBPF_BTF_CACHE", str(tmp_path / "cache"))
+    b = BtfBuilder()
+    u32 = b.add_int("unsigned int", 4)
+    b.add_struct("base_s", 4, [("x", u32, 0)])
+    (kdir / "vmlinux").write_bytes(b.build())
+    base = Btf.load(f"{kdir}/vmlinux")
+    s = BtfBuilder(base=base)
+    ptr = s.add_ptr(2)
+    s.add_struct("mod_s", 16, [("p", ptr, 0), ("y", u32, 64)])
+    s.add_struct("mod_s___v2", 16, [("p", ptr, 0)])
+    s.add_typedef("base_s", 2)
+    (kdir / "mod").write_bytes(s.build())
+
+    def answers(btf: Btf) -> list:
+        return [btf.find("mod_s"), btf.find("base_s"), btf.find("base_s", Kind.TYPEDEF),
+                btf.find_prefixed("mod_s"), btf.find_prefixed("base"), btf.find("x"),
+                [btf[i] for i in range(len(btf))]]
+    uncached = answers(Btf.load(f"{kdir}/mod", base=Btf.load(f"{kdir}/vmlinux", cache=False),
+                                cache=False))
+    assert uncached[:4] == [[4], [2, 6], [6], [4, 5]]
+    first = Btf.load(f"{kdir}/mod", base=base)
+    assert sorted(p.name.split("-")[1] for p in (tmp_path / "cache").iterdir()) == \
+        ["mod", "vmlinux"]
+    _no_walk(monkeypatch)
+    again = Btf.load(f"{kdir}/mod", base=Btf.load(f"{kdir}/vmlinux"))
+    assert answers(first) == answers(again) == uncached

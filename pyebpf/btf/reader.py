@@ -477,9 +477,13 @@ class Btf:
                     if off in offsets]
         key = self._raw_name
         want = name.encode()
-        lo = bisect_left(by_name, want, key=key)
-        hi = (bisect_left(by_name, want + b"\xff", lo, key=key) if prefix
-              else bisect_right(by_name, want, lo, key=key))
+        try:
+            lo = bisect_left(by_name, want, key=key)
+            hi = (bisect_left(by_name, want + b"\xff", lo, key=key) if prefix
+                  else bisect_right(by_name, want, lo, key=key))
+        except (IndexError, BtfError):      # an index naming ids this blob has not
+            self._by_name = None
+            return self._named(name, prefix)
         return sorted(by_name[lo:hi])
 
     def find(self, name: str, kind: int | None = None) -> list[int]:

@@ -115,6 +115,17 @@ def test_an_index_of_another_blob_is_refused(uncached):
     assert _answers(other) == uncached
 
 
+def test_an_index_naming_ids_past_the_end_falls_back_to_the_scan(uncached):
+    mine = Btf.load(VMLINUX, cache=False)
+    mine._sort_names()
+    by_name = mine._by_name[:]
+    by_name[len(by_name) // 2] = len(mine) + 1000      # not caught by the spot checks
+    other = Btf(mine.data, name=VMLINUX, index=(mine._offsets, by_name))
+    assert other._by_name is not None
+    assert _answers(other) == uncached
+    assert other._by_name is None
+
+
 def test_foreign_owned_cache_is_not_read(cache, monkeypatch):
     if os.geteuid() != 0:
         pytest.skip("chown needs root")

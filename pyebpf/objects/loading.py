@@ -173,6 +173,9 @@ def _resolve_ksyms(obj: BpfObject) -> dict[str, tuple[str, int]]:
 
 
 def _kallsyms(names: set[str]) -> dict[str, int]:
+    """The address of each of ``names`` (its first line) in /proc/kallsyms,
+    read only as far as the last one found (the kernel writes the ~5 MB file
+    line by line: reading it all costs tens of ms)."""
     out: dict[str, int] = {}
     try:
         with open("/proc/kallsyms") as fh:
@@ -180,6 +183,8 @@ def _kallsyms(names: set[str]) -> dict[str, int]:
                 parts = line.split()
                 if len(parts) >= 3 and parts[2] in names and parts[2] not in out:
                     out[parts[2]] = int(parts[0], 16)
+                    if len(out) == len(names):
+                        break
     except OSError:
         pass
     return out

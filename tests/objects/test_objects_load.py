@@ -145,3 +145,31 @@ def test_nothing_leaks(objects, no_fd_leak):
     obj.load()
     obj.close()
     obj.close()
+
+
+def test_kallsyms_is_read_only_as_far_as_the_last_name(monkeypatch):
+    # /proc/kallsyms is ~5 MB the kernel writes line by line (reading it all
+    # costs tens of ms): the ksym lookup stops at the last name it needs,
+    # each name taking its first line
+    from pyebpf.objects import loading
+    lines = ["ffffffff81000000 T _stext\n", "ffffffff81000010 t twice\n",
+             "ffffffff81000020 T twice\n"] + ["ffffffff81000030 t filler\n"] * 10000
+    read: list[str] = []
+
+    class Kallsyms:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def __iter__(self):
+            for line in lines:
+                read.append(line)
+                yield line
+
+    monkeypatch.setattr(loading, "open", lambda *a, **k: Kallsyms(), raising=False)
+    assert loading._kallsyms({"_stext", "twice"}) == {"_stext": 0xffffffff81000000,
+                                                      "twice": 0xffffffff81000010}
+    assert len(read) == 2
+    assert loading._kallsyms({"absent"}) == {} and len(read) == 2 + len(lines)

@@ -78,12 +78,11 @@ def _hidden_subprograms(obj: BpfObject) -> frozenset[str]:
 def kernel_config() -> dict[str, str]:
     """``CONFIG_*`` of the running kernel: /proc/config.gz, else
     /boot/config-$(uname -r); empty when neither is readable."""
-    import gzip
-    text = ""
+    import zlib
     try:
-        with gzip.open("/proc/config.gz", "rt") as fh:
-            text = fh.read()
-    except OSError:
+        with open("/proc/config.gz", "rb") as fh:
+            text = zlib.decompress(fh.read(), 16 + zlib.MAX_WBITS).decode("utf-8", "replace")
+    except (OSError, zlib.error):
         try:
             with open(f"/boot/config-{os.uname().release}") as fh:
                 text = fh.read()

@@ -173,3 +173,20 @@ def test_kallsyms_is_read_only_as_far_as_the_last_name(monkeypatch):
                                                       "twice": 0xffffffff81000010}
     assert len(read) == 2
     assert loading._kallsyms({"absent"}) == {} and len(read) == 2 + len(lines)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not gzip"])
+def test_damaged_proc_config_falls_back_to_boot_config(monkeypatch, damage):
+    import gzip
+    import io
+
+    from pyebpf.objects import loading
+    good = gzip.compress(b"CONFIG_HZ=250\n")
+    files = {"/proc/config.gz": good[:len(good) // 2] if damage == "truncated" else b"junk",
+             f"/boot/config-{os.uname().release}": b"# from /boot\nCONFIG_HZ=1000\nCONFIG_X=y\n"}
+
+    def fake_open(path, mode="r", *a, **k):
+        data = files[path]
+        return io.BytesIO(data) if "b" in mode else io.StringIO(data.decode())
+    monkeypatch.setattr(loading, "open", fake_open, raising=False)
+    assert loading.kernel_config() == {"CONFIG_HZ": "1000", "CONFIG_X": "y"}

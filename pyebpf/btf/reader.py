@@ -1,12 +1,18 @@
 """Reading BTF: the header, a lazy index of the type records, types on demand.
 
 Opening a blob checks its header and walks the type section once, keeping
-only the word offset and the name offset of each record in two ``array``
-objects (for the kernel's several-MB ``vmlinux`` BTF this is the whole cost
-of opening it).  A type is decoded when it is asked for and then cached; a
-name is found by searching the string table for it and the name-offset array
-for the offsets found (both at C speed), so no string is decoded and no
-dictionary built that nobody asked for.
+only the word offset of each record in an ``array`` (the record lengths are
+looked up by their info word, so the walk is a few bytecodes per record).
+A type is decoded when it is asked for and then cached; a name is found by
+searching the string table for it and the records' name offsets for the
+offsets found (both at C speed), so no string is decoded and no dictionary
+built that nobody asked for.
+
+The kernel's BTF (``/sys/kernel/btf/*``, several MB) is mapped, not read,
+and its index -- the record offsets and the named types sorted by name, so
+a name is found by binary search -- is kept in an on-disk cache
+(:mod:`.indexcache`) keyed by the file's identity: a new process opens the
+kernel's BTF without walking its ~130,000 records.
 
 Split BTF (a kernel module's, on top of vmlinux) is opened with ``base=``:
 its ids continue after the base's, and string offsets past the base's
@@ -14,16 +20,19 @@ string table refer to its own.
 """
 from __future__ import annotations
 
+import os
 import struct
 import sys
 from array import array
+from bisect import bisect_left, bisect_right
 
 from .errors import BtfError
 from .types import EnumValue, Kind, Member, Param, Type, VarSecinfo, kind_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Iterator
+    from mmap import mmap
+    from typing import BinaryIO, Iterator, Sequence
 
 __all__ = ["Btf", "MAGIC", "HEADER", "VMLINUX"]
 
@@ -42,15 +51,62 @@ _EXTRA = {Kind.INT: (1, 0), Kind.PTR: (0, 0), Kind.ARRAY: (3, 0), Kind.STRUCT: (
 _STEP = tuple((3 + _EXTRA[k][0], _EXTRA[k][1]) if k in _EXTRA else None
               for k in range(32))
 _VOID = Type(Kind.UNKN, "void")
+#: where the kernel's BTF files are (mapped rather than read; their index cached)
+KERNEL_BTF_DIR = "/sys/kernel/btf/"
 
 
-def _words(data: bytes | memoryview) -> array[int]:
-    """``data`` as little-endian unsigned 32-bit words."""
+def _words(data: memoryview) -> Sequence[int]:
+    """``data`` as little-endian unsigned 32-bit words (a view: no copy, on
+    a little-endian host)."""
+    if sys.byteorder == "little":
+        return data.cast("I")
     out = array("I")
     out.frombytes(data)
-    if sys.byteorder == "big":
-        out.byteswap()
+    out.byteswap()
     return out
+
+
+def _map(f: BinaryIO) -> mmap | None:
+    """A read-only mapping of an open file, or None where it cannot be mapped
+    (the kernel maps ``/sys/kernel/btf/*`` since 6.16)."""
+    import mmap
+    try:
+        return mmap.mmap(f.fileno(), 0, mmap.MAP_PRIVATE, mmap.PROT_READ)
+    except (OSError, ValueError):
+        return None
+
+
+def _record_offsets(words: Sequence[int], first_id: int, types_at: int) -> array[int]:
+    """The word offset of each type record: one walk, each record's length
+    (in words) looked up by its info word (kind and vlen) in a table filled
+    on first sight, so a record costs one dictionary lookup."""
+    lengths: dict[int, int] = {}
+    offsets = array("I")
+    add = offsets.append
+    n = len(words)
+    i = 0
+    while True:
+        try:
+            while True:
+                add(i)
+                i += lengths[words[i + 1]]
+        except KeyError:                    # an info word not seen yet
+            offsets.pop()
+            info = words[i + 1]
+            step = _STEP[info >> 24 & 0x1F]
+            if step is None:
+                raise BtfError(f"unknown kind {info >> 24 & 0x1F}", types_at + 4 * i + 4,
+                               first_id + len(offsets)) from None
+            lengths[info] = step[0] + step[1] * (info & 0xFFFF)
+        except IndexError:                  # past the last record (or into it)
+            offsets.pop()
+            break
+    if i == n:
+        return offsets
+    if i < n:
+        raise BtfError("truncated type record", types_at + 4 * i, first_id + len(offsets))
+    raise BtfError("last type record runs past the type section",
+                   types_at + 4 * offsets[-1], first_id + len(offsets) - 1)
 
 
 class Btf:
@@ -64,32 +120,59 @@ class Btf:
     strings_size: int
     flags: int
     hdr_len: int
+    _words: Sequence[int]
+    _offsets: Sequence[int]
 
-    def __init__(self, data: bytes | bytearray | memoryview, base: Btf | None = None,
-                 name: str = "") -> None:
+    def __init__(self, data: bytes | bytearray | memoryview | mmap, base: Btf | None = None,
+                 name: str = "", *, index: tuple[Sequence[int], Sequence[int]] | None = None
+                 ) -> None:
         self.name = name
         self.base = base
-        self.data = bytes(data)
+        #: the blob (bytes; for the kernel's BTF a read-only mapping of it)
+        self.data: bytes | mmap = (bytes(data) if isinstance(data, (bytes, bytearray, memoryview))
+                                   else data)
         self._parse_header()
         self._first_id = len(base) if base is not None else 1
         self._str_base = base.strings_size if base is not None else 0
-        self._index()
+        self._name_offs: Sequence[int] | None = None
+        self._name_bytes = b""
+        #: ids of the named types sorted by name (then id), when an index gave them
+        self._by_name: Sequence[int] | None = None
+        if index is None or not self._adopt(*index):
+            self._index()
         self._cache: dict[int, Type] = {}
 
     # ------------------------------------------------------------- construction
     @classmethod
-    def load(cls, path: str, base: Btf | None = None) -> Btf:
+    def load(cls, path: str, base: Btf | None = None, *, cache: bool = True) -> Btf:
         """The BTF in a raw file (``/sys/kernel/btf/NAME``) or in the ``.BTF``
-        section of an ELF object."""
+        section of an ELF object.  The kernel's files are mapped, and their
+        index comes from (and goes to) the on-disk cache unless ``cache`` is
+        False."""
+        kernel = path.startswith(KERNEL_BTF_DIR)
         try:
             with open(path, "rb") as f:
                 head = f.read(4)
-                data = head + f.read()
+                if head == b"\x7fELF":
+                    return cls.from_elf(path, base)
+                mapped = _map(f) if kernel else None
+                data: bytes | mmap = head + f.read() if mapped is None else mapped
+                st = os.fstat(f.fileno())
         except OSError as exc:
             raise BtfError(f"cannot read {path}: {exc.strerror or exc}") from None
-        if head == b"\x7fELF":
-            return cls.from_elf(path, base)
-        return cls(data, base, name=path)
+        if not (kernel and cache):
+            return cls(data, base, name=path)
+        from . import indexcache
+        if indexcache.cache_dir() is None:
+            return cls(data, base, name=path)
+        key = indexcache.identity(st, data)
+        index = indexcache.load(path, key)
+        btf = cls(data, base, name=path, index=index)
+        if index is None or btf._by_name is None:
+            btf._sort_names()
+            assert btf._by_name is not None
+            indexcache.store(path, key, btf._offsets, btf._by_name)
+        return btf
 
     @classmethod
     def from_elf(cls, path: str, base: Btf | None = None) -> Btf:
@@ -140,40 +223,44 @@ class Btf:
         self._types_len = type_len
         self._strs_at = hdr_len + str_off
         self.strings_size = str_len + (self.base.strings_size if self.base is not None else 0)
-        strs = d[self._strs_at:self._strs_at + str_len]
-        if str_len and strs[-1] != 0:
-            raise BtfError("string section does not end with a NUL", self._strs_at + str_len - 1)
-        if self.base is None and str_len and strs[0] != 0:
+        #: the string table is data[_strs_at:_strs_end] (searched in place, not copied)
+        self._strs_end = self._strs_at + str_len
+        if str_len and d[self._strs_end - 1] != 0:
+            raise BtfError("string section does not end with a NUL", self._strs_end - 1)
+        if self.base is None and str_len and d[self._strs_at] != 0:
             raise BtfError("string section does not start with the empty string", self._strs_at)
-        self._strs = strs
+
+    def _type_words(self) -> Sequence[int]:
+        return _words(memoryview(self.data)[self._types_at:self._types_at + self._types_len])
 
     def _index(self) -> None:
-        """One walk over the type records: their word offsets and name offsets."""
-        words = _words(memoryview(self.data)[self._types_at:self._types_at + self._types_len])
-        offsets = array("I")
-        step = _STEP
-        n = len(words)
-        i = 0
-        add = offsets.append
-        try:
-            while i < n:
-                info = words[i + 1]
-                fixed, per = step[info >> 24 & 0x1F]  # type: ignore[misc]  # None: unknown kind
-                add(i)
-                i += fixed + per * (info & 0xFFFF)
-        except (IndexError, TypeError):
-            at = self._types_at + 4 * i
-            tid = self._first_id + len(offsets)
-            if i + 3 > n:
-                raise BtfError("truncated type record", at, tid) from None
-            raise BtfError(f"unknown kind {words[i + 1] >> 24 & 0x1F}", at + 4, tid) from None
-        if i > n or (offsets and offsets[-1] + 3 > n):
-            raise BtfError("last type record runs past the type section",
-                           self._types_at + 4 * offsets[-1], self._first_id + len(offsets) - 1)
+        """One walk over the type records: their word offsets."""
+        self._words = self._type_words()
+        self._offsets = _record_offsets(self._words, self._first_id, self._types_at)
+
+    def _adopt(self, offsets: Sequence[int], by_name: Sequence[int]) -> bool:
+        """Take an index computed before (the on-disk cache's) if it fits
+        this blob: its records, spot-checked, have the lengths their info
+        words give and the last one ends the type section."""
+        words = self._type_words()
+        n = len(offsets)
+        if not n or offsets[0] != 0:
+            return False
+        for k in {*range(0, n - 1, max(n // 64, 1)), n - 1}:
+            i = offsets[k]
+            end = offsets[k + 1] if k + 1 < n else len(words)
+            if i + 1 >= len(words):
+                return False
+            info = words[i + 1]
+            step = _STEP[info >> 24 & 0x1F]
+            if step is None or i + step[0] + step[1] * (info & 0xFFFF) != end:
+                return False
+        if by_name and not self._first_id <= max(by_name[0], by_name[-1]) < self._first_id + n:
+            return False
         self._words = words
         self._offsets = offsets
-        self._name_offs = array("I", map(words.__getitem__, offsets))
-        self._name_bytes = self._name_offs.tobytes()
+        self._by_name = by_name
+        return True
 
     # ----------------------------------------------------------------- strings
     def string(self, offset: int) -> str:
@@ -181,21 +268,20 @@ class Btf:
         if offset < self._str_base:
             assert self.base is not None
             return self.base.string(offset)
-        rel = offset - self._str_base
-        strs = self._strs
-        if rel >= len(strs):
+        at = self._strs_at + offset - self._str_base
+        if at >= self._strs_end:
             raise BtfError(f"string offset {offset} outside the {self.strings_size}-byte "
                            "string table", self._strs_at)
-        end = strs.index(b"\0", rel)
+        d = self.data
         try:
-            return strs[rel:end].decode()
+            return d[at:d.find(b"\0", at, self._strs_end)].decode()
         except UnicodeDecodeError:
             raise BtfError(f"string at offset {offset} is not UTF-8",
-                           self._strs_at + rel) from None
+                           at) from None
 
     def strings(self) -> bytes:
         """This blob's own string table (split BTF: without the base's)."""
-        return self._strs
+        return bytes(self.data[self._strs_at:self._strs_end])
 
     # ------------------------------------------------------------------ types
     def __len__(self) -> int:
@@ -228,6 +314,21 @@ class Btf:
             t = self._cache[type_id] = self._decode(type_id)
         return t
 
+    def record_at(self, type_id: int) -> int:
+        """The byte offset of an own type's record in :attr:`data` (for
+        patching a copy of the blob in place)."""
+        if not self._first_id <= type_id < len(self):
+            raise BtfError(f"no such type (own ids are {self._first_id}..{len(self) - 1})",
+                           type_id=type_id)
+        at: int = self._types_at + 4 * self._offsets[type_id - self._first_id]
+        return at
+
+    def sections(self) -> tuple[int, int, int, int]:
+        """(start, length) of the type section, then of the string section, as
+        byte offsets in :attr:`data`."""
+        return (self._types_at, self._types_len, self._strs_at,
+                self._strs_end - self._strs_at)
+
     def kind(self, type_id: int) -> int:
         """The kind of a type, without decoding the rest of it."""
         if type_id < self._first_id:
@@ -252,7 +353,7 @@ class Btf:
             raise BtfError(f"{what} refers to type [{ref}], past the last id {len(self) - 1}")
         return ref
 
-    def _decode_at(self, w: array[int], i: int, type_id: int) -> Type:
+    def _decode_at(self, w: Sequence[int], i: int, type_id: int) -> Type:
         info = w[i + 1]
         kind = (info >> 24) & 0x1F
         vlen = info & 0xFFFF
@@ -309,9 +410,18 @@ class Btf:
         return Type(kind, name, kind_flag=kflag, ref=ref(st, kind_name(kind).lower()))
 
     # ------------------------------------------------------------------ names
+    def _name_offsets_of_types(self) -> Sequence[int]:
+        """The name offset of every own type record (made on first need)."""
+        if self._name_offs is None:
+            offs = array("I", map(self._words.__getitem__, self._offsets))
+            self._name_bytes = offs.tobytes()
+            self._name_offs = offs
+        return self._name_offs
+
     def _ids_named_at(self, offset: int) -> Iterator[int]:
         """The ids of this blob's own types whose name is at string ``offset``
         (a byte search of the name-offset array: no index to build)."""
+        self._name_offsets_of_types()
         raw = self._name_bytes
         needle = struct.pack("=I", offset)
         first = self._first_id
@@ -327,11 +437,54 @@ class Btf:
         needle = name.encode()
         if not prefix:
             needle += b"\0"
-        strs = self._strs
-        at = strs.find(needle)
+        d, start, end = self.data, self._strs_at, self._strs_end
+        base = self._str_base - start
+        at = d.find(needle, start, end)
         while at >= 0:
-            yield self._str_base + at
-            at = strs.find(needle, at + 1)
+            yield base + at
+            at = d.find(needle, at + 1, end)
+
+    def _raw_name(self, type_id: int) -> bytes:
+        """The name of an own type as bytes (for sorting and binary search)."""
+        off = self._words[self._offsets[type_id - self._first_id]]
+        if off < self._str_base:
+            assert self.base is not None
+            return self.base.string(off).encode()
+        d = self.data
+        at = self._strs_at + off - self._str_base
+        if at >= self._strs_end:
+            raise BtfError(f"name offset {off} outside the {self.strings_size}-byte string "
+                           "table", type_id=type_id)
+        return d[at:d.find(b"\0", at, self._strs_end)]
+
+    def _sort_names(self) -> None:
+        """Make the by-name index: the ids of the named types, sorted by name
+        (ties by id), for binary searches instead of string-table scans."""
+        names = self._name_offsets_of_types()
+        first = self._first_id
+        named = [first + k for k, off in enumerate(names) if off]
+        self._by_name = array("I", sorted(named, key=self._raw_name))
+
+    def _named(self, name: str, prefix: bool) -> list[int]:
+        """Own ids whose name is ``name`` (or starts with it), in id order."""
+        by_name = self._by_name
+        if by_name is None:
+            offsets = set(self._name_offsets(name, prefix))
+            if len(offsets) <= 8:
+                return sorted({i for off in offsets for i in self._ids_named_at(off)})
+            first = self._first_id          # many: one pass over the name offsets
+            return [first + k for k, off in enumerate(self._name_offsets_of_types())
+                    if off in offsets]
+        key = self._raw_name
+        want = name.encode()
+        try:
+            lo = bisect_left(by_name, want, key=key)
+            hi = (bisect_left(by_name, want + b"\xff", lo, key=key) if prefix
+                  else bisect_right(by_name, want, lo, key=key))
+        except (IndexError, BtfError):      # an index naming ids this blob has not
+            self._by_name = None
+            return self._named(name, prefix)
+        return sorted(by_name[lo:hi])
 
     def find(self, name: str, kind: int | None = None) -> list[int]:
         """The ids of this blob's own types called ``name`` (of ``kind``), in id
@@ -339,7 +492,7 @@ class Btf:
         out = self.base.find(name, kind) if self.base is not None else []
         if not name:
             return out
-        mine = sorted(i for off in self._name_offsets(name) for i in self._ids_named_at(off))
+        mine = self._named(name, prefix=False)
         if kind is not None:
             mine = [i for i in mine if self.kind(i) == kind]
         return out + mine
@@ -347,10 +500,7 @@ class Btf:
     def find_prefixed(self, prefix: str) -> list[int]:
         """The ids of types whose name starts with ``prefix`` (base's too)."""
         out = self.base.find_prefixed(prefix) if self.base is not None else []
-        mine: set[int] = set()
-        for off in self._name_offsets(prefix, prefix=True):
-            mine.update(self._ids_named_at(off))
-        return out + sorted(mine)
+        return out + self._named(prefix, prefix=True)
 
     def type_id(self, name: str, kind: int | None = None) -> int:
         """The one type called ``name`` (of ``kind``; a STRUCT, UNION, ENUM,

@@ -17,9 +17,13 @@ SHT_SYMTAB = 2
 SHT_STRTAB = 3
 SHT_REL = 9
 SHT_NOBITS = 8
+SHF_ALLOC = 0x2
 SHF_EXECINSTR = 0x4
 STT_SECTION = 3
 STT_FUNC = 2
+STB_LOCAL = 0
+#: symbol visibilities (``st_other & 3``) that keep a global out of other objects
+STV_HIDDEN_ONES = (1, 2)        # STV_INTERNAL, STV_HIDDEN
 EM_BPF = 247
 #: the largest .bss-like section accepted (a map value is far smaller)
 _NOBITS_MAX = 1 << 30
@@ -31,16 +35,29 @@ _REL = struct.Struct("<QQ")
 
 class ObjSection:
     """One section: ``index``, ``name``, ``type``, ``flags``, ``size``, ``data``
-    (zeros for SHT_NOBITS), ``link``, ``info``."""
+    (zeros for SHT_NOBITS; copied out of the file when first asked for: the
+    debug sections nobody reads are most of an object), ``link``, ``info``."""
 
-    __slots__ = ("index", "name", "type", "flags", "size", "data", "link", "info", "relocs")
+    __slots__ = ("index", "name", "type", "flags", "size", "_data", "_file", "_offset",
+                 "link", "info", "relocs")
 
-    def __init__(self, index: int, name: str, type: int, flags: int, size: int, data: bytes,
-                 link: int, info: int) -> None:
+    def __init__(self, index: int, name: str, type: int, flags: int, size: int,
+                 data: bytes | None, link: int, info: int, file: bytes = b"",
+                 offset: int = 0) -> None:
         self.index, self.name, self.type, self.flags = index, name, type, flags
-        self.size, self.data, self.link, self.info = size, data, link, info
+        self.size, self._data, self.link, self.info = size, data, link, info
+        self._file, self._offset = file, offset
         #: byte offset in this section -> symbol index (from its SHT_REL section)
         self.relocs: dict[int, int] = {}
+
+    @property
+    def data(self) -> bytes:
+        """The section's bytes."""
+        if self._data is None:
+            self._data = (b"\0" * self.size if self.type == SHT_NOBITS
+                          else self._file[self._offset:self._offset + self.size])
+            self._file = b""
+        return self._data
 
     @property
     def is_code(self) -> bool:
@@ -50,14 +67,20 @@ class ObjSection:
 
 class ObjSymbol:
     """One symbol: ``name``, ``value``, ``size``, ``type`` (STT_*), ``bind``
-    (STB_*), ``shndx`` (0: undefined, i.e. an extern)."""
+    (STB_*), ``shndx`` (0: undefined, i.e. an extern), ``visibility``
+    (STV_*: 0 default, 1 internal, 2 hidden, 3 protected)."""
 
-    __slots__ = ("index", "name", "value", "size", "type", "bind", "shndx")
+    __slots__ = ("index", "name", "value", "size", "type", "bind", "shndx", "visibility")
 
     def __init__(self, index: int, name: str, value: int, size: int, type: int, bind: int,
-                 shndx: int) -> None:
+                 shndx: int, visibility: int = 0) -> None:
         self.index, self.name, self.value, self.size = index, name, value, size
-        self.type, self.bind, self.shndx = type, bind, shndx
+        self.type, self.bind, self.shndx, self.visibility = type, bind, shndx, visibility
+
+    @property
+    def is_hidden_global(self) -> bool:
+        """A global or weak symbol that other objects cannot see (``__hidden``)."""
+        return self.bind != STB_LOCAL and self.visibility in STV_HIDDEN_ONES
 
 
 def _cstr(data: bytes, at: int) -> str:
@@ -94,24 +117,29 @@ class ObjElf:
             if typ == SHT_NOBITS and size > _NOBITS_MAX:
                 raise ObjectFileError(f"{path}: section {i} claims {size} bytes of zeros "
                                       f"(at most {_NOBITS_MAX} make sense in a BPF object)")
-            body = b"\0" * size if typ == SHT_NOBITS else self._bytes(raw[i])
-            self.sections.append(ObjSection(i, _cstr(names, name), typ, flags, size, body,
-                                            link, info))
+            if typ != SHT_NOBITS and off + size > len(data):
+                raise ObjectFileError(f"{path}: a section runs past the end of the file")
+            self.sections.append(ObjSection(i, _cstr(names, name), typ, flags, size, None,
+                                            link, info, data, off))
         self.symbols: list[ObjSymbol] = []
         for sec in self.sections:
             if sec.type == SHT_SYMTAB:
                 self._read_symbols(sec)
                 break
+        nsyms = len(self.symbols)
         for sec in self.sections:
-            if sec.type == SHT_REL and sec.info < len(self.sections):
-                target = self.sections[sec.info]
-                for off in range(0, len(sec.data) - _REL.size + 1, _REL.size):
-                    r_off, r_info = _REL.unpack_from(sec.data, off)
-                    symi = r_info >> 32
-                    if symi >= len(self.symbols):
-                        raise ObjectFileError(f"{path}: relocation in {sec.name} names "
-                                              f"symbol {symi} of {len(self.symbols)}")
-                    target.relocs[r_off] = symi
+            if sec.type != SHT_REL or sec.info >= len(self.sections):
+                continue
+            target = self.sections[sec.info]
+            if not target.flags & SHF_ALLOC:
+                continue            # debug info, .BTF: nothing the loader patches
+            body = sec.data[:len(sec.data) - len(sec.data) % _REL.size]
+            for r_off, r_info in _REL.iter_unpack(body):
+                symi = r_info >> 32
+                if symi >= nsyms:
+                    raise ObjectFileError(f"{path}: relocation in {sec.name} names "
+                                          f"symbol {symi} of {nsyms}")
+                target.relocs[r_off] = symi
 
     def _bytes(self, hdr: tuple) -> bytes:  # type: ignore[type-arg]
         off, size = hdr[4], hdr[5]
@@ -125,11 +153,12 @@ class ObjElf:
         strs = self.sections[symtab.link].data
         d = symtab.data
         for i, off in enumerate(range(0, len(d) - _SYM.size + 1, _SYM.size)):
-            name, info, _other, shndx, value, size = _SYM.unpack_from(d, off)
+            name, info, other, shndx, value, size = _SYM.unpack_from(d, off)
             sname = _cstr(strs, name)
             if info & 0xF == STT_SECTION and shndx < len(self.sections):
                 sname = self.sections[shndx].name
-            self.symbols.append(ObjSymbol(i, sname, value, size, info & 0xF, info >> 4, shndx))
+            self.symbols.append(ObjSymbol(i, sname, value, size, info & 0xF, info >> 4, shndx,
+                                          other & 3))
 
     def section(self, name: str) -> ObjSection | None:
         """The section called ``name``, or None."""

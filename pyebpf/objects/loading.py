@@ -9,6 +9,7 @@ import struct
 from ..btf import Kind
 from ..errors import KernelError, VerifierError
 from ..kernel.constants import MapType, ProgType
+from .elfobj import STT_FUNC
 from .errors import ObjectError
 from .link import OP_CALL, OP_LD_IMM64, Slot, decode_slots, encode_slots, link_program
 from .maps import PIN_BY_NAME, MapDef
@@ -17,7 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..btf import BtfBuilder
+    from .btfprep import PreparedBtf
     from .obj import BpfObject, ObjectProgram
 
 PSEUDO_MAP_FD = 1
@@ -32,51 +33,56 @@ _REFUSED = (E.EPERM, E.EOPNOTSUPP, 524)      # 524: ENOTSUPP
 
 def load_object_into_kernel(obj: BpfObject, log_level: int) -> None:
     """Everything :meth:`BpfObject.load` does, in order."""
-    builder = _load_btf(obj)
+    prepared = _load_btf(obj)
     _fill_kconfig(obj)
     _create_maps(obj)
     code = {idx: decode_slots(obj.elf.sections[idx].data) for idx in obj._funcs}
     _apply_core(obj, code)
     ksyms = _resolve_ksyms(obj)
     for prog in obj.programs.values():
-        _load_program(obj, prog, code, builder, ksyms, log_level)
+        _load_program(obj, prog, code, prepared, ksyms, log_level)
 
 
 # ------------------------------------------------------------------ BTF
-def _load_btf(obj: BpfObject) -> BtfBuilder | None:
+def _load_btf(obj: BpfObject) -> PreparedBtf | None:
     if obj.btf is None:
         return None
     from ..kernel.btf import btf_load
     from .btfprep import prepare_btf
     offsets = {name: v[0] for name, v in obj._kconfig.items()}
     size = obj.map_defs[".kconfig"].value_size if ".kconfig" in obj.map_defs else 0
-    builder = prepare_btf(obj.btf, obj._section_size, obj._symbol_offset, offsets, size)
-    if obj.btf_ext is not None:       # line_info names strings: they must be in the blob
-        for recs in obj.btf_ext.line_info.values():
-            for r in recs:
-                builder.string(r.file_name)
-                builder.string(r.line_text)
+    prepared = prepare_btf(obj.btf, obj._section_size, obj._symbol_offset, offsets, size,
+                           _hidden_subprograms(obj))
     try:
-        obj._btf_fd = btf_load(builder.build())
+        obj._btf_fd = btf_load(prepared.blob)
     except KernelError as exc:
         # libbpf goes on without BTF; so does pyebpf (no func/line info, no typed maps)
         obj.btf_error = exc
         obj._btf_fd = None
         return None
     obj._owned.append(obj._btf_fd)
-    return builder
+    return prepared
+
+
+def _hidden_subprograms(obj: BpfObject) -> frozenset[str]:
+    """The ``.text`` functions that are global but hidden (``__hidden``):
+    libbpf loads them as static subprograms."""
+    text = obj.elf.section(".text")
+    if text is None:
+        return frozenset()
+    return frozenset(s.name for s in obj.elf.symbols
+                     if s.shndx == text.index and s.type == STT_FUNC and s.is_hidden_global)
 
 
 # ------------------------------------------------------------------ externs
 def kernel_config() -> dict[str, str]:
     """``CONFIG_*`` of the running kernel: /proc/config.gz, else
     /boot/config-$(uname -r); empty when neither is readable."""
-    import gzip
-    text = ""
+    import zlib
     try:
-        with gzip.open("/proc/config.gz", "rt") as fh:
-            text = fh.read()
-    except OSError:
+        with open("/proc/config.gz", "rb") as fh:
+            text = zlib.decompress(fh.read(), 16 + zlib.MAX_WBITS).decode("utf-8", "replace")
+    except (OSError, zlib.error):
         try:
             with open(f"/boot/config-{os.uname().release}") as fh:
                 text = fh.read()
@@ -166,6 +172,9 @@ def _resolve_ksyms(obj: BpfObject) -> dict[str, tuple[str, int]]:
 
 
 def _kallsyms(names: set[str]) -> dict[str, int]:
+    """The address of each of ``names`` (its first line) in /proc/kallsyms,
+    read only as far as the last one found (the kernel writes the ~5 MB file
+    line by line: reading it all costs tens of ms)."""
     out: dict[str, int] = {}
     try:
         with open("/proc/kallsyms") as fh:
@@ -173,6 +182,8 @@ def _kallsyms(names: set[str]) -> dict[str, int]:
                 parts = line.split()
                 if len(parts) >= 3 and parts[2] in names and parts[2] not in out:
                     out[parts[2]] = int(parts[0], 16)
+                    if len(out) == len(names):
+                        break
     except OSError:
         pass
     return out
@@ -210,7 +221,6 @@ def _adopt(fd: Any) -> Any:
 
 def _create_map(obj: BpfObject, d: MapDef) -> Any:
     from ..kernel import syscall as _sys
-    from ..kernel.cpus import possible_cpus
     path = os.path.join(PIN_ROOT, d.name) if d.pinning == PIN_BY_NAME else None
     if path is not None and os.path.exists(path):
         m = _adopt(_sys.obj_get(path))
@@ -221,6 +231,7 @@ def _create_map(obj: BpfObject, d: MapDef) -> Any:
         inner = _create_map(obj, d.inner)
     max_entries = d.max_entries
     if d.type == MapType.PERF_EVENT_ARRAY and not max_entries:
+        from ..kernel.cpus import possible_cpus
         max_entries = len(possible_cpus())
     btf_fd = obj._btf_fd.fileno() if obj._btf_fd is not None and d.key_type_id | \
         d.value_type_id else 0
@@ -396,12 +407,12 @@ def _patch_extern(obj: BpfObject, slots: list[Slot], pos: int, name: str,
         slots[pos + 1].imm = (value >> 32) & 0xFFFFFFFF
 
 
-def _btf_infos(obj: BpfObject, linked: Any, builder: BtfBuilder | None) -> tuple[bytes, bytes,
+def _btf_infos(obj: BpfObject, linked: Any, prepared: PreparedBtf | None) -> tuple[bytes, bytes,
                                                                                 list[Any]]:
     """func_info and line_info records of a linked program, and the line
     records by position (for naming a rejected instruction's C line)."""
     ext = obj.btf_ext
-    if ext is None or builder is None:
+    if ext is None or prepared is None:
         return b"", b"", []
     fi = bytearray()
     li = bytearray()
@@ -415,8 +426,8 @@ def _btf_infos(obj: BpfObject, linked: Any, builder: BtfBuilder | None) -> tuple
         for r in ext.line_info.get(sec, ()):
             if lo <= r.insn_off < hi:
                 at = base + r.insn_off // 8 - func.start
-                li += struct.pack("<IIII", at, builder.string(r.file_name),
-                                  builder.string(r.line_text), (r.line << 10) | r.column)
+                li += struct.pack("<IIII", at, prepared.string(r.file_name),
+                                  prepared.string(r.line_text), (r.line << 10) | r.column)
                 lines.append((at, r))
     return bytes(fi), bytes(li), sorted(lines, key=lambda x: x[0])
 
@@ -439,7 +450,7 @@ def _attach_btf_id(obj: BpfObject, prog: ObjectProgram) -> int:
 
 
 def _load_program(obj: BpfObject, prog: ObjectProgram, code: dict[int, list[Slot]],
-                  builder: BtfBuilder | None, ksyms: dict[str, tuple[str, int]],
+                  prepared: PreparedBtf | None, ksyms: dict[str, tuple[str, int]],
                   log_level: int) -> None:
     from ..kernel.objload import prog_load_btf
     if prog.sdef is None:
@@ -448,7 +459,7 @@ def _load_program(obj: BpfObject, prog: ObjectProgram, code: dict[int, list[Slot
     try:
         linked = link_program(obj.elf, prog.func, code, obj._funcs)
         _patch_refs(obj, linked.slots, linked.origin, ksyms)
-        func_info, line_info, lines = _btf_infos(obj, linked, builder)
+        func_info, line_info, lines = _btf_infos(obj, linked, prepared)
         btf_id = _attach_btf_id(obj, prog)
     except ObjectError as exc:
         prog.status, prog.reason, prog.error = "rejected", str(exc), exc

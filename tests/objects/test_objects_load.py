@@ -54,6 +54,18 @@ def test_whole_objects_load_as_libbpf_loads_them(objects, name):
             assert p.loaded.info().id > 0
 
 
+def test_hidden_global_subprogram_is_verified_as_static(objects):
+    # libbpf marks a __hidden global subprogram static in the BTF it loads,
+    # so the kernel verifies it with its caller's stack pointer, not a
+    # maybe-NULL one (libbpf's usdt.bpf.h bpf_usdt_arg() is such a function)
+    ok, err = libbpf_loads(objects["hidden"])
+    assert ok, err
+    with pyebpf.load_object(objects["hidden"]) as obj:
+        assert obj.programs["hidden_caller"].status == "loaded"
+        (sym,) = [s for s in obj.elf.symbols if s.name == "fill_answer"]
+        assert sym.is_hidden_global
+
+
 def test_rejected_program_names_the_c_line(objects):
     ok, err = libbpf_loads(objects["broken"])
     assert not ok and "bad_read" in err
@@ -133,3 +145,48 @@ def test_nothing_leaks(objects, no_fd_leak):
     obj.load()
     obj.close()
     obj.close()
+
+
+def test_kallsyms_is_read_only_as_far_as_the_last_name(monkeypatch):
+    # /proc/kallsyms is ~5 MB the kernel writes line by line (reading it all
+    # costs tens of ms): the ksym lookup stops at the last name it needs,
+    # each name taking its first line
+    from pyebpf.objects import loading
+    lines = ["ffffffff81000000 T _stext\n", "ffffffff81000010 t twice\n",
+             "ffffffff81000020 T twice\n"] + ["ffffffff81000030 t filler\n"] * 10000
+    read: list[str] = []
+
+    class Kallsyms:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def __iter__(self):
+            for line in lines:
+                read.append(line)
+                yield line
+
+    monkeypatch.setattr(loading, "open", lambda *a, **k: Kallsyms(), raising=False)
+    assert loading._kallsyms({"_stext", "twice"}) == {"_stext": 0xffffffff81000000,
+                                                      "twice": 0xffffffff81000010}
+    assert len(read) == 2
+    assert loading._kallsyms({"absent"}) == {} and len(read) == 2 + len(lines)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not gzip"])
+def test_damaged_proc_config_falls_back_to_boot_config(monkeypatch, damage):
+    import gzip
+    import io
+
+    from pyebpf.objects import loading
+    good = gzip.compress(b"CONFIG_HZ=250\n")
+    files = {"/proc/config.gz": good[:len(good) // 2] if damage == "truncated" else b"junk",
+             f"/boot/config-{os.uname().release}": b"# from /boot\nCONFIG_HZ=1000\nCONFIG_X=y\n"}
+
+    def fake_open(path, mode="r", *a, **k):
+        data = files[path]
+        return io.BytesIO(data) if "b" in mode else io.StringIO(data.decode())
+    monkeypatch.setattr(loading, "open", fake_open, raising=False)
+    assert loading.kernel_config() == {"CONFIG_HZ": "1000", "CONFIG_X": "y"}

@@ -434,8 +434,8 @@ def usdt_specs(obj: BpfObject) -> UsdtSpecs | None:
     if layout.size != d.value_size:
         raise ObjectError(f"map {SPECS_MAP}: values of {d.value_size} bytes, but struct "
                           f"__bpf_usdt_spec has {layout.size}")
-    obj._usdt_specs = UsdtSpecs(m, layout, d.max_entries)
-    return obj._usdt_specs
+    made = obj._usdt_specs = UsdtSpecs(m, layout, d.max_entries)
+    return made
 
 
 # ---------------------------------------------------------------------------

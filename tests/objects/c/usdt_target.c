@@ -1,7 +1,8 @@
 /* The USDT test target of the object-loader tests (gcc-built, sys/sdt.h):
  * probes with signed and unsigned arguments of every size, constants,
- * memory operands, twelve arguments, one probe at two sites whose
- * argument specs differ, and a semaphore-guarded probe.  Each probe's
+ * memory operands, globals (rip-relative at -O2), twelve arguments, one
+ * probe at two sites whose argument specs differ, and a semaphore-guarded
+ * probe (usdt_target_sema.c).  Each probe's
  * values are printed as "NAME v1 v2 ..." so a test can compare them with
  * what the BPF side read.
  *
@@ -50,6 +51,22 @@ __attribute__((noinline)) void fields(const struct item *it)
 	printf("fields %ld %d %d %u %d\n", it->id, it->weight, it->level, it->flags, it->delta);
 }
 
+long g_total = -77;
+int g_small = 0;
+
+__attribute__((noinline)) void bump(int round)
+{
+	g_total -= round;
+	g_small = 3 * round + 1;
+}
+
+/* globals read where they live: sym(%rip) operands at -O2 */
+__attribute__((noinline)) void globals(void)
+{
+	STAP_PROBE2(tgt, globals, g_total, g_small);
+	printf("globals %ld %d\n", g_total, g_small);
+}
+
 __attribute__((noinline)) void twelve(long base)
 {
 	STAP_PROBE12(tgt, twelve, base, base + 1, base + 2, base + 3, base + 4, base + 5,
@@ -89,6 +106,8 @@ int main(int argc, char **argv)
 		ints(r);
 		consts();
 		fields(&it);
+		bump(r);
+		globals();
 		twelve(-6 + 100 * r);
 		site_a(7000000000L + r);
 		site_b(&sv);

@@ -60,7 +60,8 @@ if TYPE_CHECKING:
     from .obj import BpfObject, ObjectProgram
 
 __all__ = ["SPECS_MAP", "IP_MAP", "SpecLayout", "ArgRecord", "UsdtSpecs", "SpecLease",
-           "arg_record", "encode_spec", "usdt_specs", "attach_usdt", "attach_usdt_section"]
+           "arg_record", "encode_spec", "usdt_specs", "usdt_attach_type", "attach_usdt",
+           "attach_usdt_section"]
 
 #: The spec array map and the IP -> spec id hash of ``usdt.bpf.h``.
 SPECS_MAP = "__bpf_usdt_specs"
@@ -440,6 +441,19 @@ def usdt_specs(obj: BpfObject) -> UsdtSpecs | None:
 
 # ---------------------------------------------------------------------------
 # attaching
+
+def usdt_attach_type(attach_type: int) -> int:
+    """The expected attach type a ``SEC("usdt")`` program is loaded with:
+    ``BPF_TRACE_UPROBE_MULTI`` where the kernel has uprobe_multi links (one
+    link for every location, detached in one ~30 ms close, where each
+    perf-event uprobe takes ~100 ms), as libbpf 1.3+ loads them; else
+    ``attach_type`` (perf-event uprobes)."""
+    from ..attach import UPROBE_MULTI, uprobe_method
+    from ..kernel.constants import AttachType
+    if attach_type or uprobe_method() != UPROBE_MULTI:
+        return attach_type
+    return int(AttachType.TRACE_UPROBE_MULTI)
+
 
 def attach_usdt(prog: ObjectProgram, binary: str | None, provider: str | None, name: str, *,
                 pid: int | None = None, cookie: int = 0, method: str = "auto") -> Any:

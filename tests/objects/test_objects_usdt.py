@@ -19,6 +19,8 @@ import pytest
 import pyebpf
 from pyebpf.errors import UsdtProbeLookupError, UsdtSpecError, UsdtTargetError
 from pyebpf.events import RingBufferReader
+from pyebpf.kernel import features
+from pyebpf.kernel.constants import AttachType
 from pyebpf.objects import ObjectError, open_object
 from pyebpf.objects.usdt import SPECS_MAP, SpecLayout, _Field, arg_record, encode_spec
 from pyebpf.usdt import UsdtFile, parse_arg
@@ -187,6 +189,9 @@ def test_sites_with_different_specs_share_nothing_and_equal_specs_share_ids(usdt
     with pyebpf.load_object(usdt_obj) as obj:
         prog = obj.programs["read_all"]
         a = prog.attach_usdt(exe, "tgt", "site", cookie=5)
+        if features.has_uprobe_multi():      # loaded for it, as libbpf 1.3+ loads usdt programs
+            assert prog.expected_attach_type == AttachType.TRACE_UPROBE_MULTI
+            assert a.method == "uprobe_multi" and len(a.link_ids) == 1
         specs = obj._usdt_specs
         assert len(a.cookies) == 2 and len(set(a.cookies)) == 2
         assert specs.in_use == 2

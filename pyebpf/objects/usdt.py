@@ -70,7 +70,6 @@ IP_MAP = "__bpf_usdt_ip_to_spec_id"
 _U64 = (1 << 64) - 1
 #: ``enum __bpf_usdt_arg_type`` of headers whose BTF has no enum to read
 _DEFAULT_TYPES = {"CONST": 0, "REG": 1, "REG_DEREF": 2}
-_IP_SLOT = ptregs.slot(ptregs.IP)
 
 
 # ---------------------------------------------------------------------------
@@ -201,33 +200,127 @@ def _where(note: UsdtNote) -> str:
     return f"{note.elf.path}@{note.address:#x}"
 
 
-def _refuse(spec: Any, note: UsdtNote, index: int, reason: str) -> UsdtSpecError:
-    text = getattr(spec, "text", None) or spec.format()
-    return UsdtSpecError(f"{reason} (at {_where(note)})", spec=text, arch=spec.arch,
-                         probe=note.probe, index=index)
+class _Arg:
+    """One argument on its way to an :class:`ArgRecord`: its spec, note
+    (location), index and the layout it is written for."""
 
+    def __init__(self, spec: ArgSpec, note: UsdtNote, index: int, layout: SpecLayout) -> None:
+        self.spec, self.note, self.index, self.layout = spec, note, index, layout
 
-def _slot(spec: ArgSpec, reg: str | None, note: UsdtNote, index: int) -> int:
-    if reg is None or reg not in ptregs.REGISTERS:
-        raise _refuse(spec, note, index, f"register {reg} is not in struct pt_regs")
-    return ptregs.slot(reg)
+    def refuse(self, reason: str) -> UsdtSpecError:
+        """The error naming the probe, the argument, its spec and location."""
+        s = self.spec
+        return UsdtSpecError(f"{reason} (at {_where(self.note)})", spec=s.text or s.format(),
+                             arch=s.arch, probe=self.note.probe, index=self.index)
 
+    def slot(self, reg: str | None) -> int:
+        """The pt_regs offset of ``reg``."""
+        if reg is None or reg not in ptregs.REGISTERS:
+            raise self.refuse(f"register {reg} is not in struct pt_regs")
+        return ptregs.slot(reg)
 
-def _symbol(spec: ArgSpec, note: UsdtNote, index: int) -> int:
-    from ..usdt.args import _resolve_symbol
-    try:
-        return _resolve_symbol(note.elf.path, str(spec.symbol), {})
-    except (LookupError, ValueError, OSError) as exc:
-        raise _refuse(spec, note, index, f"cannot place symbol {spec.symbol!r}: {exc}") from None
+    def rec(self, kind: str, val_off: int, reg: str | None = None) -> ArgRecord:
+        """A record of this argument's size and sign."""
+        s = self.spec
+        return ArgRecord(kind, val_off & _U64, self.slot(reg) if reg else 0, s.signed,
+                         64 - 8 * s.size)
 
+    def sib(self, base: str | None, idx: str | None, scale: int, val_off: int) -> ArgRecord:
+        """base + idx * scale + val_off, where the header can read it."""
+        if not self.layout.has_sib:
+            raise self.refuse("base + index * scale: this object's usdt.bpf.h has no "
+                              "BPF_USDT_ARG_SIB (libbpf 1.7 added it)")
+        return self.rec("SIB", val_off, base)._replace(idx_reg_off=self.slot(idx),
+                                                       scale_bitshift=scale.bit_length() - 1)
 
-def _got_slot(spec: ArgSpec, note: UsdtNote, index: int, value: int) -> int | None:
-    from ..usdt.args import _got_slot as got_slot
-    try:
-        return got_slot(note.elf.path, str(spec.symbol), value)
-    except (ValueError, OSError) as exc:
-        raise _refuse(spec, note, index, f"cannot read the GOT of {note.elf.path}: "
-                                         f"{exc}") from None
+    def check(self) -> None:
+        """Refuse what no form of the protocol can read."""
+        s = self.spec
+        if s.arch != ptregs.ARCH:
+            raise self.refuse(f"pyebpf knows the pt_regs offsets of {ptregs.ARCH} only")
+        if s.is_float:
+            raise self.refuse(f"a {s.ctype} floating-point argument: usdt.bpf.h reads "
+                              "integers only")
+        if s.segment:
+            raise self.refuse(f"a %{s.segment}-relative (thread-local) operand: the "
+                              f"{s.segment} base is not in pt_regs")
+        if s.reloc not in (None, "GOTPCREL"):
+            raise self.refuse(f"a @{s.reloc} relocation")
+        if s.size not in (1, 2, 4, 8):
+            raise self.refuse(f"argument size {s.size} (only 1, 2, 4, 8)")
+
+    def plain(self) -> ArgRecord | None:
+        """The forms without a symbol (None for the others)."""
+        from ..usdt.spec import ArgKind
+        s, k = self.spec, self.spec.kind
+        if k is ArgKind.CONST:
+            return self.rec("CONST", s.imm or 0)
+        if k is ArgKind.REG:
+            if s.reg_shift:
+                raise self.refuse(f"bits {s.reg_shift} and up of {s.reg}: usdt.bpf.h reads "
+                                  "a register from its lowest byte")
+            return self.rec("REG", 0, s.reg)
+        if k is ArgKind.DEREF:
+            return self.rec("REG_DEREF", s.offset, s.reg)
+        if k is ArgKind.SIB:
+            if s.reg is None:
+                raise self.refuse("memory at index * scale + offset (no base register) "
+                                  "cannot be read through usdt.bpf.h")
+            return self.sib(s.reg, s.index, s.scale, s.offset)
+        if k is ArgKind.RIP and s.symbol is None:       # relative to the probe, as libbpf
+            return self.rec("REG_DEREF", s.offset, ptregs.IP)
+        return None
+
+    def placed(self) -> ArgRecord:
+        """The forms that name a symbol (or an absolute address), placed
+        from the probe: at the probe, ``ip + st_value + offset - address``
+        is where the symbol is, in a PIE as in a non-PIE executable."""
+        from ..usdt.spec import ArgKind
+        s, k, note = self.spec, self.spec.kind, self.note
+        exe = note.elf.elf_type == "ET_EXEC"
+        value = self.symbol() if s.symbol is not None else 0
+        from_ip = value + s.offset - note.address
+        if k is ArgKind.RIP or k is ArgKind.ABSOLUTE and (s.symbol is not None or exe):
+            return self.rec("REG_DEREF", from_ip, ptregs.IP)
+        if k is ArgKind.GOTPCREL:
+            got = self.got_slot(value)
+            if got is not None:
+                return self.rec("REG_DEREF", got + s.offset - note.address, ptregs.IP)
+            if exe:
+                return self.rec("CONST", value + s.offset)
+            raise self.refuse(f"{note.elf.path} has no GOT slot for {s.symbol!r}, and its "
+                              "address is not a constant")
+        if k is ArgKind.ADDRESS and exe:
+            return self.rec("CONST", value + s.offset)
+        if k is ArgKind.SYM_REG:                        # &sym + offset + reg
+            if exe:
+                return self.rec("REG_DEREF", value + s.offset, s.reg)
+            return self.sib(ptregs.IP, s.reg, 1, from_ip)
+        if k is ArgKind.SYM_INDEX:                      # &sym + offset + [base] + index*scale
+            if s.reg is None:
+                return self.sib(ptregs.IP, s.index, s.scale, from_ip)
+            if exe:
+                return self.sib(s.reg, s.index, s.scale, value + s.offset)
+        where = "a non-PIE executable" if exe else "a PIE or shared object"
+        raise self.refuse(f"a {k.value} operand in {where} cannot be read through "
+                          "usdt.bpf.h")
+
+    def symbol(self) -> int:
+        """st_value of the spec's symbol."""
+        from ..usdt.args import _resolve_symbol
+        try:
+            return _resolve_symbol(self.note.elf.path, str(self.spec.symbol), {})
+        except (LookupError, ValueError, OSError) as exc:
+            raise self.refuse(f"cannot place symbol {self.spec.symbol!r}: {exc}") from None
+
+    def got_slot(self, value: int) -> int | None:
+        """The address of the symbol's GOT slot (None if it has none)."""
+        from ..usdt.args import _got_slot
+        path = self.note.elf.path
+        try:
+            return _got_slot(path, str(self.spec.symbol), value)
+        except (ValueError, OSError) as exc:
+            raise self.refuse(f"cannot read the GOT of {path}: {exc}") from None
 
 
 def arg_record(spec: Any, note: UsdtNote, index: int, layout: SpecLayout) -> ArgRecord:
@@ -235,85 +328,13 @@ def arg_record(spec: Any, note: UsdtNote, index: int, layout: SpecLayout) -> Arg
     an :class:`~pyebpf.usdt.UndecodableArg` that raises its error) as the
     protocol's record; raises :class:`~pyebpf.errors.UsdtSpecError` for a
     form it cannot express (see the module docstring)."""
-    from ..usdt.spec import ArgKind
     if not spec.decodable:
         err = spec.error
         raise UsdtSpecError(f"{err.reason} (at {_where(note)})", err.spec, err.arch,
                             err.expected, note.probe, index)
-    if spec.arch != ptregs.ARCH:
-        raise _refuse(spec, note, index, f"pyebpf knows the pt_regs offsets of "
-                                         f"{ptregs.ARCH} only")
-    if spec.is_float:
-        raise _refuse(spec, note, index, f"a {spec.ctype} floating-point argument: "
-                                         "usdt.bpf.h reads integers only")
-    if spec.segment:
-        raise _refuse(spec, note, index, f"a %{spec.segment}-relative (thread-local) operand: "
-                                         f"the {spec.segment} base is not in pt_regs")
-    if spec.reloc not in (None, "GOTPCREL"):
-        raise _refuse(spec, note, index, f"a @{spec.reloc} relocation")
-    if spec.size not in (1, 2, 4, 8):
-        raise _refuse(spec, note, index, f"argument size {spec.size} (only 1, 2, 4, 8)")
-    shift = 64 - 8 * spec.size
-    signed = spec.signed
-    kind = spec.kind
-    exe = note.elf.elf_type == "ET_EXEC"
-
-    def rec(k: str, val_off: int, reg_off: int = 0, idx: int = 0, scale: int = 0) -> ArgRecord:
-        return ArgRecord(k, val_off & _U64, reg_off, signed, shift, idx, scale)
-
-    def sib(base: str | None, idx: str | None, scale: int, val_off: int) -> ArgRecord:
-        if not layout.has_sib:
-            raise _refuse(spec, note, index, "base + index * scale: this object's "
-                                             "usdt.bpf.h has no BPF_USDT_ARG_SIB (libbpf "
-                                             "1.7 added it)")
-        return rec("SIB", val_off, _slot(spec, base, note, index),
-                   _slot(spec, idx, note, index), scale.bit_length() - 1)
-
-    if kind is ArgKind.CONST:
-        return rec("CONST", spec.imm or 0)
-    if kind is ArgKind.REG:
-        if spec.reg_shift:
-            raise _refuse(spec, note, index, f"bits {spec.reg_shift} and up of "
-                                             f"{spec.reg}: usdt.bpf.h reads a register "
-                                             "from its lowest byte")
-        return rec("REG", 0, _slot(spec, spec.reg, note, index))
-    if kind is ArgKind.DEREF:
-        return rec("REG_DEREF", spec.offset, _slot(spec, spec.reg, note, index))
-    if kind is ArgKind.SIB:
-        if spec.reg is None:
-            raise _refuse(spec, note, index, "memory at index * scale + offset (no base "
-                                             "register) cannot be read through usdt.bpf.h")
-        return sib(spec.reg, spec.index, spec.scale, spec.offset)
-    if kind is ArgKind.RIP and spec.symbol is None:      # relative to the probe, as libbpf
-        return rec("REG_DEREF", spec.offset, _IP_SLOT)
-    # the forms that name a symbol, placed from the probe's address: at the
-    # probe, ip + (st_value + offset - note.address) is where the symbol is
-    value = _symbol(spec, note, index) if spec.symbol is not None else 0
-    from_ip = value + spec.offset - note.address
-    if kind is ArgKind.RIP or kind is ArgKind.ABSOLUTE and (spec.symbol is not None or exe):
-        return rec("REG_DEREF", from_ip, _IP_SLOT)
-    if kind is ArgKind.GOTPCREL:
-        got = _got_slot(spec, note, index, value)
-        if got is not None:
-            return rec("REG_DEREF", got + spec.offset - note.address, _IP_SLOT)
-        if exe:
-            return rec("CONST", value + spec.offset)
-        raise _refuse(spec, note, index, f"{note.elf.path} has no GOT slot for "
-                                         f"{spec.symbol!r}, and its address is not a constant")
-    if kind is ArgKind.ADDRESS and exe:
-        return rec("CONST", value + spec.offset)
-    if kind is ArgKind.SYM_REG:                          # &sym + offset + reg
-        if exe:
-            return rec("REG_DEREF", value + spec.offset, _slot(spec, spec.reg, note, index))
-        return sib(ptregs.IP, spec.reg, 1, from_ip)
-    if kind is ArgKind.SYM_INDEX:                        # &sym + offset + [base] + index*scale
-        if spec.reg is None:
-            return sib(ptregs.IP, spec.index, spec.scale, from_ip)
-        if exe:
-            return sib(spec.reg, spec.index, spec.scale, value + spec.offset)
-    where = "a non-PIE executable" if exe else "a PIE or shared object"
-    raise _refuse(spec, note, index, f"a {kind.value} operand in {where} cannot be read "
-                                     "through usdt.bpf.h")
+    arg = _Arg(spec, note, index, layout)
+    arg.check()
+    return arg.plain() or arg.placed()
 
 
 def encode_spec(note: UsdtNote, layout: SpecLayout, cookie: int = 0) -> bytes:

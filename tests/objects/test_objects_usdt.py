@@ -360,6 +360,10 @@ def _layout(usdt_obj) -> SpecLayout:
     ("-4@%fs:8", "thread-local"),
     ("-4@(%rdi,%rsi,4)", "BPF_USDT_ARG_SIB"),        # Debian's usdt.bpf.h (libbpf 1.1)
     ("-4@8(,%rsi,4)", "no base"),
+    ("8@$g_total", "address operand in a PIE"),         # the target is a PIE
+    ("4@1234", "absolute operand in a PIE"),
+    ("1@g_total(%rsi)", "BPF_USDT_ARG_SIB"),            # &sym + reg in a PIE: ip-based SIB
+    ("-4@nosuchsym(%rip)", "cannot place symbol"),
 ])
 def test_a_form_usdt_bpf_h_cannot_read_is_refused_naming_it(usdt_obj, targets, text, reason):
     note = _note(targets)

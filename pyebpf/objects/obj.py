@@ -424,10 +424,12 @@ class BpfObject(Owner):
 
     def attach_all(self) -> list[Any]:
         """Attach every loaded program whose section names its target (the
-        links are owned by the object); returns the links."""
+        links are owned by the object); returns the links.  A bare
+        ``SEC("usdt")``, ``SEC("uprobe")`` or ``SEC("uretprobe")`` names
+        none: it is left for an explicit attach, as libbpf's skeletons do."""
         out = []
         for p in self.programs.values():
-            if p.status == "loaded":
+            if p.status == "loaded" and p.section not in ("usdt", "uprobe", "uretprobe"):
                 out.append(p.attach())
         return out
 

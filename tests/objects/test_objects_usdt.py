@@ -292,13 +292,14 @@ def test_semaphores_enabled_while_attached_restored_on_detach(usdt_obj, targets)
 
 
 def test_attach_all_by_section_names(usdt_obj, targets, tmp_path):
-    """SEC("usdt/PATH:tgt:ints") and SEC("usdt/PATH:tgt:guarded"): attach_all()."""
+    """SEC("usdt/PATH:tgt:ints") and SEC("usdt/PATH:tgt:guarded"): attach_all()
+    attaches them, and leaves the bare SEC("usdt") alone (it raised)."""
     exe = targets["O2"]
     path = compile_bpf(HERE / "c" / "usdt_progs.c", tmp_path, "usdt_sec.o", MULTIARCH,
                        f'-DTARGET="{exe}"', f"-I{os.path.dirname(usdt_obj)}")
     with pyebpf.load_object(path) as obj:
         links = obj.attach_all()
-        assert len(links) == 2
+        assert len(links) == 2 and len(obj.programs) == 3
         with RingBufferReader(obj.maps["events"], decode=ARGS_EVENT.unpack) as reader:
             out = subprocess.run([exe, "1"], capture_output=True, text=True,
                                  check=True).stdout
@@ -456,3 +457,12 @@ def test_usdt_attach_cookies_one_per_location(targets):
     u = usdt(targets["O2"], "tgt:site")
     with pytest.raises(UsdtTargetError, match="one per location"):
         u.attach(None, cookies=[1])
+
+
+def test_attach_all_leaves_bare_uprobes_alone(objects):
+    """uprobe.bpf.c's SEC("uprobe")/SEC("uretprobe") name no target:
+    attach_all() leaves them for attach(binary, where) (it raised)."""
+    with pyebpf.load_object(objects["uprobe"]) as obj:
+        assert obj.attach_all() == []
+        with pytest.raises(ObjectError, match="BINARY:SYMBOL"):
+            obj.programs["on_add"].attach()

@@ -62,6 +62,13 @@ int sec_guarded(struct pt_regs *ctx)
 	return report(ctx, 2);
 }
 
+/* names no probe: attach_all() leaves it alone, as libbpf's skeletons do */
+SEC("usdt")
+int sec_manual(struct pt_regs *ctx)
+{
+	return report(ctx, 3);
+}
+
 #else
 
 SEC("usdt")

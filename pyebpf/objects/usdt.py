@@ -45,6 +45,7 @@ argument, its spec and location, as libbpf refuses it.
 from __future__ import annotations
 
 import struct
+import threading
 from typing import NamedTuple
 
 from .. import ptregs
@@ -367,6 +368,8 @@ class UsdtSpecs:
         self._ids: dict[bytes, list[int]] = {}
         self._free: list[int] = []
         self._next = 0
+        # (a link collected by the garbage collector releases from any thread)
+        self._lock = threading.Lock()
 
     @property
     def in_use(self) -> int:
@@ -375,6 +378,10 @@ class UsdtSpecs:
 
     def acquire(self, value: bytes) -> int:
         """The id of spec ``value`` (stored in the map when it is new)."""
+        with self._lock:
+            return self._acquire(value)
+
+    def _acquire(self, value: bytes) -> int:
         entry = self._ids.get(value)
         if entry is not None:
             entry[1] += 1
@@ -399,13 +406,14 @@ class UsdtSpecs:
 
     def release(self, value: bytes) -> None:
         """One attachment less uses spec ``value``."""
-        entry = self._ids.get(value)
-        if entry is None:
-            return
-        entry[1] -= 1
-        if entry[1] <= 0:
-            del self._ids[value]
-            self._free.append(entry[0])
+        with self._lock:
+            entry = self._ids.get(value)
+            if entry is None:
+                return
+            entry[1] -= 1
+            if entry[1] <= 0:
+                del self._ids[value]
+                self._free.append(entry[0])
 
     def lease(self, values: Sequence[bytes]) -> SpecLease:
         """Acquire every spec of ``values``; :meth:`SpecLease.close` releases them."""

@@ -17,11 +17,13 @@ stays empty).  Attaching is therefore the user-space half of the protocol::
 (a missing probe lists the ones that exist), translates each location's
 decoded arguments (:class:`pyebpf.usdt.ArgSpec`) into the spec struct,
 stores each distinct spec once (:class:`UsdtSpecs`: ids are shared by
-equal specs and recycled when no attachment uses them), and attaches one
-uprobe per location with cookie = spec id through
-:meth:`pyebpf.usdt.Usdt.attach` -- so semaphores go in the kernel's uprobe
-``ref_ctr`` exactly as pyebpf's own USDT probes do, and are restored on
-detach.
+equal specs and recycled when no attachment uses them), and attaches every
+location with cookie = its spec id through :meth:`pyebpf.usdt.Usdt.attach`
+-- so semaphores go in the kernel's uprobe ``ref_ctr`` exactly as pyebpf's
+own USDT probes do, and are restored on detach.  ``SEC("usdt")`` programs
+are loaded for uprobe_multi links where the kernel has them (as libbpf 1.3+
+loads them: :func:`usdt_attach_type`), so all the locations of a file are
+one link.
 
 The struct's layout is read from the object's BTF, not assumed: libbpf 1.1's
 header (Debian 12's ``libbpf-dev``: ``arg_type`` a 4-byte enum) and later

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import gc
 import os
+import pathlib
 import struct
 import subprocess
 import time
@@ -53,10 +54,8 @@ def _sdt_include() -> list[str]:
 def usdt_obj(objects) -> str:
     """usdt_progs.c built like the other test objects (vmlinux.h of the
     ``objects`` fixture), plus the multiarch include usdt.bpf.h needs."""
-    out = os.path.dirname(objects["execsnoop"])
-    import pathlib
-    return compile_bpf(HERE / "c" / "usdt_progs.c", pathlib.Path(out), "usdt_progs.o",
-                       MULTIARCH)
+    out = pathlib.Path(objects["execsnoop"]).parent
+    return compile_bpf(HERE / "c" / "usdt_progs.c", out, "usdt_progs.o", MULTIARCH)
 
 
 @pytest.fixture(scope="module")

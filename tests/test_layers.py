@@ -14,8 +14,9 @@ LAYERS = [
     "errors", "_record", "isa", "codecs",
     "uapi",            # pyebpf.kernel.constants: the UAPI numbers, pure Python
     "program", "ptregs", "text", "vm", "elf", "btf",
-    "kernel", "maps", "loader", "explain", "conformance", "attach", "events", "objects",
-    "usdt", "trace", "profile", "lang", "export", "demo", "cli",
+    "kernel", "maps", "loader", "explain", "conformance", "attach", "events", "usdt",
+    "objects",         # (after usdt: an object's program attaches through libbpf's USDT protocol)
+    "trace", "profile", "lang", "export", "demo", "cli",
     "__main__", "__init__",   # the package's own facade (lazy names, the Ctrl-C hook)
 ]
 RANK = {name: i for i, name in enumerate(LAYERS)}

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 from ..errors import KernelError, NotSupportedError, OptionError
 from ..kernel import features
 from ..kernel import syscall as _sys
-from ..kernel.lifetime import Owner, close_quietly
+from ..kernel.lifetime import Owner, close_all, close_quietly
 from ..kernel.syscall import Fd
 from ._programs import prog_fd
 
@@ -67,11 +67,15 @@ def close_groups(groups: Sequence[Sequence[Fd]], parallel: bool) -> None:
         _close_group(g)
 
 
-def _release(groups: list[list[Fd]], parallel: bool, program: Any) -> None:
-    """What a :class:`Link` owns, released: its fds, then the program it loaded."""
+def _release(groups: list[list[Fd]], parallel: bool, program: Any,
+             extras: list[Any] | None = None) -> None:
+    """What a :class:`Link` owns, released: its fds, then the program it
+    loaded, then what :meth:`Link.own` gave it (the last given first)."""
     close_groups(groups, parallel)
     if program is not None:
         close_quietly(program)
+    if extras:
+        close_all(extras)
 
 
 class Link(Owner):
@@ -122,7 +126,18 @@ class Link(Owner):
                 except KernelError:
                     pass
         self.link_ids: tuple[int, ...] = tuple(ids)
-        self._own(_release, groups, parallel_close, program if owns_program else None)
+        self._extras: list[Any] = []
+        self._own(_release, groups, parallel_close, program if owns_program else None,
+                  self._extras)
+
+    def own(self, thing: Any) -> None:
+        """Close ``thing`` too when this link is detached (or collected),
+        after its fds and program: what the attachment needs for as long as
+        it lasts (the USDT argument specs an object's program reads).
+        ``thing`` has ``close()`` and must not refer to the link."""
+        if self.closed:
+            raise OptionError("this link is detached already")
+        self._extras.append(thing)
 
     @property
     def fds(self) -> tuple[Fd, ...]:

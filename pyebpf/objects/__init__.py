@@ -12,6 +12,8 @@
 * :mod:`.maps` -- BTF-defined and legacy maps, global data sections
 * :mod:`.link` -- bpf-to-bpf calls and callbacks linked per program
 * :mod:`.loading` -- the load itself: BTF, maps, externs, CO-RE, programs
+* :mod:`.usdt` -- libbpf's USDT protocol (``bpf/usdt.bpf.h``):
+  ``obj.programs[name].attach_usdt(binary, provider, name, pid=, cookie=)``
 """
 from __future__ import annotations
 

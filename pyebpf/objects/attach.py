@@ -2,7 +2,8 @@
 ``bpf_program__attach`` does: ``tracepoint/CAT/NAME`` (``tp/``),
 ``raw_tp/NAME`` (``raw_tracepoint/``), ``kprobe/FUNC`` / ``kretprobe/FUNC``,
 ``uprobe/BINARY:SYMBOL`` / ``uretprobe/...`` (or a bare ``uprobe`` with
-``binary`` and ``where`` given), ``perf_event`` (a sampling event), and the
+``binary`` and ``where`` given), ``usdt/BINARY:PROVIDER:NAME`` (libbpf's
+USDT protocol, :mod:`.usdt`), ``perf_event`` (a sampling event), and the
 BTF-targeted ``tp_btf/``, ``fentry/``, ``fexit/``, ``lsm/`` (a raw
 tracepoint link on the target the program was loaded for)."""
 from __future__ import annotations
@@ -55,6 +56,12 @@ def attach_program(prog: ObjectProgram, binary: str | None = None, where: Any = 
                 raise ObjectError(f"program {prog.name!r}: section {prog.section!r} names no "
                                   "BINARY:SYMBOL; give attach(binary, where)")
         return attach_uprobe(loaded, binary, where, retprobe=kind == "uretprobe", **kw)
+    if kind == "usdt":
+        from .usdt import attach_usdt_section
+        if binary is not None or where is not None:
+            raise ObjectError(f"program {prog.name!r}: attach a usdt program with "
+                              "attach_usdt(binary, provider, name)")
+        return attach_usdt_section(prog, **kw)
     if kind == "perf_event":
         from ..attach.perf_event import attach_perf_event
         return attach_perf_event(loaded, **kw)

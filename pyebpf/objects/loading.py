@@ -466,14 +466,17 @@ def _load_program(obj: BpfObject, prog: ObjectProgram, code: dict[int, list[Slot
         return
     insns = encode_slots(linked.slots)
     prog.insn_count = len(linked.slots)
+    if prog.kind == "usdt":
+        from .usdt import usdt_attach_type
+        prog.expected_attach_type = usdt_attach_type(prog.attach_type)
     flags = 1 << 4 if prog.sdef.sleepable else 0         # BPF_F_SLEEPABLE
     try:
         fd, log = prog_load_btf(prog.prog_type, insns, obj.license or "GPL", name=prog.name,
                                 btf_fd=obj._btf_fd.fileno() if obj._btf_fd is not None else 0,
                                 func_info=func_info, line_info=line_info,
-                                expected_attach_type=prog.attach_type, attach_btf_id=btf_id,
-                                kern_version=obj.kern_version, prog_flags=flags,
-                                log_level=log_level)
+                                expected_attach_type=prog.expected_attach_type,
+                                attach_btf_id=btf_id, kern_version=obj.kern_version,
+                                prog_flags=flags, log_level=log_level)
     except VerifierError as exc:
         prog.status, prog.error = "rejected", _explain(exc, insns, lines)
         prog.reason = prog.error.summary.splitlines()[0]
@@ -490,7 +493,7 @@ def _load_program(obj: BpfObject, prog: ObjectProgram, code: dict[int, list[Slot
     from ..loader import LoadedProgram
     used = {n: m for n, m in obj.maps.items()}
     prog.loaded = LoadedProgram(fd, prog.prog_type, None, decode(insns), used, log, prog.name,
-                                prog.attach_type)
+                                prog.expected_attach_type)
     obj._owned.append(prog.loaded)
     prog.status, prog.reason = "loaded", ""
 

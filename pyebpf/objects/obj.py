@@ -99,6 +99,16 @@ class ObjectProgram:
         self._obj._links.append(link)
         return link
 
+    def attach_usdt(self, binary: str | None, provider: str | None, name: str, *,
+                    pid: int | None = None, cookie: int = 0, method: str = "auto") -> Any:
+        """Attach to USDT probe ``provider:name`` of ``binary`` through libbpf's
+        ``usdt.bpf.h`` protocol, as ``bpf_program__attach_usdt`` does (see
+        :func:`pyebpf.objects.usdt.attach_usdt`); the link is owned by the object too."""
+        from .usdt import attach_usdt
+        link = attach_usdt(self, binary, provider, name, pid=pid, cookie=cookie, method=method)
+        self._obj._links.append(link)
+        return link
+
     def __repr__(self) -> str:
         return f"<ObjectProgram {self.name!r} {self.section!r} {self.kind} ({self.status})>"
 
@@ -268,6 +278,8 @@ class BpfObject(Owner):
         self._btf_fd: Any = None
         self._vmlinux: Btf | None = None
         self._links: list[Any] = []
+        #: the spec ids of libbpf's USDT protocol (pyebpf.objects.usdt), on first use
+        self._usdt_specs: Any = None
         #: why the object's BTF was not loaded (the load went on without it)
         self.btf_error: Exception | None = None
         #: (section, relocation, result) of every CO-RE relocation, after load
@@ -412,10 +424,12 @@ class BpfObject(Owner):
 
     def attach_all(self) -> list[Any]:
         """Attach every loaded program whose section names its target (the
-        links are owned by the object); returns the links."""
+        links are owned by the object); returns the links.  A bare
+        ``SEC("usdt")``, ``SEC("uprobe")`` or ``SEC("uretprobe")`` names
+        none: it is left for an explicit attach, as libbpf's skeletons do."""
         out = []
         for p in self.programs.values():
-            if p.status == "loaded":
+            if p.status == "loaded" and p.section not in ("usdt", "uprobe", "uretprobe"):
                 out.append(p.attach())
         return out
 

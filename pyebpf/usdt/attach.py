@@ -324,22 +324,30 @@ class Usdt:
         from ..attach import load_uprobe_program
         return load_uprobe_program(program, method=method, **load_kw)
 
-    def attach(self, prog: Any, *, pid: int | None = None, method: str = "auto") -> Any:
+    def attach(self, prog: Any, *, pid: int | None = None, method: str = "auto",
+               cookies: Sequence[int] | None = None) -> Any:
         """Attach ``prog`` (loaded, or a DSL program to load) to every location.
 
         ``pid`` restricts the probe to one process (default: the pid this
-        probe was resolved with, else every process).  Returns one
-        :class:`pyebpf.attach.Link` (kind ``"usdt"``) for all files and
-        locations; detaching it restores every semaphore.
+        probe was resolved with, else every process).  ``cookies``: the BPF
+        cookie of each location, in :attr:`locations` order (default: the
+        ones :attr:`reader` dispatches on; a program that reads arguments
+        some other way, as libbpf's ``usdt.bpf.h`` does, brings its own).
+        Returns one :class:`pyebpf.attach.Link` (kind ``"usdt"``) for all
+        files and locations; detaching it restores every semaphore.
         """
         from ..attach import Link, _is_loaded, attach_uprobes
         if pid is None:
             pid = self.pid
+        if cookies is None:
+            cookies = self.reader.cookies
+        elif len(cookies) != len(self.locations):
+            raise UsdtTargetError(f"cookies: one per location ({len(self.locations)}), "
+                                  f"not {len(cookies)}")
         owned = False
         if not _is_loaded(prog):
             prog = self.load(prog, method=method)
             owned = True
-        cookies = self.reader.cookies
         links = []
         i = 0
         try:

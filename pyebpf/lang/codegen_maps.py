@@ -96,9 +96,7 @@ class _MapGen(_GenBase):
             p.stxw(R10, slot, R1)
             done = p.fresh_label("hist_done")
             p.map_lookup(plan.spec, slot, done)
-            p.ldxdw(R1, R0, 0)
-            p.add(R1, 1)
-            p.stxdw(R0, 0, R1)
+            self._add_at_r0(1)
             p.label(done)
             return
         if plan.kind in ("hist", "lhist"):
@@ -133,15 +131,24 @@ class _MapGen(_GenBase):
         p = self.p
         miss, done = p.fresh_label("add_miss"), p.fresh_label("add_done")
         p.map_lookup(map_, key, miss)
-        p.ldxdw(R1, R0, 0)
-        p.add(R1, amount)
-        p.stxdw(R0, 0, R1)
+        self._add_at_r0(amount)
         p.ja(done)
         p.label(miss)
         val = p.stack.alloc(8)
         p.store(R10, val, amount, 8)
         p.map_update(map_, key, val, flags=1)          # BPF_NOEXIST
         p.label(done)
+
+    def _add_at_r0(self, amount: Reg | int) -> None:
+        """``*(u64 *)r0 += amount`` as one atomic add (the value is this
+        CPU's, so a plain load/add/store would do; the atomic add is two
+        instructions fewer for a few nanoseconds more, and the kernel runs
+        fewer instructions than bpftrace's for the same script)."""
+        p = self.p
+        if isinstance(amount, int):
+            p.mov(R1, amount)
+            amount = R1
+        p.atomic_add(R0, 0, amount)
 
     def map_read(self, m: A.Map, dst: Reg) -> None:
         """``dst = @m[k]`` (0 when absent) for an integer map."""

@@ -4,6 +4,7 @@
 variables, and conditions compiled to conditional jumps."""
 from __future__ import annotations
 
+from ..errors import ProgramError
 from ..program import R0, R10, Reg
 from . import ast as A
 from .codegen_base import CodegenError, _const, _GenBase, type_of
@@ -28,10 +29,26 @@ class _ControlGen(_GenBase):
         return False
 
     def stmt(self, s: A.Stmt) -> bool:
-        """Emit ``s``; True when control does not go on after it."""
+        """Emit ``s``; True when control does not go on after it. The stack
+        slots it takes for its temporaries (keys, strings, records) are free
+        again after it: the next statement reuses them (scratch variables
+        have their own slots, taken before the first statement). A DSL
+        error (a stack frame over 512 bytes) points at the statement."""
         start = len(self.p.insns)
-        ends = False
+        stack_mark = self.p.stack.used
         self._comment_line(s.pos)
+        try:
+            ends = self._stmt(s)
+        except CodegenError:
+            raise
+        except ProgramError as exc:
+            raise CodegenError(exc.reason, s.pos) from exc
+        self.spans.append((start, len(self.p.insns), s.pos))
+        self.p.stack.used = stack_mark
+        return ends
+
+    def _stmt(self, s: A.Stmt) -> bool:
+        ends = False
         if isinstance(s, A.ExprStmt):
             self.expr_stmt(s.expr)
         elif isinstance(s, A.AssignVar):
@@ -57,7 +74,6 @@ class _ControlGen(_GenBase):
             raise CodegenError(f"statement {type(s).__name__} is not supported", s.pos)
         if isinstance(s, A.ExprStmt) and isinstance(s.expr, A.Call) and s.expr.name == "exit":
             ends = True
-        self.spans.append((start, len(self.p.insns), s.pos))
         return ends
 
     def jump(self, s: A.Jump) -> None:

@@ -42,7 +42,8 @@ class _MapGen(_GenBase):
                 self.value_into(k, off + o, t)
         covered = bytearray(plan.key_size)
         for t, o in zip(elems, offsets):
-            size = t.size if t.kind in ("string", "buffer") else size_align(t)[0]
+            size = t.size if t.kind in ("string", "buffer") and not t.counted else \
+                size_align(t)[0]
             covered[o:o + size] = b"\1" * size
         pos = 0
         while pos < plan.key_size:

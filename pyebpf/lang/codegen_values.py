@@ -15,7 +15,9 @@ class _ValueGen(_GenBase):
 
     def value_into(self, e: A.Expr, off: int, t: Type) -> None:
         """Store ``e`` at ``r10 + off`` laid out as ``t``."""
-        if t.kind in ("string", "buffer"):
+        if t.kind == "buffer" and t.counted:
+            self.counted_into(e, off, t.size)
+        elif t.kind in ("string", "buffer"):
             self.string_into(e, off, t.size)
         elif t.kind == "tuple":
             self.tuple_into(e, off, t)
@@ -121,6 +123,58 @@ class _ValueGen(_GenBase):
             p.call("probe_read_user")
             return
         raise CodegenError(f"cannot make a string of {type(e).__name__}", e.pos)
+
+    def counted_into(self, e: A.Expr, off: int, size: int) -> None:
+        """A counted buffer at ``r10 + off``: its length byte, then up to
+        ``size`` bytes (zero-padded): ``buf(p, n)`` reads ``min(n, size)``
+        bytes (``n`` unsigned, as bpftrace bounds it); a counted variable
+        or map value is copied whole; any other buffer or string gets its
+        own size as the length."""
+        p = self.p
+        if isinstance(e, A.Call) and e.name == "buf" and len(e.args) == 2:
+            self._zero(off, size + 1)
+            r = self.int_expr(e.args[0])
+            n = _const(e.args[1])
+            if n is not None:
+                p.mov(R2, max(0, min(n, size)))
+            else:
+                rn = self.int_expr(e.args[1])
+                small = p.fresh_label("buflen_ok")
+                p.mov(R2, rn)
+                self.release(rn)
+                p.jle(R2, size, small)
+                p.mov(R2, size)
+                p.label(small)
+            p.stxb(R10, off, R2)
+            p.mov(R3, r)
+            self.release(r)
+            p.stack_pointer(R1, off + 1)
+            p.call("probe_read_user")
+            return
+        t = type_of(e)
+        if t.kind == "buffer" and t.counted and isinstance(e, A.Variable) and e.name in self.vars:
+            self.copy_stack(off, self.vars[e.name][0], size + 1, size + 1)
+            return
+        if t.kind == "buffer" and t.counted and isinstance(e, A.Map):
+            plan = self.plan(e)
+            key = self.key(e, plan)
+            self._zero(off, size + 1)
+            miss = p.fresh_label("bmiss")
+            p.map_lookup(plan.spec, key, miss)
+            self.copy_bytes(R0, 0, off, min(size + 1, plan.value_size))
+            p.label(miss)
+            return
+        if t.kind == "buffer" and t.counted and isinstance(e, A.Ternary):
+            els, end = p.fresh_label("belse"), p.fresh_label("bend")
+            self.jump_if_false(e.cond, els)
+            self.counted_into(e.then, off, size)
+            p.ja(end)
+            p.label(els)
+            self.counted_into(e.else_, off, size)
+            p.label(end)
+            return
+        p.stb(R10, off, min(t.size, size))
+        self.string_into(e, off + 1, size)
 
     def str_call(self, e: A.Call, off: int, size: int) -> None:
         p = self.p

@@ -154,6 +154,8 @@ def _same_kind(a: Type, b: Type) -> bool:
 def _merge(a: Type, b: Type, packed: bool = False) -> Type:
     """The type holding both ``a`` and ``b`` (compatible): the longer
     string; ``packed`` for the keys of a map with several."""
+    if a.kind == "buffer" and a.counted != b.counted:   # counted holds either
+        return Type("buffer", max(a.size, b.size), counted=True)
     if a.kind in ("string", "buffer") and b.size > a.size:
         return b
     if a.kind == "tuple":

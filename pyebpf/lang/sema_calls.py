@@ -239,10 +239,13 @@ def _buf(a: Analyser, c: ast.Call, to: str | None) -> Type:
                 f"{_kind_name(c.args[0].type)}", c.pos)
     elif _arg(a, c, "int", 1):
         n = a.const_int(c.args[1])
-        if n is not None:
-            if n < 0:
-                a.error(f"buf cannot use negative length ({n})", c.pos)
-            size = max(0, min(n, STRLEN))
+        if n is None:
+            # a run-time length: up to BPFTRACE_STRLEN bytes, the length
+            # kept with them (printed: that many bytes), as bpftrace 0.17
+            return Type("buffer", STRLEN, counted=True)
+        if n < 0:
+            a.error(f"buf cannot use negative length ({n})", c.pos)
+        size = max(0, min(n, STRLEN))
     return Type("buffer", size)
 
 

@@ -22,7 +22,8 @@ KINDS = frozenset({
     "none",        # no value (a statement call such as printf)
     "int",         # size 1/2/4/8, signed or not
     "string",      # NUL-terminated, ``size`` bytes at most (bpftrace's strlen, 64 by default)
-    "buffer",      # buf(): ``size`` bytes of data printed as \\x escapes
+    "buffer",      # buf(): ``size`` bytes of data printed as \\x escapes (``counted``:
+                   # a length byte first, the bytes printed; buf() with a run-time length)
     "tuple",       # ``elems``: the element types, laid out C-like
     "ustack", "kstack",   # a stack id (``stack_mode``, ``stack_limit``)
     "usym", "ksym",       # an address printed as a symbol
@@ -52,7 +53,10 @@ class Type:
 
     ``elems`` (tuple), ``elem`` (pointer), ``fields`` (record: name ->
     (offset, Type)), ``stack_mode``/``stack_limit`` (ustack/kstack: bpftrace,
-    perf or raw; frames kept), ``lhist`` ``(min, max, step)``."""
+    perf or raw; frames kept), ``lhist`` ``(min, max, step)``, ``counted``
+    (a buffer of ``size`` bytes at most that carries its length: a length
+    byte, then the bytes -- as bpftrace keeps ``buf(p, n)`` of a run-time
+    ``n``)."""
     kind: str
     size: int = 0
     signed: bool = False
@@ -62,6 +66,7 @@ class Type:
     stack_mode: str = "bpftrace"
     stack_limit: int = 127
     lhist: tuple[int, int, int] | None = None
+    counted: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -132,6 +137,6 @@ def tuple_type(elems: tuple[Type, ...] | list[Type], *, packed: bool = False) ->
         align = max(align, a)
         offset += (a - offset % a) % a
         fields.append((str(i), offset, e))
-        offset += e.size
+        offset += e.size + e.counted
     size = offset + (align - offset % align) % align
     return Type("tuple", size, elems=tuple(elems), fields=tuple(fields))

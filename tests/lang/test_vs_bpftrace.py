@@ -159,3 +159,24 @@ def test_join_takes_1023_bytes_of_each_of_16_arguments() -> None:
     compare_with_bpftrace('tracepoint:syscalls:sys_enter_execve /pid == cpid/ { '
                           'join(args->argv); join(args->argv, ","); }',
                           command=f"/bin/true {'A' * 1100} b {words}", exact=True)
+
+
+def test_buf_and_str_of_a_run_time_length(w: str) -> None:
+    # buf(p, n) of a run-time n keeps its length (printf %r, print, a map
+    # value, a tuple print that many bytes; a map key all 64); n beyond 64,
+    # or negative (unsigned), reads 64; str(p, n) reads n characters
+    compare_with_bpftrace(
+        f'usdt:{w}:btw:request /arg1 == 4/ {{ @v = buf(arg0, arg1); print(buf(arg0, arg1)); '
+        f'$x = buf(arg0, arg1); printf("%r|%s|\\n", $x, str(arg0, arg1 - 1)); '
+        f'printf("[%r]\\n", buf(arg0, arg1 + 100)); printf("[%r]\\n", buf(arg0, 0 - 1)); '
+        f'@t[1] = (buf(arg0, arg1), 5); }} '
+        f'usdt:{w}:btw:request {{ @b[buf(arg0, arg1 - 2)] = count(); '
+        f'@s[str(arg0, arg1 - 1)] = count(); @z[str(arg0, arg1 - arg1)] = count(); }}',
+        command=f"{w} 6 1")
+
+
+def test_statements_reuse_the_stack(w: str) -> None:
+    # each printf takes 200 bytes of stack for its record: four of them fit
+    # in 512 bytes only when one statement's temporaries are free after it
+    line = 'printf("%s %s %s\\n", str(arg0), str(arg0, 2), str(arg0, arg1 - 1));'
+    compare_with_bpftrace(f'usdt:{w}:btw:request {{ {line * 4} }}', command=f"{w} 3 1")

@@ -157,7 +157,9 @@ class _MapGen(_GenBase):
         p = self.p
         key = self.key(m, plan)
         if plan.kind not in ("plain", "count", "sum", "min", "max"):
-            raise CodegenError(f"the value of a {plan.kind}() map cannot be read in a probe", m.pos)
+            article = "an" if plan.kind in ("avg", "lhist") else "a"
+            raise CodegenError(f"the value of {article} {plan.kind}() map cannot be read in a "
+                               "probe", m.pos)
         miss, done = p.fresh_label("miss"), p.fresh_label("got")
         p.map_lookup(plan.spec, key, miss)
         p.ldxdw(dst, R0, 0)

@@ -194,6 +194,10 @@ class Analyser(_ExprTyping):
         else:
             value = self.expr(s.value, assigned_to="map")
         name = "@" + m.name
+        shown = value                # the type bpftrace names in its messages
+        value = self.copied(value, s.value)
+        if value is not shown and name not in self.maps:
+            self.copies[name] = shown
         info = self.maps.get(name)
         if info is None:
             stored = int_type(8, value.signed) if value.kind == "int" else value
@@ -203,15 +207,29 @@ class Analyser(_ExprTyping):
                 self.error(f"Undefined map: {name}", m.pos)
             else:
                 info.value = int_type(8, value.signed) if value.kind == "int" else value
-        elif info.value.kind != value.kind:
+        elif self.copies.get(name, info.value).kind != shown.kind:
             self.error(f"Type mismatch for {name}: trying to assign value of type "
-                       f"'{_tstr(value)}' when map already contains a value of type "
-                       f"'{_tstr(info.value)}", m.pos)
+                       f"'{_tstr(shown)}' when map already contains a value of type "
+                       f"'{_tstr(self.copies.get(name, info.value))}", m.pos)
         elif value.kind in ("string", "tuple"):
             info.value = _merge(info.value, value)
         m.type = self.maps[name].value
         if value.kind == "none":
             self.error("Invalid expression for assignment: none", s.value.pos, final=True)
+
+    def copied(self, t: Type, e: ast.Expr) -> Type:
+        """What a map or tuple keeps of a value ``e`` of type ``t``: a read of
+        a count/sum/min/max map is its integer, as bpftrace 0.17 copies it;
+        an avg/stats/hist/lhist map's value cannot be read (bpftrace 0.17
+        copies a part of it: an avg reads 0, a hist nothing)."""
+        if not t.is_aggregation or isinstance(e, ast.Call):
+            return t
+        if t.kind in ("count", "sum", "min", "max"):
+            return int_type(8, t.signed)
+        article = "an" if t.kind in ("avg", "lhist") else "a"
+        self.error(f"the value of {article} {t.kind}() map cannot be read in a probe "
+                   "(bpftrace 0.17 copies only a part of it)", e.pos, final=True)
+        return t
 
     def compound(self, s: ast.AssignMap | ast.AssignVar) -> Type:
         """``x op= v`` is ``x = x op v`` (bpftrace reads ``x`` as an
@@ -235,6 +253,8 @@ class Analyser(_ExprTyping):
             value = self.compound(s)
         else:
             value = self.expr(s.value, assigned_to="var")
+        if value.kind in ("avg", "stats", "hist", "lhist"):
+            self.copied(value, s.value)     # (refused; count/sum/min/max keep their type)
         stored = self.p.vars.get(v.name)
         if stored is None:
             self.p.vars[v.name] = value
@@ -298,7 +318,10 @@ class Analyser(_ExprTyping):
             self.keys[name] = _merge(old, key, packed=True)
 
     def map_read(self, m: ast.Map) -> Type:
-        """The value type of a map read (aggregations read as integers)."""
+        """The value type of a map read: an aggregation's read is of the
+        aggregation's type, as bpftrace 0.17 types it (so arithmetic,
+        comparisons with integers, conditions and printf refuse it; it can
+        be assigned)."""
         self.map_keys(m)
         self.check_key(m)
         name = "@" + m.name
@@ -306,8 +329,6 @@ class Analyser(_ExprTyping):
         if info is None:
             self.error(f"Undefined map: {name}", m.pos, final=True)
             return NONE
-        if info.value.kind in ("count", "sum", "min", "max", "avg"):
-            return int_type(8, info.value.signed)
         return info.value
 
     # -- calls -------------------------------------------------------------

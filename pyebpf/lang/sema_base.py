@@ -220,6 +220,9 @@ class _AnalyserBase:
         self.calls: list[str] = []       # the calls whose arguments are being typed
         self.str_param = False           # a positional parameter inside str()
         self.p: _Probe | None = None
+        #: maps assigned a read of a count/sum/min/max map: name -> its type
+        #: (bpftrace names it in its type mismatch messages)
+        self.copies: dict[str, Type] = {}
 
     # -- errors ------------------------------------------------------------
     def error(self, message: str, pos: ast.Pos, final: bool = False) -> None:
@@ -236,3 +239,4 @@ class _AnalyserBase:
         def key_of(self, m: ast.Map) -> Type | None: ...
         def map_read(self, m: ast.Map) -> Type: ...
         def call(self, c: ast.Call, assigned_to: str | None) -> Type: ...
+        def copied(self, t: Type, e: ast.Expr) -> Type: ...

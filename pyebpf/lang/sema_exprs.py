@@ -50,9 +50,9 @@ class _ExprTyping(_AnalyserBase):
         if isinstance(e, ast.Tuple):
             elems = tuple(self.expr(x) for x in e.elems)
             for x in e.elems:
-                if x.type is not None and x.type.is_aggregation:
+                if x.type is not None and x.type.is_aggregation and isinstance(x, ast.Call):
                     self.error("Map type not allowed in a tuple", x.pos)
-            return tuple_type(elems)
+            return tuple_type([self.copied(t, x) for t, x in zip(elems, e.elems)])
         if isinstance(e, ast.FieldAccess):
             return self.field(e)
         if isinstance(e, ast.ArrayAccess):

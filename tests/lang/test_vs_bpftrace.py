@@ -180,3 +180,12 @@ def test_statements_reuse_the_stack(w: str) -> None:
     # in 512 bytes only when one statement's temporaries are free after it
     line = 'printf("%s %s %s\\n", str(arg0), str(arg0, 2), str(arg0, arg1 - 1));'
     compare_with_bpftrace(f'usdt:{w}:btw:request {{ {line * 4} }}', command=f"{w} 3 1")
+
+
+def test_reading_counts_sums_minimums_maximums() -> None:
+    # a read of an aggregation is assigned whole (a map, a variable, a tuple)
+    # and compared with one of its own kind (what bpftrace 0.17 allows)
+    compare_with_bpftrace(
+        'BEGIN { @c = count(); @c = count(); @s[1] = sum(5); @s[1] = sum(-9); @m = min(-3); '
+        '@x = max(4); @x = max(9); @d = @c; $v = @s[1]; @e[2] = $v; @mm = @m; '
+        '@t = (@c, @x, 1); if (@c == @c) { printf("same\\n"); } exit(); }')

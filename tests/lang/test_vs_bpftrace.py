@@ -87,8 +87,6 @@ def test_kernel_stacks(w: str) -> None:
                           command=f"{w} 10 1")
 
 
-@pytest.mark.xfail(reason="lang.output.format_stack adds ' ([unknown])' to kernel frames in "
-                          "perf mode; bpftrace 0.17 prints no module there", strict=True)
 def test_kernel_stacks_perf_mode(w: str) -> None:
     compare_with_bpftrace("tracepoint:syscalls:sys_enter_clock_nanosleep /pid == cpid/ { "
                           "@kp[kstack(perf, 2)] = count(); }", command=f"{w} 10 1")

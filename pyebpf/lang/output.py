@@ -255,10 +255,11 @@ def format_value(t: Type, value: Any, *, stacks: StackFormatter | None = None,
     if k in ("ustack", "kstack"):
         if isinstance(value, str):
             return value
-        frames = value if isinstance(value, (list, tuple)) else None
-        if frames is None and stacks is None:
+        if isinstance(value, (list, tuple)):
+            frames: Iterable[tuple[int, str | None, str | None]] = value
+        elif stacks is None:
             raise OutputError(f"printing a {k} needs the stacks callable")
-        if frames is None:
+        else:
             frames = stacks(value, t)
         return format_stack(frames, t.stack_mode, 4 if key else 8, kernel=k == "kstack")
     if k in ("usym", "ksym"):

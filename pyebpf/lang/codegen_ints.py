@@ -53,6 +53,8 @@ class _IntGen(_GenBase):
             if t.kind == "int" and t.size < 8:
                 self._narrow(r, t.size, t.signed)
             return r
+        if isinstance(e, A.FieldAccess) and self.struct_of(e) is not None:
+            return self.member_read(e)
         if isinstance(e, A.PositionalParameter):
             r = self._need(e.pos)
             if e.count:
@@ -104,6 +106,9 @@ class _IntGen(_GenBase):
             emit_helper_builtin(p, n, r)
         elif n == "elapsed":
             emit_elapsed(p, r, self.ctx.start_ns)
+        elif n == "curtask":
+            p.call("get_current_task")
+            p.mov(r, R0)
         elif n == "cpid":
             self._load_const(r, self.ctx.cpid)
         elif n == "func" and self.source is not None and not self.unit_prog_is_raw():

@@ -94,6 +94,16 @@ class _ValueGen(_GenBase):
             self.string_into(e.else_, off, size)
             p.label(end)
             return
+        if isinstance(e, A.FieldAccess) and self.struct_of(e) is not None:
+            r = self.member_address(e)
+            t = type_of(e)
+            self._zero(off, size)
+            p.stack_pointer(R1, off)
+            p.mov(R2, min(size, t.size))
+            p.mov(R3, r)
+            self.release(r)
+            p.call(self._read_helper(e) + ("_str" if t.kind == "string" else ""))
+            return
         if isinstance(e, A.FieldAccess) and self._is_args(e.expr):
             src = self._need_source(e, "emit_field_string")
             src.emit_field_string(p, e.field, off, size, self.ctx_reg)
@@ -175,6 +185,68 @@ class _ValueGen(_GenBase):
             return
         p.stb(R10, off, min(t.size, size))
         self.string_into(e, off + 1, size)
+
+    # ---------------------------------------------------------- kernel structs
+    def struct_of(self, e: A.FieldAccess) -> Type | None:
+        """The kernel struct ``e`` is a member of (``p->m`` of a pointer to
+        one, ``r.m`` of one), or None."""
+        t = type_of(e.expr)
+        if t.kind == "pointer" and t.elem is not None and t.elem.btf and e.arrow:
+            return t.elem
+        if t.kind == "record" and t.btf:
+            return t
+        return None
+
+    def member_address(self, e: A.FieldAccess) -> Reg:
+        """A register of the pool holding the address of the member ``e``."""
+        from .btftypes import member
+        rec = self.struct_of(e)
+        assert rec is not None
+        if type_of(e.expr).kind == "pointer":
+            r = self.int_expr(e.expr)
+        elif isinstance(e.expr, A.FieldAccess) and self.struct_of(e.expr) is not None:
+            r = self.member_address(e.expr)
+        else:
+            raise CodegenError(f"{e.field}: the struct is not in memory", e.pos)
+        got = member(rec, e.field)
+        if got is None:
+            raise CodegenError(f"no member {e.field}", e.pos)
+        if got[0]:
+            self.p.add(r, got[0])
+        return r
+
+    def member_read(self, e: A.FieldAccess) -> Reg:
+        """An integer or pointer member read from memory into a register of
+        the pool (sign-extended when signed)."""
+        p = self.p
+        t = type_of(e)
+        if t.kind not in ("int", "pointer"):
+            raise CodegenError(f"{e.field} is a {t.kind}, not an integer", e.pos)
+        size = t.size if t.kind == "int" else 8
+        r = self.member_address(e)
+        slot = p.stack.alloc(8)
+        p.stack_pointer(R1, slot)
+        p.mov(R2, size)
+        p.mov(R3, r)
+        p.call(self._read_helper(e))
+        p.load(r, R10, slot, size)
+        if t.kind == "int" and t.signed and size < 8:
+            p.movsx(r, r, size * 8)
+        return r
+
+    def _read_helper(self, e: A.Expr) -> str:
+        """``probe_read_user`` or ``probe_read_kernel`` for memory reached from
+        ``e``: what ``curtask`` reaches is the kernel's, what a syscall
+        tracepoint's ``args`` reaches the process's; else the probe's space."""
+        root = e
+        while isinstance(root, (A.FieldAccess, A.Cast)):
+            root = root.expr
+        if isinstance(root, A.Builtin) and root.name == "curtask":
+            return "probe_read_kernel"
+        if isinstance(root, A.Builtin) and root.name == "args" and \
+                getattr(self.source, "category", "") == "syscalls":
+            return "probe_read_user"
+        return "probe_read_user" if self._user_space() else "probe_read_kernel"
 
     def str_call(self, e: A.Call, off: int, size: int) -> None:
         p = self.p

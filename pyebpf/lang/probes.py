@@ -465,6 +465,12 @@ def _field_type(f: Any) -> Type:
     if f.array_len is not None:
         return string_type(f.size) if "char" in f.type else Type("buffer", f.size)
     if "*" in f.type:
+        name = f.type.replace("const ", "").split("*")[0].strip()
+        if name.startswith(("struct ", "union ")):
+            from .btftypes import struct_type
+            rec = struct_type(name)
+            if rec is not None:
+                return Type("pointer", 8, elem=rec)
         elem = int_type(1, True) if "char" in f.type else int_type(8, False)
         return Type("pointer", 8, elem=elem)
     return int_type(f.size if f.size in (1, 2, 4, 8) else 8, bool(f.signed))

@@ -201,6 +201,8 @@ class _ExprTyping(_AnalyserBase):
                            "tuple.", e.pos, final=True)
                 return NONE
             return base.elems[i]
+        if base.kind == "pointer" and base.elem is not None and base.elem.btf and not index:
+            return self.record_field(e, base.elem)
         if base.kind == "record" and not index:
             return self.record_field(e, base)
         if base.kind != "none":
@@ -210,7 +212,9 @@ class _ExprTyping(_AnalyserBase):
         return NONE
 
     def record_field(self, e: ast.FieldAccess, rec: Type) -> Type:
-        """A field of a record (``args->filename``)."""
+        """A field of a record (``args->filename``, ``task->comm``)."""
+        if rec.btf:
+            return self.struct_member(e, rec)
         if not rec.fields:     # no resolver: the fields are not known here
             return U64
         for fname, _off, ftype in rec.fields:
@@ -221,6 +225,19 @@ class _ExprTyping(_AnalyserBase):
         self.error(f"Struct/union of type 'struct {name}' does not contain a field named "
                    f"'{e.field}'", e.pos)
         return NONE
+
+    def struct_member(self, e: ast.FieldAccess, rec: Type) -> Type:
+        """A member of a kernel struct (:mod:`pyebpf.lang.btftypes`)."""
+        from .btftypes import member, type_name
+        got = member(rec, e.field)
+        if got is None:
+            self.error(f"Struct/union of type '{type_name(rec)}' does not contain a field named "
+                       f"'{e.field}'", e.pos)
+            return NONE
+        if got[1].kind == "none":
+            self.error(f"{type_name(rec)}.{e.field} is a bit field, which pyebpf does not "
+                       "read", e.pos)
+        return got[1]
 
     def binop(self, e: ast.Binop) -> Type:
         """A binary operation: 64-bit, signed when both sides are (a shift: its
@@ -316,7 +333,8 @@ class _ExprTyping(_AnalyserBase):
 
     def cast(self, e: ast.Cast) -> Type:
         """``(int8)e``..``(uint64)e`` truncate or extend; ``(T *)`` makes a
-        pointer; structs are refused (no C headers here)."""
+        pointer; ``(struct S *)`` a pointer to the kernel's ``struct S``
+        (from its BTF; no C headers here)."""
         inner = self.expr(e.expr)
         name = e.typename
         if inner.kind == "record":
@@ -334,6 +352,12 @@ class _ExprTyping(_AnalyserBase):
             elif inner.kind not in ("int", "record", "pointer", "none"):
                 self.error(f'Casts are not supported for type: "{_tstr(inner)}"', e.pos)
             return t
+        if base.startswith(("struct ", "union ")) and name != base:
+            from .btftypes import struct_type
+            rec = struct_type(base)
+            if rec is not None:
+                t = Type("pointer", 8, elem=rec)
+                return Type("pointer", 8, elem=t) if stars else t
         self.error(f"Unknown struct/union: '{base}'", e.pos)
         return NONE
 

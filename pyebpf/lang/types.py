@@ -32,7 +32,8 @@ KINDS = frozenset({
     "username",    # username: a uid printed as a name
     "probe",       # the probe builtin: an index into the probes' names
     "pointer",     # ``elem``: what it points to (casts, args fields)
-    "record",      # ``args`` of a tracepoint: ``fields`` name -> (offset, Type)
+    "record",      # ``args`` of a tracepoint: ``fields`` name -> (offset, Type);
+                   # a kernel struct: ``btf``, its members looked up in the BTF
     # aggregations: only as map values
     "count", "sum", "min", "max", "avg", "stats", "hist", "lhist",
 })
@@ -56,7 +57,8 @@ class Type:
     perf or raw; frames kept), ``lhist`` ``(min, max, step)``, ``counted``
     (a buffer of ``size`` bytes at most that carries its length: a length
     byte, then the bytes -- as bpftrace keeps ``buf(p, n)`` of a run-time
-    ``n``)."""
+    ``n``), ``btf`` (a record that is a kernel struct or union: its type
+    id in the kernel's BTF, :mod:`pyebpf.lang.btftypes`)."""
     kind: str
     size: int = 0
     signed: bool = False
@@ -67,6 +69,7 @@ class Type:
     stack_limit: int = 127
     lhist: tuple[int, int, int] | None = None
     counted: bool = False
+    btf: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

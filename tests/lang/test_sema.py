@@ -677,3 +677,24 @@ def test_reads_of_averages_and_histograms_are_refused(program, where):
     # a hist copy nothing): refused, naming the map read
     msg = error(program)
     assert msg.startswith(where + ": ERROR: the value of a") and "cannot be read" in msg, msg
+
+
+def test_kernel_structs_are_typed_from_btf():
+    script, a = run("BEGIN { $t = (struct task_struct *)curtask; $p = $t->pid; "
+                    "$c = $t->comm; $w = $t->se.load.weight; $q = $t->real_parent; }")
+    v = a.variables[script.probes[0]]
+    assert v["p"] == int_type(4, True) and v["c"] == string_type(16)
+    assert v["w"] == int_type(8, False)
+    assert v["t"].kind == "pointer" and v["q"].kind == "pointer"
+    assert v["q"].elem == v["t"].elem and v["t"].elem.btf
+
+
+@pytest.mark.parametrize("program, message", [
+    ("BEGIN { $t = (struct nonexist_xyz *)curtask; }",
+     "stdin:1:14-37: ERROR: Unknown struct/union: 'struct nonexist_xyz'"),
+    ("BEGIN { $t = (struct task_struct *)curtask; @x = $t->no_such_member; }",
+     "ERROR: Struct/union of type 'struct task_struct' does not contain a field named "
+     "'no_such_member'"),
+])
+def test_kernel_struct_errors(program, message):
+    assert message in error(program)

@@ -187,3 +187,20 @@ def test_reading_counts_sums_minimums_maximums() -> None:
         'BEGIN { @c = count(); @c = count(); @s[1] = sum(5); @s[1] = sum(-9); @m = min(-3); '
         '@x = max(4); @x = max(9); @d = @c; $v = @s[1]; @e[2] = $v; @mm = @m; '
         '@t = (@c, @x, 1); if (@c == @c) { printf("same\\n"); } exit(); }')
+
+
+def test_kernel_structs_through_btf() -> None:
+    # a cast of curtask to a kernel struct, members through pointers (->) and
+    # embedded structs (.), char arrays as strings, and a tracepoint argument
+    # that points to a struct in the process's memory
+    import pathlib
+    import sys
+    napper = pathlib.Path(__file__).with_name("napper.py")
+    compare_with_bpftrace(
+        'tracepoint:syscalls:sys_enter_nanosleep /pid == cpid/ { '
+        '$t = (struct task_struct *)curtask; '
+        'printf("%d.%03d %d %s %d %d\\n", args->rqtp->tv_sec, (uint64)args->rqtp->tv_nsec / 1e6, '
+        '$t->se.load.weight, $t->comm, $t->pid == (int32)tid, '
+        '$t->real_parent->pid == $t->parent->pid); '
+        '@n[$t->comm, args->rqtp->tv_sec] = count(); }',
+        command=f"{sys.executable} {napper}")

@@ -9,6 +9,10 @@ from .codegen_base import CodegenError, _const, _GenBase, _width, type_of
 from .layout import size_align, stored_size, tuple_layout
 from .types import Type
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
 
 class _ValueGen(_GenBase):
     """Values into stack memory."""
@@ -86,13 +90,7 @@ class _ValueGen(_GenBase):
             self.copy_stack(off, voff, stored_size(vt) if vt.kind != "string" else vt.size, size)
             return
         if isinstance(e, A.Ternary):
-            els, end = p.fresh_label("selse"), p.fresh_label("send")
-            self.jump_if_false(e.cond, els)
-            self.string_into(e.then, off, size)
-            p.ja(end)
-            p.label(els)
-            self.string_into(e.else_, off, size)
-            p.label(end)
+            self._either(e, lambda x: self.string_into(x, off, size))
             return
         if isinstance(e, A.FieldAccess) and self.struct_of(e) is not None:
             r = self.member_address(e)
@@ -175,16 +173,21 @@ class _ValueGen(_GenBase):
             p.label(miss)
             return
         if t.kind == "buffer" and t.counted and isinstance(e, A.Ternary):
-            els, end = p.fresh_label("belse"), p.fresh_label("bend")
-            self.jump_if_false(e.cond, els)
-            self.counted_into(e.then, off, size)
-            p.ja(end)
-            p.label(els)
-            self.counted_into(e.else_, off, size)
-            p.label(end)
+            self._either(e, lambda x: self.counted_into(x, off, size))
             return
         p.stb(R10, off, min(t.size, size))
         self.string_into(e, off + 1, size)
+
+    def _either(self, e: A.Ternary, fill: Callable[[A.Expr], None]) -> None:
+        """``fill(e.then)`` or ``fill(e.else_)``, as ``e.cond`` decides."""
+        p = self.p
+        els, end = p.fresh_label("else"), p.fresh_label("endif")
+        self.jump_if_false(e.cond, els)
+        fill(e.then)
+        p.ja(end)
+        p.label(els)
+        fill(e.else_)
+        p.label(end)
 
     # ---------------------------------------------------------- kernel structs
     def struct_of(self, e: A.FieldAccess) -> Type | None:

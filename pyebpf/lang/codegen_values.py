@@ -172,9 +172,6 @@ class _ValueGen(_GenBase):
             self.copy_bytes(R0, 0, off, min(size + 1, plan.value_size))
             p.label(miss)
             return
-        if t.kind == "buffer" and t.counted and isinstance(e, A.Ternary):
-            self._either(e, lambda x: self.counted_into(x, off, size))
-            return
         p.stb(R10, off, min(t.size, size))
         self.string_into(e, off + 1, size)
 

@@ -204,3 +204,9 @@ def test_kernel_structs_through_btf() -> None:
         '$t->real_parent->pid == $t->parent->pid); '
         '@n[$t->comm, args->rqtp->tv_sec] = count(); }',
         command=f"{sys.executable} {napper}")
+
+
+def test_ternaries_of_strings() -> None:
+    compare_with_bpftrace(
+        'BEGIN { $a = 3; @s = $a > 2 ? "big" : "small"; @t[$a < 2 ? "x" : "yy"] = 1; '
+        'printf("%s|\\n", $a == 3 ? "three" : "other"); exit(); }')

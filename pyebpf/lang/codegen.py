@@ -209,6 +209,8 @@ class Unit:
         self.kstack_map: Any = None
         self.join_map: Any = None
         self.probe_names: list[str] = []
+        #: why each uprobe that names a missing function was left out
+        self.skipped: list[str] = []
         #: set by exit(): a one-element array every probe checks first, so
         #: that nothing runs after exit() (described when the script exits)
         self.exit_flag: Any = None
@@ -308,6 +310,9 @@ def generate(script: A.Script, analysis: Any = None, *, resolve: Any = None,
                     except PyebpfError:    # (a source that wants the context in r6-r9)
                         pass
                 unit.probes.append(ProbePlan(name, kind, source, prog, probe))
+    unit.skipped = [ap.missing for p in script.probes for ap in p.attach_points if ap.missing]
+    if not unit.probes and unit.skipped:      # (bpftrace 0.17 skips them, unless all are)
+        raise CodegenError("No probes to attach: " + "; ".join(unit.skipped))
     return unit
 
 

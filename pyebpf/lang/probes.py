@@ -145,15 +145,17 @@ def _uprobes(ap: AttachPoint, pid: int | None) -> list[ResolvedProbe]:
     if _is_glob(func):
         names = [n for n in _functions(real) if _match(func, n)]
         if not names:
-            raise _not_found(f"{kind}:{shown}", func, _functions(real))
+            ap.missing = str(_not_found(f"{kind}:{shown}", func, _functions(real)))
+            return []
         return [ResolvedProbe(f"{kind}:{shown}:{n}", UprobeSource(real, n, retprobe=ret, pid=pid))
                 for n in names]
     try:
         src = UprobeSource(real, func, retprobe=ret, pid=pid)
-    except ProbeSpecError as exc:
+    except ProbeSpecError:
         if func.startswith("0x") or "+" in func:
             raise
-        raise _not_found(f"{kind}:{shown}", func, _functions(real)) from exc
+        ap.missing = str(_not_found(f"{kind}:{shown}", func, _functions(real)))
+        return []
     label = str(int(func, 16)) if func.lower().startswith("0x") else func
     return [ResolvedProbe(f"{kind}:{shown}:{label}", src)]
 

@@ -210,3 +210,19 @@ def test_ternaries_of_strings() -> None:
     compare_with_bpftrace(
         'BEGIN { $a = 3; @s = $a > 2 ? "big" : "small"; @t[$a < 2 ? "x" : "yy"] = 1; '
         'printf("%s|\\n", $a == 3 ? "three" : "other"); exit(); }')
+
+
+def test_uprobes_of_missing_functions_are_skipped(w: str) -> None:
+    # bpftrace 0.17 leaves out a uprobe whose function is missing (a tool
+    # written for another library version), unless nothing at all attaches
+    compare_with_bpftrace(f'BEGIN {{ printf("hi\\n"); }} '
+                          f'uprobe:{w}:compute, uprobe:{w}:no_such_function, '
+                          f'uprobe:{w}:zzz* {{ @c[probe] = count(); }}', command=f"{w} 5 1")
+
+
+def test_nothing_to_attach_is_an_error(w: str) -> None:
+    from pyebpf import lang
+    from pyebpf.lang.codegen import CodegenError
+    prog = lang.compile(f"uprobe:{w}:no_such_function {{ }} uprobe:{w}:lock_c {{ }}")
+    with pytest.raises(CodegenError, match="No probes to attach: .*no_such_function.*lock_a"):
+        prog.generate()

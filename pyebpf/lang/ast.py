@@ -266,11 +266,14 @@ class AttachPoint(Node):
     ``BEGIN``, ``END``; short forms such as ``u:``/``t:`` expanded), and
     ``parts`` the colon-separated fields after it (``["/bin/bash",
     "readline"]``; ``["syscalls", "sys_enter_openat"]``; ``["hz", "99"]``).
-    ``func_offset``: the ``+off`` of ``uprobe:path:sym+off``, else None."""
+    ``func_offset``: the ``+off`` of ``uprobe:path:sym+off``, else None.
+    ``missing``: set when resolving a uprobe finds no such function -- why
+    (bpftrace 0.17 skips it; a script with nothing at all to attach fails)."""
     raw: str
     provider: str
     parts: list[str] = dataclasses.field(default_factory=list)
     func_offset: int | None = None
+    missing: str = ""
 
 
 @dataclasses.dataclass(eq=False)

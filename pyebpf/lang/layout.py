@@ -7,7 +7,8 @@ two halves live together here:
 
 - an integer takes its type's size (1, 2, 4 or 8 bytes, little-endian),
   aligned to it; map values and event fields hold integers as 8 bytes;
-- a string or buffer takes its type's size, alignment 1, NUL-padded;
+- a string or buffer takes its type's size, alignment 1, NUL-padded (a
+  counted buffer: one length byte more, first);
 - a tuple is a C struct of its elements (each aligned as above, the whole
   rounded up to its largest alignment);
 - every other kind (stack ids, symbols, the probe index, addresses...) is
@@ -33,7 +34,7 @@ def size_align(t: Type) -> tuple[int, int]:
         size = t.size if t.size in (1, 2, 4, 8) else 8
         return size, size
     if kind in ("string", "buffer"):
-        return max(t.size, 1), 1
+        return max(t.size + t.counted, 1), 1
     if kind == "tuple":
         _, size, align = tuple_layout(t.elems)
         return size, align
@@ -66,8 +67,10 @@ def decode_int(raw: bytes | memoryview, size: int, signed: bool) -> int:
     return int.from_bytes(bytes(raw[:size]), "little", signed=signed)
 
 
-def decode(t: Type, raw: bytes | memoryview) -> object:
-    """The Python value of the bytes ``raw`` laid out as ``t`` (see the module docs)."""
+def decode(t: Type, raw: bytes | memoryview, *, whole: bool = False) -> object:
+    """The Python value of the bytes ``raw`` laid out as ``t`` (see the module
+    docs); a counted buffer gives its bytes up to its length, or every byte
+    with ``whole`` (how bpftrace 0.17 prints one in a map key)."""
     kind = t.kind
     if kind == "int":
         size, _ = size_align(t)
@@ -76,11 +79,14 @@ def decode(t: Type, raw: bytes | memoryview) -> object:
         data = bytes(raw[:t.size])
         end = data.find(b"\0")
         return (data if end < 0 else data[:end]).decode("utf-8", "replace")
+    if kind == "buffer" and t.counted:
+        n = t.size if whole or not len(raw) else min(raw[0], t.size)
+        return bytes(raw[1:1 + n])
     if kind == "buffer":
         return bytes(raw[:t.size])
     if kind == "tuple":
         offsets, _, _ = tuple_layout(t.elems)
-        return tuple(decode(e, raw[o:]) for e, o in zip(t.elems, offsets))
+        return tuple(decode(e, raw[o:], whole=whole) for e, o in zip(t.elems, offsets))
     if kind in ("sum", "min", "max", "avg", "stats"):
         return decode_int(raw, 8, t.signed)
     return decode_int(raw, 8, False)

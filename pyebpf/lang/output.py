@@ -215,15 +215,18 @@ def _username(value: Any) -> str:
 
 
 def format_stack(frames: Iterable[tuple[int, str | None, str | None]], mode: str = "bpftrace",
-                 indent: int = 8) -> str:
+                 indent: int = 8, kernel: bool = False) -> str:
     """A stack as bpftrace prints it, from its frames ``(address, symbol+offset
     or None, module path or None)``, innermost first: a newline, then a line
     per frame -- ``indent`` spaces and the symbol (``0x...`` when unknown) in
     bpftrace's mode (8 in printf/print/values, 4 in a map key), or
-    ``\\tADDR SYMBOL (MODULE)`` in perf's mode."""
+    ``\\tADDR SYMBOL (MODULE)`` in perf's mode (a ``kernel`` stack: without
+    the module, as bpftrace 0.17 prints a kstack)."""
     lines = []
     for addr, sym, module in frames:
-        if mode == "perf":
+        if mode == "perf" and kernel:
+            lines.append(f"\t{addr:x} {sym or f'0x{addr:x}'}\n")
+        elif mode == "perf":
             lines.append(f"\t{addr:x} {sym or f'0x{addr:x}'} ({module or '[unknown]'})\n")
         else:
             lines.append(" " * indent + (sym or f"0x{addr:x}") + "\n")
@@ -253,10 +256,12 @@ def format_value(t: Type, value: Any, *, stacks: StackFormatter | None = None,
         if isinstance(value, str):
             return value
         if isinstance(value, (list, tuple)):
-            return format_stack(value, t.stack_mode, 4 if key else 8)
-        if stacks is None:
+            frames: Iterable[tuple[int, str | None, str | None]] = value
+        elif stacks is None:
             raise OutputError(f"printing a {k} needs the stacks callable")
-        return format_stack(stacks(value, t), t.stack_mode, 4 if key else 8)
+        else:
+            frames = stacks(value, t)
+        return format_stack(frames, t.stack_mode, 4 if key else 8, kernel=k == "kstack")
     if k in ("usym", "ksym"):
         if isinstance(value, str):
             return value

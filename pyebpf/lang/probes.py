@@ -145,15 +145,17 @@ def _uprobes(ap: AttachPoint, pid: int | None, unsafe: bool = False) -> list[Res
     if _is_glob(func):
         names = [n for n in _functions(real) if _match(func, n)]
         if not names:
-            raise _not_found(f"{kind}:{shown}", func, _functions(real))
+            ap.missing = str(_not_found(f"{kind}:{shown}", func, _functions(real)))
+            return []
         return [ResolvedProbe(f"{kind}:{shown}:{n}", UprobeSource(real, n, retprobe=ret, pid=pid))
                 for n in names]
     try:
         src = UprobeSource(real, func, retprobe=ret, pid=pid, unsafe=unsafe)
-    except ProbeSpecError as exc:
+    except ProbeSpecError:
         if func.startswith("0x") or "+" in func:
             raise
-        raise _not_found(f"{kind}:{shown}", func, _functions(real)) from exc
+        ap.missing = str(_not_found(f"{kind}:{shown}", func, _functions(real)))
+        return []
     label = str(int(func, 16)) if func.lower().startswith("0x") else func
     return [ResolvedProbe(f"{kind}:{shown}:{label}", src)]
 
@@ -467,6 +469,12 @@ def _field_type(f: Any) -> Type:
     if f.array_len is not None:
         return string_type(f.size) if "char" in f.type else Type("buffer", f.size)
     if "*" in f.type:
+        name = f.type.replace("const ", "").split("*")[0].strip()
+        if name.startswith(("struct ", "union ")):
+            from .btftypes import struct_type
+            rec = struct_type(name)
+            if rec is not None:
+                return Type("pointer", 8, elem=rec)
         elem = int_type(1, True) if "char" in f.type else int_type(8, False)
         return Type("pointer", 8, elem=elem)
     return int_type(f.size if f.size in (1, 2, 4, 8) else 8, bool(f.signed))

@@ -64,7 +64,7 @@ def map_entries(plan: MapPlan, live: Any, probe_names: list[str]) -> dict[Any, A
             return None
         if isinstance(raw, int):          # (8-byte keys come back as u64)
             raw = raw.to_bytes(8, "little")
-        return _value(plan.key, layout.decode(plan.key, raw), probe_names)
+        return _value(plan.key, layout.decode(plan.key, raw, whole=True), probe_names)
     out: dict[Any, Any] = {}
     if plan.kind == "plain":
         vt = plan.value if plan.value.kind != "int" else int_type(8, plan.value.signed)

@@ -19,8 +19,9 @@ def show_unit(unit: Unit, dialect: str = "llvm") -> str:
         where = plan.source.describe() if plan.source is not None else \
             f"{plan.kind} (run once with BPF_PROG_TEST_RUN)"
         prog = plan.program
+        stack = max((-off for off, _, _ in prog.stack.slots), default=0)
         parts.append(f"; probe {plan.name}\n; attached at {where}\n"
-                     f"; {len(prog)} instructions, {prog.stack.used} bytes of stack\n"
+                     f"; {len(prog)} instructions, {stack} bytes of stack\n"
                      + disassemble(prog, dialect=dialect).rstrip("\n"))
     maps = ["; maps"]
     for name, m in sorted(unit.maps.items()):
@@ -28,4 +29,6 @@ def show_unit(unit: Unit, dialect: str = "llvm") -> str:
                     f" ({type(m.spec).__name__ if not hasattr(m.spec, 'cls') else m.spec.cls.__name__},"
                     f" {m.spec.key_size}-byte keys, {m.spec.value_size}-byte values)")
     maps.append(f";   events: {unit.ringbuf.name} (ring buffer, {unit.ringbuf.max_entries} bytes)")
-    return "\n\n".join(parts + ["\n".join(maps)]) + "\n"
+    skipped = [f"; skipped (as bpftrace skips it): {why}" for why in unit.skipped]
+    return "\n\n".join(parts + ["\n".join(maps)] + (["\n".join(skipped)] if skipped else [])) \
+        + "\n"

@@ -22,7 +22,8 @@ KINDS = frozenset({
     "none",        # no value (a statement call such as printf)
     "int",         # size 1/2/4/8, signed or not
     "string",      # NUL-terminated, ``size`` bytes at most (bpftrace's strlen, 64 by default)
-    "buffer",      # buf(): ``size`` bytes of data printed as \\x escapes
+    "buffer",      # buf(): ``size`` bytes of data printed as \\x escapes (``counted``:
+                   # a length byte first, the bytes printed; buf() with a run-time length)
     "tuple",       # ``elems``: the element types, laid out C-like
     "ustack", "kstack",   # a stack id (``stack_mode``, ``stack_limit``)
     "usym", "ksym",       # an address printed as a symbol
@@ -31,7 +32,8 @@ KINDS = frozenset({
     "username",    # username: a uid printed as a name
     "probe",       # the probe builtin: an index into the probes' names
     "pointer",     # ``elem``: what it points to (casts, args fields)
-    "record",      # ``args`` of a tracepoint: ``fields`` name -> (offset, Type)
+    "record",      # ``args`` of a tracepoint: ``fields`` name -> (offset, Type);
+                   # a kernel struct: ``btf``, its members looked up in the BTF
     # aggregations: only as map values
     "count", "sum", "min", "max", "avg", "stats", "hist", "lhist",
 })
@@ -52,7 +54,11 @@ class Type:
 
     ``elems`` (tuple), ``elem`` (pointer), ``fields`` (record: name ->
     (offset, Type)), ``stack_mode``/``stack_limit`` (ustack/kstack: bpftrace,
-    perf or raw; frames kept), ``lhist`` ``(min, max, step)``."""
+    perf or raw; frames kept), ``lhist`` ``(min, max, step)``, ``counted``
+    (a buffer of ``size`` bytes at most that carries its length: a length
+    byte, then the bytes -- as bpftrace keeps ``buf(p, n)`` of a run-time
+    ``n``), ``btf`` (a record that is a kernel struct or union: its type
+    id in the kernel's BTF, :mod:`pyebpf.lang.btftypes`)."""
     kind: str
     size: int = 0
     signed: bool = False
@@ -62,6 +68,8 @@ class Type:
     stack_mode: str = "bpftrace"
     stack_limit: int = 127
     lhist: tuple[int, int, int] | None = None
+    counted: bool = False
+    btf: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -132,6 +140,6 @@ def tuple_type(elems: tuple[Type, ...] | list[Type], *, packed: bool = False) ->
         align = max(align, a)
         offset += (a - offset % a) % a
         fields.append((str(i), offset, e))
-        offset += e.size
+        offset += e.size + e.counted
     size = offset + (align - offset % align) % align
     return Type("tuple", size, elems=tuple(elems), fields=tuple(fields))

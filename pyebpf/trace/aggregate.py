@@ -53,25 +53,30 @@ def emit_log2_bucket(p: Program, dst: Reg, value: Reg, tmp: Reg, tmp2: Reg) -> N
     """
     if len({dst.index, value.index, tmp.index, tmp2.index}) != 4:
         raise ProgramError("emit_log2_bucket needs four different registers")
-    neg, zero, done = (p.fresh_label(n) for n in ("log2_neg", "log2_zero", "log2_done"))
-    p.jslt(value, 0, neg)
-    p.jeq(value, 0, zero)
+    done = p.fresh_label("log2_done")
+    p.mov(dst, 0)                          # negative: bucket 0
+    p.jslt(value, 0, done)
+    p.mov(dst, 1)                          # zero: bucket 1
+    p.jeq(value, 0, done)
     p.mov(tmp, value)
     p.mov(dst, 2)
-    for shift in (32, 16, 8, 4, 2, 1):     # binary search for the highest set bit
+    # binary search for the highest set bit; the first step tests the high
+    # half by a shift (no 32-bit immediate reaches 0xffffffff), the others
+    # compare with 2**shift - 1; the last needs no shift
+    skip = p.fresh_label("log2_skip")
+    p.mov(tmp2, tmp)
+    p.rsh(tmp2, 32)
+    p.jeq(tmp2, 0, skip)
+    p.mov(tmp, tmp2)
+    p.add(dst, 32)
+    p.label(skip)
+    for shift in (16, 8, 4, 2, 1):
         skip = p.fresh_label("log2_skip")
-        p.mov(tmp2, tmp)
-        p.rsh(tmp2, shift)
-        p.jeq(tmp2, 0, skip)
-        p.mov(tmp, tmp2)
+        p.jle(tmp, (1 << shift) - 1, skip)
+        if shift > 1:
+            p.rsh(tmp, shift)
         p.add(dst, shift)
         p.label(skip)
-    p.ja(done)
-    p.label(neg)
-    p.mov(dst, 0)
-    p.ja(done)
-    p.label(zero)
-    p.mov(dst, 1)
     p.label(done)
 
 

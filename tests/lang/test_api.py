@@ -79,3 +79,15 @@ def test_exit_stops_every_probe_in_the_kernel(w: str) -> None:
         run.stop()
         assert 7 <= run.maps()["@all"] <= 8
     assert [e.kind for e in events] == ["exit"]
+
+
+def test_show_names_skipped_probes_and_the_deepest_stack() -> None:
+    from .harness import bt_workload
+    w = bt_workload()
+    text = lang.compile(f"BEGIN {{ @a[str(0), str(0)] = 1; @b[str(0), str(0)] = 2; }} "
+                        f'uprobe:{w}:compute, uprobe:{w}:no_such_function {{ }}').show()
+    assert f"; skipped (as bpftrace skips it): uprobe:{w}: nothing matches " \
+           "'no_such_function'" in text
+    # the statements reuse the stack: the frame is one key and value deep
+    stack = int(text.split(" bytes of stack")[0].rsplit(", ", 1)[1])
+    assert 136 <= stack < 272, stack

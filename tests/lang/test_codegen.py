@@ -160,3 +160,19 @@ def test_clear_and_zero_of_every_kind() -> None:
         maps = run.maps()
     assert "@h" not in maps and "@l" not in maps and maps["@k"] == {}
     assert maps["@c"] == 0 and maps["@v"] == {2: 0}
+
+
+def test_a_statement_over_the_stack_limit_points_at_the_script() -> None:
+    from pyebpf.lang.errors import LangError
+    keys = ", ".join(["str(0)"] * 8)             # a 512-byte key, and its value
+    prog = lang.compile("BEGIN {\n  @x[" + keys + "] = 1;\n}")
+    with pytest.raises(LangError) as err:
+        prog.generate()
+    assert "stdin:2:" in str(err.value) and "512" in str(err.value)
+
+
+def test_scratch_variables_keep_their_slots_across_statements() -> None:
+    # the temporaries of each statement reuse the stack; variables must not
+    maps = run_begin('$a = "first"; $n = 7; @k["x", "y", "z"] = 1; @k["p", "q", "r"] = 2; '
+                     '$b = "second"; @s = $a; @t = $b; @n = $n;')
+    assert maps["@s"] == "first" and maps["@t"] == "second" and maps["@n"] == 7

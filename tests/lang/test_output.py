@@ -355,3 +355,13 @@ def test_an_empty_count_map_without_keys_prints_zero():
     assert out.json_map("@n", None, count, {}) == '{"type": "map", "data": {"@n": 0}}'
     assert out.format_map("@s", None, Type("sum", 8, True), {}) == "\n"
     assert out.format_map("@c", int_type(8, True), count, {}) == "\n"
+
+
+def test_kernel_stacks_in_perf_mode_have_no_module():
+    # bpftrace 0.17: "\tADDR SYMBOL" per kernel frame, "\tADDR SYMBOL (MODULE)" per user one
+    frames = [(0xffffffff814b2b2d, "perf_syscall_enter+397", None), (0xffffffff81417d70, None, None)]
+    kperf = Type("kstack", stack_mode="perf", stack_limit=2)
+    assert out.format_value(kperf, frames) == \
+        "\n\tffffffff814b2b2d perf_syscall_enter+397\n\tffffffff81417d70 0xffffffff81417d70\n"
+    uperf = Type("ustack", stack_mode="perf", stack_limit=2)
+    assert out.format_value(uperf, [(0x1410, "f+0", "/bin/x")]) == "\n\t1410 f+0 (/bin/x)\n"

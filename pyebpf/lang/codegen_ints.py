@@ -1,0 +1,349 @@
+"""Code generation of integer expressions (part of
+:mod:`pyebpf.lang.codegen`): constants, builtins, integer calls, binary
+and unary operators, casts, ternaries, string comparisons -- each into a
+register of the pool."""
+from __future__ import annotations
+
+from ..program import R0, R1, R2, R3, R10, W0, Reg
+from ..trace.expr import HELPER_BUILTINS, emit_elapsed, emit_helper_builtin, emit_ustack_key
+from . import ast as A
+from .codegen_base import CodegenError, _const, _describe, _GenBase, _wrap64, type_of
+from .layout import size_align
+
+#: bpftrace's reg() names (pt_regs' field names) -> the 64-bit registers
+_BPFTRACE_REGS = {"ip": "rip", "sp": "rsp", "ax": "rax", "bx": "rbx", "cx": "rcx",
+                  "dx": "rdx", "si": "rsi", "di": "rdi", "bp": "rbp", "flags": "eflags",
+                  "orig_ax": "orig_rax"}
+
+
+
+class _IntGen(_GenBase):
+    """Integer expressions."""
+
+    def int_expr(self, e: A.Expr) -> Reg:
+        """Evaluate ``e`` into a register of the pool (release it after use)."""
+        p = self.p
+        c = _const(e)
+        if c is not None:
+            r = self._need(e.pos)
+            self._load_const(r, c)
+            return r
+        if isinstance(e, A.Binop):
+            return self.binop(e)
+        if isinstance(e, A.Unop):
+            return self.unop(e)
+        if isinstance(e, A.Ternary):
+            els, end = p.fresh_label("telse"), p.fresh_label("tend")
+            self.jump_if_false(e.cond, els)
+            a = self.int_expr(e.then)
+            p.mov(R0, a)
+            self.release(a)
+            p.ja(end)
+            p.label(els)
+            b = self.int_expr(e.else_)
+            p.mov(R0, b)
+            self.release(b)
+            p.label(end)
+            r = self._need(e.pos)
+            p.mov(r, R0)
+            return r
+        if isinstance(e, A.Cast):
+            r = self.int_expr(e.expr)
+            t = type_of(e)
+            if t.kind == "int" and t.size < 8:
+                self._narrow(r, t.size, t.signed)
+            return r
+        if isinstance(e, A.FieldAccess) and self.struct_of(e) is not None:
+            return self.member_read(e)
+        if isinstance(e, A.PositionalParameter):
+            r = self._need(e.pos)
+            if e.count:
+                self._load_const(r, len(self.ctx.params))
+            else:
+                text = self.ctx.params[e.index - 1] if e.index <= len(self.ctx.params) else "0"
+                try:
+                    self._load_const(r, int(text, 0))
+                except ValueError:
+                    raise CodegenError(f"${e.index} is {text!r}, not an integer", e.pos) from None
+            return r
+        r = self._need(e.pos)
+        if isinstance(e, A.Builtin):
+            self.builtin(e, r)
+        elif isinstance(e, A.Variable):
+            if e.name not in self.vars:
+                raise CodegenError(f"${e.name} is used before it is assigned", e.pos)
+            off, t = self.vars[e.name]
+            p.ldxdw(r, R10, off)
+        elif isinstance(e, A.Map):
+            self.map_read(e, r)
+        elif isinstance(e, A.FieldAccess) and self._is_args(e.expr):
+            self._need_source(e, "emit_field").emit_field(p, r, e.field, self.ctx_reg)
+        elif isinstance(e, A.Call):
+            self.int_call(e, r)
+        else:
+            raise CodegenError(f"{_describe(e)} has no integer value here", e.pos)
+        return r
+
+    def _load_const(self, r: Reg, v: int) -> None:
+        v = _wrap64(v)
+        if -(1 << 31) <= v < (1 << 31):
+            self.p.mov(r, v)
+        else:
+            self.p.lddw(r, v & ((1 << 64) - 1))
+
+    def _narrow(self, r: Reg, size: int, signed: bool) -> None:
+        if signed:
+            self.p.movsx(r, r, size * 8)
+        elif size == 4:
+            self.p.mov(r.w, r.w)
+        else:
+            self.p.and_(r, (1 << (size * 8)) - 1)
+
+    def builtin(self, e: A.Builtin, r: Reg) -> None:
+        p = self.p
+        n = e.name
+        if n in HELPER_BUILTINS:
+            emit_helper_builtin(p, n, r)
+        elif n == "elapsed":
+            emit_elapsed(p, r, self.ctx.start_ns)
+        elif n == "curtask":
+            p.call("get_current_task")
+            p.mov(r, R0)
+        elif n == "cpid":
+            self._load_const(r, self.ctx.cpid)
+        elif n == "func" and self.source is not None and not self.unit_prog_is_raw():
+            # bpftrace 0.17 reads the instruction pointer: the function's
+            # address in a uprobe, the return address in a uretprobe
+            from .. import ptregs
+            ptregs.load_reg(p, r, "rip", ctx=self.ctx_reg)
+        elif n in ("probe", "func"):
+            p.mov(r, self.index)
+        elif n == "retval":
+            self._need_source(e, "emit_retval").emit_retval(p, r, self.ctx_reg)
+        elif n.startswith("arg") and n[3:].isdigit():
+            if self.source is None:
+                raise CodegenError(f"{n} is not available in {self.kind}", e.pos)
+            self.source.emit_arg(p, r, int(n[3:]), self.ctx_reg)
+        elif n == "ustack":                      # pid << 32 | stack id
+            emit_ustack_key(p, r, self.ctx_reg, self.unit.stacks("ustack"))
+        elif n == "kstack":
+            p.mov(R1, self.ctx_reg)
+            p.ld_map(R2, self.unit.stacks("kstack"))
+            p.mov(R3, 0)
+            p.call("get_stackid")
+            p.mov(W0, W0)
+            p.mov(r, R0)
+        else:
+            raise CodegenError(f"builtin {n} is not supported yet", e.pos)
+
+    def _user_address(self, name: A.String, pos: A.Pos) -> int:
+        """``uaddr("sym")``: the ELF address of a data symbol of the probed
+        binary -- not relocated, as bpftrace 0.17 gives it (so in a PIE it is
+        the file's address, not the process's)."""
+        path = getattr(self.source, "path", None)
+        if not path:
+            raise CodegenError("uaddr can only be used with uprobes and usdt probes", pos)
+        from ..elf import STT_OBJECT, open_elf
+        try:
+            syms = [s for s in open_elf(path).find_symbols(name.value) if s.type == STT_OBJECT]
+        except Exception:
+            syms = []
+        if not syms:
+            raise CodegenError(f"Could not resolve symbol: {path}:{name.value}", pos)
+        return int(syms[0].address)
+
+    def int_call(self, e: A.Call, r: Reg) -> None:
+        p = self.p
+        if e.name == "strncmp":
+            a, b, n = e.args
+            size = _const(n)
+            if size is None:
+                raise CodegenError("strncmp needs a constant length", n.pos)
+            self.str_compare(a, b, r, size, negate=True, prefix=True)
+        elif e.name in ("ustack", "kstack"):
+            self.builtin(A.Builtin(e.pos, e.name, type=e.type), r)
+        elif e.name == "reg" and e.args and isinstance(e.args[0], A.String):
+            if self.source is None or self.unit_prog_is_raw():
+                raise CodegenError("reg() needs a probe with registers (uprobe, usdt)", e.pos)
+            from .. import ptregs
+            name = e.args[0].value
+            try:
+                ptregs.load_reg(p, r, _BPFTRACE_REGS.get(name, name), ctx=self.ctx_reg)
+            except Exception as exc:
+                raise CodegenError(f"reg(): {exc}", e.args[0].pos) from None
+        elif e.name == "ntop" and len(e.args) == 1:       # an IPv4 address as an integer
+            x = self.int_expr(e.args[0])
+            p.mov(r, x)
+            p.mov(r.w, r.w)
+            self.release(x)
+        elif e.name == "strftime" and len(e.args) == 2:
+            x = self.int_expr(e.args[1])
+            p.mov(r, x)
+            self.release(x)
+        elif e.name == "kaddr" and e.args and isinstance(e.args[0], A.String):
+            from .stacks import kernel_address
+            addr = kernel_address(e.args[0].value)
+            if addr is None:
+                raise CodegenError(f"kaddr: no kernel symbol {e.args[0].value!r}", e.args[0].pos)
+            self._load_const(r, addr)
+        elif e.name == "uaddr" and e.args and isinstance(e.args[0], A.String):
+            self._load_const(r, self._user_address(e.args[0], e.pos))
+        elif e.name in ("usym", "uaddr", "ksym", "kaddr") and e.args:
+            x = self.int_expr(e.args[0])
+            p.mov(r, x)
+            self.release(x)
+        else:
+            raise CodegenError(f"{e.name}() has no integer value", e.pos)
+
+    def binop(self, e: A.Binop) -> Reg:
+        p = self.p
+        op = e.op
+        lt, rt = type_of(e.left), type_of(e.right)
+        if op in ("==", "!=") and (lt.kind == "string" or rt.kind == "string"):
+            r = self._need(e.pos)
+            size = max(size_align(lt)[0], size_align(rt)[0])
+            self.str_compare(e.left, e.right, r, size, negate=op == "!=")
+            return r
+        if op in ("&&", "||"):
+            r = self.int_expr(e.left)
+            short, end = p.fresh_label("sc"), p.fresh_label("scend")
+            p.jeq(r, 0, short) if op == "&&" else p.jne(r, 0, short)
+            self.release(r)
+            r2 = self.int_expr(e.right)
+            p.mov(R0, 0)
+            p.jeq(r2, 0, end)
+            p.mov(R0, 1)
+            p.ja(end)
+            p.label(short)
+            p.mov(R0, 0 if op == "&&" else 1)
+            p.label(end)
+            p.mov(r2, R0)
+            return r2
+        signed = lt.signed and rt.signed
+        left, right, spilled = self._operands(e)
+        self._apply(op, left, right, signed, e.pos)
+        if isinstance(right, int):
+            return left
+        if spilled:                     # the result goes where the right side is
+            p.mov(right, R0)
+            return right
+        self.release(right)
+        return left
+
+    _ALU = {"+": "add", "-": "sub", "*": "mul", "/": "div", "%": "mod", "&": "and_",
+            "|": "or_", "^": "xor", "<<": "lsh"}
+
+
+    def _apply(self, op: str, dst: Reg, src: Reg | int, signed: bool, pos: A.Pos) -> None:
+        p = self.p
+        if isinstance(src, int) and src > 0 and src & (src - 1) == 0 and op in ("%", "/", "*"):
+            shift = src.bit_length() - 1        # (BPF's / and % are unsigned, as bpftrace's)
+            if op == "%":
+                p.and_(dst, src - 1)
+            elif op == "/":
+                if shift:
+                    p.rsh(dst, shift)
+            elif shift:
+                p.lsh(dst, shift)
+            return
+        if op in self._ALU:
+            getattr(p, self._ALU[op])(dst, src)
+        elif op == ">>":
+            (p.arsh if signed else p.rsh)(dst, src)
+        elif op in self._CMP:
+            yes, end = p.fresh_label("t"), p.fresh_label("c")
+            p.jump_if(self._CMP[op][1 if signed else 0], dst, src, yes)
+            p.mov(dst, 0)
+            p.ja(end)
+            p.label(yes)
+            p.mov(dst, 1)
+            p.label(end)
+        else:
+            raise CodegenError(f"operator {op} is not supported", pos)
+
+    def unop(self, e: A.Unop) -> Reg:
+        p = self.p
+        if e.op in ("++", "--"):
+            target = e.operand
+            r = self._need(e.pos)
+            if isinstance(target, A.Map):
+                self.map_incdec(e, r)
+                return r
+            if isinstance(target, A.Variable) and target.name in self.vars:
+                off, _ = self.vars[target.name]
+                p.ldxdw(r, R10, off)
+                p.mov(R1, r)
+                p.add(R1, 1 if e.op == "++" else -1)
+                p.stxdw(R10, off, R1)
+                if not e.postfix:
+                    p.mov(r, R1)
+                return r
+            raise CodegenError(f"{e.op} needs a variable or a map", e.pos)
+        r = self.int_expr(e.operand)
+        if e.op == "-":
+            p.neg(r)
+        elif e.op == "~":
+            p.xor(r, -1)
+        elif e.op == "!":
+            yes, end = p.fresh_label("not"), p.fresh_label("notend")
+            p.jeq(r, 0, yes)
+            p.mov(r, 0)
+            p.ja(end)
+            p.label(yes)
+            p.mov(r, 1)
+            p.label(end)
+        elif e.op == "*":                 # user memory at a uprobe/USDT, else kernel memory
+            p.mov(R3, r)
+            slot = p.stack.alloc(8)
+            p.stack_pointer(R1, slot)
+            p.mov(R2, 8)
+            p.call("probe_read_user" if self._user_space() else "probe_read_kernel")
+            p.ldxdw(r, R10, slot)
+        else:
+            raise CodegenError(f"operator {e.op} is not supported", e.pos)
+        return r
+
+    def str_compare(self, a: A.Expr, b: A.Expr, dst: Reg, size: int, negate: bool,
+                    prefix: bool = False) -> None:
+        """``dst = (a == b)`` on strings, up to ``size`` bytes (``negate``:
+        !=; ``prefix``: equal when the first ``size`` bytes are, strncmp)."""
+        p = self.p
+        if isinstance(a, A.String) and not isinstance(b, A.String):
+            a, b = b, a
+        ta = type_of(a)
+        sa = ta.size if ta.kind == "string" else size
+        aoff = self.string_source(a, sa)
+        diff, end = p.fresh_label("sdiff"), p.fresh_label("send")
+        same_value, diff_value = (0, 1) if negate else (1, 0)
+        if isinstance(b, A.String):
+            lit = b.value.encode() + b"\0"
+            for i, ch in enumerate(lit[:min(size, sa)]):
+                p.ldxb(R1, R10, aoff + i)
+                p.jne(R1, ch, diff)
+            if prefix or len(lit) <= min(size, sa):   # (else ``a`` cannot hold it)
+                p.mov(dst, same_value)
+                p.ja(end)
+        else:
+            tb = type_of(b)
+            sb = tb.size if tb.kind == "string" else size
+            boff = self.string_source(b, sb)
+            same = p.fresh_label("ssame")
+            for i in range(min(size, sa, sb)):
+                p.ldxb(R1, R10, aoff + i)
+                p.ldxb(R2, R10, boff + i)
+                p.jne(R1, R2, diff)
+                p.jeq(R1, 0, same)
+            p.label(same)
+            p.mov(dst, same_value)
+            p.ja(end)
+        p.label(diff)
+        p.mov(dst, diff_value)
+        p.label(end)
+
+    def string_source(self, e: A.Expr, size: int) -> int:
+        if isinstance(e, A.Variable) and e.name in self.vars:
+            return self.vars[e.name][0]
+        off = self.p.stack.alloc((size + 7) // 8 * 8)
+        self.string_into(e, off, size)
+        return off
+

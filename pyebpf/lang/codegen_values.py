@@ -1,0 +1,281 @@
+"""Code generation of values laid out in memory (part of
+:mod:`pyebpf.lang.codegen`): strings, buffers and tuples on the stack,
+``str()``, ``buf()``, copies in the widest aligned accesses."""
+from __future__ import annotations
+
+from ..program import R0, R1, R2, R3, R10, Reg
+from . import ast as A
+from .codegen_base import CodegenError, _const, _GenBase, _width, type_of
+from .layout import size_align, stored_size, tuple_layout
+from .types import Type
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
+
+class _ValueGen(_GenBase):
+    """Values into stack memory."""
+
+    def value_into(self, e: A.Expr, off: int, t: Type) -> None:
+        """Store ``e`` at ``r10 + off`` laid out as ``t``."""
+        if t.kind == "buffer" and t.counted:
+            self.counted_into(e, off, t.size)
+        elif t.kind in ("string", "buffer"):
+            self.string_into(e, off, t.size)
+        elif t.kind == "tuple":
+            self.tuple_into(e, off, t)
+        else:
+            size, _ = size_align(t)
+            r = self.int_expr(e)
+            self.p.store(R10, off, r, size)
+            self.release(r)
+
+    def tuple_into(self, e: A.Expr, off: int, t: Type) -> None:
+        offsets, size, _ = tuple_layout(t.elems)
+        if isinstance(e, A.Tuple):
+            for x, et, o in zip(e.elems, t.elems, offsets):
+                self.value_into(x, off + o, et)
+            return
+        src = self.bytes_source(e, size)
+        self.copy_stack(off, src, size, size)
+
+    def copy_stack(self, dst: int, src: int, n: int, dst_size: int) -> None:
+        """Copy ``min(n, dst_size)`` bytes of stack, zero the rest of ``dst``."""
+        self.copy_bytes(R10, src, dst, min(n, dst_size))
+        if dst_size > n:
+            self._zero(dst + n, dst_size - n)
+
+    def copy_bytes(self, base: Reg, src: int, dst: int, n: int) -> None:
+        """Copy ``n`` bytes from ``base + src`` to ``r10 + dst``, in the
+        widest accesses both alignments allow (the verifier refuses
+        misaligned stack accesses)."""
+        p = self.p
+        pos = 0
+        while pos < n:
+            w = _width(src + pos, dst + pos, n - pos)
+            p.load(R1, base, src + pos, w)
+            p.store(R10, dst + pos, R1, w)
+            pos += w
+
+    def bytes_source(self, e: A.Expr, size: int) -> int:
+        """The stack offset where the bytes of ``e`` (a string or tuple
+        variable) are; other expressions are built into a new slot."""
+        if isinstance(e, A.Variable) and e.name in self.vars:
+            return self.vars[e.name][0]
+        off = self.p.stack.alloc((size + 7) // 8 * 8)
+        self.value_into(e, off, type_of(e))
+        return off
+
+    def string_into(self, e: A.Expr, off: int, size: int) -> None:
+        p = self.p
+        if isinstance(e, A.String):
+            data = e.value.encode()[:size - 1] + b"\0"
+            pos = 0
+            while pos < len(data):               # the bytes, in aligned 1/2/4-byte stores
+                w = min(_width(0, off + pos, len(data) - pos), 4)
+                p.store(R10, off + pos, int.from_bytes(data[pos:pos + w], "little",
+                                                        signed=True), w)
+                pos += w
+            self._zero(off + len(data), size - len(data))
+            return
+        if isinstance(e, A.Builtin) and e.name == "comm":
+            self._zero(off, size)
+            p.stack_pointer(R1, off)
+            p.mov(R2, min(16, size))
+            p.call("get_current_comm")
+            return
+        if isinstance(e, A.Variable) and e.name in self.vars:
+            voff, vt = self.vars[e.name]
+            self.copy_stack(off, voff, stored_size(vt) if vt.kind != "string" else vt.size, size)
+            return
+        if isinstance(e, A.Ternary):
+            self._either(e, lambda x: self.string_into(x, off, size))
+            return
+        if isinstance(e, A.FieldAccess) and self.struct_of(e) is not None:
+            r = self.member_address(e)
+            t = type_of(e)
+            self._zero(off, size)
+            p.stack_pointer(R1, off)
+            p.mov(R2, min(size, t.size))
+            p.mov(R3, r)
+            self.release(r)
+            p.call(self._read_helper(e) + ("_str" if t.kind == "string" else ""))
+            return
+        if isinstance(e, A.FieldAccess) and self._is_args(e.expr):
+            src = self._need_source(e, "emit_field_string")
+            src.emit_field_string(p, e.field, off, size, self.ctx_reg)
+            return
+        if isinstance(e, A.Map):
+            plan = self.plan(e)
+            key = self.key(e, plan)
+            self._zero(off, size)
+            miss = p.fresh_label("smiss")
+            p.map_lookup(plan.spec, key, miss)
+            self.copy_bytes(R0, 0, off, min(size, plan.value_size))
+            p.label(miss)
+            return
+        if isinstance(e, A.Call) and e.name == "str":
+            self.str_call(e, off, size)
+            return
+        if isinstance(e, A.Call) and e.name == "buf" and e.args:
+            n = _const(e.args[1]) if len(e.args) > 1 else None
+            if n is None and len(e.args) > 1:
+                raise CodegenError("buf() needs a constant length", e.args[1].pos)
+            self._zero(off, size)
+            r = self.int_expr(e.args[0])
+            p.mov(R3, r)
+            self.release(r)
+            p.stack_pointer(R1, off)
+            p.mov(R2, min(n if n is not None else size, size))
+            p.call("probe_read_user")
+            return
+        raise CodegenError(f"cannot make a string of {type(e).__name__}", e.pos)
+
+    def counted_into(self, e: A.Expr, off: int, size: int) -> None:
+        """A counted buffer at ``r10 + off``: its length byte, then up to
+        ``size`` bytes (zero-padded): ``buf(p, n)`` reads ``min(n, size)``
+        bytes (``n`` unsigned, as bpftrace bounds it); a counted variable
+        or map value is copied whole; any other buffer or string gets its
+        own size as the length."""
+        p = self.p
+        if isinstance(e, A.Call) and e.name == "buf" and len(e.args) == 2:
+            self._zero(off, size + 1)
+            r = self.int_expr(e.args[0])
+            n = _const(e.args[1])
+            if n is not None:
+                p.mov(R2, max(0, min(n, size)))
+            else:
+                rn = self.int_expr(e.args[1])
+                small = p.fresh_label("buflen_ok")
+                p.mov(R2, rn)
+                self.release(rn)
+                p.jle(R2, size, small)
+                p.mov(R2, size)
+                p.label(small)
+            p.stxb(R10, off, R2)
+            p.mov(R3, r)
+            self.release(r)
+            p.stack_pointer(R1, off + 1)
+            p.call("probe_read_user")
+            return
+        t = type_of(e)
+        if t.kind == "buffer" and t.counted and isinstance(e, A.Variable) and e.name in self.vars:
+            self.copy_stack(off, self.vars[e.name][0], size + 1, size + 1)
+            return
+        if t.kind == "buffer" and t.counted and isinstance(e, A.Map):
+            plan = self.plan(e)
+            key = self.key(e, plan)
+            self._zero(off, size + 1)
+            miss = p.fresh_label("bmiss")
+            p.map_lookup(plan.spec, key, miss)
+            self.copy_bytes(R0, 0, off, min(size + 1, plan.value_size))
+            p.label(miss)
+            return
+        p.stb(R10, off, min(t.size, size))
+        self.string_into(e, off + 1, size)
+
+    def _either(self, e: A.Ternary, fill: Callable[[A.Expr], None]) -> None:
+        """``fill(e.then)`` or ``fill(e.else_)``, as ``e.cond`` decides."""
+        p = self.p
+        els, end = p.fresh_label("else"), p.fresh_label("endif")
+        self.jump_if_false(e.cond, els)
+        fill(e.then)
+        p.ja(end)
+        p.label(els)
+        fill(e.else_)
+        p.label(end)
+
+    # ---------------------------------------------------------- kernel structs
+    def struct_of(self, e: A.FieldAccess) -> Type | None:
+        """The kernel struct ``e`` is a member of (``p->m`` of a pointer to
+        one, ``r.m`` of one), or None."""
+        t = type_of(e.expr)
+        if t.kind == "pointer" and t.elem is not None and t.elem.btf and e.arrow:
+            return t.elem
+        if t.kind == "record" and t.btf:
+            return t
+        return None
+
+    def member_address(self, e: A.FieldAccess) -> Reg:
+        """A register of the pool holding the address of the member ``e``."""
+        from .btftypes import member
+        rec = self.struct_of(e)
+        assert rec is not None
+        if type_of(e.expr).kind == "pointer":
+            r = self.int_expr(e.expr)
+        elif isinstance(e.expr, A.FieldAccess) and self.struct_of(e.expr) is not None:
+            r = self.member_address(e.expr)
+        else:
+            raise CodegenError(f"{e.field}: the struct is not in memory", e.pos)
+        got = member(rec, e.field)
+        if got is None:
+            raise CodegenError(f"no member {e.field}", e.pos)
+        if got[0]:
+            self.p.add(r, got[0])
+        return r
+
+    def member_read(self, e: A.FieldAccess) -> Reg:
+        """An integer or pointer member read from memory into a register of
+        the pool (sign-extended when signed)."""
+        p = self.p
+        t = type_of(e)
+        if t.kind not in ("int", "pointer"):
+            raise CodegenError(f"{e.field} is a {t.kind}, not an integer", e.pos)
+        size = t.size if t.kind == "int" else 8
+        r = self.member_address(e)
+        slot = p.stack.alloc(8)
+        p.stack_pointer(R1, slot)
+        p.mov(R2, size)
+        p.mov(R3, r)
+        p.call(self._read_helper(e))
+        p.load(r, R10, slot, size)
+        if t.kind == "int" and t.signed and size < 8:
+            p.movsx(r, r, size * 8)
+        return r
+
+    def _read_helper(self, e: A.Expr) -> str:
+        """``probe_read_user`` or ``probe_read_kernel`` for memory reached from
+        ``e``: what ``curtask`` reaches is the kernel's, what a syscall
+        tracepoint's ``args`` reaches the process's; else the probe's space."""
+        root = e
+        while isinstance(root, (A.FieldAccess, A.Cast)):
+            root = root.expr
+        if isinstance(root, A.Builtin) and root.name == "curtask":
+            return "probe_read_kernel"
+        if isinstance(root, A.Builtin) and root.name == "args" and \
+                getattr(self.source, "category", "") == "syscalls":
+            return "probe_read_user"
+        return "probe_read_user" if self._user_space() else "probe_read_kernel"
+
+    def str_call(self, e: A.Call, off: int, size: int) -> None:
+        p = self.p
+        if not e.args:
+            raise CodegenError("str() needs an argument", e.pos)
+        src = e.args[0]
+        if isinstance(src, A.FieldAccess) and self._is_args(src.expr) and \
+                getattr(self.source, "emit_field_string", None) is not None and len(e.args) == 1:
+            self.source.emit_field_string(p, src.field, off, size, self.ctx_reg)
+            return
+        self._zero(off, size)
+        r = self.int_expr(src)
+        if len(e.args) > 1:
+            n = _const(e.args[1])
+            if n is not None:
+                p.mov(R2, max(1, min(n + 1, size)))
+            else:
+                rn = self.int_expr(e.args[1])
+                small = p.fresh_label("strlen_ok")
+                p.mov(R2, rn)
+                p.add(R2, 1)
+                p.jle(R2, size, small)
+                p.mov(R2, size)
+                p.label(small)
+                self.release(rn)
+        else:
+            p.mov(R2, size)
+        p.mov(R3, r)
+        self.release(r)
+        p.stack_pointer(R1, off)
+        p.call("probe_read_user_str")
+

@@ -1,0 +1,371 @@
+"""Types of expressions (part of :mod:`pyebpf.lang.sema`): literals,
+builtins, positional parameters, fields, operators, ternaries, casts and
+``sizeof``, with bpftrace 0.17's rules and messages."""
+from __future__ import annotations
+
+from . import ast
+from .sema_base import (COMM_SIZE, I64, STRLEN, U32, U64, USYM, MapInfo, _AnalyserBase,
+                        _kind_name, _span, _tstr, param_int)
+from .types import INT_NAMES, NONE, Type, int_type, string_type, tuple_type
+
+
+class _ExprTyping(_AnalyserBase):
+    """The typing of expressions."""
+
+    def expr(self, e: ast.Expr, assigned_to: str | None = None) -> Type:
+        """Type ``e`` (sets ``e.type``) and return the type."""
+        t = self._expr(e, assigned_to)
+        e.type = t
+        return t
+
+    def _expr(self, e: ast.Expr, assigned_to: str | None) -> Type:  # noqa: C901
+        if isinstance(e, ast.Integer):
+            return I64
+        if isinstance(e, ast.String):
+            return string_type(len(e.value.encode()) + 1)
+        if isinstance(e, ast.Builtin):
+            return self.builtin(e)
+        if isinstance(e, ast.Variable):
+            t = self.p.vars.get(e.name) if self.p else None
+            if t is None:
+                self.error(f"Undefined or undeclared variable: ${e.name}", e.pos)
+                return NONE
+            return t
+        if isinstance(e, ast.Map):
+            return self.map_read(e)
+        if isinstance(e, ast.PositionalParameter):
+            return self.positional(e)
+        if isinstance(e, ast.Call):
+            return self.call(e, assigned_to)
+        if isinstance(e, ast.Binop):
+            return self.binop(e)
+        if isinstance(e, ast.Unop):
+            return self.unop(e)
+        if isinstance(e, ast.Ternary):
+            return self.ternary(e)
+        if isinstance(e, ast.Cast):
+            return self.cast(e)
+        if isinstance(e, ast.Sizeof):
+            return self.sizeof(e)
+        if isinstance(e, ast.Tuple):
+            elems = tuple(self.expr(x) for x in e.elems)
+            for x in e.elems:
+                if x.type is not None and x.type.is_aggregation and isinstance(x, ast.Call):
+                    self.error("Map type not allowed in a tuple", x.pos)
+            return tuple_type([self.copied(t, x) for t, x in zip(elems, e.elems)])
+        if isinstance(e, ast.FieldAccess):
+            return self.field(e)
+        if isinstance(e, ast.ArrayAccess):
+            base = self.expr(e.expr)
+            self.expr(e.index)
+            if base.kind == "pointer" and base.elem is not None:
+                return base.elem
+            self.error("The array index operator [] can only be used on arrays and pointers, "
+                       f"found {_kind_name(base)}.", e.pos)
+            return NONE
+        if isinstance(e, ast.Identifier):
+            if e.name in INT_NAMES:
+                return NONE
+            self.error(f"Unknown identifier: '{e.name}'", e.pos)
+            return NONE
+        return NONE
+
+    def const_int(self, e: ast.Expr) -> int | None:
+        """The value of a constant integer expression (literal or ``$N``)."""
+        if isinstance(e, ast.Integer):
+            return e.value
+        if isinstance(e, ast.PositionalParameter):
+            return len(self.params) if e.count else param_int(self.param(e.index))
+        if isinstance(e, ast.Unop) and e.op == "-":
+            v = self.const_int(e.operand)
+            return None if v is None else -v
+        return None
+
+    def positional(self, e: ast.PositionalParameter) -> Type:
+        """``$N``/``$#``: an ``int64``. Inside ``str()`` a parameter is its
+        text (``str($1)``, ``str($1 + 2)``); elsewhere it must be a number
+        (a missing one is 0)."""
+        in_str = bool(self.calls) and self.calls[-1] == "str"
+        if e.count:
+            if in_str:
+                self.error("use $#, not str($#)", e.pos)
+            return I64
+        if in_str:
+            self.str_param = True
+        elif self.final and param_int(self.param(e.index)) is None:
+            self.error(f"${e.index} used numerically but given \"{self.param(e.index)}\". "
+                       f"Try using str(${e.index}).", e.pos)
+        return I64
+
+    def param(self, n: int) -> str:
+        """Positional parameter ``n`` (1-based) as given, ``""`` when missing."""
+        return self.params[n - 1] if 0 < n <= len(self.params) else ""
+
+    def builtin(self, e: ast.Builtin) -> Type:  # noqa: C901 - one case per builtin
+        """The type of a builtin variable, refused where the probe lacks it."""
+        name = e.name
+        p = self.p
+        assert p is not None
+        if name in ("nsecs", "elapsed", "pid", "tid", "cgroup", "uid", "gid", "cpu", "rand",
+                    "numaid"):
+            return U64
+        if name == "comm":
+            return string_type(COMM_SIZE)
+        if name in ("kstack", "ustack"):
+            return Type(name, 8)
+        if name == "probe":
+            return Type("probe", 8)
+        if name == "username":
+            return Type("username", 8)
+        if name == "cpid":
+            return U32
+        if name == "retval":
+            kind = p.single_provider()
+            if kind not in ("uretprobe", "kretprobe", "kretfunc"):
+                hint = " (try to use args->ret instead)" if kind == "tracepoint" else ""
+                self.error("The retval builtin can only be used with 'kretprobe' and "
+                           f"'uretprobe' and 'kfunc' probes{hint}", e.pos)
+                return U64
+            ap = p.probe.attach_points[0]
+            return self.resolver.retval_type(ap) if self.resolver else U64
+        if name == "func":
+            for prov in p.providers:
+                if prov in ("kprobe", "kretprobe", "kfunc", "kretfunc"):
+                    return Type("ksym", 8)
+                if prov not in ("uprobe", "uretprobe"):
+                    self.error(f"The func builtin can not be used with '{prov}' probes",
+                               e.pos)
+                    return NONE
+            return USYM
+        if name == "args":
+            return self.args_builtin(e)
+        if name.startswith(("arg", "sarg")):
+            return self.arg(e)
+        if name in ("curtask", "ctx"):
+            return U64
+        self.error(f"Unknown builtin variable: '{name}'", e.pos)
+        return NONE
+
+    def arg(self, e: ast.Builtin) -> Type:
+        """``argN``/``sargN``: from the resolver (bpftrace's ``uint64`` without
+        one); only in uprobes, kprobes and USDT probes."""
+        p = self.p
+        assert p is not None
+        sarg = e.name.startswith("s")
+        allowed = ("kprobe", "uprobe") if sarg else ("kprobe", "uprobe", "usdt")
+        for prov in p.providers:
+            if prov not in allowed:
+                which = "'kprobes' and 'uprobes' probes" if sarg else \
+                    "'kprobes', 'uprobes' and 'usdt' probes"
+                self.error(f"The {e.name} builtin can only be used with {which}", e.pos)
+                return U64
+        n = int(e.name[4:] if sarg else e.name[3:])
+        if not sarg and n > 5 and "usdt" not in p.providers:
+            self.error(f"x86_64 doesn't support {e.name}", e.pos)
+        if self.resolver is None or sarg:
+            return U64
+        types = [self.resolver.arg_type(ap, n) for ap in p.probe.attach_points]
+        return types[0]
+
+    def args_builtin(self, e: ast.Builtin) -> Type:
+        """``args``: a tracepoint's record from the resolver."""
+        p = self.p
+        assert p is not None
+        kind = p.single_provider()
+        if kind in ("uprobe", "kfunc", "kretfunc"):
+            # bpftrace reads these from DWARF or BTF
+            self.error(f"args in {kind} probes needs the function's debug information, which "
+                       "pyebpf does not read: use arg0, arg1...", e.pos)
+            return NONE
+        if kind != "tracepoint":
+            self.error("The args builtin can only be used with tracepoint/kfunc/uprobe"
+                       f"probes ({kind} used here)", e.pos)
+            return NONE
+        if self.resolver is None:
+            return Type("record")
+        rec = self.resolver.args_record(p.probe.attach_points[0])
+        return rec if rec is not None else Type("record")
+
+    def field(self, e: ast.FieldAccess) -> Type:
+        """``x.f``, ``x->f`` (a tracepoint's ``args``), ``t.0`` (a tuple)."""
+        base = self.expr(e.expr)
+        index = e.field.isdigit()
+        if base.kind == "pointer" and not e.arrow:
+            self.error(f"Can not access field '{e.field}' on type '{_tstr(base)}'. Try "
+                       "dereferencing it first, or using '->'", e.pos)
+            return NONE
+        if base.kind == "tuple" and index:
+            i = int(e.field)
+            if i >= len(base.elems):
+                self.error(f"Invalid tuple index: {i}. Found {len(base.elems)} elements in "
+                           "tuple.", e.pos, final=True)
+                return NONE
+            return base.elems[i]
+        if base.kind == "pointer" and base.elem is not None and base.elem.btf and not index:
+            return self.record_field(e, base.elem)
+        if base.kind == "record" and not index:
+            return self.record_field(e, base)
+        if base.kind != "none":
+            what = f"index {e.field}" if index else f"field '{e.field}'"
+            self.error(f"Can not access {what} on expression of type '{_tstr(base)}'",
+                       e.pos, final=True)
+        return NONE
+
+    def record_field(self, e: ast.FieldAccess, rec: Type) -> Type:
+        """A field of a record (``args->filename``, ``task->comm``)."""
+        if rec.btf:
+            return self.struct_member(e, rec)
+        if not rec.fields:     # no resolver: the fields are not known here
+            return U64
+        for fname, _off, ftype in rec.fields:
+            if fname == e.field:
+                return ftype
+        ap = self.p.probe.attach_points[0] if self.p else None
+        name = "_tracepoint_" + "_".join(ap.parts) if ap and ap.parts else "args"
+        self.error(f"Struct/union of type 'struct {name}' does not contain a field named "
+                   f"'{e.field}'", e.pos)
+        return NONE
+
+    def struct_member(self, e: ast.FieldAccess, rec: Type) -> Type:
+        """A member of a kernel struct (:mod:`pyebpf.lang.btftypes`)."""
+        from .btftypes import member, type_name
+        got = member(rec, e.field)
+        if got is None:
+            self.error(f"Struct/union of type '{type_name(rec)}' does not contain a field named "
+                       f"'{e.field}'", e.pos)
+            return NONE
+        if got[1].kind == "none":
+            self.error(f"{type_name(rec)}.{e.field} is a bit field, which pyebpf does not "
+                       "read", e.pos)
+        return got[1]
+
+    def binop(self, e: ast.Binop) -> Type:
+        """A binary operation: 64-bit, signed when both sides are (a shift: its
+        left side); strings compare with ``==``/``!=`` only."""
+        lt = self.expr(e.left)
+        rt = self.expr(e.right)
+        if lt.kind == "int" and rt.kind == "int" and self.calls and self.calls[-1] == "str":
+            self.str_offset(e)
+        return self.binop_type(e.op, lt, rt, _span(e.left.pos, e.right.pos), e.pos)
+
+    def binop_type(self, op: str, lt: Type, rt: Type, span: ast.Pos, at: ast.Pos) -> Type:
+        """The type of ``lt op rt`` as bpftrace gives it (always a 64-bit
+        integer), and its last-pass checks: ``span`` covers both operands,
+        ``at`` is the operator."""
+        signed = lt.signed if op in ("<<", ">>") else (lt.signed and rt.signed)
+        result = int_type(8, signed)
+        if (lt.kind == "int" and rt.kind == "int") or "pointer" in (lt.kind, rt.kind):
+            return result
+        if lt.kind != rt.kind:
+            self.error(f"Type mismatch for '{op}': comparing '{_tstr(lt)}' with "
+                       f"'{_tstr(rt)}'", span, final=True)
+        elif op not in ("==", "!="):
+            self.error(f"The {op} operator can not be used on expressions of types "
+                       f"{_tstr(lt)}, {_tstr(rt)}", at, final=True)
+        return result
+
+    def str_offset(self, e: ast.Binop) -> None:
+        """Inside ``str()``, a parameter may only be offset by a constant
+        within its length (``str($1 + 2)``), as bpftrace allows."""
+        param, offset = e.left, e.right
+        if not isinstance(param, ast.PositionalParameter):
+            param, offset = e.right, e.left
+        if not isinstance(param, ast.PositionalParameter) or param.count:
+            return
+        n = len(self.param(param.index))
+        if not (isinstance(offset, ast.Integer) and e.op == "+" and 0 <= offset.value <= n):
+            self.error("only addition of a single constant less or equal to the length of "
+                       f"${param.index} (which is {n}) is allowed inside str()",
+                       _span(e.pos, e.right.pos), final=True)
+
+    def unop(self, e: ast.Unop) -> Type:
+        """A unary operation (``- ~ ! * ++ --``) as bpftrace types it: ``!``
+        an unsigned integer of its operand's size, ``*`` of an integer a
+        ``uint64``, the others a 64-bit integer of the operand's sign."""
+        if e.op in ("++", "--") and isinstance(e.operand, ast.Map):
+            name = "@" + e.operand.name
+            if name not in self.maps:   # ++ on a new map makes it an int64
+                self.maps[name] = MapInfo(name, self.key_of_unevaluated(e.operand), I64)
+        t = self.expr(e.operand)
+        pointer_op = e.op in ("++", "--", "*")
+        if t.kind != "int" and not (t.kind == "pointer" and pointer_op):
+            name = "dereference" if e.op == "*" else e.op
+            self.error(f"The {name} operator can not be used on expressions of type "
+                       f"'{_tstr(t)}'", e.pos, final=True)
+        if e.op == "*":
+            if t.kind == "pointer":
+                return t.elem or U64
+            return U64
+        if e.op == "!":
+            if t.size not in (0, 1, 2, 4, 8):
+                # bpftrace checks this size on every pass
+                self.error(f"The ! operator can not be used on expressions of type "
+                           f"'{_tstr(t)}'", e.pos)
+                return U64
+            return int_type(t.size or 8, False)
+        if t.kind == "pointer" and pointer_op:
+            return t
+        return int_type(8, t.signed)
+
+    def key_of_unevaluated(self, m: ast.Map) -> Type | None:
+        """The key type of ``m`` before its keys were typed (for ``@x[k]++``
+        creating ``@x``): typed now."""
+        self.map_keys(m)
+        return self.key_of(m)
+
+    def ternary(self, e: ast.Ternary) -> Type:
+        """``c ? a : b``: both branches of one kind, an integer condition."""
+        ct = self.expr(e.cond)
+        tt = self.expr(e.then)
+        et = self.expr(e.else_)
+        if tt.kind != et.kind:
+            self.error(f"Ternary operator must return the same type: have "
+                       f"'{_kind_name(tt)}' and '{_kind_name(et)}'", e.pos, final=True)
+        if ct.kind != "int":
+            self.error(f"Invalid condition in ternary: {_kind_name(ct)}", e.pos, final=True)
+        if tt.kind == "string":
+            return string_type(STRLEN)
+        if tt.kind == "int":
+            return int_type(8, tt.signed)
+        if tt.kind != "none":
+            self.error(f"Ternary return type unsupported {_kind_name(tt)}", e.pos)
+        return NONE
+
+    def cast(self, e: ast.Cast) -> Type:
+        """``(int8)e``..``(uint64)e`` truncate or extend; ``(T *)`` makes a
+        pointer; ``(struct S *)`` a pointer to the kernel's ``struct S``
+        (from its BTF; no C headers here)."""
+        inner = self.expr(e.expr)
+        name = e.typename
+        if inner.kind == "record":
+            self.error(f'Cannot cast from struct type "{_tstr(inner)}"', e.pos)
+        elif inner.kind == "none":
+            self.error('Cannot cast from "none" type', e.pos)
+        base, _, stars = name.partition(" *")
+        if base in INT_NAMES:
+            size, signed = INT_NAMES[base]
+            t = int_type(size, signed)
+            if name != base:
+                t = Type("pointer", 8, elem=t)
+                if stars:       # "**"
+                    t = Type("pointer", 8, elem=t)
+            elif inner.kind not in ("int", "record", "pointer", "none"):
+                self.error(f'Casts are not supported for type: "{_tstr(inner)}"', e.pos)
+            return t
+        if base.startswith(("struct ", "union ")) and name != base:
+            from .btftypes import struct_type
+            rec = struct_type(base)
+            if rec is not None:
+                t = Type("pointer", 8, elem=rec)
+                return Type("pointer", 8, elem=t) if stars else t
+        self.error(f"Unknown struct/union: '{base}'", e.pos)
+        return NONE
+
+    def sizeof(self, e: ast.Sizeof) -> Type:
+        """``sizeof(T)`` or ``sizeof(e)``: a ``uint64``."""
+        if e.typename is not None:
+            if e.typename not in INT_NAMES:
+                self.error(f"Unknown struct/union: '{e.typename}'", e.pos)
+        elif e.expr is not None:
+            self.expr(e.expr)
+        return U64

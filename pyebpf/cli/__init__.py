@@ -178,8 +178,11 @@ def _take(sig: int, handler: Callable[[int, FrameType | None], None]) -> None:
         signal.signal(sig, handler)
 
 
-def build_parser() -> Parser:
-    """The parser of every sub-command (their modules are imported here)."""
+def build_parser(only: str | None = None) -> Parser:
+    """The parser of every sub-command (their modules are imported here);
+    with ``only`` (a name in :data:`COMMANDS`), of that sub-command alone
+    (what ``main`` builds when the command line names one: importing and
+    building the other twelve would cost every run ~10 ms)."""
     import argparse
     import importlib
 
@@ -197,7 +200,7 @@ def build_parser() -> Parser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     parser.commands = sub.choices      # name -> the sub-command's parser
-    for name in COMMANDS:
+    for name in COMMANDS if only is None else [only]:
         importlib.import_module(f"pyebpf.cli.{name}").register(sub)
     return parser
 
@@ -246,8 +249,12 @@ def main(argv: list[str] | None = None) -> int:
     propagates only from the parsing; :func:`entry` turns it into 130."""
     from ..errors import PyebpfError, VerifierError
 
+    if argv is None:
+        argv = sys.argv[1:]
     try:
-        parser = build_parser()
+        # (a command named first: only its parser; else, for --help, --version
+        # and unknown commands, the whole command list)
+        parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
         args, extra = parser.parse_known_args(argv)
         if extra:                      # named by the sub-command, not by 'pyebpf'
             parser.commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")

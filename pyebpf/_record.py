@@ -92,7 +92,7 @@ def keyed_by(method: str) -> Callable[[_T], _T]:
 # ``pyebpf bt`` start; this is the part of dataclasses it uses.
 
 if TYPE_CHECKING:
-    from dataclasses import dataclass as dataclass, field as field
+    from dataclasses import dataclass as dataclass, field as field, replace as replace
 else:
     class _Field:
         """What :func:`field` returns: a default (value or factory), keyword-only or not."""
@@ -191,6 +191,13 @@ else:
         init.__qualname__ = f"{cls.__qualname__}.__init__"
         return init
 
+    def replace(obj: Any, **changes: Any) -> Any:
+        """A copy of ``obj`` (a :func:`dataclass` instance) with ``changes``
+        (``dataclasses.replace``)."""
+        values = {n: getattr(obj, n) for n in obj._field_specs}
+        values.update(changes)
+        return type(obj)(**values)
+
     def _no_fields(obj: Any) -> tuple[()]:
         return ()
 
@@ -211,4 +218,4 @@ else:
                              f"{type(self).__qualname__}")
 
 
-__all__ = ["Record", "record", "keyed_by", "dataclass", "field"]
+__all__ = ["Record", "record", "keyed_by", "dataclass", "field", "replace"]

@@ -104,7 +104,6 @@ def _list(pattern: str | None) -> int:
 
 def _run(prog: Any, args: argparse.Namespace) -> int:
     """Attach, print events until a stop condition, then END and the maps."""
-    from ..trace import live
     from . import StopSignals
     from .runner import RunGuard
 
@@ -112,7 +111,7 @@ def _run(prog: Any, args: argparse.Namespace) -> int:
     out = sys.stdout
     stops = StopSignals()
     with RunGuard(stops, kill_child=True) as guard:
-        child = guard.child = live.Child(args.cmd) if args.cmd else None
+        child = guard.child = _spawn(args.cmd) if args.cmd else None
         stops.hold()
         run = guard.resource = prog.start(child=child, json=json_mode, release=False)
         n = sum(1 for p in run.unit.probes)
@@ -128,6 +127,12 @@ def _run(prog: Any, args: argparse.Namespace) -> int:
         out.write(text)
         out.flush()
         return _pictures(run, args)
+
+
+def _spawn(cmd: list[str]) -> Any:
+    """The ``-c`` command, spawned and held (:class:`pyebpf.trace.live.Child`)."""
+    from ..trace.live import Child
+    return Child(cmd)
 
 
 def _check_picture_options(args: argparse.Namespace) -> str | None:
@@ -173,8 +178,10 @@ def _pictures(run: Any, args: argparse.Namespace) -> int:
 
 def _loop(run: Any, stops: Any, child: Any, pid: int | None, out: TextIO) -> None:
     """Print events until exit(), the command's or process's end, or a stop signal."""
-    from ..trace.live import _ProcessWatch
-    watch = _ProcessWatch(pid) if pid is not None else None
+    watch = None
+    if pid is not None:
+        from ..trace.live import _ProcessWatch
+        watch = _ProcessWatch(pid)
     try:
         try:
             stops.arm()

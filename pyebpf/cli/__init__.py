@@ -34,12 +34,7 @@ import os
 import sys
 
 TYPE_CHECKING = False
-if not TYPE_CHECKING:
-    try:    # the C module alone: the signal module's enums (enum) cost every start ~3 ms
-        import _signal as signal
-    except ImportError:
-        import signal
-else:
+if TYPE_CHECKING:
     import signal
     from types import FrameType
     from typing import Any, Callable, NoReturn
@@ -47,6 +42,11 @@ else:
     from ..errors import VerifierError
 
     from .parser import Parser
+else:
+    try:    # the C module alone: the signal module's enums (enum) cost every start ~3 ms
+        import _signal as signal
+    except ImportError:
+        import signal
 
 # Sub-command modules, in the order --help lists them.
 COMMANDS = ["demo", "asm", "disasm", "conformance", "list", "trace", "profile", "run", "bt",
@@ -93,7 +93,7 @@ def _interrupt_later(delay: float, signum: int) -> None:
     wait = _thread.allocate_lock()
     wait.acquire()
     wait.acquire(timeout=delay)        # a sleep that needs no import
-    _thread.interrupt_main(signum)
+    _thread.interrupt_main(signum)  # type: ignore[arg-type]  # (an int: _signal has no enum)
 
 
 def _unraisable(code: Any) -> bool:

@@ -35,12 +35,7 @@ from ..codecs import INT_TYPES
 from ..errors import PyebpfError
 
 TYPE_CHECKING = False
-if not TYPE_CHECKING:   # (typing costs a start ~7 ms; nothing asks isinstance(x, ProbeSource))
-    Protocol = object
-
-    def runtime_checkable(cls: type) -> type:
-        return cls
-else:
+if TYPE_CHECKING:
     from typing import Protocol, runtime_checkable
 
     from ..attach import Link, TracepointField, TracepointFormat
@@ -48,6 +43,12 @@ else:
     from ..loader import LoadedProgram
     from ..program import Program, Reg
     from .usdt_source import UsdtProbeSource
+else:   # (typing costs a start ~7 ms; nothing asks isinstance(x, ProbeSource))
+    Protocol = object
+
+    def runtime_checkable(cls: type) -> type:
+        """(At run time, without typing) the class unchanged."""
+        return cls
 
 __all__ = ["ProbeSpec", "ProbeSpecError", "ProbeSource", "parse_probe", "probe_source",
            "UprobeSource", "TracepointSource", "FixedTypeSource", "KINDS"]

@@ -72,8 +72,9 @@ def register(subparsers: Subparsers) -> None:
 
 #: the options ``quick_args`` reads: option -> (attribute, takes a value)
 _OPTIONS = {"-e": ("program", True), "-c": ("cmd", True), "-p": ("pid", True),
-            "-f": ("format", True), "-l": ("list", False), "--show-program": ("show_program", False),
-            "--flamegraph": ("flamegraph", True), "--plot": ("plot", True)}
+            "-f": ("format", True), "-l": ("list", False),
+            "--show-program": ("show_program", False), "--flamegraph": ("flamegraph", True),
+            "--plot": ("plot", True)}
 
 
 def quick_args(argv: list[str]) -> Any:

@@ -112,17 +112,17 @@ def quick_args(argv: list[str]) -> Any:
             continue
         if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
             return None
-        values[name] = argv[i + 1]
+        value: Any = argv[i + 1]
         i += 2
-    if values["format"] not in ("text", "json"):
-        return None
-    try:
-        if values["cmd"] is not None:
-            values["cmd"] = command_line(values["cmd"])
-        if values["pid"] is not None:
-            values["pid"] = pid(values["pid"])
-    except Exception:              # refused (ArgumentTypeError): the parser says why
-        return None
+        # (each occurrence is checked, as argparse does: a bad -c before a good one is an error)
+        if name == "format" and value not in ("text", "json"):
+            return None
+        try:
+            value = command_line(value) if name == "cmd" else pid(value) if name == "pid" \
+                else value
+        except Exception:          # refused (ArgumentTypeError): the parser says why
+            return None
+        values[name] = value
     return SimpleNamespace(command="bt", file=words[0] if words else None, params=words[1:],
                            func=run, **values)
 

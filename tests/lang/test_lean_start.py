@@ -97,7 +97,10 @@ def test_plain_command_lines_are_read_without_argparse(argv: list[str],
 @pytest.mark.parametrize("argv", [["-h"], ["--show", "-e", "P"], ["-eP"], ["-e", "-x"],
                                   ["a", "-e", "P", "b"], ["-e", "P", "-f", "xml"],
                                   ["-e", "P", "-p", "0"], ["-e", "P", "-c", "'open"],
-                                  ["--", "-e"], ["-e", "P", "-5"], ["-e", "P", "--plot=a.svg"]])
+                                  ["--", "-e"], ["-e", "P", "-5"], ["-e", "P", "--plot=a.svg"],
+                                  # (each occurrence is checked, not only the last)
+                                  ["-c", "'q", "-c", "ls"], ["-f", "xml", "-f", "text"],
+                                  ["-p", "0", "-p", "1"]])
 def test_the_rest_goes_to_the_parser(argv: list[str]) -> None:
     assert bt_cli.quick_args(argv) is None
 

@@ -20,6 +20,11 @@ per class; pyebpf's start-up path has a score of records.
 To a type checker :class:`Record` *is* ``typing.NamedTuple`` and ``record`` is
 the identity, so it sees each record as the named tuple it is at run time
 (constructor, field types, ``_replace``, unpacking).
+
+``@dataclass``, ``field`` and ``replace`` are, likewise, the part of
+:mod:`dataclasses` the start-up path uses (mutable classes: the bpftrace
+language's tree), without importing it; to a type checker they *are* the
+standard ones.
 """
 from __future__ import annotations
 

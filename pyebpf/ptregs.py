@@ -29,9 +29,12 @@ reads exactly the sub-register.  The USDT argument decoder reuses this table.
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
-
+from ._record import Record, record
 from .errors import OptionError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["ARCH", "PT_REGS_SIZE", "FULL_REGISTERS", "Register", "REGISTERS", "ARG_REGS",
            "RET_REG", "IP", "SP", "FP", "register", "offset", "slot", "arg_offset",
@@ -54,7 +57,8 @@ RET_REG = "rax"
 IP, SP, FP = "rip", "rsp", "rbp"
 
 
-class Register(NamedTuple):
+@record
+class Register(Record):
     """A register name as it may appear in code (``"edi"``).
 
     ``full`` is the 64-bit register it belongs to (``"rdi"``), ``slot`` the

@@ -94,3 +94,100 @@ def test_keyed_by_users_keep_their_equality():
     assert hash(Insn(0xb7, 1, 0, 0, 5)) == hash(Insn(0xb7, 1, 0, 0, 5))
     assert RawSlot(0x18) != Insn(0x18, 0, 0, 0, 0)      # RawSlot's fields() differ
     assert RawSlot(0x18) == RawSlot(0x18) and Insn(0, 0) != "insn"
+
+
+# --------------------------------------------------------------- @dataclass
+# pyebpf._record.dataclass against the standard library's, on the same classes
+def _pair(**options):
+    """The same class hierarchy made by both decorators: {"ours": ..., "std": ...}."""
+    import dataclasses
+
+    from pyebpf import _record
+
+    out = {}
+    for name, make, fld in (("ours", _record.dataclass, _record.field),
+                            ("std", dataclasses.dataclass, dataclasses.field)):
+        @make(**options)
+        class Base:
+            pos: int
+            note: object = fld(default=None, kw_only=True, compare=False)
+
+        @make(**options)
+        class Leaf(Base):
+            name: str
+            items: list = fld(default_factory=list)
+            flag: bool = False
+
+            def twice(self) -> int:
+                return self.pos * 2
+
+        out[name] = (Base, Leaf)
+    return out
+
+
+@pytest.mark.parametrize("options", [{"eq": False}, {}, {"frozen": True}])
+def test_dataclass_behaves_as_the_standard_one(options):
+    pair = _pair(**options)
+    results = {}
+    for name, (base, leaf) in pair.items():
+        a = leaf(1, "a")
+        b = leaf(1, "a", [2], flag=True, note="n")
+        c = leaf(1, "a")
+        row = [a.pos, a.name, a.items, a.flag, a.note, b.items, b.flag, b.note, a.twice(),
+               a.items is not c.items, a == c, a == b, a != c, a.__eq__(1),
+               repr(a).split("(", 1)[1], repr(base(3)).split("(", 1)[1],
+               leaf(1, "a", items=None).items]
+        try:
+            row.append(hash(a) == hash(c))
+        except TypeError as exc:
+            row.append(type(exc))
+        try:
+            a.pos = 5
+            row.append(a.pos)
+        except AttributeError:
+            row.append("frozen")
+        for bad in ((), (1,), (1, "a", [], False, "extra")):
+            try:
+                leaf(*bad)
+                row.append("made")
+            except TypeError:
+                row.append(TypeError)
+        results[name] = row
+    assert results["ours"] == results["std"]
+
+
+def test_dataclass_post_init_fields_and_replace():
+    from pyebpf._record import dataclass, replace
+
+    seen = []
+
+    @dataclass(frozen=True)
+    class Checked:
+        kind: str
+        size: int = 0
+
+        def __post_init__(self) -> None:
+            seen.append(self.kind)
+            if self.kind == "bad":
+                raise ValueError("bad kind")
+
+    c = Checked("int", 8)
+    assert Checked._fields == ("kind", "size") and seen == ["int"]
+    assert replace(c, size=4) == Checked("int", 4) and c.size == 8
+    with pytest.raises(ValueError):
+        replace(c, kind="bad")
+    assert len({Checked("a"), Checked("a"), Checked("b")}) == 2
+    with pytest.raises(AttributeError):
+        del c.kind
+
+
+def test_the_tree_needs_no_dataclasses_module():
+    import pathlib
+    import subprocess
+    import sys
+    code = ("import sys; import pyebpf.lang.parser as p; p.parse('BEGIN { @x[1] = count(); }',"
+            " 'f'); print(sorted({'dataclasses', 'typing', 'inspect'} & set(sys.modules)))")
+    root = pathlib.Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=root).stdout
+    assert out.strip() == "[]"

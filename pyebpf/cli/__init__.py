@@ -31,17 +31,22 @@ from __future__ import annotations
 
 import _thread
 import os
-import signal
 import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import signal
     from types import FrameType
     from typing import Any, Callable, NoReturn
 
     from ..errors import VerifierError
 
     from .parser import Parser
+else:
+    try:    # the C module alone: the signal module's enums (enum) cost every start ~3 ms
+        import _signal as signal
+    except ImportError:
+        import signal
 
 # Sub-command modules, in the order --help lists them.
 COMMANDS = ["demo", "asm", "disasm", "conformance", "list", "trace", "profile", "run", "bt",
@@ -88,7 +93,7 @@ def _interrupt_later(delay: float, signum: int) -> None:
     wait = _thread.allocate_lock()
     wait.acquire()
     wait.acquire(timeout=delay)        # a sleep that needs no import
-    _thread.interrupt_main(signal.Signals(signum))
+    _thread.interrupt_main(signum)  # type: ignore[arg-type]  # (an int: _signal has no enum)
 
 
 def _unraisable(code: Any) -> bool:
@@ -178,8 +183,11 @@ def _take(sig: int, handler: Callable[[int, FrameType | None], None]) -> None:
         signal.signal(sig, handler)
 
 
-def build_parser() -> Parser:
-    """The parser of every sub-command (their modules are imported here)."""
+def build_parser(only: str | None = None) -> Parser:
+    """The parser of every sub-command (their modules are imported here);
+    with ``only`` (a name in :data:`COMMANDS`), of that sub-command alone
+    (what ``main`` builds when the command line names one: importing and
+    building the other twelve would cost every run ~10 ms)."""
     import argparse
     import importlib
 
@@ -197,7 +205,7 @@ def build_parser() -> Parser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     parser.commands = sub.choices      # name -> the sub-command's parser
-    for name in COMMANDS:
+    for name in COMMANDS if only is None else [only]:
         importlib.import_module(f"pyebpf.cli.{name}").register(sub)
     return parser
 
@@ -246,11 +254,10 @@ def main(argv: list[str] | None = None) -> int:
     propagates only from the parsing; :func:`entry` turns it into 130."""
     from ..errors import PyebpfError, VerifierError
 
+    if argv is None:
+        argv = sys.argv[1:]
     try:
-        parser = build_parser()
-        args, extra = parser.parse_known_args(argv)
-        if extra:                      # named by the sub-command, not by 'pyebpf'
-            parser.commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+        args = _parse(argv)
     except SystemExit as exc:          # --help, or a usage error argparse printed
         return exc.code if isinstance(exc.code, int) else USAGE
     command = args.command
@@ -287,6 +294,25 @@ def main(argv: list[str] | None = None) -> int:
         report(command, f"internal error: {type(exc).__name__}" + (f": {text}" if text else "")
                + ("" if debug() else " (a bug in pyebpf; PYEBPF_DEBUG=1 shows the traceback)"))
         return FAILURE
+
+
+def _parse(argv: list[str]) -> Any:
+    """The parsed command line: by the command's ``quick_args(argv)`` when it
+    has one and that reads it, else by argparse -- the parser of the command
+    named first alone, or (``--help``, ``--version``, an unknown command)
+    of them all.  A usage error raises SystemExit (printed)."""
+    only = argv[0] if argv and argv[0] in COMMANDS else None
+    if only is not None:
+        import importlib
+        quick = getattr(importlib.import_module(f"pyebpf.cli.{only}"), "quick_args", None)
+        args = quick(argv[1:]) if quick is not None else None
+        if args is not None:
+            return args
+    parser = build_parser(only)
+    args, extra = parser.parse_known_args(argv)
+    if extra:                          # named by the sub-command, not by 'pyebpf'
+        parser.commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 def _traceback() -> None:
@@ -364,20 +390,26 @@ def entry() -> NoReturn:
 # ------------------------------------------------------------ argument types
 # (argparse reports a failing type as a usage error naming the option: exit 2)
 
+def _refused(message: str) -> Exception:
+    """argparse's ArgumentTypeError (argparse imported for a refusal only:
+    ``pyebpf bt``'s quick reading of its arguments does not need it)."""
+    import argparse
+    return argparse.ArgumentTypeError(message)
+
+
 def seconds(text: str) -> float:
     """A duration in seconds: a positive, finite number (``nan``, ``inf`` and
     ``1e400`` would make a trace that never stops)."""
-    import argparse
     import math
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text!r}") from None
+        raise _refused(f"expected a number of seconds, not {text!r}") from None
     if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(
+        raise _refused(
             f"expected a positive, finite number of seconds, not {text!r}")
     if value > MAX_SECONDS:
-        raise argparse.ArgumentTypeError(
+        raise _refused(
             f"{text} seconds is more than a year: at most {MAX_SECONDS:.0f}")
     return value
 
@@ -388,25 +420,23 @@ MAX_SECONDS = 366 * 86400.0
 
 def positive_int(text: str) -> int:
     """A positive integer (decimal or 0x hex)."""
-    import argparse
     if len(text) > 40:
-        raise argparse.ArgumentTypeError(
+        raise _refused(
             f"expected a positive integer, not {text[:20]}... ({len(text)} characters)")
     try:
         value = int(text, 0)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, not {text!r}") from None
+        raise _refused(f"expected a positive integer, not {text!r}") from None
     if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, not {text}")
+        raise _refused(f"expected a positive integer, not {text}")
     return value
 
 
 def pid(text: str) -> int:
     """A process id: a positive integer that fits a pid_t."""
-    import argparse
     value = positive_int(text)
     if value >= 1 << 31:
-        raise argparse.ArgumentTypeError(f"{text} is not a process id (too large)")
+        raise _refused(f"{text} is not a process id (too large)")
     return value
 
 
@@ -424,13 +454,12 @@ def process_exists(pid: int) -> bool:
 
 def command_line(text: str) -> list[str]:
     """``-c CMD``: split like a shell would (quotes, backslashes), not run by one."""
-    import argparse
     import shlex
     try:
         argv = shlex.split(text)
     except ValueError as exc:
         shown = text if len(text) <= 80 else text[:60] + "..."
-        raise argparse.ArgumentTypeError(f"cannot split {shown!r} into words: {exc}") from None
+        raise _refused(f"cannot split {shown!r} into words: {exc}") from None
     if not argv:
-        raise argparse.ArgumentTypeError("expected a command, not an empty string")
+        raise _refused("expected a command, not an empty string")
     return argv

@@ -9,14 +9,14 @@ caret) after ``pyebpf bt:``, exit status 1.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import argparse
     from typing import Any, TextIO
 
-from .parser import Subparsers, add_command
+    from .parser import Subparsers
 
 DESCRIPTION = """\
 Run a bpftrace program: probes (BEGIN, END, uprobe, uretprobe, usdt,
@@ -47,6 +47,7 @@ saved as text beside it), 2 usage error, 130 Ctrl-C before attaching.
 def register(subparsers: Subparsers) -> None:
     """Add the ``bt`` sub-command to ``subparsers``."""
     # (duplicates: deliberate, export's register() has this shape; the shared part is a call)
+    from .parser import add_command
     from .runner import add_program_arguments
     p = add_command(subparsers, "bt", "run a bpftrace program (-e PROGRAM or FILE.bt)",
                     DESCRIPTION, EPILOG)
@@ -67,6 +68,63 @@ def register(subparsers: Subparsers) -> None:
                    help="at the end, also draw every hist/lhist map as a bar chart, one per "
                         "key of a keyed map; several charts: FILE-NAME.svg each")
     p.set_defaults(func=run)
+
+
+#: the options ``quick_args`` reads: option -> (attribute, takes a value)
+_OPTIONS = {"-e": ("program", True), "-c": ("cmd", True), "-p": ("pid", True),
+            "-f": ("format", True), "-l": ("list", False),
+            "--show-program": ("show_program", False), "--flamegraph": ("flamegraph", True),
+            "--plot": ("plot", True)}
+
+
+def quick_args(argv: list[str]) -> Any:
+    """The arguments of ``pyebpf bt`` (``argv`` after ``bt``) as the parser
+    :func:`register` declares would give them, read without building that
+    parser -- or None, for any command line beyond the plain forms (an
+    abbreviated or joined option, ``--``, a value or word starting with
+    ``-``, positionals on both sides of an option, a value the option refuses,
+    ``-h``): the parser reads those, and prints their errors.  (argparse and
+    the building of the parser are a tenth of ``bt``'s start-up.)"""
+    from types import SimpleNamespace
+
+    from . import command_line, pid
+    values: dict[str, Any] = {"program": None, "cmd": None, "pid": None, "format": "text",
+                              "list": False, "show_program": False, "flamegraph": None,
+                              "plot": None}
+    words: list[str] = []
+    words_end = -1                 # index just past the last positional word
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if not arg.startswith("-"):
+            if words and words_end != i:
+                return None        # (positionals around an option: argparse's own rules)
+            words.append(arg)
+            i = words_end = i + 1
+            continue
+        option = _OPTIONS.get(arg)
+        if option is None:
+            return None
+        name, takes_value = option
+        if not takes_value:
+            values[name] = True
+            i += 1
+            continue
+        if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
+            return None
+        value: Any = argv[i + 1]
+        i += 2
+        # (each occurrence is checked, as argparse does: a bad -c before a good one is an error)
+        if name == "format" and value not in ("text", "json"):
+            return None
+        try:
+            value = command_line(value) if name == "cmd" else pid(value) if name == "pid" \
+                else value
+        except Exception:          # refused (ArgumentTypeError): the parser says why
+            return None
+        values[name] = value
+    return SimpleNamespace(command="bt", file=words[0] if words else None, params=words[1:],
+                           func=run, **values)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -104,7 +162,6 @@ def _list(pattern: str | None) -> int:
 
 def _run(prog: Any, args: argparse.Namespace) -> int:
     """Attach, print events until a stop condition, then END and the maps."""
-    from ..trace import live
     from . import StopSignals
     from .runner import RunGuard
 
@@ -112,7 +169,7 @@ def _run(prog: Any, args: argparse.Namespace) -> int:
     out = sys.stdout
     stops = StopSignals()
     with RunGuard(stops, kill_child=True) as guard:
-        child = guard.child = live.Child(args.cmd) if args.cmd else None
+        child = guard.child = _spawn(args.cmd) if args.cmd else None
         stops.hold()
         run = guard.resource = prog.start(child=child, json=json_mode, release=False)
         n = sum(1 for p in run.unit.probes)
@@ -128,6 +185,12 @@ def _run(prog: Any, args: argparse.Namespace) -> int:
         out.write(text)
         out.flush()
         return _pictures(run, args)
+
+
+def _spawn(cmd: list[str]) -> Any:
+    """The ``-c`` command, spawned and held (:class:`pyebpf.trace.live.Child`)."""
+    from ..trace.live import Child
+    return Child(cmd)
 
 
 def _check_picture_options(args: argparse.Namespace) -> str | None:
@@ -173,8 +236,10 @@ def _pictures(run: Any, args: argparse.Namespace) -> int:
 
 def _loop(run: Any, stops: Any, child: Any, pid: int | None, out: TextIO) -> None:
     """Print events until exit(), the command's or process's end, or a stop signal."""
-    from ..trace.live import _ProcessWatch
-    watch = _ProcessWatch(pid) if pid is not None else None
+    watch = None
+    if pid is not None:
+        from ..trace.live import _ProcessWatch
+        watch = _ProcessWatch(pid)
     try:
         try:
             stops.arm()

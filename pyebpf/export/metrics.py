@@ -131,8 +131,8 @@ def resetting_maps(script: Any) -> set[str]:
         if isinstance(node, (list, tuple)):
             for x in node:
                 walk(x)
-        elif hasattr(node, "__dataclass_fields__"):
-            for field in node.__dataclass_fields__:
+        elif hasattr(node, "_fields"):          # a tree node (pyebpf._record.dataclass)
+            for field in node._fields:
                 walk(getattr(node, field))
     walk(script)
     return found

@@ -24,8 +24,11 @@ assignment's ``op`` (``None`` for a plain ``=``); ``++``/``--`` are
 """
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
+from .._record import dataclass, field
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["Pos", "Node", "Expr", "Integer", "String", "Builtin", "Identifier",
            "PositionalParameter", "Variable", "Map", "Call", "Binop", "Unop", "Ternary",
@@ -41,7 +44,7 @@ UNARY_OPS = frozenset({"-", "!", "~", "*", "++", "--"})
 #: the operators of compound assignments (``@x <<= 1``)
 ASSIGN_OPS = frozenset({"+", "-", "*", "/", "%", "&", "|", "^", "<<", ">>"})
 
-@dataclasses.dataclass(frozen=True)
+@dataclass(frozen=True)
 class Pos:
     """Where a node starts in the script: ``line`` and ``column`` (1-based),
     and ``end`` the column just past it when it ends on the same line (else
@@ -56,7 +59,7 @@ class Pos:
         return f"{self.line}:{self.column}"
 
 
-@dataclasses.dataclass(eq=False)
+@dataclass(eq=False)
 class Node:
     """Any node: its position in the script."""
     pos: Pos
@@ -64,27 +67,27 @@ class Node:
 
 # ---- expressions ----------------------------------------------------------
 
-@dataclasses.dataclass(eq=False)
+@dataclass(eq=False)
 class Expr(Node):
     """An expression. ``type`` is filled in by the semantic pass (its own
     type objects; ``None`` before it has run)."""
-    type: Any = dataclasses.field(default=None, kw_only=True, compare=False)
+    type: Any = field(default=None, kw_only=True, compare=False)
 
 
-@dataclasses.dataclass(eq=False)
+@dataclass(eq=False)
 class Integer(Expr):
     """An integer literal (``42``, ``0x10``, ``1_000``; a negative literal is
     :class:`Unop` ``-`` over it, folded later)."""
     value: int
 
 
-@dataclasses.dataclass(eq=False)
+@dataclass(eq=False)
 class String(Expr):
     """A string literal, escapes already decoded (``"a\\n"`` -> ``a`` + newline)."""
     value: str
 
 
-@dataclasses.dataclass(eq=False)
+@dataclass(eq=False)
 class Builtin(Expr):
     """A builtin variable: ``pid tid uid gid cpu comm nsecs elapsed cgroup
     retval func probe args cpid ustack kstack`` and ``arg0``..``argN``,
@@ -92,42 +95,42 @@ class Builtin(Expr):
     name: str
 
 
-@dataclasses.dataclass(eq=False)
+@dataclass(eq=False)
 class Identifier(Expr):
     """A bare name where the language allows one: a stack mode
     (``ustack(perf)``), a type in ``sizeof``, an enum-like argument."""
     name: str
 
 
-@dataclasses.dataclass(eq=False)
+@dataclass(eq=False)
 class PositionalParameter(Expr):
     """``$1``.. (``index`` >= 1) or ``$#`` (``index`` 0, ``count`` True)."""
     index: int
     count: bool = False
 
 
-@dataclasses.dataclass(eq=False)
+@dataclass(eq=False)
 class Variable(Expr):
     """A scratch variable, ``$name`` (``name`` without the ``$``)."""
     name: str
 
 
-@dataclasses.dataclass(eq=False)
+@dataclass(eq=False)
 class Map(Expr):
     """A map, ``@name`` or ``@name[k1, k2]`` (``name`` without the ``@``,
     ``""`` for the anonymous ``@``); ``keys`` empty when it has none."""
     name: str
-    keys: list[Expr] = dataclasses.field(default_factory=list)
+    keys: list[Expr] = field(default_factory=list)
 
 
-@dataclasses.dataclass(eq=False)
+@dataclass(eq=False)
 class Call(Expr):
     """A function call, ``name(args...)`` (``printf``, ``count``, ``str``...)."""
     name: str
-    args: list[Expr] = dataclasses.field(default_factory=list)
+    args: list[Expr] = field(default_factory=list)
 
 
-@dataclasses.dataclass(eq=False)
+@dataclass(eq=False)
 class Binop(Expr):
     """``left op right``, op one of :data:`BINARY_OPS`."""
     op: str
@@ -135,7 +138,7 @@ class Binop(Expr):
     right: Expr
 
 
-@dataclasses.dataclass(eq=False)
+@dataclass(eq=False)
 class Unop(Expr):
     """``op operand`` (or ``operand op`` when ``postfix``), op one of
     :data:`UNARY_OPS`."""
@@ -144,7 +147,7 @@ class Unop(Expr):
     postfix: bool = False
 
 
-@dataclasses.dataclass(eq=False)
+@dataclass(eq=False)
 class Ternary(Expr):
     """``cond ? then : else_``."""
     cond: Expr
@@ -152,7 +155,7 @@ class Ternary(Expr):
     else_: Expr
 
 
-@dataclasses.dataclass(eq=False)
+@dataclass(eq=False)
 class FieldAccess(Expr):
     """``expr.field`` or ``expr->field`` (``arrow`` set); ``args.filename``."""
     expr: Expr
@@ -160,14 +163,14 @@ class FieldAccess(Expr):
     arrow: bool = False
 
 
-@dataclasses.dataclass(eq=False)
+@dataclass(eq=False)
 class ArrayAccess(Expr):
     """``expr[index]``."""
     expr: Expr
     index: Expr
 
 
-@dataclasses.dataclass(eq=False)
+@dataclass(eq=False)
 class Cast(Expr):
     """``(typename) expr``: ``typename`` as written, e.g. ``"uint8"``,
     ``"int64"``, ``"struct task_struct *"``."""
@@ -175,34 +178,34 @@ class Cast(Expr):
     expr: Expr
 
 
-@dataclasses.dataclass(eq=False)
+@dataclass(eq=False)
 class Sizeof(Expr):
     """``sizeof(typename)`` (``typename`` set) or ``sizeof(expr)``."""
     typename: str | None = None
     expr: Expr | None = None
 
 
-@dataclasses.dataclass(eq=False)
+@dataclass(eq=False)
 class Tuple(Expr):
     """``(a, b, ...)``: two or more elements."""
-    elems: list[Expr] = dataclasses.field(default_factory=list)
+    elems: list[Expr] = field(default_factory=list)
 
 
 # ---- statements -----------------------------------------------------------
 # (duplicates: deliberate, one small dataclass per node kind: the fields are the grammar's)
 
-@dataclasses.dataclass(eq=False)
+@dataclass(eq=False)
 class Stmt(Node):
     """A statement."""
 
 
-@dataclasses.dataclass(eq=False)
+@dataclass(eq=False)
 class ExprStmt(Stmt):
     """An expression used as a statement (a call, ``@x++``)."""
     expr: Expr
 
 
-@dataclasses.dataclass(eq=False)
+@dataclass(eq=False)
 class AssignMap(Stmt):
     """``@m[k] = value`` (``op`` None) or ``@m[k] op= value``; ``value`` may be
     an aggregation call (``@m[k] = count()``)."""
@@ -211,7 +214,7 @@ class AssignMap(Stmt):
     op: str | None = None
 
 
-@dataclasses.dataclass(eq=False)
+@dataclass(eq=False)
 class AssignVar(Stmt):
     """``$v = value`` or ``$v op= value``."""
     var: Variable
@@ -219,13 +222,13 @@ class AssignVar(Stmt):
     op: str | None = None
 
 
-@dataclasses.dataclass(eq=False)
+@dataclass(eq=False)
 class Block(Node):
     """``{ stmt; stmt; ... }``."""
-    stmts: list[Stmt] = dataclasses.field(default_factory=list)
+    stmts: list[Stmt] = field(default_factory=list)
 
 
-@dataclasses.dataclass(eq=False)
+@dataclass(eq=False)
 class If(Stmt):
     """``if (cond) { then } else { else_ }`` (``else if`` nests an If in a
     one-statement else block); ``else_`` None without an else."""
@@ -234,7 +237,7 @@ class If(Stmt):
     else_: Block | None = None
 
 
-@dataclasses.dataclass(eq=False)
+@dataclass(eq=False)
 class Unroll(Stmt):
     """``unroll (count) { body }``; ``count`` an integer expression the
     semantic pass requires to be a constant between 1 and 100."""
@@ -242,14 +245,14 @@ class Unroll(Stmt):
     body: Block
 
 
-@dataclasses.dataclass(eq=False)
+@dataclass(eq=False)
 class While(Stmt):
     """``while (cond) { body }``."""
     cond: Expr
     body: Block
 
 
-@dataclasses.dataclass(eq=False)
+@dataclass(eq=False)
 class Jump(Stmt):
     """``return``, ``break`` or ``continue`` (``kind``)."""
     kind: str
@@ -257,7 +260,7 @@ class Jump(Stmt):
 
 # ---- probes ---------------------------------------------------------------
 
-@dataclasses.dataclass(eq=False)
+@dataclass(eq=False)
 class AttachPoint(Node):
     """One attach point as written (``raw``) and split: ``provider`` (the
     canonical name: ``uprobe``, ``uretprobe``, ``usdt``, ``tracepoint``,
@@ -271,12 +274,12 @@ class AttachPoint(Node):
     (bpftrace 0.17 skips it; a script with nothing at all to attach fails)."""
     raw: str
     provider: str
-    parts: list[str] = dataclasses.field(default_factory=list)
+    parts: list[str] = field(default_factory=list)
     func_offset: int | None = None
     missing: str = ""
 
 
-@dataclasses.dataclass(eq=False)
+@dataclass(eq=False)
 class Probe(Node):
     """``attach_points /predicate/ { block }``; ``predicate_pos`` spans the
     predicate with its slashes (None without one)."""
@@ -286,7 +289,7 @@ class Probe(Node):
     predicate_pos: Pos | None = None
 
 
-@dataclasses.dataclass(eq=False)
+@dataclass(eq=False)
 class Script(Node):
     """A whole program: its probes in order, and the source text (for error
     carets and for commenting generated code with the line it comes from)."""

@@ -30,11 +30,13 @@ they are collected in :attr:`Lexer.errors`.
 """
 from __future__ import annotations
 
-from typing import Any
-
 from .._record import Record, record
 from .ast import Pos
 from .errors import Diagnostic, LangError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["Token", "Lexer", "tokenize", "BUILTINS", "CALLS", "CALL_BUILTINS",
            "KEYWORDS", "STACK_MODES"]

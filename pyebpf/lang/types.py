@@ -10,8 +10,7 @@ a USDT argument has the type of its spec: ``-4@%r8d`` is ``int32``).
 """
 from __future__ import annotations
 
-import dataclasses
-
+from .._record import dataclass
 from ..errors import OptionError
 
 __all__ = ["Type", "KINDS", "AGGREGATIONS", "NONE", "int_type", "string_type",
@@ -46,7 +45,7 @@ INT_NAMES = {"int8": (1, True), "uint8": (1, False), "int16": (2, True),
              "int64": (8, True), "uint64": (8, False)}
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclass(frozen=True)
 class Type:
     """A value's type. ``size`` is its size in bytes as stored (in a map key,
     an event record, the stack); ``signed`` matters for integers (and for

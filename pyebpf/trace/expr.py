@@ -36,9 +36,7 @@ Values are emitted into registers r6-r9 (integers) or stack buffers
 """
 from __future__ import annotations
 
-import dataclasses
-import re
-
+from .._record import dataclass, field, replace
 from ..errors import PyebpfError
 from ..program import R0, R1, R2, R3, R10, W0, Program, Reg
 
@@ -68,7 +66,7 @@ class ExprError(PyebpfError, ValueError):
     """An expression cannot be parsed or does not make sense for the probe."""
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclass(frozen=True)
 class Expr:
     """A parsed expression.
 
@@ -110,8 +108,8 @@ class Expr:
 
 
 # ----------------------------------------------------------------- parsing
-_TOKEN = re.compile(r"\s*(?:(?P<num>0[xX][0-9a-fA-F]+|\d+)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
-                    r"|(?P<str>\"(?:[^\"\\]|\\.)*\")|(?P<op><<|>>|->|==|!=|<=|>=|[-+*/%&|^(),.<>]))")
+_TOKEN = (r"\s*(?:(?P<num>0[xX][0-9a-fA-F]+|\d+)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
+          r"|(?P<str>\"(?:[^\"\\]|\\.)*\")|(?P<op><<|>>|->|==|!=|<=|>=|[-+*/%&|^(),.<>]))")
 
 
 #: how deeply parentheses and str() may nest in one expression
@@ -144,8 +142,10 @@ def _tokens(text: str) -> list[tuple[str, str, int]]:
     out: list[tuple[str, str, int]] = []
     pos = 0
     text = text.rstrip()
+    import re               # (here: re costs the language's start-up ~2 ms)
+    token = re.compile(_TOKEN)
     while pos < len(text):
-        m = _TOKEN.match(text, pos)
+        m = token.match(text, pos)
         if not m or m.end() == pos:
             raise ExprError(f"{_q(text)}: cannot read {_q(text[pos:].strip())} (column {pos + 1})")
         kind = m.lastgroup or ""
@@ -203,8 +203,8 @@ class _Parser:
                 raise ExprError(f"{self.text!r}: arithmetic on {base.text} ({base.kind}) makes "
                                 "no sense")
             end = self.toks[self.i - 1][2] + len(self.toks[self.i - 1][1])
-            return dataclasses.replace(base, text=self.text[start:end].strip(),
-                                       ops=base.ops + tuple(ops))
+            return replace(base, text=self.text[start:end].strip(),
+                           ops=base.ops + tuple(ops))
         return base
 
     def atom(self) -> Expr:
@@ -226,6 +226,7 @@ class _Parser:
             return inner
         if kind != "name":
             raise ExprError(f"{self.text!r}: expected a value at column {col + 1}, found {val!r}")
+        import re
         m = re.fullmatch(r"arg(\d{1,4})", val)
         if m:
             return Expr(val, INT, "arg", int(m.group(1)))
@@ -285,7 +286,7 @@ def parse_expr(text: str, strlen: int = 64) -> Expr:
     return e
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclass(frozen=True)
 class Filter:
     """``left OP right``: keep the event when the comparison holds."""
 
@@ -337,6 +338,7 @@ _LIT_ESCAPES = {"n": 10, "t": 9, "r": 13, "0": 0, "a": 7, "b": 8, "f": 12, "v": 
 def _string_literal(body: str, source: str) -> bytes:
     """The bytes of a filter's string literal (UTF-8, with C escapes:
     ``\\n \\t \\" \\\\ \\0 \\xHH``...); a bad escape is an :class:`ExprError`."""
+    import re
     out = bytearray()
     i, n = 0, len(body)
     while i < n:
@@ -359,7 +361,7 @@ def _string_literal(body: str, source: str) -> bytes:
 
 
 # ----------------------------------------------------------------- emission
-@dataclasses.dataclass
+@dataclass
 class EmitEnv:
     """What expression emission needs to know about the program being built.
 
@@ -375,7 +377,7 @@ class EmitEnv:
     source: ProbeSource
     probe_index: int = 0
     func_base: int = 0
-    saved_args: dict[int, int] = dataclasses.field(default_factory=dict)
+    saved_args: dict[int, int] = field(default_factory=dict)
     latency_slot: int | None = None
     stack_map: StackTraceMap | MapSpec | None = None
     at_return: bool = False

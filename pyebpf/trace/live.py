@@ -22,21 +22,20 @@ the final printing).
 """
 from __future__ import annotations
 
-import dataclasses
 import errno
-import json
 import os
 import select
 import signal
 import sys
 import time
-from typing import Any, Callable, NoReturn, TextIO
 
+from .._record import dataclass
 from ..kernel.lifetime import Owner, close_fd
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from typing import Any, Callable, NoReturn, TextIO
     from types import FrameType
 
     from .session import PrintedEvent, Session
@@ -302,7 +301,7 @@ class _ProcessWatch(Owner):
         self.pidfd = None          # (closed by the release function)
 
 
-@dataclasses.dataclass
+@dataclass
 class RunResult:
     """Why and after how much the loop stopped."""
 
@@ -355,6 +354,7 @@ def run_loop(session: Session, *, out: TextIO = sys.stdout, json_mode: bool = Fa
         if max_events is not None:
             events = events[:max(0, max_events - count)]
         if json_mode:
+            import json          # (here: json and the re it imports cost a start ~2 ms)
             out.write("".join(json.dumps(ev.to_json()) + "\n" for ev in events))
         else:
             out.write("".join(ev.line for ev in events))
@@ -434,6 +434,7 @@ def print_final(session: Session, out: TextIO, err: TextIO, json_mode: bool,
     lost = session.lost_events()
     if lost:
         if json_mode:
+            import json
             out.write(json.dumps({"type": "lost", "data": {"events": lost}}) + "\n")
         err.write(f"pyebpf {command}: {lost} events lost (the rings were full: try "
                   "--buffer-size, or aggregate in the kernel instead of printing)\n")
@@ -456,6 +457,7 @@ def _maps_text(session: Session, json_mode: bool, table: bool, err: TextIO, comm
         one = {name: results[name]}
         try:
             if json_mode:
+                import json
                 objs = session.json_objects(one)
                 for obj in objs if stamp else ():
                     obj["time"] = stamp
@@ -483,6 +485,7 @@ def _format_warning(err: TextIO, command: str, what: str, exc: BaseException) ->
 def _raw_chunk(name: str, data: Any, json_mode: bool, exc: BaseException) -> str:
     from .render import format_raw, raw_json
     if json_mode:
+        import json
         return json.dumps({"type": "raw", "data": {_at(name): raw_json(data)},
                            "error": f"{type(exc).__name__}: {exc}"}) + "\n"
     return format_raw(name, data)

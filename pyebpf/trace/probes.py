@@ -30,20 +30,25 @@ loaded.
 """
 from __future__ import annotations
 
-import dataclasses
-import fnmatch
-from typing import Protocol, runtime_checkable
-
+from .._record import dataclass
 from ..codecs import INT_TYPES
 from ..errors import PyebpfError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Protocol, runtime_checkable
+
     from ..attach import Link, TracepointField, TracepointFormat
     from ..elf import Location
     from ..loader import LoadedProgram
     from ..program import Program, Reg
     from .usdt_source import UsdtProbeSource
+else:   # (typing costs a start ~7 ms; nothing asks isinstance(x, ProbeSource))
+    Protocol = object
+
+    def runtime_checkable(cls: type) -> type:
+        """(At run time, without typing) the class unchanged."""
+        return cls
 
 __all__ = ["ProbeSpec", "ProbeSpecError", "ProbeSource", "parse_probe", "probe_source",
            "UprobeSource", "TracepointSource", "FixedTypeSource", "KINDS"]
@@ -62,7 +67,7 @@ class ProbeSpecError(PyebpfError, ValueError):
     tracepoint or field)."""
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclass(frozen=True)
 class ProbeSpec:
     """A parsed probe spec.
 
@@ -84,7 +89,7 @@ class ProbeSpec:
 
     def with_kind(self, kind: str) -> "ProbeSpec":
         """The same spec with another ``kind`` (the entry/return twin of a uprobe)."""
-        return dataclasses.replace(self, kind=kind)
+        return ProbeSpec(kind, self.target, self.name, self.provider)
 
 
 def parse_probe(text: str) -> ProbeSpec:
@@ -184,8 +189,9 @@ class UprobeSource:
             raise ProbeSpecError(f"{self.kind}:{binary}:{symbol}: {exc}") from None
         ef = elf.open_elf(self.path)
         if any(c in symbol for c in "*?["):
+            from fnmatch import fnmatchcase
             names = sorted({s.name for s in ef.symbols() if s.is_function and s.address
-                            and fnmatch.fnmatchcase(s.name, symbol)})
+                            and fnmatchcase(s.name, symbol)})
             if not names:
                 raise ProbeSpecError(f"{self.kind}:{binary}:{symbol}: no function of "
                                      f"{self.path} matches {symbol!r}")

@@ -33,6 +33,9 @@ __all__ = ["Exporter", "DEFAULT_MAX_SERIES"]
 #: into ``__other__`` series)
 DEFAULT_MAX_SERIES = 10_000
 
+#: seconds :meth:`Exporter.close` waits for the scrapes being answered
+CLOSE_GRACE = 5.0
+
 
 class Exporter:
     """Serves the maps of one running program (see the module docs).
@@ -55,6 +58,9 @@ class Exporter:
         self.registry.register(self)            # (collect() is called per scrape)
         self.httpd: Any = None
         self._thread: threading.Thread | None = None
+        #: requests being answered; close() lets them finish
+        self._busy = 0
+        self._idle = threading.Condition()
 
     # ------------------------------------------------------------ the maps
     def attach(self, run: Any) -> list[str]:
@@ -123,6 +129,8 @@ class Exporter:
 
         from prometheus_client.exposition import ThreadingWSGIServer, make_wsgi_app
 
+        outer = self
+
         class Server(ThreadingWSGIServer):
             """A server of the address family of ``host`` (IPv4 or IPv6)."""
 
@@ -132,6 +140,17 @@ class Exporter:
 
             def log_message(self, format: str, *args: Any) -> None:
                 """Nothing."""
+
+            def handle(self) -> None:
+                """Answer, counted as busy meanwhile (see :meth:`Exporter.close`)."""
+                with outer._idle:
+                    outer._busy += 1
+                try:
+                    super().handle()
+                finally:
+                    with outer._idle:
+                        outer._busy -= 1
+                        outer._idle.notify_all()
 
         info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
         Server.address_family = info[0][0]
@@ -150,12 +169,18 @@ class Exporter:
         bound = httpd.socket.getsockname()
         return str(bound[0]), int(bound[1])
 
-    def close(self) -> None:
-        """Stop serving (idempotent); the maps are detached first."""
+    def close(self, grace: float = CLOSE_GRACE) -> None:
+        """Stop serving (idempotent); the maps are detached first.
+
+        Scrapes being answered are let finish (for ``grace`` seconds at
+        most): the answering threads are daemons, and a process that exits
+        right after closing would otherwise cut a response in the middle."""
         self.detach()
         httpd, self.httpd = self.httpd, None
         if httpd is not None:
-            httpd.shutdown()
+            httpd.shutdown()                    # no new connection is accepted
+            with self._idle:
+                self._idle.wait_for(lambda: self._busy == 0, timeout=grace)
             httpd.server_close()
         if self._thread is not None:
             self._thread.join(5)

@@ -209,3 +209,34 @@ def test_a_map_that_cannot_be_read_does_not_lose_the_others(capsys) -> None:
         assert got[("p_good_total", ())] == 5.0 and ("p_bad_total", ()) not in got
     err = capsys.readouterr().err
     assert err.count("pyebpf export: @bad cannot be exported") == 1, err
+
+
+def test_close_lets_a_scrape_being_answered_finish() -> None:
+    """A scrape in progress when the exporter closes gets its whole answer
+    before close() returns (a process exiting right after close() used to
+    cut it: the answering threads are daemons)."""
+    import threading
+    import time
+    import urllib.request
+
+    from pyebpf.export.server import Exporter
+
+    class Slow:
+        def collect(self):              # a collector that takes a while
+            time.sleep(2)               # (longer than the server's 0.5 s poll)
+            return iter(())
+
+    exp = Exporter()
+    exp.registry.register(Slow())
+    host, port = exp.serve("127.0.0.1", 0)
+    answers: list[tuple[int, bytes]] = []
+
+    def scrape() -> None:
+        with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=30) as resp:
+            answers.append((resp.status, resp.read()))
+    thread = threading.Thread(target=scrape, daemon=True)
+    thread.start()
+    time.sleep(0.2)                     # the scrape is being answered
+    exp.close()
+    thread.join(0.2)
+    assert answers and answers[0][0] == 200 and b"pyebpf_dropped_series_total" in answers[0][1]

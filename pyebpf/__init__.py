@@ -15,8 +15,6 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:       # what __getattr__ imports on first use, as type checkers see it
-    from typing import Any
-
     # ("X as X": an explicit re-export, as mypy --strict wants it)
     from .isa import Insn as Insn, decode as decode, encode as encode
     from .loader import LoadedProgram as LoadedProgram, load as load
@@ -37,31 +35,26 @@ if (getattr(_sys, "argv", None) or [""])[0].endswith(("-m", "pyebpf")):
     from .cli import take_sigint as _take_sigint
     _take_sigint()
 
+from ._lazy import lazy_getattr
 from .errors import (AssemblyError, EncodingError, KernelError, ProgramError, PyebpfError,
                      VerifierError)
 
+#: name -> the submodule that defines it (imported on first use)
 _LAZY = {
-    "assemble": "pyebpf.text", "disassemble": "pyebpf.text", "get_instructions": "pyebpf.text",
-    "decode": "pyebpf.isa", "encode": "pyebpf.isa", "Insn": "pyebpf.isa",
-    "Program": "pyebpf.program",
-    **{f"R{i}": "pyebpf.program" for i in range(11)},
-    **{f"W{i}": "pyebpf.program" for i in range(11)},
-    "load": "pyebpf.loader", "LoadedProgram": "pyebpf.loader",
-    "open_object": "pyebpf.objects", "load_object": "pyebpf.objects",
+    "assemble": "text", "disassemble": "text", "get_instructions": "text",
+    "decode": "isa", "encode": "isa", "Insn": "isa",
+    "Program": "program",
+    **{f"R{i}": "program" for i in range(11)},
+    **{f"W{i}": "program" for i in range(11)},
+    "load": "loader", "LoadedProgram": "loader",
+    "open_object": "objects", "load_object": "objects",
 }
 
 __all__ = ["__version__", "AssemblyError", "EncodingError", "KernelError", "ProgramError",
            "PyebpfError", "VerifierError", *_LAZY]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pyebpf' has no attribute {name!r}")
-    import importlib
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(globals(), _LAZY)
 
 
 def __dir__() -> list[str]:

@@ -11,7 +11,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / "pyebpf"
 #: low to high; a unit may import its own and the earlier ones
 LAYERS = [
     "__version__",     # pyebpf.__version__: a constant of the package
-    "errors", "_record", "isa", "codecs",
+    "errors", "_record", "_lazy", "isa", "codecs",
     "uapi",            # pyebpf.kernel.constants: the UAPI numbers, pure Python
     "program", "ptregs", "text", "vm", "elf", "btf",
     "kernel", "maps", "loader", "explain", "conformance", "attach", "events", "usdt",

@@ -35,6 +35,7 @@ names.
 """
 from __future__ import annotations
 
+from .._lazy import lazy_dir, lazy_getattr
 from ._programs import is_loaded
 from .link import PERF_IOCTL, PERF_LINK, UPROBE_MULTI, Link, close_groups, link_ids
 from .uprobe import (attach_uprobe, attach_uprobes, attach_uretprobe, load_uprobe_program,
@@ -42,8 +43,6 @@ from .uprobe import (attach_uprobe, attach_uprobes, attach_uretprobe, load_uprob
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from .perf_event import PERF_EVENTS as PERF_EVENTS
     from .perf_event import attach_kprobe as attach_kprobe
     from .perf_event import attach_kretprobe as attach_kretprobe
@@ -91,17 +90,5 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import the submodule that defines ``name`` (a tracepoint or perf-event name) once."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-    value = getattr(import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """The module's names, the ones loaded on first use included."""
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__ = lazy_getattr(globals(), _LAZY)
+__dir__ = lazy_dir(globals(), _LAZY)

@@ -19,10 +19,10 @@ every map creation and program load, and needs none of the others).
 """
 from __future__ import annotations
 
+from .._lazy import lazy_dir, lazy_getattr
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:       # what __getattr__ imports on first use, as type checkers see it
-    from typing import Any
-
     from .errors import BtfError as BtfError
     from .ext import (BtfExt as BtfExt, CoreRelo as CoreRelo, FuncInfo as FuncInfo,
                       LineInfo as LineInfo)
@@ -41,14 +41,5 @@ _HOME = {"Btf": "reader", "BtfExt": "ext", "FuncInfo": "ext", "LineInfo": "ext",
          "VarSecinfo": "types"}
 
 
-def __getattr__(name: str) -> Any:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(__import__(module, globals(), None, (name,), 1), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_HOME])
+__getattr__ = lazy_getattr(globals(), _HOME)
+__dir__ = lazy_dir(globals(), _HOME)

@@ -76,6 +76,7 @@ The first seven load with ``import pyebpf.elf``; the names of the last four
 """
 from __future__ import annotations
 
+from .._lazy import lazy_dir, lazy_getattr
 from .errors import (AmbiguousSymbolError, ElfError, InstructionBoundaryError,
                      LibraryNotFoundError, NoteError, SymbolNotFoundError)
 from .file import ElfFile, open_elf
@@ -86,8 +87,6 @@ from .symbols import Location, Symbol, parse_location
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:       # what __getattr__ imports on first use, as type checkers see it
-    from typing import Any
-
     # ("X as X": an explicit re-export, as mypy --strict wants it)
     from .ehframe import parse_eh_frame as parse_eh_frame
     from .libs import (ld_so_cache as ld_so_cache, library_search_dirs as library_search_dirs,
@@ -115,15 +114,5 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    mod = _LAZY.get(name)
-    if mod is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    # (__import__, not importlib: importing importlib costs more than the submodule)
-    value = getattr(__import__(f"{__name__}.{mod}", None, None, [name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__ = lazy_getattr(globals(), _LAZY)
+__dir__ = lazy_dir(globals(), _LAZY)

@@ -18,12 +18,11 @@ so that ``import pyebpf.kernel.constants`` costs no cffi.
 """
 from __future__ import annotations
 
+from .._lazy import lazy_dir, lazy_getattr
 from .constants import AttachType, Cmd, LinkType, MapType, ProgType
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:       # what __getattr__ imports on first use, as type checkers see it
-    from typing import Any
-
     from .cpus import (num_possible_cpus as num_possible_cpus, online_cpus as online_cpus,
                        possible_cpus as possible_cpus)
     from .syscall import (Fd as Fd, JitedImage as JitedImage, LinkInfo as LinkInfo,
@@ -41,32 +40,25 @@ if TYPE_CHECKING:       # what __getattr__ imports on first use, as type checker
                           uprobe_multi_link as uprobe_multi_link)
 
 #: the names this package lends from :mod:`.cpus` and :mod:`.syscall` (imported on first use)
-_CPUS = ("possible_cpus", "online_cpus", "num_possible_cpus")
-_LAZY = (
-    *_CPUS, "Fd", "bpf", "map_create", "prog_load", "prog_test_run", "TestRun",
-    "prog_info", "map_info", "link_info", "ProgInfo", "MapInfo", "LinkInfo",
-    "JitedImage", "prog_xlated_insns", "prog_jited", "prog_jited_insns",
-    "prog_get_fd_by_id", "map_get_fd_by_id", "link_get_fd_by_id", "enable_stats",
-    "obj_pin", "obj_get", "link_create", "perf_event_link", "uprobe_multi_link",
-    "raw_tracepoint_open", "perf_event_open",
-)
+_LAZY = {
+    **dict.fromkeys(("possible_cpus", "online_cpus", "num_possible_cpus"), "cpus"),
+    **dict.fromkeys((
+        "Fd", "bpf", "map_create", "prog_load", "prog_test_run", "TestRun",
+        "prog_info", "map_info", "link_info", "ProgInfo", "MapInfo", "LinkInfo",
+        "JitedImage", "prog_xlated_insns", "prog_jited", "prog_jited_insns",
+        "prog_get_fd_by_id", "map_get_fd_by_id", "link_get_fd_by_id", "enable_stats",
+        "obj_pin", "obj_get", "link_create", "perf_event_link", "uprobe_multi_link",
+        "raw_tracepoint_open", "perf_event_open",
+    ), "syscall"),
+}
 
 __all__ = [
     "AttachType", "Cmd", "LinkType", "MapType", "ProgType", *_LAZY, "bpf_available",
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    home = "cpus" if name in _CPUS else "syscall"
-    value = getattr(__import__(home, globals(), None, (name,), 1), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
+__getattr__ = lazy_getattr(globals(), _LAZY)
+__dir__ = lazy_dir(globals(), _LAZY)
 
 
 _available: str | None | bool = False

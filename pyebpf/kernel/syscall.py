@@ -17,10 +17,10 @@ then ``_sys.map_create`` imports :mod:`.mapops` alone):
 """
 from __future__ import annotations
 
+from .._lazy import lazy_dir, lazy_getattr
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:       # what __getattr__ imports on first use, as type checkers see it
-    from typing import Any
-
     from .core import (Fd as Fd, attr_size as attr_size, bpf as bpf, new_attr as new_attr,
                        try_bpf as try_bpf)
     from .fs import (BPF_FS_MAGIC as BPF_FS_MAGIC, bpffs_mounted as bpffs_mounted,
@@ -86,14 +86,5 @@ _HOME = {name: module for module, names in _MODULES.items() for name in names}
 __all__ = list(_HOME)
 
 
-def __getattr__(name: str) -> Any:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(__import__(module, globals(), None, (name,), 1), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_HOME])
+__getattr__ = lazy_getattr(globals(), _HOME)
+__dir__ = lazy_dir(globals(), _HOME)

@@ -10,10 +10,10 @@ The API (imported on first use, so ``import pyebpf.lang`` stays cheap):
 """
 from __future__ import annotations
 
+from .._lazy import lazy_getattr
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from .api import BtProgram, compile
     from .runtime import BtEvent, BtRun
 
@@ -22,12 +22,4 @@ __all__ = ["compile", "BtProgram", "BtRun", "BtEvent"]
 _LAZY = {"compile": "api", "BtProgram": "api", "BtRun": "runtime", "BtEvent": "runtime"}
 
 
-def __getattr__(name: str) -> Any:
-    """The API's names, imported when first used."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pyebpf.lang' has no attribute {name!r}")
-    import importlib
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(globals(), _LAZY)

@@ -22,6 +22,7 @@ class _IntGen(_GenBase):
 
     def int_expr(self, e: A.Expr) -> Reg:
         """Evaluate ``e`` into a register of the pool (release it after use)."""
+        # (duplicates: deliberate, sema._expr dispatches on the same node kinds, each pass its way)
         p = self.p
         c = _const(e)
         if c is not None:

@@ -279,26 +279,13 @@ class Question:
     def print(self, fmt: str | None, fields: Sequence[str]) -> Question:
         """An event per hit with ``fields`` (``name=EXPR`` names one),
         printed with the C-style ``fmt`` (None: a table)."""
-        from ..trace.render import printf_specs, unescape
+        from ..trace.render import event_format, split_field
         named = []
         for f in fields:
-            name, eq, text = f.partition("=")
-            if eq and name.strip().isidentifier() and not text.startswith("="):
-                named.append(FlagField(text, name.strip()))
-            else:
-                named.append(FlagField(f))
-        if not named:
-            raise OptionError("--print needs at least one field")
-        if fmt is not None:
-            fmt = unescape(fmt)
-            n = len(printf_specs(fmt))
-            if n != len(named):
-                raise OptionError(f"the format {fmt!r} has {n} conversion(s) but {len(named)} "
-                                  "field(s) were given")
-            if not fmt.endswith("\n"):
-                fmt += "\n"
+            name, text = split_field(f)
+            named.append(FlagField(f) if name is None else FlagField(text, name))
+        self.event_format = event_format(fmt, len(named), "--print", OptionError)
         self.event_fields = named
-        self.event_format = fmt
         return self
 
     def fields(self) -> list[FlagField]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import struct
 
-from .errors import ObjectFileError
+from .errors import ObjectError, ObjectFileError
 
 __all__ = ["ObjSection", "ObjSymbol", "ObjElf", "SHT_PROGBITS", "SHT_NOBITS", "SHF_EXECINSTR"]
 
@@ -90,6 +90,18 @@ def _cstr(data: bytes, at: int) -> str:
 
 class ObjElf:
     """A parsed BPF object file (see the module docstring)."""
+
+    @classmethod
+    def read(cls, path: str, data: bytes | None = None) -> ObjElf:
+        """The object file at ``path``, parsed from ``data`` when given (else
+        read from the file: one that cannot be read is an :class:`ObjectError`)."""
+        if data is None:
+            try:
+                with open(path, "rb") as fh:
+                    data = fh.read()
+            except OSError as exc:
+                raise ObjectError(f"cannot read {path}: {exc.strerror or exc}") from None
+        return cls(data, path)
 
     def __init__(self, data: bytes, path: str = "<bytes>") -> None:
         self.path = path

@@ -68,15 +68,9 @@ def disassemble_object(path: str | os.PathLike[str], section: str | None = None,
     it would give (a comment says why).
     """
     name = os.fspath(path)
-    # (duplicates: deliberate, read as BpfObject reads its file; a listing does not open a
-    # BpfObject, which refuses what it could not load, e.g. an extern of an unknown kind)
-    if data is None:
-        try:
-            with open(name, "rb") as fh:
-                data = fh.read()
-        except OSError as exc:
-            raise ObjectError(f"cannot read {name}: {exc.strerror or exc}") from None
-    elf = ObjElf(data, name)
+    # (read as BpfObject reads its file; a listing does not open a BpfObject,
+    # which refuses what it could not load, e.g. an extern of an unknown kind)
+    elf = ObjElf.read(name, data)
     if section is None:
         sections = code_sections(elf)
     else:

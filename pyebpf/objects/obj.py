@@ -238,13 +238,7 @@ class BpfObject(Owner):
 
     def __init__(self, path: str, data: bytes | None = None) -> None:
         self.path = path
-        if data is None:
-            try:
-                with open(path, "rb") as fh:
-                    data = fh.read()
-            except OSError as exc:
-                raise ObjectError(f"cannot read {path}: {exc.strerror or exc}") from None
-        self.elf = ObjElf(data, path)
+        self.elf = ObjElf.read(path, data)
         base = os.path.basename(path)
         self.name = base.split(".")[0] or "obj"
         self.btf: Btf | None = None

@@ -37,7 +37,7 @@ from .expr import INT, STR, Expr, ExprError, Filter, parse_expr, parse_filter
 from .model import (AGG_KINDS, MAX_KEYS, Aggregate, AggResult, AggValue, Built, Event,
                     FieldValue, KeyPart)
 from .probes import ProbeSpec, parse_probe, probe_source
-from .render import printf_specs, unescape
+from .render import event_format, split_field
 from .stacks import make_stack_map
 
 TYPE_CHECKING = False
@@ -257,23 +257,13 @@ class Trace(Owner):
             if isinstance(f, Expr):
                 named.append((f.text, f))
                 continue
-            name, eq, text = str(f).partition("=")
-            if eq and name.strip().isidentifier() and not text.startswith("="):
-                named.append((name.strip(), parse_expr(text, self.strlen)))
+            name, text = split_field(str(f))
+            if name is None:
+                named.append((text.strip(), parse_expr(text, self.strlen)))
             else:
-                named.append((str(f).strip(), parse_expr(str(f), self.strlen)))
-        if not named:
-            raise ExprError("print() needs at least one field")
-        if fmt is not None:
-            fmt = unescape(fmt)
-            n = len(printf_specs(fmt))
-            if n != len(named):
-                raise ExprError(f"the format {fmt!r} has {n} conversion(s) but {len(named)} "
-                                 "field(s) were given")
-            if not fmt.endswith("\n"):
-                fmt += "\n"
+                named.append((name, parse_expr(text, self.strlen)))
+        self.event_format = event_format(fmt, len(named), "print()", ExprError)
         self.event_fields = named
-        self.event_format = fmt
         return self
 
     events = print

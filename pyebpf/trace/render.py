@@ -138,6 +138,31 @@ def printf_specs(fmt: str) -> list[str]:
     return [m.group("conv") for m in re.finditer(_SPEC, fmt) if m.group("conv") != "%"]
 
 
+def split_field(field: str) -> tuple[str | None, str]:
+    """A print field's name and expression: ``"n=arg0"`` -> ``("n", "arg0")``;
+    a field without a name (``"arg0"``, ``"arg0==1"``) -> ``(None, field)``."""
+    name, eq, text = field.partition("=")
+    if eq and name.strip().isidentifier() and not text.startswith("="):
+        return name.strip(), text
+    return None, field
+
+
+def event_format(fmt: str | None, nfields: int, who: str,
+                 error: Callable[[str], Exception]) -> str | None:
+    """The C-style format of ``who``'s event of ``nfields`` fields, unescaped
+    and ending in a newline (None: no format).  No field, or a conversion
+    count other than ``nfields``, raises ``error(message)``."""
+    if not nfields:
+        raise error(f"{who} needs at least one field")
+    if fmt is None:
+        return None
+    fmt = unescape(fmt)
+    n = len(printf_specs(fmt))
+    if n != nfields:
+        raise error(f"the format {fmt!r} has {n} conversion(s) but {nfields} field(s) were given")
+    return fmt if fmt.endswith("\n") else fmt + "\n"
+
+
 def format_printf(fmt: str, values: list[Any]) -> str:
     """C ``printf`` of ``values`` (ints, strings, bytes) the way bpftrace's does:
     ``%d``/``%i`` signed 64-bit, ``%u %x %X %o`` unsigned, ``%s`` text,

@@ -25,6 +25,7 @@ Modules: :mod:`~pyebpf.usdt.notes` (notes, offsets, probes),
 """
 from __future__ import annotations
 
+from .._lazy import lazy_dir, lazy_getattr
 from ..errors import UsdtError, UsdtNoteError, UsdtSpecError, UsdtTargetError
 from .notes import (NT_STAPSDT, ElfInfo, LoadSegment, UsdtFile, UsdtNote, UsdtProbe,
                     group_probes, host_arch, iter_notes, read_notes, read_probes)
@@ -53,8 +54,6 @@ from ..errors import UsdtProbeLookupError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:       # what __getattr__ imports on first use, as type checkers see it
-    from typing import Any
-
     # ("X as X": an explicit re-export, as mypy --strict wants it)
     from .args import ArgReader as ArgReader
     from .attach import (Usdt as Usdt, UsdtCounter as UsdtCounter, UsdtTrace as UsdtTrace,
@@ -72,15 +71,5 @@ _LAZY = {
 __all__ += ["UsdtProbeLookupError", *_LAZY]
 
 
-def __getattr__(name: str) -> Any:
-    mod = _LAZY.get(name)
-    if mod is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-    value = getattr(importlib.import_module("." + mod, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__ = lazy_getattr(globals(), _LAZY)
+__dir__ = lazy_dir(globals(), _LAZY)

@@ -226,3 +226,12 @@ def test_nothing_to_attach_is_an_error(w: str) -> None:
     prog = lang.compile(f"uprobe:{w}:no_such_function {{ }} uprobe:{w}:lock_c {{ }}")
     with pytest.raises(CodegenError, match="No probes to attach: .*no_such_function.*lock_a"):
         prog.generate()
+
+
+def test_kernel_enumerators_from_btf() -> None:
+    # bpftrace 0.17 resolves a bare kernel enumerator to its value, a uint64
+    compare_with_bpftrace(
+        'BEGIN { @x[TCP_FIN_WAIT1] = count(); @d[SKB_DROP_REASON_NOT_SPECIFIED] = sum(2); '
+        'printf("%d %d\\n", TCP_CLOSE, SKB_DROP_REASON_NOT_SPECIFIED); $a = TCP_CLOSE + 1; '
+        'print($a); $x = TCP_CLOSE - 10; printf("%d %s\\n", $x, $x < 0 ? "neg" : "pos"); '
+        'if (TCP_CLOSE == 7) { printf("closed is 7\\n"); } exit(); }')

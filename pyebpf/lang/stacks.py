@@ -61,8 +61,8 @@ def kernel_symbol_name(addr: int) -> str | None:
 
 class UserSymbols:
     """``usym()`` and ``func`` as bpftrace 0.17 prints them: the symbol an
-    address is in, without an offset, looked up in the traced process
-    (``-p`` or ``-c``). A map printed after the process is gone shows the
+    address is in, without an offset, looked up in the process stored with
+    the value (else the traced one, ``-p`` or ``-c``). A map printed after the process is gone shows the
     address (``0x...``), as bpftrace does; an event (``printf``, ``print``)
     is named from the process as it was (:meth:`snapshot`), since it was
     sent while the process ran."""
@@ -91,11 +91,12 @@ class UserSymbols:
                     break
                 time.sleep(0.001)
 
-    def name(self, addr: int, event: bool = False) -> str | None:
-        """``addr``'s symbol in a traced process (alive, or remembered when
-        ``event``), else None."""
+    def name(self, addr: int, event: bool = False, owner: int = 0) -> str | None:
+        """``addr``'s symbol in process ``owner`` when given (the pid stored
+        with the value), else in a traced process -- alive, or remembered
+        when ``event``; None when none names it."""
         import os
-        for pid in self.pids:
+        for pid in [owner] if owner else self.pids:
             try:
                 os.readlink(f"/proc/{pid}/exe")       # fails for a zombie as well
                 alive = True

@@ -235,3 +235,16 @@ def test_kernel_enumerators_from_btf() -> None:
         'printf("%d %d\\n", TCP_CLOSE, SKB_DROP_REASON_NOT_SPECIFIED); $a = TCP_CLOSE + 1; '
         'print($a); $x = TCP_CLOSE - 10; printf("%d %s\\n", $x, $x < 0 ? "neg" : "pos"); '
         'if (TCP_CLOSE == 7) { printf("closed is 7\\n"); } exit(); }')
+
+
+def test_user_symbols_are_named_in_their_own_process(w: str) -> None:
+    # a usym/func value keeps its pid (16 bytes, as bpftrace 0.17 stores it):
+    # named in a process that -c did not start (here its child), also when
+    # stored in a map, a variable or a tuple first (pyebpf printed 0x...)
+    compare_with_bpftrace(
+        f'uprobe:{w}:compute /arg0 < 3/ {{ @f[tid] = func; @u[usym(reg("ip"))] = count(); '
+        f'@on[tid] = 1; }} '
+        f'uretprobe:{w}:compute /@on[tid]/ {{ printf("%s %s\\n", @f[tid], usym(reg("ip"))); '
+        f'$x = @f[tid]; print($x); @t[tid] = (1, $x); printf("%s\\n", $x); print(@t); '
+        f'print(@u); delete(@on[tid]); delete(@f[tid]); delete(@t[tid]); }} '
+        f'END {{ clear(@u); }}', command=f"{w} 9 200000 fork")

@@ -124,7 +124,7 @@ class StackPrinter:
         self.ustacks = ustacks
         self.kstacks = kstacks
         self.symbolizer = Symbolizer([f for f in files if f])
-        self._cache: dict[tuple[str, int, int], list[tuple[int, str]]] = {}
+        self._cache: dict[tuple[str, int, int], list[tuple[int, str, str | None]]] = {}
 
     def remember_pid(self, pid: int) -> None:
         """Snapshot ``pid``'s modules now (for frames without a build id)."""
@@ -132,6 +132,10 @@ class StackPrinter:
 
     def frames(self, t: Type, value: int) -> list[tuple[int, str]]:
         """``(address, name)`` of every frame of the stack ``value`` of type ``t``."""
+        return [(a, n) for a, n, _ in self._frames(t, value)]
+
+    def _frames(self, t: Type, value: int) -> list[tuple[int, str, str | None]]:
+        """``(address, name, module path or None)`` of every frame."""
         if t.kind == "ustack":
             pid, sid = value >> 32, value & 0xFFFFFFFF
         else:
@@ -144,7 +148,7 @@ class StackPrinter:
             got = self._cache[key] = self._read(t.kind, pid, sid)
         return got
 
-    def _read(self, kind: str, pid: int, sid: int) -> list[tuple[int, str]]:
+    def _read(self, kind: str, pid: int, sid: int) -> list[tuple[int, str, str | None]]:
         smap = self.ustacks if kind == "ustack" else self.kstacks
         if smap is None:
             return []
@@ -153,9 +157,14 @@ class StackPrinter:
         except (KeyError, OSError):
             return []
         if kind == "kstack":
-            return [(a, kernel_symbol(a)) for a in raw if a]
+            return [(a, kernel_symbol(a), None) for a in raw if a]
         names = self.symbolizer.frames(raw, pid)
-        return [(r if isinstance(r, int) else r[2], n) for r, n in zip(raw, names)]
+        # (the address in the process and its module, as bpftrace's perf mode prints them)
+        out = []
+        for r, n in zip(raw, names):
+            addr, module = self.symbolizer.locate(r, pid)
+            out.append((addr, n, module))
+        return out
 
     def stack(self, value: Any, t: Type) -> list[tuple[int, str | None, str | None]]:
         """The frames :func:`pyebpf.lang.output.format_stack` prints:
@@ -163,8 +172,8 @@ class StackPrinter:
         first, cut to the type's ``stack_limit``."""
         if isinstance(value, list):
             return value
-        frames = self.frames(t, int(value))[:max(t.stack_limit, 0) or None]
-        return [(a, None if n.startswith("0x") else n, None) for a, n in frames]
+        frames = self._frames(t, int(value))[:max(t.stack_limit, 0) or None]
+        return [(a, None if n.startswith("0x") else n, m) for a, n, m in frames]
 
     def formatter(self, indent: int = 0) -> Callable[[Any, Type], Any]:
         """The ``stacks`` callable of :mod:`pyebpf.lang.output`."""

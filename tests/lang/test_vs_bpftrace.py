@@ -2,6 +2,9 @@
 0.17, on the same deterministic workload: the outputs must be equal."""
 from __future__ import annotations
 
+import os
+import shutil
+
 import pytest
 
 from .harness import bt_workload, compare_with_bpftrace
@@ -248,3 +251,20 @@ def test_user_symbols_are_named_in_their_own_process(w: str) -> None:
         f'$x = @f[tid]; print($x); @t[tid] = (1, $x); printf("%s\\n", $x); print(@t); '
         f'print(@u); delete(@on[tid]); delete(@f[tid]); delete(@t[tid]); }} '
         f'END {{ clear(@u); }}', command=f"{w} 9 200000 fork")
+
+
+def test_user_stacks_perf_mode(w: str) -> None:
+    # ustack(perf): each frame's address in the process and its module's path
+    # (pyebpf printed file offsets and "([unknown])"); ASLR off (setarch -R) so
+    # that both runs get the same addresses; printed while the process lives
+    # (bpftrace names frames only then; @l is printed when its counts differ:
+    # bpftrace prints ties in hash order)
+    setarch = shutil.which("setarch")
+    if setarch is None:
+        pytest.skip("setarch (util-linux) is not installed")
+    compare_with_bpftrace(
+        f'uprobe:{w}:lock_b_inner {{ printf("%s\\n", ustack(perf, 3)); '
+        f'@[ustack(perf, 3)] = count(); print(@); clear(@); }} '
+        f'uprobe:libc:pthread_mutex_trylock /pid == cpid/ {{ @l[ustack(perf, 2)] = count(); '
+        f'}} uprobe:{w}:nap {{ @k[1] = @k[1] + 1; if (@k[1] == 2) {{ print(@l); clear(@l); }} }}',
+        command=f"{os.path.realpath(setarch)} -R {w} 9 200000")

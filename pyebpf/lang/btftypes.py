@@ -9,7 +9,11 @@
   for another array, a record for an embedded struct or union; anonymous
   members are searched through as C does; bit fields are refused.
 
-The BTF is read once, when a script first names a struct.
+Kernel enumerators (``TCP_FIN_WAIT1``) are constants of type ``uint64``, as
+bpftrace 0.17 resolves a bare name that is no builtin.
+
+The BTF is read once, when a script first names a struct or an unknown
+identifier.
 """
 from __future__ import annotations
 
@@ -19,9 +23,11 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..btf.reader import Btf
 
-__all__ = ["struct_type", "member", "type_name"]
+__all__ = ["struct_type", "member", "type_name", "enum_value"]
 
 _VMLINUX: list[Btf] = []
+#: every enumerator of the kernel's BTF -> its value (built on first use)
+_ENUMERATORS: dict[str, int] = {}
 
 
 def _btf() -> Btf:
@@ -41,6 +47,26 @@ def struct_type(name: str) -> Type | None:
         return Type("record", btf.size_of(tid), btf=tid)
     except (PyebpfError, OSError):
         return None
+
+
+def enum_value(name: str) -> int | None:
+    """The value of the kernel enumerator ``name`` (``TCP_FIN_WAIT1``: 4),
+    None when the kernel's BTF has none of that name (or there is no BTF).
+    The first call indexes every enumerator (some tens of milliseconds)."""
+    if not _ENUMERATORS:
+        from ..btf.types import Kind
+        from ..errors import PyebpfError
+        try:
+            btf = _btf()
+            if f"\0{name}\0".encode() not in btf.strings():
+                return None      # not even a string of the BTF: skip the index
+            for tid in btf.ids():
+                if btf.kind(tid) in (Kind.ENUM, Kind.ENUM64):
+                    for v in btf[tid].values:
+                        _ENUMERATORS.setdefault(v.name, v.value)
+        except (PyebpfError, OSError):
+            return None
+    return _ENUMERATORS.get(name)
 
 
 def type_name(rec: Type) -> str:

@@ -78,6 +78,9 @@ def _const(e: A.Expr) -> int | None:
     """The value of a constant integer expression, else None."""
     if isinstance(e, A.Integer):
         return e.value
+    if isinstance(e, A.Identifier) and type_of(e).kind == "int":
+        from .btftypes import enum_value
+        return enum_value(e.name)        # a kernel enumerator
     if isinstance(e, A.Unop) and e.op == "-" and not e.postfix:
         v = _const(e.operand)
         return None if v is None else -v

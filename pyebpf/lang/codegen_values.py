@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..program import R0, R1, R2, R3, R10, Reg
 from . import ast as A
 from .codegen_base import CodegenError, _const, _GenBase, _width, type_of
-from .layout import size_align, stored_size, tuple_layout
+from .layout import USYM_SIZE, size_align, stored_size, tuple_layout
 from .types import Type
 
 TYPE_CHECKING = False
@@ -25,11 +25,28 @@ class _ValueGen(_GenBase):
             self.string_into(e, off, t.size)
         elif t.kind == "tuple":
             self.tuple_into(e, off, t)
+        elif t.kind == "usym":
+            self.usym_into(e, off)
         else:
             size, _ = size_align(t)
             r = self.int_expr(e)
             self.p.store(R10, off, r, size)
             self.release(r)
+
+    def usym_into(self, e: A.Expr, off: int) -> None:
+        """A user symbol at ``r10 + off``: the address, then the current
+        process id (a stored one is copied whole), as bpftrace 0.17 keeps
+        one so that it can be named in its process."""
+        if isinstance(e, (A.Map, A.Variable)):
+            self.string_into(e, off, USYM_SIZE)          # (a byte copy)
+            return
+        p = self.p
+        r = self.int_expr(e)
+        p.stxdw(R10, off, r)
+        self.release(r)
+        p.call("get_current_pid_tgid")
+        p.rsh(R0, 32)
+        p.stxdw(R10, off + 8, R0)
 
     def tuple_into(self, e: A.Expr, off: int, t: Type) -> None:
         offsets, size, _ = tuple_layout(t.elems)

@@ -196,7 +196,7 @@ class FlagSession(Session):
             frames = stacks.frames(t, int(v)) if stacks is not None else []
             return tuple(n for _, n in frames) or ("[stack lost]",)
         if kind in ("usym", "ksym"):
-            return self.run._sym_text(int(v), t, event=True)
+            return self.run._sym_text(v, t, event=True)
         if isinstance(v, int) and not isinstance(v, bool) and v >= 1 << 63:
             return v - _U64
         if isinstance(v, bytes):

@@ -11,12 +11,16 @@ two halves live together here:
   counted buffer: one length byte more, first);
 - a tuple is a C struct of its elements (each aligned as above, the whole
   rounded up to its largest alignment);
-- every other kind (stack ids, symbols, the probe index, addresses...) is
-  one 8-byte integer.
+- a user symbol (``usym()``, ``func`` in a uprobe) is two 8-byte integers,
+  the address and the process id, as bpftrace 0.17 stores one: it is named
+  in that process, whichever process it was;
+- every other kind (stack ids, kernel symbols, the probe index,
+  addresses...) is one 8-byte integer.
 
-:func:`decode` gives ints (signed as the type says), ``str`` for strings
-(up to the first NUL, undecodable bytes replaced), ``bytes`` for buffers,
-tuples for tuples.
+:func:`decode` gives ints (signed as the type says; a user symbol's is a
+:class:`UserAddress`, an int with its ``pid``), ``str`` for strings (up to
+the first NUL, undecodable bytes replaced), ``bytes`` for buffers, tuples
+for tuples.
 """
 from __future__ import annotations
 
@@ -24,7 +28,22 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .types import Type
 
-__all__ = ["size_align", "tuple_layout", "stored_size", "decode", "decode_int"]
+__all__ = ["size_align", "tuple_layout", "stored_size", "decode", "decode_int", "UserAddress"]
+
+#: the bytes of a user symbol: its address, then the process id
+USYM_SIZE = 16
+
+
+class UserAddress(int):
+    """A user-space address read back with the process it belongs to
+    (``pid``, 0 when unknown): a ``usym()`` or uprobe ``func`` value."""
+
+    pid: int
+
+    def __new__(cls, addr: int, pid: int = 0) -> UserAddress:
+        self = super().__new__(cls, addr)
+        self.pid = pid
+        return self
 
 
 def size_align(t: Type) -> tuple[int, int]:
@@ -38,6 +57,8 @@ def size_align(t: Type) -> tuple[int, int]:
     if kind == "tuple":
         _, size, align = tuple_layout(t.elems)
         return size, align
+    if kind == "usym":
+        return USYM_SIZE, 8
     return 8, 8
 
 
@@ -89,4 +110,6 @@ def decode(t: Type, raw: bytes | memoryview, *, whole: bool = False) -> object:
         return tuple(decode(e, raw[o:], whole=whole) for e, o in zip(t.elems, offsets))
     if kind in ("sum", "min", "max", "avg", "stats"):
         return decode_int(raw, 8, t.signed)
+    if kind == "usym":
+        return UserAddress(decode_int(raw, 8, False), decode_int(raw[8:], 8, False))
     return decode_int(raw, 8, False)

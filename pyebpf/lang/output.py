@@ -306,7 +306,7 @@ def format_value(t: Type, value: Any, *, stacks: StackFormatter | None = None,
             return value
         if syms is None:
             return f"0x{int(value) & _MASK64:x}"
-        return syms(int(value), t)
+        return syms(value, t)
     if k == "inet":
         return _inet_text(value)
     if k == "timestamp":

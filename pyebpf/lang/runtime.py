@@ -351,8 +351,9 @@ class BtRun(Owner):
         if t.kind == "ksym":
             from .stacks import kernel_symbol_name
             name = kernel_symbol_name(addr) if addr else None
-        else:
-            name = self._user_symbols().name(addr, event) if addr else None
+        else:      # named in the process stored with it (bpftrace 0.17), else -p/-c's
+            pid = getattr(addr, "pid", 0)
+            name = self._user_symbols().name(addr, event, pid) if addr else None
         if name is None:
             return "0" if addr == 0 and t.kind == "usym" else f"0x{addr & 0xFFFFFFFFFFFFFFFF:x}"
         return name

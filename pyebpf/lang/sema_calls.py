@@ -140,7 +140,8 @@ def _type_args(a: Analyser, c: ast.Call) -> None:
 def _count(a: Analyser, c: ast.Call, to: str | None) -> Type:
     _assignment(a, c, to, "map")
     _nargs(a, c, 0)
-    return Type("count", 8)
+    # signed, as bpftrace 0.17 types it: `@c + 1` is an int64 in its messages
+    return Type("count", 8, True)
 
 
 def _agg1(kind: str) -> _Check:

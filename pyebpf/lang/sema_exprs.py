@@ -66,6 +66,9 @@ class _ExprTyping(_AnalyserBase):
         if isinstance(e, ast.Identifier):
             if e.name in INT_NAMES:
                 return NONE
+            from .btftypes import enum_value
+            if enum_value(e.name) is not None:
+                return U64           # a kernel enumerator: bpftrace 0.17's uint64
             self.error(f"Unknown identifier: '{e.name}'", e.pos)
             return NONE
         return NONE

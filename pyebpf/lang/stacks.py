@@ -61,8 +61,8 @@ def kernel_symbol_name(addr: int) -> str | None:
 
 class UserSymbols:
     """``usym()`` and ``func`` as bpftrace 0.17 prints them: the symbol an
-    address is in, without an offset, looked up in the traced process
-    (``-p`` or ``-c``). A map printed after the process is gone shows the
+    address is in, without an offset, looked up in the process stored with
+    the value (else the traced one, ``-p`` or ``-c``). A map printed after the process is gone shows the
     address (``0x...``), as bpftrace does; an event (``printf``, ``print``)
     is named from the process as it was (:meth:`snapshot`), since it was
     sent while the process ran."""
@@ -91,11 +91,12 @@ class UserSymbols:
                     break
                 time.sleep(0.001)
 
-    def name(self, addr: int, event: bool = False) -> str | None:
-        """``addr``'s symbol in a traced process (alive, or remembered when
-        ``event``), else None."""
+    def name(self, addr: int, event: bool = False, owner: int = 0) -> str | None:
+        """``addr``'s symbol in process ``owner`` when given (the pid stored
+        with the value), else in a traced process -- alive, or remembered
+        when ``event``; None when none names it."""
         import os
-        for pid in self.pids:
+        for pid in [owner] if owner else self.pids:
             try:
                 os.readlink(f"/proc/{pid}/exe")       # fails for a zombie as well
                 alive = True
@@ -123,7 +124,7 @@ class StackPrinter:
         self.ustacks = ustacks
         self.kstacks = kstacks
         self.symbolizer = Symbolizer([f for f in files if f])
-        self._cache: dict[tuple[str, int, int], list[tuple[int, str]]] = {}
+        self._cache: dict[tuple[str, int, int], list[tuple[int, str, str | None]]] = {}
 
     def remember_pid(self, pid: int) -> None:
         """Snapshot ``pid``'s modules now (for frames without a build id)."""
@@ -131,6 +132,10 @@ class StackPrinter:
 
     def frames(self, t: Type, value: int) -> list[tuple[int, str]]:
         """``(address, name)`` of every frame of the stack ``value`` of type ``t``."""
+        return [(a, n) for a, n, _ in self._frames(t, value)]
+
+    def _frames(self, t: Type, value: int) -> list[tuple[int, str, str | None]]:
+        """``(address, name, module path or None)`` of every frame."""
         if t.kind == "ustack":
             pid, sid = value >> 32, value & 0xFFFFFFFF
         else:
@@ -143,7 +148,7 @@ class StackPrinter:
             got = self._cache[key] = self._read(t.kind, pid, sid)
         return got
 
-    def _read(self, kind: str, pid: int, sid: int) -> list[tuple[int, str]]:
+    def _read(self, kind: str, pid: int, sid: int) -> list[tuple[int, str, str | None]]:
         smap = self.ustacks if kind == "ustack" else self.kstacks
         if smap is None:
             return []
@@ -152,9 +157,14 @@ class StackPrinter:
         except (KeyError, OSError):
             return []
         if kind == "kstack":
-            return [(a, kernel_symbol(a)) for a in raw if a]
+            return [(a, kernel_symbol(a), None) for a in raw if a]
         names = self.symbolizer.frames(raw, pid)
-        return [(r if isinstance(r, int) else r[2], n) for r, n in zip(raw, names)]
+        # (the address in the process and its module, as bpftrace's perf mode prints them)
+        out = []
+        for r, n in zip(raw, names):
+            addr, module = self.symbolizer.locate(r, pid)
+            out.append((addr, n, module))
+        return out
 
     def stack(self, value: Any, t: Type) -> list[tuple[int, str | None, str | None]]:
         """The frames :func:`pyebpf.lang.output.format_stack` prints:
@@ -162,8 +172,8 @@ class StackPrinter:
         first, cut to the type's ``stack_limit``."""
         if isinstance(value, list):
             return value
-        frames = self.frames(t, int(value))[:max(t.stack_limit, 0) or None]
-        return [(a, None if n.startswith("0x") else n, None) for a, n in frames]
+        frames = self._frames(t, int(value))[:max(t.stack_limit, 0) or None]
+        return [(a, None if n.startswith("0x") else n, m) for a, n, m in frames]
 
     def formatter(self, indent: int = 0) -> Callable[[Any, Type], Any]:
         """The ``stacks`` callable of :mod:`pyebpf.lang.output`."""

@@ -271,6 +271,32 @@ class Symbolizer:
             return f"0x{value:x} (offset in {path or 'build id ' + bid.rstrip(bytes(1)).hex()})"
         return self._by_address(pid, value, caller) or f"0x{value:x}"
 
+    def locate(self, raw: RawFrame, pid: int | None = None) -> tuple[int, str | None]:
+        """Where a frame is: ``(address in process pid, path of its module as
+        /proc/PID/maps shows it)``. A build-id frame's address is known while
+        the process's modules are (it lives, or :meth:`remember_pid` kept
+        them); else its file offset stands in. The module is None when
+        unknown."""
+        status, bid, value = (STACK_IP, b"", raw) if isinstance(raw, int) else raw
+        mods = self._pids.get(pid) if pid else None
+        if mods is None and pid and self.remember_pid(pid):
+            mods = self._pids[pid]
+        mods = mods or []
+        if status != STACK_VALID:
+            hit = next((m for m in mods if m.contains(value)), None)
+            return value, hit.path if hit is not None else None
+        path = self.path_for_build_id(bid)
+        if path is None:
+            return value, None
+        real = os.path.realpath(path)
+        for m in mods:
+            if real not in (m.open_path, m.path) and os.path.realpath(m.open_path) != real:
+                continue
+            for e in m.maps:
+                if e.offset <= value < e.offset + (e.end - e.start):
+                    return e.start + value - e.offset, m.path
+        return value, path
+
     def frames(self, raw_frames: Sequence[RawFrame], pid: int | None = None) -> list[str]:
         """Every frame of a stack, innermost first, demangled."""
         out = [self.frame(r, pid, i) for i, r in enumerate(raw_frames)]

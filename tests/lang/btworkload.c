@@ -1,7 +1,10 @@
 /* Workload for the bpftrace-language tests: deterministic calls, so that the
  * same program run by `pyebpf bt` and by bpftrace on it prints the same.
  *
- * Usage: btworkload [N [SLEEP_US]]
+ * Usage: btworkload [N [SLEEP_US [fork]]]
+ *   fork: the work runs in a child process (forked, then exec'ed again: its
+ *         own address layout), the first one waits for it -- the traced
+ *         process is not the one -c started
  *   for i in 0..N-1:
  *     USDT btw:request(host, hostlen, path, pathlen)
  *         host  HOSTS[i % 3] ("alpha.example", "beta", "gamma.test"), hostlen its length
@@ -29,6 +32,8 @@
 #include <time.h>
 #define _SDT_HAS_SEMAPHORES 1
 #include <sys/sdt.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* the probes' semaphores: the kernel raises one while its probe is attached;
  * btw:gated fires only then */
@@ -99,6 +104,19 @@ int main(int argc, char **argv)
 	long sleep_us = argc > 2 ? atol(argv[2]) : 1000;
 	long sum = 0;
 
+	if (argc > 3 && strcmp(argv[3], "fork") == 0) {
+		pid_t child = fork();
+		if (child == 0) {
+			char *args[] = {argv[0], argv[1], argv[2], NULL};
+			execv("/proc/self/exe", args);
+			_exit(127);
+		}
+		if (child > 0) {
+			int status;
+			waitpid(child, &status, 0);
+			return 0;
+		}
+	}
 	pthread_mutex_lock(&held);          /* every trylock below fails */
 	for (long i = 0; i < n; i++) {
 		request(i);

@@ -181,7 +181,7 @@ def test_maps_keys_and_values():
                '@mi = min(-1); @mx = max(pid); @v[(int8)1] = "abc"; @v[2] = "a"; @ = 1; '
                '@i++ }')
     assert a.maps == {
-        "@c": MapInfo("@c", string_type(16), Type("count", 8)),
+        "@c": MapInfo("@c", string_type(16), Type("count", 8, True)),
         "@s": MapInfo("@s", None, Type("sum", 8)),
         "@h": MapInfo("@h", tuple_type([U64, string_type(16)], packed=True),
                       Type("hist", 8, True)),
@@ -211,7 +211,7 @@ def test_strings_of_any_length_share_a_map_the_longest_wins():
 
 def test_a_map_read_before_its_assignment_in_a_later_probe():
     _, a = run("END { $v = @x; } BEGIN { @x = count() }")
-    assert a.maps["@x"].value == Type("count", 8)
+    assert a.maps["@x"].value == Type("count", 8, True)
 
 
 def test_map_types_settle_over_passes_as_in_bpftrace():
@@ -229,9 +229,9 @@ def test_aggregation_reads_have_the_aggregations_type():
     # arithmetic, conditions, printf); a map or tuple assigned it keeps the integer
     script, a = run("BEGIN { @x = count(); @y = sum(-1); $v = @x; $w = @y; @c = @y; "
                     "@t = (@x, 1) }")
-    assert a.variables[script.probes[0]] == {"v": Type("count", 8), "w": Type("sum", 8, True)}
+    assert a.variables[script.probes[0]] == {"v": Type("count", 8, True), "w": Type("sum", 8, True)}
     assert a.maps["@c"].value == I64
-    assert a.maps["@t"].value == tuple_type([U64, I64])
+    assert a.maps["@t"].value == tuple_type([I64, I64])
 
 
 # ---- scratch variables --------------------------------------------------------------
@@ -300,6 +300,11 @@ SEMANTIC_ERRORS = [
      "stdin:1:17-19: ERROR: Type mismatch for @x: trying to assign value of type 'string[2]' when map already contains a value of type 'int64"),
     ('BEGIN { @x = count(); @x = 1; }',
      "stdin:1:23-25: ERROR: Type mismatch for @x: trying to assign value of type 'int64' when map already contains a value of type 'count"),
+    # a count is signed in bpftrace 0.17: `@c + 1` is an int64 (pyebpf said unsigned int64)
+    ('BEGIN { @c = count(); @c += 1; }',
+     "stdin:1:23-25: ERROR: Type mismatch for @c: trying to assign value of type 'int64' when map already contains a value of type 'count"),
+    ('BEGIN { @c = count(); @c = @c + 1; }',
+     "stdin:1:23-25: ERROR: Type mismatch for @c: trying to assign value of type 'int64' when map already contains a value of type 'count"),
     ('BEGIN { @x[1,2] = 1; @x[1] = 2; }',
      'stdin:1:22-27: ERROR: Argument mismatch for @x: trying to access with arguments: [unsigned int64] when map expects arguments: [unsigned int64, unsigned int64]'),
     ('BEGIN { printf("%s\\n", 1); }',

@@ -2,6 +2,9 @@
 0.17, on the same deterministic workload: the outputs must be equal."""
 from __future__ import annotations
 
+import os
+import shutil
+
 import pytest
 
 from .harness import bt_workload, compare_with_bpftrace
@@ -226,3 +229,42 @@ def test_nothing_to_attach_is_an_error(w: str) -> None:
     prog = lang.compile(f"uprobe:{w}:no_such_function {{ }} uprobe:{w}:lock_c {{ }}")
     with pytest.raises(CodegenError, match="No probes to attach: .*no_such_function.*lock_a"):
         prog.generate()
+
+
+def test_kernel_enumerators_from_btf() -> None:
+    # bpftrace 0.17 resolves a bare kernel enumerator to its value, a uint64
+    compare_with_bpftrace(
+        'BEGIN { @x[TCP_FIN_WAIT1] = count(); @d[SKB_DROP_REASON_NOT_SPECIFIED] = sum(2); '
+        'printf("%d %d\\n", TCP_CLOSE, SKB_DROP_REASON_NOT_SPECIFIED); $a = TCP_CLOSE + 1; '
+        'print($a); $x = TCP_CLOSE - 10; printf("%d %s\\n", $x, $x < 0 ? "neg" : "pos"); '
+        'if (TCP_CLOSE == 7) { printf("closed is 7\\n"); } exit(); }')
+
+
+def test_user_symbols_are_named_in_their_own_process(w: str) -> None:
+    # a usym/func value keeps its pid (16 bytes, as bpftrace 0.17 stores it):
+    # named in a process that -c did not start (here its child), also when
+    # stored in a map, a variable or a tuple first (pyebpf printed 0x...)
+    compare_with_bpftrace(
+        f'uprobe:{w}:compute /arg0 < 3/ {{ @f[tid] = func; @u[usym(reg("ip"))] = count(); '
+        f'@on[tid] = 1; }} '
+        f'uretprobe:{w}:compute /@on[tid]/ {{ printf("%s %s\\n", @f[tid], usym(reg("ip"))); '
+        f'$x = @f[tid]; print($x); @t[tid] = (1, $x); printf("%s\\n", $x); print(@t); '
+        f'print(@u); delete(@on[tid]); delete(@f[tid]); delete(@t[tid]); }} '
+        f'END {{ clear(@u); }}', command=f"{w} 9 200000 fork")
+
+
+def test_user_stacks_perf_mode(w: str) -> None:
+    # ustack(perf): each frame's address in the process and its module's path
+    # (pyebpf printed file offsets and "([unknown])"); ASLR off (setarch -R) so
+    # that both runs get the same addresses; printed while the process lives
+    # (bpftrace names frames only then; @l is printed when its counts differ:
+    # bpftrace prints ties in hash order)
+    setarch = shutil.which("setarch")
+    if setarch is None:
+        pytest.skip("setarch (util-linux) is not installed")
+    compare_with_bpftrace(
+        f'uprobe:{w}:lock_b_inner {{ printf("%s\\n", ustack(perf, 3)); '
+        f'@[ustack(perf, 3)] = count(); print(@); clear(@); }} '
+        f'uprobe:libc:pthread_mutex_trylock /pid == cpid/ {{ @l[ustack(perf, 2)] = count(); '
+        f'}} uprobe:{w}:nap {{ @k[1] = @k[1] + 1; if (@k[1] == 2) {{ print(@l); clear(@l); }} }}',
+        command=f"{os.path.realpath(setarch)} -R {w} 9 200000")

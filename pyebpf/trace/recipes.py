@@ -33,7 +33,7 @@ from typing import Any, Iterable, Sequence
 from ..errors import ProgramError
 from ..kernel.lifetime import Owner, close_all
 from . import aggregate as _agg
-from .expr import INT, STR, Expr, ExprError, Filter, parse_expr, parse_filter
+from .expr import INT, STR, Expr, ExprError, Filter, parse_expr, parse_filters
 from .model import (AGG_KINDS, MAX_KEYS, Aggregate, AggResult, AggValue, Built, Event,
                     FieldValue, KeyPart)
 from .probes import ProbeSpec, parse_probe, probe_source
@@ -185,10 +185,11 @@ class Trace(Owner):
     # ------------------------------------------------------------ building
     def filter(self, condition: "str | Filter") -> "Trace":
         """Run the actions only when ``condition`` holds (``"arg0 > 10"``,
-        ``'comm == "bash"'``); several filters must all hold."""
+        ``'comm == "bash"'``, ``"arg0 > 10 && arg1 != 0"``); several filters
+        must all hold."""
         self._check_not_built()
-        self.filters.append(parse_filter(condition, self.strlen) if isinstance(condition, str)
-                            else condition)
+        self.filters.extend(parse_filters(condition, self.strlen) if isinstance(condition, str)
+                            else [condition])
         return self
 
     def _add(self, kind: str, value: Expr | str | None, by: _By, name: str | None,

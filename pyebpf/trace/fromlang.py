@@ -35,6 +35,10 @@ __all__ = ["parse_expr", "parse_filter", "parse_filters"]
 _ARITH = frozenset({"+", "-", "*", "/", "%", "&", "|", "^", "<<", ">>"})
 _COMMUTE = frozenset({"+", "*", "&", "|", "^"})
 _CMPS = frozenset({"==", "!=", "<", "<=", ">", ">="})
+#: comparisons and logic between constants (folded to 0 or 1)
+_TESTS = {"==": int.__eq__, "!=": int.__ne__, "<": int.__lt__, "<=": int.__le__,
+          ">": int.__gt__, ">=": int.__ge__, "&&": lambda a, b: bool(a and b),
+          "||": lambda a, b: bool(a or b)}
 _SWAPPED = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _MASK = (1 << 64) - 1
 _INTS = ("retval", "latency", "pid", "tid", "uid", "gid", "cpu", "nsecs", "elapsed")
@@ -277,6 +281,8 @@ class _Reader:
             raise self.fail(f"{n.op!r} makes a condition, not a value (a filter compares: "
                             "'arg0 > 100')", n)
         right = self.constant(n.right)
+        if right == 0 and n.op in ("/", "%"):
+            raise self.fail("division by zero", n)
         if right is not None:
             return self.then(n, self.value(n.left), (n.op, right))
         left = self.constant(n.left)
@@ -320,10 +326,15 @@ class _Reader:
             v = self.constant(n.expr)
             mask = _UNSIGNED[n.typename]
             return v if v is None or mask is None else v & mask
-        if isinstance(n, A.Binop) and n.op in _ARITH:
+        if isinstance(n, A.Unop) and n.op == "!":
+            v = self.constant(n.operand)
+            return None if v is None else int(v == 0)
+        if isinstance(n, A.Binop) and (n.op in _ARITH or n.op in _TESTS):
             a, b = self.constant(n.left), self.constant(n.right)
             if a is None or b is None:
                 return None
+            if n.op in _TESTS:              # (the language's literals are int64)
+                return int(_TESTS[n.op](_signed(a), _signed(b)))
             return self.fold(n, a, b)
         return None
 
@@ -343,12 +354,30 @@ class _Reader:
 
     # -- filters -----------------------------------------------------------
     def conditions(self, n: A.Expr) -> list[Filter]:
-        """The comparisons of ``n`` (``a && b``: both)."""
+        """The comparisons of ``n`` (``a && b``: both; ``E``: ``E != 0``,
+        ``!E``: ``E == 0``, as the language reads a condition)."""
         if isinstance(n, A.Binop) and n.op == "&&":
             return self.conditions(n.left) + self.conditions(n.right)
-        if not (isinstance(n, A.Binop) and n.op in _CMPS):
-            raise self.fail("a filter is a comparison, e.g. 'arg0 > 100' or 'comm == \"bash\"' "
-                            "(several joined with &&)", n)
+        if isinstance(n, A.Binop) and n.op in _CMPS:
+            return [self.compare(n)]
+        if isinstance(n, (A.Binop, A.Unop)) and n.op in ("||", "!") and \
+                self.constant(n) is None:
+            if n.op == "!":
+                operand = n.operand if isinstance(n, A.Unop) else n
+                return [self.truth(n, self.value(operand), "==")]
+            raise self.fail("'||' is not supported in a filter (comparisons joined with && "
+                            "are)", n)
+        return [self.truth(n, self.value(n), "!=")]
+
+    def truth(self, n: A.Expr, value: Expr, op: str) -> Filter:
+        """``value op 0``: a condition without a comparison."""
+        if value.kind != INT:
+            raise self.fail("a filter is a comparison, e.g. 'arg0 > 100' or "
+                            "'comm == \"bash\"' (or an integer, true when not 0)", n)
+        return Filter(self.source(n), value, op, Expr("0", INT, "const", 0))
+
+    def compare(self, n: A.Binop) -> Filter:
+        """``left OP right``, integers or a string with a literal."""
         left, op, right = n.left, n.op, n.right
         if isinstance(left, A.String) and not isinstance(right, A.String):
             left, op, right = right, _SWAPPED[op], left
@@ -362,11 +391,11 @@ class _Reader:
             lit = right.value.encode("utf-8", "surrogatepass")
             if len(lit) >= lhs.size:
                 raise self.fail(f"the literal is longer than {lhs.text} can hold", right)
-            return [Filter(text, lhs, op, lit)]
+            return Filter(text, lhs, op, lit)
         rhs = self.value(right)
         if lhs.kind != INT or rhs.kind != INT:
             raise self.fail(f'only integers compare with {op} (strings with a "literal")', n)
-        return [Filter(text, lhs, op, rhs)]
+        return Filter(text, lhs, op, rhs)
 
 
 def _wraps(s: str) -> bool:

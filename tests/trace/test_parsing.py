@@ -76,7 +76,8 @@ def test_filters():
     assert f.right == b"bash"
     f = parse_filter("str(arg0, 8) != \"a\\tb\"")
     assert f.right == b"a\tb" and f.op == "!="
-    for bad, words in [("arg0", "comparison"), ('arg0 == "x"', "string literal"),
+    assert parse_filter("arg0").op == "!="      # (the language's truthiness: arg0 != 0)
+    for bad, words in [("comm", "comparison"), ('arg0 == "x"', "string literal"),
                        ('comm < "x"', "== or !="), ('comm == arg0', "only integers"),
                        ('str(arg0, 4) == "abcde"', "longer")]:
         with pytest.raises(ExprError, match=words):

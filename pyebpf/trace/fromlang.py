@@ -30,6 +30,12 @@ from ..lang.parser import parse_expression
 from .expr import FUNC, INT, MAX_DEPTH, PROBE, STACK, STR, Expr, ExprError, Filter
 from .expr import _q as quoted
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, TypeVar
+
+    T = TypeVar("T")
+
 __all__ = ["parse_expr", "parse_filter", "parse_filters"]
 
 _ARITH = frozenset({"+", "-", "*", "/", "%", "&", "|", "^", "<<", ">>"})
@@ -77,10 +83,13 @@ def _tree(text: object, what: str) -> A.Expr:
     try:
         return parse_expression(text, "expr")
     except LangError as e:
-        col = e.pos.column if e.pos is not None else None
+        col = None
+        if e.pos is not None:           # (bpftrace's column on its line: over the whole text)
+            col = sum(len(x) + 1 for x in text.split("\n")[:e.pos.line - 1]) + e.pos.column
         raise _error(text, e.message, col) from None
     except RecursionError:          # (a chain too long for the recursive parser)
-        raise ExprError(f"{quoted(text)}: the expression is too deeply nested") from None
+        raise ExprError(f"{quoted(text)}: the expression is too long or too deeply "
+                        "nested") from None
 
 
 def _error(text: str, message: str, column: int | None) -> ExprError:
@@ -436,14 +445,23 @@ def parse_expr(text: str, strlen: int = 64) -> Expr:
     """Parse one expression: the language's syntax, as a chain (see the module docs)."""
     strlen = _strlen(strlen)
     tree = _tree(text, "an expression")
-    return _Reader(text, strlen).value(tree)
+    return _read(text, lambda: _Reader(text, strlen).value(tree))
 
 
 def parse_filters(text: str, strlen: int = 64) -> list[Filter]:
     """Parse a condition: comparisons, several joined with ``&&``."""
     strlen = _strlen(strlen)
     tree = _tree(text, "a filter")
-    return _Reader(text, strlen).conditions(tree)
+    return _read(text, lambda: _Reader(text, strlen).conditions(tree))
+
+
+def _read(text: str, read: Callable[[], T]) -> T:
+    """``read()``; a tree too deep to walk is an :class:`ExprError`."""
+    try:
+        return read()
+    except RecursionError:
+        raise ExprError(f"{quoted(text)}: the expression is too long or too deeply "
+                        "nested") from None
 
 
 def parse_filter(text: str, strlen: int = 64) -> Filter:

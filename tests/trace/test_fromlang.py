@@ -162,6 +162,20 @@ def test_filter_errors_name_the_column(text, words, column):
     assert ei.value.column == column
 
 
+@pytest.mark.parametrize("text", ["arg0" + " + 1" * 3000, "~" * 3000 + "arg0",
+                                  "arg0 > 1" + " && arg0 > 1" * 3000])
+def test_very_long_expressions_are_refused_cleanly(text):
+    """Trees too deep to walk: an ExprError, not a RecursionError."""
+    with pytest.raises(ExprError, match="too long or too deeply nested"):
+        parse_filter(text) if "&&" in text else parse_expr(text)
+
+
+def test_syntax_error_columns_count_over_lines():
+    with pytest.raises(ExprError) as ei:
+        parse_expr("arg0 +\n  1 2")
+    assert ei.value.column == 12 and "unexpected integer" in str(ei.value)  # (the 2)
+
+
 def test_trace_api_errors_are_expr_errors():
     with pytest.raises(ExprError, match=r"'arg0 \+ arg1'.*\(column 6\)"):
         Trace("uprobe:/bin/true:main").count(by="arg0 + arg1")

@@ -42,9 +42,7 @@ _ARITH = frozenset({"+", "-", "*", "/", "%", "&", "|", "^", "<<", ">>"})
 _COMMUTE = frozenset({"+", "*", "&", "|", "^"})
 _CMPS = frozenset({"==", "!=", "<", "<=", ">", ">="})
 #: comparisons and logic between constants (folded to 0 or 1)
-_TESTS = {"==": int.__eq__, "!=": int.__ne__, "<": int.__lt__, "<=": int.__le__,
-          ">": int.__gt__, ">=": int.__ge__, "&&": lambda a, b: bool(a and b),
-          "||": lambda a, b: bool(a or b)}
+_TESTS = _CMPS | {"&&", "||"}
 _SWAPPED = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _MASK = (1 << 64) - 1
 _INTS = ("retval", "latency", "pid", "tid", "uid", "gid", "cpu", "nsecs", "elapsed")
@@ -343,7 +341,7 @@ class _Reader:
             if a is None or b is None:
                 return None
             if n.op in _TESTS:              # (the language's literals are int64)
-                return int(_TESTS[n.op](_signed(a), _signed(b)))
+                return int(_test(n.op, _signed(a), _signed(b)))
             return self.fold(n, a, b)
         return None
 
@@ -415,6 +413,12 @@ def _wraps(s: str) -> bool:
         if depth == 0:
             return i == len(s) - 1
     return False
+
+
+def _test(op: str, a: int, b: int) -> bool:
+    """``a op b`` for a comparison or ``&&``/``||``."""
+    return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b,
+            "&&": bool(a and b), "||": bool(a or b)}[op]
 
 
 def _signed(value: int) -> int:

@@ -20,7 +20,8 @@ The shortcuts below cover the usual questions in one call each:
 
 Expressions are those of :mod:`pyebpf.trace.expr` (``arg0``, ``retval``,
 ``latency``, ``comm``, ``str(arg0)``, ``ustack``, ``args.filename``,
-``arg1 / 1000``...).  ``latency`` (and ``retval`` on a ``uprobe:``)
+``arg1 / 1000``...), read by the bpftrace language's parser as the CLI reads
+them (C's precedence: ``arg0 + 2 * 3`` is ``arg0 + 6``).  ``latency`` (and ``retval`` on a ``uprobe:``)
 attaches the function's entry *and* return probes: the entry saves the time
 and the arguments the actions need, keyed by thread, and the actions run at
 the return.

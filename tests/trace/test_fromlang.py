@@ -250,7 +250,7 @@ def _grow(inner):
             lambda t: f"({t[0]})({t[1]})"))
 
 
-_EXPRS = st.recursive(_ATOMS, _grow, max_leaves=6)
+_EXPRS = st.recursive(_ATOMS, lambda inner: _grow(inner), max_leaves=6)
 #: what a chain cannot say, refused
 _REFUSALS = "integer constant on one side|depends on signedness|division by zero|" \
             "does not fit in signed 64 bits"

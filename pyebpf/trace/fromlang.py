@@ -20,9 +20,6 @@ or of a string (``comm``, ``str(E)``) with a string literal (``==``/``!=``);
 """
 from __future__ import annotations
 
-import dataclasses
-import re
-
 from ..lang import ast as A
 from ..lang.errors import LangError
 from ..lang.lexer import parse_int
@@ -50,25 +47,48 @@ _KNOWN = ("arg0..argN, args.NAME, str(E[, N]), comm, ustack, probe, func, "
           + ", ".join(_INTS))
 #: unsigned casts, as a mask (``uint64``: none)
 _UNSIGNED = {"uint8": 0xff, "uint16": 0xffff, "uint32": 0xffffffff, "uint64": None}
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"?')
 
 
 def _check_bounds(text: str) -> None:
     """Refuse a number longer than 64 bits can be, and parentheses nested
     more than :data:`~pyebpf.trace.expr.MAX_DEPTH` deep (before the parser,
-    which would only work hard on them)."""
-    bare = _STRING.sub('""', text)
-    for m in re.finditer(r"\w+", bare):
-        word = m.group()
-        if word[0].isdigit() and len(word) > 24:
-            raise ExprError(f"{quoted(text)}: the number {word[:24]}... is too long "
-                            f"({len(word)} digits; 64 bits take at most 20)")
+    which would only work hard on them); string literals are skipped."""
     depth = deepest = 0
-    for ch in bare:
-        depth += (ch == "(") - (ch == ")")
-        deepest = max(deepest, depth)
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == '"':                       # a string literal, to its closing quote
+            i += 1
+            while i < n and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+        elif ch.isdigit() and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+            j = i
+            while j < n and (text[j].isalnum() or text[j] == "_"):
+                j += 1
+            if j - i > 24:
+                raise ExprError(f"{quoted(text)}: the number {text[i:i + 24]}... is too long "
+                                f"({j - i} digits; 64 bits take at most 20)")
+            i = j - 1
+        else:
+            depth += (ch == "(") - (ch == ")")
+            deepest = max(deepest, depth)
+        i += 1
     if deepest > MAX_DEPTH:
         raise ExprError(f"{quoted(text)}: parentheses nest more than {MAX_DEPTH} levels deep")
+
+
+def _string_starts(text: str) -> list[int]:
+    """The offsets of the string literals' opening quotes in ``text``."""
+    out = []
+    i, n = 0, len(text)
+    while i < n:
+        if text[i] == '"':
+            out.append(i)
+            i += 1
+            while i < n and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+        i += 1
+    return out
 
 
 def _tree(text: object, what: str) -> A.Expr:
@@ -139,9 +159,8 @@ class _Reader:
                 isinstance(n, A.Map) and not n.keys):
             return self._word_start(self._end(n)) - (not isinstance(n, (A.Builtin, A.Identifier)))
         if isinstance(n, A.String):
-            for m in _STRING.finditer(t):
-                if m.end() == self._end(n):
-                    return m.start()
+            end = self._end(n)
+            return max((i for i in _string_starts(t) if i < end), default=end - 1)
         if isinstance(n, A.Call) and n.args:
             return self._word_start(self._back(self.start(n.args[0]), "("))
         if isinstance(n, A.Cast):
@@ -281,7 +300,7 @@ class _Reader:
         """``base`` followed by ``ops``; ``n`` is the whole expression."""
         if base.kind != INT:
             raise self.fail(f"arithmetic on {base.text} ({base.kind}) makes no sense", n)
-        return dataclasses.replace(base, text=self.source(n), ops=base.ops + ops)
+        return Expr(self.source(n), base.kind, base.atom, base.arg, base.ops + ops, base.size)
 
     def binop(self, n: A.Binop) -> Expr:
         if n.op in _CMPS or n.op in ("&&", "||"):

@@ -13,6 +13,9 @@ LAYERS = [
     "__version__",     # pyebpf.__version__: a constant of the package
     "errors", "_record", "_lazy", "isa", "codecs",
     "uapi",            # pyebpf.kernel.constants: the UAPI numbers, pure Python
+    "syntax",          # the bpftrace language's front end (lang.lexer, parser, ast, errors,
+                       # types): text -> tree, on errors/_record only; trace reads its
+                       # expressions with it, below the rest of lang
     "program", "ptregs", "text", "vm", "elf", "btf",
     "kernel", "maps", "loader", "explain", "conformance", "attach", "events", "usdt",
     "objects",         # (after usdt: an object's program attaches through libbpf's USDT protocol)
@@ -20,6 +23,8 @@ LAYERS = [
     "__main__", "__init__",   # the package's own facade (lazy names, the Ctrl-C hook)
 ]
 RANK = {name: i for i, name in enumerate(LAYERS)}
+#: the modules of pyebpf.lang that form the "syntax" unit
+SYNTAX = frozenset({"lexer", "parser", "ast", "errors", "types"})
 
 
 def unit(module: str) -> str:
@@ -27,7 +32,16 @@ def unit(module: str) -> str:
     parts = module.split(".")
     if parts[1:3] == ["kernel", "constants"]:
         return "uapi"
+    if parts[1:2] == ["lang"] and len(parts) > 2 and parts[2] in SYNTAX:
+        return "syntax"
     return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _is_module(name: str) -> bool:
+    """Whether ``pyebpf.X.Y`` names a module (``from .lang import ast``
+    imports the module pyebpf.lang.ast, not only the package)."""
+    path = ROOT.parent.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
 def imports() -> list[tuple[str, str, str, int]]:
@@ -44,7 +58,8 @@ def imports() -> list[tuple[str, str, str, int]]:
                     target = ".".join(base + ([node.module] if node.module else []))
                 else:
                     target = node.module or ""
-                targets = [target] if node.module else [f"{target}.{a.name}" for a in node.names]
+                targets = [f"{target}.{a.name}" if not node.module or _is_module(
+                    f"{target}.{a.name}") else target for a in node.names]
             elif isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             else:
@@ -63,13 +78,34 @@ def test_every_unit_is_in_the_order():
     assert found <= set(RANK), f"place these units in LAYERS: {sorted(found - set(RANK))}"
 
 
+def upward(found: list[tuple[str, str, str, int]]) -> list[str]:
+    """The imports of ``found`` that go against the layer order."""
+    return [f"{file}:{line}: {src} imports {dst}" for src, dst, file, line in found
+            if RANK[dst] > RANK[src]]
+
+
 def test_units_import_downward_only():
-    upward = [f"{file}:{line}: {src} imports {dst}" for src, dst, file, line in imports()
-              if RANK[dst] > RANK[src]]
-    assert not upward, "imports against the layer order:\n" + "\n".join(upward)
+    bad = upward(imports())
+    assert not bad, "imports against the layer order:\n" + "\n".join(bad)
 
 
 def test_the_checker_sees_imports():
     found = {(src, dst) for src, dst, _, _ in imports()}
     assert ("trace", "usdt") in found and ("loader", "kernel") in found
     assert unit("pyebpf.kernel.constants") == "uapi" and unit("pyebpf.kernel.core") == "kernel"
+    assert ("trace", "syntax") in found and ("syntax", "errors") in found
+
+
+def test_the_language_front_end_is_its_own_unit():
+    """lang's lexer/parser/tree sit below trace (which parses with them),
+    the rest of lang above it: the parser importing code generation, or
+    the tree importing trace, would be refused."""
+    assert {unit(f"pyebpf.lang.{m}") for m in SYNTAX} == {"syntax"}
+    assert unit("pyebpf.lang.codegen") == unit("pyebpf.lang") == "lang"
+    assert RANK["syntax"] < RANK["program"] < RANK["trace"] < RANK["lang"]
+    refused = [("syntax", unit("pyebpf.lang.codegen"), "pyebpf/lang/parser.py", 1),
+               ("syntax", unit("pyebpf.trace.expr"), "pyebpf/lang/ast.py", 1),
+               ("syntax", unit("pyebpf.program"), "pyebpf/lang/types.py", 1)]
+    assert len(upward(refused)) == 3
+    assert not upward([("trace", "syntax", "pyebpf/trace/fromlang.py", 1),
+                       ("lang", "syntax", "pyebpf/lang/sema.py", 1)])

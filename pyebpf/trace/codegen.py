@@ -16,7 +16,7 @@ from typing import Callable, Sequence, cast
 from ..errors import ProgramError
 from ..program import R0, R1, R2, R6, R7, R8, R9, R10, Program
 from . import aggregate as _agg
-from .expr import STR, EmitEnv, Expr, ExprError, emit_bytes, emit_filter, emit_int, parse_expr
+from .expr import PROBE, STR, EmitEnv, Expr, ExprError, emit_bytes, emit_filter, emit_int
 from .model import MAX_KEYS, Built
 from .probes import UprobeSource
 
@@ -129,7 +129,7 @@ def _actions(t: Trace, i: int, src: Source, start: MapSpec | None, saved: list[i
         exprs = [e for _, e in t.event_fields]
         mark(f"event: probe, {', '.join(e.text for e in exprs)} -> "
              f"{'ring buffer' if t.ring else 'perf buffer'}")
-        rec = emit_struct(p, [parse_expr("probe")] + exprs, env)
+        rec = emit_struct(p, [Expr("probe", PROBE, "probe")] + exprs, env)
         size = 8 + sum(e.slot_size for e in exprs)
         if t.ring:
             p.ringbuf_output(t._events_map, rec, size, drops=t._drops)

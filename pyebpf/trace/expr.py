@@ -22,21 +22,29 @@ Atoms:
 integers            ``42``, ``0x2a``, ``-20`` (int64, as bpftrace's literals)
 ==================  =======================================================
 
-An atom may be followed by operations with integer constants, applied left
-to right: ``arg1 / 1000``, ``latency / 1000``, ``arg0 & 0xff``, ``arg0 % 10``
-(``+ - * / % & | ^ << >>``; unsigned 64-bit like bpftrace's ``u64``).
+The text is read by the bpftrace language's parser (the one of ``pyebpf bt``
+and ``pyebpf trace``'s flags), with C's operators and C's precedence:
+``arg0 + 2 * 3`` is ``arg0 + 6``.  An expression is one atom followed by
+operations with integer constants (``+ - * / % & | ^ << >>``; unsigned
+64-bit like bpftrace's ``u64``): ``arg1 / 1000``, ``latency / 1000``,
+``arg0 & 0xff``, ``2 * arg0``, ``(uint8)arg0``, ``~arg0``; constant parts are
+folded.  What such a chain cannot say -- two non-constant operands
+(``arg0 + arg1``), signed casts, ternaries, maps, variables -- is an
+:class:`ExprError` naming the expression and the column
+(:mod:`~pyebpf.trace.fromlang` has the details).
 
 Filters (``--filter``) compare two expressions: ``arg0 > 100``,
 ``comm == "bash"``, ``str(arg0) != "x"``, ``arg1 < -20`` (``== != < <= > >=``;
 as bpftrace: a signed comparison when both sides are signed -- constants,
-tracepoint fields and USDT arguments of a signed type).
+tracepoint fields and USDT arguments of a signed type);
+:meth:`~pyebpf.trace.recipes.Trace.filter` takes several joined with ``&&``.
 
 Values are emitted into registers r6-r9 (integers) or stack buffers
 (strings); helpers clobber r0-r5 as usual.
 """
 from __future__ import annotations
 
-from .._record import dataclass, field, replace
+from .._record import dataclass, field
 from ..errors import PyebpfError
 from ..program import R0, R1, R2, R3, R10, W0, Program, Reg
 
@@ -47,7 +55,7 @@ if TYPE_CHECKING:
     from ..maps import MapSpec, StackTraceMap
     from .probes import ProbeSource
 
-__all__ = ["Expr", "ExprError", "Filter", "parse_expr", "parse_filter", "EmitEnv",
+__all__ = ["Expr", "ExprError", "Filter", "parse_expr", "parse_filter", "parse_filters", "EmitEnv",
            "INT", "STR", "STACK", "PROBE", "FUNC", "BPF_F_USER_STACK", "HELPER_BUILTINS",
            "emit_helper_builtin", "emit_elapsed", "emit_ustack_key"]
 
@@ -58,12 +66,13 @@ _OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "%": "mod", "&": "and_",
 _CMPS = {"==": "jeq", "!=": "jne", "<": "jlt", "<=": "jle", ">": "jgt", ">=": "jge"}
 _SCMPS = {"==": "jeq", "!=": "jne", "<": "jslt", "<=": "jsle", ">": "jsgt", ">=": "jsge"}
 _NEGATE = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
-_SIMPLE = ("retval", "latency", "pid", "tid", "uid", "gid", "cpu", "nsecs", "elapsed", "comm",
-           "ustack", "probe", "func")
 
 
 class ExprError(PyebpfError, ValueError):
-    """An expression cannot be parsed or does not make sense for the probe."""
+    """An expression cannot be parsed or does not make sense for the probe.
+    ``column``: where in the expression (1-based), when known."""
+
+    column: int | None = None
 
 
 @dataclass(frozen=True)
@@ -108,10 +117,6 @@ class Expr:
 
 
 # ----------------------------------------------------------------- parsing
-_TOKEN = (r"\s*(?:(?P<num>0[xX][0-9a-fA-F]+|\d+)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
-          r"|(?P<str>\"(?:[^\"\\]|\\.)*\")|(?P<op><<|>>|->|==|!=|<=|>=|[-+*/%&|^(),.<>]))")
-
-
 #: how deeply parentheses and str() may nest in one expression
 MAX_DEPTH = 64
 
@@ -123,167 +128,12 @@ def _q(text: object, limit: int = 60) -> str:
     return r if len(r) <= limit else f"{r[:limit // 2]}...{r[-limit // 2:]} ({len(r)} characters)"
 
 
-def _number(text: str, source: str) -> int:
-    """The value of a number token (decimal or 0x hex), an unsigned 64-bit
-    constant; anything else is an :class:`ExprError`."""
-    if len(text) > 24 or (len(text) > 1 and text[0] == "0" and text[1] not in "xX"):
-        what = ("has a leading 0 (write it in decimal, or 0x... in hex)"
-                if len(text) <= 24 else f"is too long ({len(text)} digits; 64 bits take at most 20)")
-        raise ExprError(f"{_q(source)}: the number {text[:24]}{'...' if len(text) > 24 else ''} "
-                        f"{what}")
-    value = int(text, 0)
-    if value >= 1 << 64:
-        raise ExprError(f"{_q(source)}: the number {text} does not fit in 64 bits")
-    return value
-
-
-def _tokens(text: str) -> list[tuple[str, str, int]]:
-    """``(kind, text, column)`` of each token of ``text`` (kind: num, name, str, op)."""
-    out: list[tuple[str, str, int]] = []
-    pos = 0
-    text = text.rstrip()
-    import re               # (here: re costs the language's start-up ~2 ms)
-    token = re.compile(_TOKEN)
-    while pos < len(text):
-        m = token.match(text, pos)
-        if not m or m.end() == pos:
-            raise ExprError(f"{_q(text)}: cannot read {_q(text[pos:].strip())} (column {pos + 1})")
-        kind = m.lastgroup or ""
-        out.append((kind, m.group(kind), m.start(kind)))
-        pos = m.end()
-    return out
-
-
-class _Parser:
-    def __init__(self, text: str, strlen: int) -> None:
-        self.text = text
-        self.toks = _tokens(text)
-        self.i = 0
-        self.strlen = strlen
-        self.depth = 0
-
-    def nest(self) -> None:
-        """Enter one more level of parentheses (or ``str(``); refuse too many."""
-        self.depth += 1
-        if self.depth > MAX_DEPTH:
-            raise ExprError(f"{self.text[:60]!r}{'...' if len(self.text) > 60 else ''}: "
-                            f"parentheses nest more than {MAX_DEPTH} levels deep")
-
-    def peek(self) -> tuple[str, str, int] | None:
-        return self.toks[self.i] if self.i < len(self.toks) else None
-
-    def take(self, what: str | None = None) -> tuple[str, str, int]:
-        t = self.peek()
-        if t is None:
-            raise ExprError(f"{self.text!r}: unexpected end" + (f", expected {what!r}" if what else ""))
-        if what is not None and t[1] != what:
-            raise ExprError(f"{self.text!r}: expected {what!r} at column {t[2] + 1}, found {t[1]!r}")
-        self.i += 1
-        return t
-
-    def _peek_text(self) -> str | None:
-        t = self.peek()
-        return None if t is None else t[1]
-
-    def expr(self) -> Expr:
-        first = self.peek()
-        start = first[2] if first else 0
-        base = self.atom()
-        ops: list[tuple[str, int]] = []
-        while self._peek_text() in _OPS:
-            op = self.take()[1]
-            kind, val, col = self.take()
-            if kind != "num":
-                raise ExprError(f"{self.text!r}: '{op}' takes an integer constant (column "
-                                f"{col + 1}); operations between two expressions are not "
-                                "supported")
-            ops.append((op, _number(val, self.text)))
-        if ops:
-            if base.kind != INT:
-                raise ExprError(f"{self.text!r}: arithmetic on {base.text} ({base.kind}) makes "
-                                "no sense")
-            end = self.toks[self.i - 1][2] + len(self.toks[self.i - 1][1])
-            return replace(base, text=self.text[start:end].strip(),
-                           ops=base.ops + tuple(ops))
-        return base
-
-    def atom(self) -> Expr:
-        kind, val, col = self.take()
-        if kind == "num":
-            return Expr(val, INT, "const", _number(val, self.text))
-        nxt = self.peek()
-        if val == "-" and nxt is not None and nxt[0] == "num":     # a negative constant
-            num = self.take()[1]
-            value = _number(num, self.text)
-            if value > 1 << 63:
-                raise ExprError(f"{_q(self.text)}: -{num} does not fit in signed 64 bits")
-            return Expr(f"-{num}", INT, "const", -value)
-        if val == "(":
-            self.nest()
-            inner = self.expr()
-            self.take(")")
-            self.depth -= 1
-            return inner
-        if kind != "name":
-            raise ExprError(f"{self.text!r}: expected a value at column {col + 1}, found {val!r}")
-        import re
-        m = re.fullmatch(r"arg(\d{1,4})", val)
-        if m:
-            return Expr(val, INT, "arg", int(m.group(1)))
-        if re.fullmatch(r"arg\d+", val):
-            raise ExprError(f"{self.text!r}: argument number {val[3:20]}... is too large")
-        if val == "args":
-            sep = self.take()[1]
-            if sep not in (".", "->"):
-                raise ExprError(f"{self.text!r}: a tracepoint field is args.NAME")
-            fname = self.take()
-            if fname[0] != "name":
-                raise ExprError(f"{self.text!r}: a tracepoint field is args.NAME")
-            return Expr(f"args.{fname[1]}", INT, "field", fname[1])
-        if val == "str":
-            self.take("(")
-            self.nest()
-            inner = self.expr()
-            size, length = self.strlen, None
-            if self._peek_text() == ",":
-                self.take(",")
-                k, v, c = self.take()
-                if k != "num" or not 1 <= _number(v, self.text) <= 256:
-                    raise ExprError(f"{self.text!r}: the length of str() is 1..256 bytes")
-                length = _number(v, self.text)
-                size = length + 1          # N characters, as bpftrace's str(E, N), and the NUL
-            self.take(")")
-            self.depth -= 1
-            if inner.kind != INT:
-                raise ExprError(f"{self.text!r}: str() takes an address (an integer expression)")
-            return Expr(f"str({inner.text}" + (f", {length})" if length is not None else ")"),
-                        STR, "str", inner, (), size)
-        if val in _SIMPLE:
-            if val == "comm":
-                return Expr(val, STR, "comm", None, (), 16)
-            if val == "ustack":
-                return Expr(val, STACK, "ustack")
-            if val in ("probe", "func"):
-                return Expr(val, PROBE if val == "probe" else FUNC, val)
-            return Expr(val, INT, val)
-        raise ExprError(f"{self.text!r}: unknown name {val!r}; known: arg0..argN, args.NAME, "
-                        f"str(...), {', '.join(_SIMPLE)}")
-
-
 def parse_expr(text: str, strlen: int = 64) -> Expr:
-    """Parse one expression (see the module docs)."""
-    if not isinstance(text, str):
-        raise ExprError(f"an expression is a string, not {_q(text)}")
-    if not isinstance(strlen, int) or not 1 <= strlen <= 256:
-        raise ExprError(f"string length must be 1..256 bytes, not {strlen}")
-    p = _Parser(text, strlen)
-    if not p.toks:
-        raise ExprError("empty expression")
-    e = p.expr()
-    extra = p.peek()
-    if extra is not None:
-        raise ExprError(f"{_q(text)}: unexpected {extra[1]!r} at column {extra[2] + 1}")
-    return e
+    """Parse one expression with the bpftrace language's parser (see the
+    module docs; :mod:`~pyebpf.trace.fromlang` turns its tree into an
+    :class:`Expr`). ``strlen``: the bytes of ``str(E)`` without a length."""
+    from .fromlang import parse_expr as parse     # (the parser: imported on first use)
+    return parse(text, strlen)
 
 
 @dataclass(frozen=True)
@@ -301,63 +151,16 @@ class Filter:
 
 
 def parse_filter(text: str, strlen: int = 64) -> Filter:
-    """Parse ``EXPR OP EXPR`` or ``STRING_EXPR ==|!= "literal"``."""
-    if not isinstance(text, str):
-        raise ExprError(f"a filter is a string, not {_q(text)}")
-    toks = _tokens(text)
-    depth = 0
-    for i, (kind, val, col) in enumerate(toks):
-        depth += val == "("
-        depth -= val == ")"
-        if depth == 0 and kind == "op" and val in _CMPS:
-            left = parse_expr(text[:col], strlen)
-            rest = text[col + len(val):].strip()
-            if rest.startswith('"'):
-                if not (len(rest) >= 2 and rest.endswith('"')):
-                    raise ExprError(f"{_q(text)}: unterminated string literal")
-                if left.kind != STR:
-                    raise ExprError(f"{_q(text)}: a string literal compares with comm or str(...)")
-                if val not in ("==", "!="):
-                    raise ExprError(f"{_q(text)}: strings compare with == or != only")
-                lit = _string_literal(rest[1:-1], text)
-                if len(lit) >= left.size:
-                    raise ExprError(f"{_q(text)}: the literal is longer than {left.text} can hold")
-                return Filter(text, left, val, lit)
-            right = parse_expr(rest, strlen)
-            if left.kind != INT or right.kind != INT:
-                raise ExprError(f"{_q(text)}: only integers compare with {val} (strings with a "
-                                '"literal")')
-            return Filter(text, left, val, right)
-    raise ExprError(f"{_q(text)}: a filter is a comparison, e.g. 'arg0 > 100' or 'comm == \"bash\"'")
+    """Parse one comparison: ``EXPR OP EXPR`` (``== != < <= > >=``) or
+    ``STRING_EXPR ==|!= "literal"``."""
+    from .fromlang import parse_filter as parse
+    return parse(text, strlen)
 
 
-_LIT_ESCAPES = {"n": 10, "t": 9, "r": 13, "0": 0, "a": 7, "b": 8, "f": 12, "v": 11, "e": 27,
-                "\\": 92, '"': 34, "'": 39}
-
-
-def _string_literal(body: str, source: str) -> bytes:
-    """The bytes of a filter's string literal (UTF-8, with C escapes:
-    ``\\n \\t \\" \\\\ \\0 \\xHH``...); a bad escape is an :class:`ExprError`."""
-    import re
-    out = bytearray()
-    i, n = 0, len(body)
-    while i < n:
-        ch = body[i]
-        if ch != "\\":
-            out += ch.encode("utf-8", "surrogatepass")
-            i += 1
-            continue
-        esc = body[i + 1] if i + 1 < n else ""
-        if esc in _LIT_ESCAPES:
-            out.append(_LIT_ESCAPES[esc])
-            i += 2
-        elif esc == "x" and re.fullmatch(r"[0-9a-fA-F]{2}", body[i + 2:i + 4]):
-            out.append(int(body[i + 2:i + 4], 16))
-            i += 4
-        else:
-            raise ExprError(f"{_q(source)}: unknown escape \\{esc} in the string literal (use "
-                            "\\n \\t \\\\ \\\" \\0 or \\xHH)")
-    return bytes(out)
+def parse_filters(text: str, strlen: int = 64) -> list[Filter]:
+    """Parse a condition: one comparison or several joined with ``&&``."""
+    from .fromlang import parse_filters as parse
+    return parse(text, strlen)
 
 
 # ----------------------------------------------------------------- emission

@@ -20,7 +20,8 @@ The shortcuts below cover the usual questions in one call each:
 
 Expressions are those of :mod:`pyebpf.trace.expr` (``arg0``, ``retval``,
 ``latency``, ``comm``, ``str(arg0)``, ``ustack``, ``args.filename``,
-``arg1 / 1000``...).  ``latency`` (and ``retval`` on a ``uprobe:``)
+``arg1 / 1000``...), read by the bpftrace language's parser as the CLI reads
+them (C's precedence: ``arg0 + 2 * 3`` is ``arg0 + 6``).  ``latency`` (and ``retval`` on a ``uprobe:``)
 attaches the function's entry *and* return probes: the entry saves the time
 and the arguments the actions need, keyed by thread, and the actions run at
 the return.
@@ -33,7 +34,7 @@ from typing import Any, Iterable, Sequence
 from ..errors import ProgramError
 from ..kernel.lifetime import Owner, close_all
 from . import aggregate as _agg
-from .expr import INT, STR, Expr, ExprError, Filter, parse_expr, parse_filter
+from .expr import INT, STR, Expr, ExprError, Filter, parse_expr, parse_filters
 from .model import (AGG_KINDS, MAX_KEYS, Aggregate, AggResult, AggValue, Built, Event,
                     FieldValue, KeyPart)
 from .probes import ProbeSpec, parse_probe, probe_source
@@ -185,10 +186,11 @@ class Trace(Owner):
     # ------------------------------------------------------------ building
     def filter(self, condition: "str | Filter") -> "Trace":
         """Run the actions only when ``condition`` holds (``"arg0 > 10"``,
-        ``'comm == "bash"'``); several filters must all hold."""
+        ``'comm == "bash"'``, ``"arg0 > 10 && arg1 != 0"``); several filters
+        must all hold."""
         self._check_not_built()
-        self.filters.append(parse_filter(condition, self.strlen) if isinstance(condition, str)
-                            else condition)
+        self.filters.extend(parse_filters(condition, self.strlen) if isinstance(condition, str)
+                            else [condition])
         return self
 
     def _add(self, kind: str, value: Expr | str | None, by: _By, name: str | None,

@@ -211,9 +211,15 @@ def _map_name(obj: BpfObject, d: MapDef) -> str:
     return d.name
 
 
-def _adopt(fd: Any) -> Any:
-    from ..maps import Map
+def _adopt(fd: Any, created: tuple[int, int, int, int, int, str] | None = None) -> Any:
+    """A pyebpf map around ``fd`` (a :class:`RawObjectMap` for a type pyebpf
+    has no class for); ``created``: the (type, key_size, value_size,
+    max_entries, flags, name) it was just created with, else the kernel is
+    asked (a pinned map reused)."""
+    from ..maps.base import Map
     try:
+        if created is not None:
+            return Map._from_created_fd(fd, *created)
         return Map._from_owned_fd(fd, None, None)
     except KernelError:
         return RawObjectMap(fd)
@@ -241,7 +247,8 @@ def _create_map(obj: BpfObject, d: MapDef) -> Any:
         ids = obj.btf.find(d.section, Kind.DATASEC)
         if ids:
             btf_fd, key_id, value_id = obj._btf_fd.fileno(), 0, ids[0]
-    kw: dict[str, Any] = dict(flags=d.flags, name=_map_name(obj, d),
+    name = _map_name(obj, d)
+    kw: dict[str, Any] = dict(flags=d.flags, name=name,
                               inner_map_fd=inner.fileno() if inner is not None else 0,
                               map_extra=d.map_extra, numa_node=d.numa_node or None)
     try:
@@ -251,7 +258,8 @@ def _create_map(obj: BpfObject, d: MapDef) -> Any:
         if not btf_fd:
             raise
         fd = _sys.map_create(d.type, d.key_size, d.value_size, max_entries, **kw)
-    m = _adopt(fd)
+    flags = d.flags | (4 if d.numa_node else 0)          # (map_create's BPF_F_NUMA_NODE)
+    m = _adopt(fd, (d.type, d.key_size, d.value_size, max_entries, flags, name))
     obj._owned.append(m)
     if inner is not None:
         inner.close()
@@ -489,10 +497,9 @@ def _load_program(obj: BpfObject, prog: ObjectProgram, code: dict[int, list[Slot
             prog.status, prog.error = "rejected", exc
             prog.reason = str(exc).splitlines()[0]
         return
-    from ..isa import decode
     from ..loader import LoadedProgram
     used = {n: m for n, m in obj.maps.items()}
-    prog.loaded = LoadedProgram(fd, prog.prog_type, None, decode(insns), used, log, prog.name,
+    prog.loaded = LoadedProgram(fd, prog.prog_type, None, insns, used, log, prog.name,
                                 prog.expected_attach_type)
     obj._owned.append(prog.loaded)
     prog.status, prog.reason = "loaded", ""

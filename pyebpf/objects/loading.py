@@ -28,6 +28,13 @@ PSEUDO_KFUNC_CALL = 2
 POISON_HELPER = 0xBAD2310
 PIN_ROOT = "/sys/fs/bpf"
 _BTF_TARGET = (ProgType.TRACING, ProgType.LSM, ProgType.EXT)
+#: map types created without BTF for their keys and values, as libbpf creates
+#: them (the kernel refuses it for most; a refused BTF would cost a failed call)
+_NO_BTF_MAPS = frozenset((MapType.PERF_EVENT_ARRAY, MapType.CGROUP_ARRAY, MapType.STACK_TRACE,
+                          MapType.ARRAY_OF_MAPS, MapType.HASH_OF_MAPS, MapType.DEVMAP,
+                          MapType.DEVMAP_HASH, MapType.CPUMAP, MapType.XSKMAP,
+                          MapType.SOCKMAP, MapType.SOCKHASH, MapType.QUEUE, MapType.STACK,
+                          MapType.ARENA))
 _REFUSED = (E.EPERM, E.EOPNOTSUPP, 524)      # 524: ENOTSUPP
 
 
@@ -98,7 +105,7 @@ def kernel_config() -> dict[str, str]:
 
 def _kconfig_value(obj: BpfObject, name: str, size: int, tid: int,
                    config: dict[str, str]) -> bytes | None:
-    from ..kernel.features import kernel_version_code
+    from ..kernel.version import kernel_version_code
     if name == "LINUX_KERNEL_VERSION":
         value: Any = kernel_version_code()
     elif name in ("LINUX_HAS_BPF_COOKIE", "LINUX_HAS_SYSCALL_WRAPPER"):
@@ -222,7 +229,7 @@ def _adopt(fd: Any, created: tuple[int, int, int, int, int, str] | None = None) 
             return Map._from_created_fd(fd, *created)
         return Map._from_owned_fd(fd, None, None)
     except KernelError:
-        return RawObjectMap(fd)
+        return RawObjectMap(fd, created[5] if created is not None else None)
 
 
 def _create_map(obj: BpfObject, d: MapDef) -> Any:
@@ -240,7 +247,7 @@ def _create_map(obj: BpfObject, d: MapDef) -> Any:
         from ..kernel.cpus import possible_cpus
         max_entries = len(possible_cpus())
     btf_fd = obj._btf_fd.fileno() if obj._btf_fd is not None and d.key_type_id | \
-        d.value_type_id else 0
+        d.value_type_id and d.type not in _NO_BTF_MAPS else 0
     key_id = d.key_type_id if btf_fd else 0
     value_id = d.value_type_id if btf_fd else 0
     if d.data is not None and obj._btf_fd is not None and obj.btf is not None:
@@ -278,13 +285,17 @@ def _create_map(obj: BpfObject, d: MapDef) -> Any:
 class RawObjectMap:
     """A map pyebpf has no class for (map-in-map, prog arrays...): its fd,
     ``name`` and ``info()``; the kernel.syscall map_* functions work on
-    ``fileno()``."""
+    ``fileno()``.  ``name``: the name it was created with (else the kernel's
+    is asked for)."""
 
-    def __init__(self, fd: Any) -> None:
-        from ..kernel import syscall as _sys
+    def __init__(self, fd: Any, name: str | None = None) -> None:
         self._fd = fd
-        self.info_ = _sys.map_info(fd)
-        self.name = self.info_.name
+        self._info: Any = None
+        if name is None:
+            self.name = self.info().name
+        else:
+            from ..kernel.core import obj_name
+            self.name = obj_name(name).decode()
 
     def fileno(self) -> int:
         """The fd number."""
@@ -297,8 +308,11 @@ class RawObjectMap:
         return self._fd
 
     def info(self) -> Any:
-        """The kernel's map info."""
-        return self.info_
+        """The kernel's map info (asked for once)."""
+        if self._info is None:
+            from ..kernel import syscall as _sys
+            self._info = _sys.map_info(self._fd)
+        return self._info
 
     def close(self) -> None:
         """Close the fd."""

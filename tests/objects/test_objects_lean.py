@@ -132,8 +132,9 @@ def test_created_maps_have_the_shape_the_kernel_reports(objects, name):
         obj.load()
         wrapped = 0
         for mname, m in obj.maps.items():
-            if not isinstance(m, Map):
-                continue                                    # (a RawObjectMap asks the kernel)
+            if not isinstance(m, Map):                      # a RawObjectMap: its name
+                assert m.name == m.info().name == _sys.map_info(m.fileno()).name, mname
+                continue
             info = _sys.map_info(m.fileno())
             assert type(m).map_type == info.type, mname
             assert (m.name, m.key_size, m.value_size, m.max_entries, m.flags) == \

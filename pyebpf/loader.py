@@ -15,7 +15,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Iterable, Mapping
+    from typing import Any, Callable, Iterable, Mapping
 
     from .isa import Insn
     from .kernel import Fd, ProgInfo, TestRun
@@ -93,7 +93,8 @@ class LoadedProgram(FdOwner):
     """
 
     def __init__(self, fd: Fd, prog_type: int, program: Program | None,
-                 insns: list[Insn] | bytes, maps: Mapping[str, Any], log: str = "",
+                 insns: list[Insn] | bytes,
+                 maps: Mapping[str, Any] | Callable[[], Mapping[str, Any]], log: str = "",
                  name: str = "", expected_attach_type: int = 0):
         self._own_fd(fd)
         self.prog_type = prog_type
@@ -101,9 +102,22 @@ class LoadedProgram(FdOwner):
         self.expected_attach_type = expected_attach_type
         self.program = program
         self._insns = insns
-        self.maps = dict(maps)
+        self._maps = maps if callable(maps) else dict(maps)
         self.log = log
         self.name = name
+
+    @property
+    def maps(self) -> dict[str, Any]:
+        """The maps the program uses, by name (given as a callable, as an
+        object's programs give them: asked for on first use)."""
+        maps = self._maps
+        if callable(maps):
+            maps = self._maps = dict(maps())
+        return maps
+
+    @maps.setter
+    def maps(self, value: Mapping[str, Any]) -> None:
+        self._maps = dict(value)
 
     @property
     def insns(self) -> list[Insn]:

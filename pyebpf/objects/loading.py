@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno as E
 import os
 import struct
+import weakref
 
 from ..btf import Kind
 from ..errors import KernelError, VerifierError
@@ -200,14 +201,14 @@ def _kallsyms(names: set[str]) -> dict[str, int]:
 def _create_maps(obj: BpfObject) -> None:
     from ..kernel import syscall as _sys
     for name, d in obj.map_defs.items():
-        obj.maps[name] = _create_map(obj, d)
+        obj._maps[name] = _create_map(obj, d)
     for name, d in obj.map_defs.items():
         for slot, inner_name in d.init_slots.items():
-            inner = obj.maps.get(inner_name)
+            inner = obj._maps.get(inner_name)
             if inner is None:
                 raise ObjectError(f"map {name!r}: slot {slot} names {inner_name!r}, "
                                   "which is not a map of this object")
-            _sys.map_update(obj.maps[name].fileno(), struct.pack("<I", slot),
+            _sys.map_update(obj._maps[name].fileno(), struct.pack("<I", slot),
                             struct.pack("<I", inner.fileno()))
 
 
@@ -266,20 +267,85 @@ def _create_map(obj: BpfObject, d: MapDef) -> Any:
             raise
         fd = _sys.map_create(d.type, d.key_size, d.value_size, max_entries, **kw)
     flags = d.flags | (4 if d.numa_node else 0)          # (map_create's BPF_F_NUMA_NODE)
-    m = _adopt(fd, (d.type, d.key_size, d.value_size, max_entries, flags, name))
+    m = CreatedMap(fd, (d.type, d.key_size, d.value_size, max_entries, flags, name))
     obj._owned.append(m)
+    obj._unwrapped = True
     if inner is not None:
         inner.close()
     if d.data is not None:
         _sys.map_update(m.fileno(), b"\0\0\0\0", bytes(d.data))
         if d.frozen:
-            if hasattr(m, "freeze"):
-                m.freeze()
-            else:
-                _sys.map_freeze(m.fileno())
+            _sys.map_freeze(m.fileno())
+            m.frozen = True
     if path is not None:
         _sys.obj_pin(path, m.fileno())
     return m
+
+
+class CreatedMap:
+    """A map the object created, until :attr:`~.obj.BpfObject.maps` wraps it
+    on first use (:func:`wrap_maps`): its fd, how it was created and whether
+    it was frozen -- loading needs no more, and a process that only loads
+    (and attaches) an object imports no map class.  (A map first asked for
+    after the object was closed stays this, closed: there is nothing left
+    to wrap.)"""
+
+    __slots__ = ("fd", "created", "frozen")
+
+    def __init__(self, fd: Any, created: tuple[int, int, int, int, int, str]) -> None:
+        self.fd = fd
+        self.created = created
+        self.frozen = False
+
+    def fileno(self) -> int:
+        """The fd number."""
+        fd: int = self.fd.fileno()
+        return fd
+
+    @property
+    def name(self) -> str:
+        """The kernel's name of the map."""
+        from ..kernel.core import obj_name
+        return obj_name(self.created[5]).decode()
+
+    @property
+    def closed(self) -> bool:
+        """True once closed."""
+        closed: bool = self.fd.closed
+        return closed
+
+    def close(self) -> None:
+        """Close the fd (the map, unless a program or pin holds it)."""
+        self.fd.close()
+
+
+def wrap_maps(obj: BpfObject) -> None:
+    """Replace every :class:`CreatedMap` of ``obj`` -- among its maps and
+    what it owns -- by its pyebpf map (a :class:`RawObjectMap` for a type
+    pyebpf has no class for)."""
+    obj._unwrapped = False
+    made: dict[int, Any] = {}
+    for name, m in list(obj._maps.items()):
+        if isinstance(m, CreatedMap):
+            if m.fd.closed:
+                continue                    # (the object was closed first: nothing to wrap)
+            new = _adopt(m.fd, m.created)
+            if m.frozen and hasattr(new, "_frozen"):
+                new._frozen = True
+            made[id(m)] = obj._maps[name] = new
+    obj._owned[:] = [made.get(id(x), x) for x in obj._owned]
+
+
+def _maps_of(obj: BpfObject) -> Any:
+    """What a loaded program of ``obj`` gives as its maps, asked on first use:
+    the object's maps (none once the object is gone; it does not keep the
+    object alive)."""
+    ref = weakref.ref(obj)
+
+    def maps() -> dict[str, Any]:
+        o = ref()
+        return o.maps if o is not None else {}
+    return maps
 
 
 class RawObjectMap:
@@ -393,13 +459,13 @@ def _patch_refs(obj: BpfObject, slots: list[Slot], origin: list[tuple[int, int]]
             raise ObjectError(f"{sec.name}+{k * 8}: a relocation to {sym.name!r} on an "
                               "instruction that is not a 64-bit load")
         if tsec.name in (".maps", "maps"):
-            m = obj.maps.get(sym.name)
+            m = obj._maps.get(sym.name)
             if m is None:
                 raise ObjectError(f"{sec.name}+{k * 8}: map {sym.name!r} is not defined")
             s.src, s.imm = PSEUDO_MAP_FD, m.fileno()
-        elif tsec.name in obj.maps:
+        elif tsec.name in obj._maps:
             off = (0 if sym.type == 3 else sym.value) + s.imm
-            s.src, s.imm = PSEUDO_MAP_VALUE, obj.maps[tsec.name].fileno()
+            s.src, s.imm = PSEUDO_MAP_VALUE, obj._maps[tsec.name].fileno()
             slots[pos + 1].imm = off
         else:
             raise ObjectError(f"{sec.name}+{k * 8}: a reference to {sym.name!r} in section "
@@ -412,7 +478,7 @@ def _patch_extern(obj: BpfObject, slots: list[Slot], pos: int, name: str,
     kind = obj.externs.get(name)
     if kind == "kconfig":
         off = obj._kconfig[name][0]
-        s.src, s.imm = PSEUDO_MAP_VALUE, obj.maps[".kconfig"].fileno()
+        s.src, s.imm = PSEUDO_MAP_VALUE, obj._maps[".kconfig"].fileno()
         slots[pos + 1].imm = off + s.imm * 0
         return
     how, value = ksyms.get(name, ("missing", 0))
@@ -512,8 +578,7 @@ def _load_program(obj: BpfObject, prog: ObjectProgram, code: dict[int, list[Slot
             prog.reason = str(exc).splitlines()[0]
         return
     from ..loader import LoadedProgram
-    used = {n: m for n, m in obj.maps.items()}
-    prog.loaded = LoadedProgram(fd, prog.prog_type, None, insns, used, log, prog.name,
+    prog.loaded = LoadedProgram(fd, prog.prog_type, None, insns, _maps_of(obj), log, prog.name,
                                 prog.expected_attach_type)
     obj._owned.append(prog.loaded)
     prog.status, prog.reason = "loaded", ""

@@ -14,6 +14,8 @@ is paid again at interpreter exit:
 * ``pyebpf.btf.own`` and ``pyebpf.btf.writer``: an object carries its BTF,
   its maps take their types from it (pyebpf builds BTF only for its own
   maps and programs);
+* ``pyebpf.maps`` and ``pyebpf.codecs``: loading needs the maps' fds only;
+  ``obj.maps`` makes their Python objects on first use;
 * ``pyebpf.kernel.objinfo``: a map the object creates is wrapped with the
   shape it was created with (no ``BPF_OBJ_GET_INFO_BY_FD`` per map);
 * ``pyebpf.kernel.hints``: the tables that explain a failure;
@@ -54,6 +56,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 FORBIDDEN = frozenset({
     "pyebpf.program", "pyebpf.program.check", "pyebpf.program.dsl", "pyebpf.isa",
     "pyebpf.text", "pyebpf.lang", "pyebpf.trace", "pyebpf.cli",
+    "pyebpf.maps", "pyebpf.codecs",
     "pyebpf.btf.own", "pyebpf.btf.writer", "pyebpf.kernel.objinfo", "pyebpf.kernel.hints",
     "resource", "typing", "re", "enum", "argparse", "dataclasses", "inspect", "functools",
     "warnings", "importlib", "ctypes", "glob", "difflib", "subprocess", "shutil", "tempfile",
@@ -65,7 +68,7 @@ import pyebpf
 obj = pyebpf.load_object(sys.argv[1])
 bad = [(p.name, p.status, p.reason) for p in obj.programs.values() if p.status != "loaded"]
 assert not bad, bad
-print(len(obj.programs), len(obj.maps), flush=True)
+print(len(obj.programs), len(obj.map_defs), flush=True)
 {after}
 obj.close()
 """
@@ -98,9 +101,31 @@ def _imported(code: str, *argv: str) -> tuple[subprocess.CompletedProcess, set[s
 def test_open_and_load_import_no_module_the_path_does_not_need(objects, name):
     proc, names = _imported(_LOAD.format(after=""), objects[name])
     assert proc.returncode == 0, proc.stderr[-3000:]
-    # (the check sees the load: the object's modules, the kernel's, the maps')
-    assert {"pyebpf.objects.loading", "pyebpf.kernel.objload", "pyebpf.maps"} <= names
+    # (the check sees the load: the object's modules, the kernel's)
+    assert {"pyebpf.objects.loading", "pyebpf.kernel.objload", "pyebpf.kernel.mapops"} <= names
     assert not names & FORBIDDEN, sorted(names & FORBIDDEN)
+
+
+def test_the_maps_python_objects_are_made_on_first_use(objects):
+    after = ("assert 'pyebpf.maps' not in sys.modules\n"
+             "p = next(iter(obj.programs.values()))\n"
+             "print(sorted((n, type(m).__name__) for n, m in p.loaded.maps.items()))\n"
+             "assert obj.maps['.rodata'].frozen and obj.maps['events'].fileno() > 0\n"
+             "assert p.loaded.maps['events'] is obj.maps['events']\n")
+    proc, _ = _imported(_LOAD.format(after=after), objects["execsnoop"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert ("[('.bss', 'ArrayMap'), ('.data', 'ArrayMap'), ('.rodata', 'ArrayMap'), "
+            "('events', 'RingBuf')]") in proc.stdout
+
+
+def test_closing_closes_maps_never_used(objects):
+    obj = open_object(objects["execsnoop"]).load()
+    fds = [m.fileno() for m in obj._maps.values()]
+    obj.close()
+    assert all(m.closed for m in obj.maps.values())
+    for fd in fds:              # (closed, or reused by something else since)
+        assert not os.path.exists(f"/proc/self/fd/{fd}") or \
+            not os.readlink(f"/proc/self/fd/{fd}").startswith("anon_inode:bpf-map")
 
 
 def test_a_loaded_programs_instructions_are_decoded_on_first_use(objects):

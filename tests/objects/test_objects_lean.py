@@ -64,8 +64,8 @@ FORBIDDEN = frozenset({
 
 _LOAD = """
 import sys
-import pyebpf
-obj = pyebpf.load_object(sys.argv[1])
+from pyebpf.objects import load_object
+obj = load_object(sys.argv[1])
 bad = [(p.name, p.status, p.reason) for p in obj.programs.values() if p.status != "loaded"]
 assert not bad, bad
 print(len(obj.programs), len(obj.map_defs), flush=True)

@@ -58,8 +58,8 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'pyebpf' has no attribute {name!r}")
-    __import__(module)          # (not importlib.import_module: importlib imports warnings)
-    value = getattr(_sys.modules[module], name)
+    import importlib
+    value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 

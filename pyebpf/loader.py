@@ -15,17 +15,18 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Iterable, Mapping
+    from typing import Any, Callable, Iterable, Mapping
 
+    from .isa import Insn
     from .kernel import Fd, ProgInfo, TestRun
+    from .program import Program
 
+# (the instruction set, the DSL and its static check are imported where they are
+# used: a clang-built object's programs load without them, see pyebpf.objects)
 from .errors import OptionError, ProgramError, VerifierError
-from .isa import Insn, decode, encode, opcodes as op
 from .kernel import ProgType
 from .kernel.lifetime import FdOwner
 from .kernel import syscall as _sys     # each wrapper's module is imported on first use
-from .program import Program
-from .program.check import check_program
 
 #: Friendly names accepted for ``prog_type`` (besides ProgType members and ints).
 PROG_TYPE_ALIASES = {"uprobe": ProgType.KPROBE, "uretprobe": ProgType.KPROBE,
@@ -87,21 +88,45 @@ class LoadedProgram(FdOwner):
     Owns the program's fd (an :class:`~pyebpf.kernel.lifetime.FdOwner`):
     ``close()`` (idempotent), ``with`` blocks and garbage collection release
     it; the kernel frees the program once nothing else holds it.  ``log`` holds the verifier log when one
-    was asked for (``log_level`` > 0).
+    was asked for (``log_level`` > 0).  ``insns`` are the instructions as
+    loaded (given as raw bytes, they are decoded on first use).
     """
 
-    def __init__(self, fd: Fd, prog_type: int, program: Program | None, insns: list[Insn],
-                 maps: Mapping[str, Any], log: str = "", name: str = "",
-                 expected_attach_type: int = 0):
+    def __init__(self, fd: Fd, prog_type: int, program: Program | None,
+                 insns: list[Insn] | bytes,
+                 maps: Mapping[str, Any] | Callable[[], Mapping[str, Any]], log: str = "",
+                 name: str = "", expected_attach_type: int = 0):
         self._own_fd(fd)
         self.prog_type = prog_type
         #: as loaded; attach functions read it (uprobe_multi needs 48)
         self.expected_attach_type = expected_attach_type
         self.program = program
-        self.insns = insns
-        self.maps = dict(maps)
+        self._insns = insns
+        self._maps = maps if callable(maps) else dict(maps)
         self.log = log
         self.name = name
+
+    @property
+    def maps(self) -> dict[str, Any]:
+        """The maps the program uses, by name (given as a callable, as an
+        object's programs give them: asked for on first use)."""
+        maps = self._maps
+        if callable(maps):
+            maps = self._maps = dict(maps())
+        return maps
+
+    @maps.setter
+    def maps(self, value: Mapping[str, Any]) -> None:
+        self._maps = dict(value)
+
+    @property
+    def insns(self) -> list[Insn]:
+        """The instructions as loaded (before the kernel rewrote them: see
+        :meth:`xlated`)."""
+        if isinstance(self._insns, bytes):
+            from .isa import decode
+            self._insns = decode(self._insns)
+        return self._insns
 
     # -- lifetime (fd, fileno(), close(), with: an FdOwner's)
     def __repr__(self) -> str:
@@ -129,11 +154,13 @@ class LoadedProgram(FdOwner):
     def xlated(self) -> list[Insn]:
         """The program as the kernel rewrote it (helper calls resolved, map
         references turned into map ids, inlined lookups, div-by-zero guards)."""
+        from .isa import decode
         return decode(_sys.prog_xlated_insns(self._fd))
 
     def xlated_text(self) -> str:
         """:meth:`xlated` as verifier-style text, map ids shown as map names and
         helper calls by the kernel function they were resolved to."""
+        from .isa import encode, opcodes as op
         from .text import format_insn
         insns = self.xlated()
         names = self._map_names_by_id()
@@ -226,6 +253,8 @@ def _kernel_symbols() -> _KernelSymbols:
 # ---------------------------------------------------------------------------
 
 def _as_program(source: "Program | str | bytes | Iterable[Insn]", dialect: str) -> tuple[Program | None, list[Insn]]:
+    from .isa import decode
+    from .program import Program
     if isinstance(source, Program):
         return source, source.finalize()
     if isinstance(source, str):
@@ -244,6 +273,7 @@ def bind_maps(insns: list[Insn], maps: Mapping[str, Any]) -> tuple[list[Insn], l
     Returns the instructions and the map objects used (kept alive by the
     loaded program).  Raises ProgramError naming the line of an unknown map.
     """
+    from .isa import opcodes as op
     out: list[Insn] = []
     used: list[Any] = []
     for insn in insns:
@@ -306,9 +336,11 @@ def load(source: "Program | str | bytes | Iterable[Insn]", prog_type: "str | int
         all_maps.update(maps)
     lic = license or (program.license if program is not None else "GPL")
     if check and program is not None:
+        from .program.check import check_program
         check_program(insns, license=lic, maps=all_maps)
     bound, used = bind_maps(insns, all_maps)
     pname = name if name is not None else (program.name if program is not None else "")
+    from .isa import encode
     try:
         fd, log = _prog_load(ptype, encode(bound), lic, insns, program if btf else False,
                              source if isinstance(source, str) else None,
@@ -364,6 +396,7 @@ def _own_btf(insns: list[Insn], name: str, program: Program | None | bool,
     if not _kbtf.own_btf_enabled() or _kbtf.refused("programs"):
         return None
     from .btf.own import SourceLines, program_btf
+    from .program import Program
     lines = SourceLines()
     if text is not None:
         lines.add("<string>", text)

@@ -370,12 +370,8 @@ class Btf:
             return Type(kind, name, kind_flag=kflag, elem=ref(w[i + 3], "array element"),
                         index=ref(w[i + 4], "array index"), nelems=w[i + 5])
         if kind in (Kind.STRUCT, Kind.UNION):
-            members = []
-            for j in range(i + 3, i + 3 + 3 * vlen, 3):
-                off = w[j + 2]
-                bf, bit = ((off >> 24, off & 0xFFFFFF) if kflag else (0, off))
-                members.append(Member(s(w[j]), ref(w[j + 1], "member"), bit, bf))
-            return Type(kind, name, kind_flag=kflag, size=st, members=tuple(members))
+            return Type(kind, name, kind_flag=kflag, size=st,
+                        members=self._members(w, i + 3, vlen, kflag))
         if kind == Kind.ENUM:
             signed = kflag
             vals = []
@@ -408,6 +404,33 @@ class Btf:
         if kind in (Kind.FWD, Kind.FLOAT):
             return Type(kind, name, kind_flag=kflag, size=st if kind == Kind.FLOAT else 0)
         return Type(kind, name, kind_flag=kflag, ref=ref(st, kind_name(kind).lower()))
+
+    def _members(self, w: Sequence[int], at: int, vlen: int, kflag: bool) -> tuple[Member, ...]:
+        """The ``vlen`` members of a STRUCT/UNION from word ``at`` (the hot loop
+        of decoding the kernel's big structs: the bounds taken once)."""
+        limit = len(self)
+        d, base, end = self.data, self._str_base, self._strs_end
+        strs = self._strs_at - base
+        members = []
+        for j in range(at, at + 3 * vlen, 3):
+            t = w[j + 1]
+            if t >= limit:
+                self._check_ref(t, "member")
+            # the name as string() reads it (its errors, and split BTF's base, through it)
+            no = w[j]
+            if no >= base and (k := strs + no) < end:
+                try:
+                    name = d[k:d.find(b"\0", k, end)].decode()
+                except UnicodeDecodeError:
+                    name = self.string(no)
+            else:
+                name = self.string(no)
+            off = w[j + 2]
+            if kflag:
+                members.append(Member(name, t, off & 0xFFFFFF, off >> 24))
+            else:
+                members.append(Member(name, t, off, 0))
+        return tuple(members)
 
     # ------------------------------------------------------------------ names
     def _name_offsets_of_types(self) -> Sequence[int]:

@@ -92,11 +92,13 @@ _memlock_done = False
 
 
 def _raise_memlock() -> None:
-    """Raise RLIMIT_MEMLOCK to infinity once, as libbpf does.
+    """Raise RLIMIT_MEMLOCK to infinity once, as libbpf does where it matters.
 
     Kernels before 5.11 charge maps and programs to it (and fail with EPERM
-    or ENOMEM at a few hundred KiB); newer kernels use memcg accounting and
-    ignore it, so this is harmless there.
+    at a few hundred KiB); newer kernels use memcg accounting and ignore it.
+    :func:`try_bpf` calls this on the first EPERM and tries again, so that a
+    newer kernel's process pays neither the ``resource`` module nor the
+    system calls (libbpf probes for memcg accounting to the same end).
     """
     global _memlock_done
     _memlock_done = True
@@ -132,8 +134,6 @@ def try_bpf(cmd: int, attr: CData, size: int) -> int:
     Retries EAGAIN/EINTR up to 5 times.  ``attr`` is a cffi pointer (usually
     from :func:`new_attr`).
     """
-    if not _memlock_done:
-        _raise_memlock()
     tries = 0
     while True:
         ret: int = sys_bpf(NR_BPF, cmd, attr, size)
@@ -142,6 +142,9 @@ def try_bpf(cmd: int, attr: CData, size: int) -> int:
         err: int = ffi.errno
         if err in (E.EAGAIN, E.EINTR) and tries < RETRIES:
             tries += 1
+            continue
+        if err == E.EPERM and not _memlock_done:     # maybe a pre-5.11 kernel's memlock
+            _raise_memlock()
             continue
         return -err
 

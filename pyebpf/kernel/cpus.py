@@ -1,8 +1,6 @@
 """CPU sets as the kernel sees them (for per-CPU maps and per-CPU perf rings)."""
 from __future__ import annotations
 
-import functools
-
 __all__ = ["parse_cpu_list", "possible_cpus", "online_cpus", "num_possible_cpus"]
 
 
@@ -26,9 +24,16 @@ def _read_list(name: str) -> list[int]:
         return parse_cpu_list(f.read())
 
 
-@functools.lru_cache(maxsize=None)
+_POSSIBLE: tuple[int, ...] | None = None
+
+
 def _possible() -> tuple[int, ...]:
-    return tuple(_read_list("possible"))
+    # (a module global, not functools.lru_cache: functools is not imported on
+    # the start-up path of per-CPU maps and objects)
+    global _POSSIBLE
+    if _POSSIBLE is None:
+        _POSSIBLE = tuple(_read_list("possible"))
+    return _POSSIBLE
 
 
 def possible_cpus() -> list[int]:

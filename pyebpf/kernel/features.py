@@ -26,6 +26,8 @@ from .ffi import ffi
 from .mapops import BatchOps, map_create
 from .perf import EVENT_SOURCE_DIR, kprobe_pmu_type, uprobe_pmu_type
 from .prog import prog_load
+# (the kernel's version is in .version, for the paths that need no probe)
+from .version import kernel_version, kernel_version_code
 from .._record import Record, record
 
 __all__ = ["Feature", "kernel_version", "kernel_version_code", "has_map_type",
@@ -55,23 +57,6 @@ def _yes(name: str, reason: str) -> Feature:
 
 def _no(name: str, reason: str) -> Feature:
     return Feature(name, False, reason)
-
-
-# ------------------------------------------------------------ kernel version
-@functools.lru_cache(maxsize=None)
-def kernel_version() -> tuple[int, int, int]:
-    """The running kernel's ``(major, minor, patch)`` from ``uname -r``."""
-    import re
-    nums = [int(x) for x in re.findall(r"\d+", os.uname().release.split("-")[0])[:3]]
-    while len(nums) < 3:
-        nums.append(0)
-    return nums[0], nums[1], nums[2]
-
-
-def kernel_version_code() -> int:
-    """``KERNEL_VERSION(a, b, c)`` as the kernel encodes it (``kern_version`` of old kprobes)."""
-    a, b, c = kernel_version()
-    return (a << 16) + (b << 8) + min(c, 255)
 
 
 # ---------------------------------------------------------------- map types

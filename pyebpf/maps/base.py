@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 from ..codecs import Codec, codec, default_codec as _default_codec
 from ..errors import MapError, NotSupportedError, OptionError, SizeError
 from ..kernel import syscall as _sys
-from ..kernel.constants import MapType, enum_name
+from ..kernel.constants import BPF_F_RDONLY, BPF_F_WRONLY, MapType, enum_name
 from ..kernel.lifetime import FdOwner
 
 __all__ = ["Map", "MapSpec", "check_map_shape", "ring_buffer_size", "perf_ring_size",
@@ -173,6 +173,25 @@ def _create_typed(map_type: int, kc: Codec | None, vc: Codec, key_size: int, val
         btf.close()              # the map holds the BTF now
 
 
+class _CreatedShape:
+    """What :meth:`Map._adopt` reads of a :class:`~pyebpf.kernel.MapInfo`, for a
+    map this process created: the kernel keeps the creation arguments, but
+    names are cut and sanitised (:func:`~pyebpf.kernel.core.obj_name`) and the
+    fd-only access flags (BPF_F_RDONLY/WRONLY) are not the map's."""
+
+    __slots__ = ("type", "key_size", "value_size", "max_entries", "flags", "name")
+
+    def __init__(self, map_type: int, key_size: int, value_size: int, max_entries: int,
+                 flags: int, name: str) -> None:
+        from ..kernel.core import obj_name
+        self.type = map_type
+        self.key_size = key_size
+        self.value_size = value_size
+        self.max_entries = max_entries
+        self.flags = flags & ~(BPF_F_RDONLY | BPF_F_WRONLY)
+        self.name = obj_name(name).decode()
+
+
 _name_counter = itertools.count(1)
 
 
@@ -308,6 +327,20 @@ class Map(FdOwner):
                                     "open it with Map.from_fd / Map.from_pin to get the "
                                     "right class")
         return target._adopt(fd, info, key, value)
+
+    @classmethod
+    def _from_created_fd(cls, fd: _sys.Fd, map_type: int, key_size: int, value_size: int,
+                         max_entries: int, flags: int, name: str) -> "Map":
+        """Wrap the fd of a map this process has just created with these
+        arguments (``flags`` as passed to BPF_MAP_CREATE, NUMA bit included):
+        the shape the kernel would report, without asking it
+        (BPF_OBJ_GET_INFO_BY_FD), of the class for the map type (as
+        ``Map.from_fd`` gives).  A map type pyebpf has no class for raises
+        :class:`~pyebpf.errors.NotSupportedError` and leaves ``fd`` open."""
+        from .kinds import map_class_for
+        target = map_class_for(map_type)
+        shape = _CreatedShape(map_type, key_size, value_size, max_entries, flags, name)
+        return target._adopt(fd, shape, None, None)  # type: ignore[arg-type]
 
     @classmethod
     def from_pin(cls, path: str, key: Any = None, value: Any = None, *, flags: int = 0) -> "Map":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno as E
 import os
 import struct
+import weakref
 
 from ..btf import Kind
 from ..errors import KernelError, VerifierError
@@ -28,6 +29,13 @@ PSEUDO_KFUNC_CALL = 2
 POISON_HELPER = 0xBAD2310
 PIN_ROOT = "/sys/fs/bpf"
 _BTF_TARGET = (ProgType.TRACING, ProgType.LSM, ProgType.EXT)
+#: map types created without BTF for their keys and values, as libbpf creates
+#: them (the kernel refuses it for most; a refused BTF would cost a failed call)
+_NO_BTF_MAPS = frozenset((MapType.PERF_EVENT_ARRAY, MapType.CGROUP_ARRAY, MapType.STACK_TRACE,
+                          MapType.ARRAY_OF_MAPS, MapType.HASH_OF_MAPS, MapType.DEVMAP,
+                          MapType.DEVMAP_HASH, MapType.CPUMAP, MapType.XSKMAP,
+                          MapType.SOCKMAP, MapType.SOCKHASH, MapType.QUEUE, MapType.STACK,
+                          MapType.ARENA))
 _REFUSED = (E.EPERM, E.EOPNOTSUPP, 524)      # 524: ENOTSUPP
 
 
@@ -98,7 +106,7 @@ def kernel_config() -> dict[str, str]:
 
 def _kconfig_value(obj: BpfObject, name: str, size: int, tid: int,
                    config: dict[str, str]) -> bytes | None:
-    from ..kernel.features import kernel_version_code
+    from ..kernel.version import kernel_version_code
     if name == "LINUX_KERNEL_VERSION":
         value: Any = kernel_version_code()
     elif name in ("LINUX_HAS_BPF_COOKIE", "LINUX_HAS_SYSCALL_WRAPPER"):
@@ -193,14 +201,14 @@ def _kallsyms(names: set[str]) -> dict[str, int]:
 def _create_maps(obj: BpfObject) -> None:
     from ..kernel import syscall as _sys
     for name, d in obj.map_defs.items():
-        obj.maps[name] = _create_map(obj, d)
+        obj._maps[name] = _create_map(obj, d)
     for name, d in obj.map_defs.items():
         for slot, inner_name in d.init_slots.items():
-            inner = obj.maps.get(inner_name)
+            inner = obj._maps.get(inner_name)
             if inner is None:
                 raise ObjectError(f"map {name!r}: slot {slot} names {inner_name!r}, "
                                   "which is not a map of this object")
-            _sys.map_update(obj.maps[name].fileno(), struct.pack("<I", slot),
+            _sys.map_update(obj._maps[name].fileno(), struct.pack("<I", slot),
                             struct.pack("<I", inner.fileno()))
 
 
@@ -211,12 +219,18 @@ def _map_name(obj: BpfObject, d: MapDef) -> str:
     return d.name
 
 
-def _adopt(fd: Any) -> Any:
-    from ..maps import Map
+def _adopt(fd: Any, created: tuple[int, int, int, int, int, str] | None = None) -> Any:
+    """A pyebpf map around ``fd`` (a :class:`RawObjectMap` for a type pyebpf
+    has no class for); ``created``: the (type, key_size, value_size,
+    max_entries, flags, name) it was just created with, else the kernel is
+    asked (a pinned map reused)."""
+    from ..maps.base import Map
     try:
+        if created is not None:
+            return Map._from_created_fd(fd, *created)
         return Map._from_owned_fd(fd, None, None)
     except KernelError:
-        return RawObjectMap(fd)
+        return RawObjectMap(fd, created[5] if created is not None else None)
 
 
 def _create_map(obj: BpfObject, d: MapDef) -> Any:
@@ -234,14 +248,15 @@ def _create_map(obj: BpfObject, d: MapDef) -> Any:
         from ..kernel.cpus import possible_cpus
         max_entries = len(possible_cpus())
     btf_fd = obj._btf_fd.fileno() if obj._btf_fd is not None and d.key_type_id | \
-        d.value_type_id else 0
+        d.value_type_id and d.type not in _NO_BTF_MAPS else 0
     key_id = d.key_type_id if btf_fd else 0
     value_id = d.value_type_id if btf_fd else 0
     if d.data is not None and obj._btf_fd is not None and obj.btf is not None:
         ids = obj.btf.find(d.section, Kind.DATASEC)
         if ids:
             btf_fd, key_id, value_id = obj._btf_fd.fileno(), 0, ids[0]
-    kw: dict[str, Any] = dict(flags=d.flags, name=_map_name(obj, d),
+    name = _map_name(obj, d)
+    kw: dict[str, Any] = dict(flags=d.flags, name=name,
                               inner_map_fd=inner.fileno() if inner is not None else 0,
                               map_extra=d.map_extra, numa_node=d.numa_node or None)
     try:
@@ -251,32 +266,102 @@ def _create_map(obj: BpfObject, d: MapDef) -> Any:
         if not btf_fd:
             raise
         fd = _sys.map_create(d.type, d.key_size, d.value_size, max_entries, **kw)
-    m = _adopt(fd)
+    flags = d.flags | (4 if d.numa_node else 0)          # (map_create's BPF_F_NUMA_NODE)
+    m = CreatedMap(fd, (d.type, d.key_size, d.value_size, max_entries, flags, name))
     obj._owned.append(m)
+    obj._unwrapped = True
     if inner is not None:
         inner.close()
     if d.data is not None:
         _sys.map_update(m.fileno(), b"\0\0\0\0", bytes(d.data))
         if d.frozen:
-            if hasattr(m, "freeze"):
-                m.freeze()
-            else:
-                _sys.map_freeze(m.fileno())
+            _sys.map_freeze(m.fileno())
+            m.frozen = True
     if path is not None:
         _sys.obj_pin(path, m.fileno())
     return m
 
 
+class CreatedMap:
+    """A map the object created, until :attr:`~.obj.BpfObject.maps` wraps it
+    on first use (:func:`wrap_maps`): its fd, how it was created and whether
+    it was frozen -- loading needs no more, and a process that only loads
+    (and attaches) an object imports no map class.  (A map first asked for
+    after the object was closed stays this, closed: there is nothing left
+    to wrap.)"""
+
+    __slots__ = ("fd", "created", "frozen")
+
+    def __init__(self, fd: Any, created: tuple[int, int, int, int, int, str]) -> None:
+        self.fd = fd
+        self.created = created
+        self.frozen = False
+
+    def fileno(self) -> int:
+        """The fd number."""
+        fd: int = self.fd.fileno()
+        return fd
+
+    @property
+    def name(self) -> str:
+        """The kernel's name of the map."""
+        from ..kernel.core import obj_name
+        return obj_name(self.created[5]).decode()
+
+    @property
+    def closed(self) -> bool:
+        """True once closed."""
+        closed: bool = self.fd.closed
+        return closed
+
+    def close(self) -> None:
+        """Close the fd (the map, unless a program or pin holds it)."""
+        self.fd.close()
+
+
+def wrap_maps(obj: BpfObject) -> None:
+    """Replace every :class:`CreatedMap` of ``obj`` -- among its maps and
+    what it owns -- by its pyebpf map (a :class:`RawObjectMap` for a type
+    pyebpf has no class for)."""
+    obj._unwrapped = False
+    made: dict[int, Any] = {}
+    for name, m in list(obj._maps.items()):
+        if isinstance(m, CreatedMap):
+            if m.fd.closed:
+                continue                    # (the object was closed first: nothing to wrap)
+            new = _adopt(m.fd, m.created)
+            if m.frozen and hasattr(new, "_frozen"):
+                new._frozen = True
+            made[id(m)] = obj._maps[name] = new
+    obj._owned[:] = [made.get(id(x), x) for x in obj._owned]
+
+
+def _maps_of(obj: BpfObject) -> Any:
+    """What a loaded program of ``obj`` gives as its maps, asked on first use:
+    the object's maps (none once the object is gone; it does not keep the
+    object alive)."""
+    ref = weakref.ref(obj)
+
+    def maps() -> dict[str, Any]:
+        o = ref()
+        return o.maps if o is not None else {}
+    return maps
+
+
 class RawObjectMap:
     """A map pyebpf has no class for (map-in-map, prog arrays...): its fd,
     ``name`` and ``info()``; the kernel.syscall map_* functions work on
-    ``fileno()``."""
+    ``fileno()``.  ``name``: the name it was created with (else the kernel's
+    is asked for)."""
 
-    def __init__(self, fd: Any) -> None:
-        from ..kernel import syscall as _sys
+    def __init__(self, fd: Any, name: str | None = None) -> None:
         self._fd = fd
-        self.info_ = _sys.map_info(fd)
-        self.name = self.info_.name
+        self._info: Any = None
+        if name is None:
+            self.name = self.info().name
+        else:
+            from ..kernel.core import obj_name
+            self.name = obj_name(name).decode()
 
     def fileno(self) -> int:
         """The fd number."""
@@ -289,8 +374,11 @@ class RawObjectMap:
         return self._fd
 
     def info(self) -> Any:
-        """The kernel's map info."""
-        return self.info_
+        """The kernel's map info (asked for once)."""
+        if self._info is None:
+            from ..kernel import syscall as _sys
+            self._info = _sys.map_info(self._fd)
+        return self._info
 
     def close(self) -> None:
         """Close the fd."""
@@ -371,13 +459,13 @@ def _patch_refs(obj: BpfObject, slots: list[Slot], origin: list[tuple[int, int]]
             raise ObjectError(f"{sec.name}+{k * 8}: a relocation to {sym.name!r} on an "
                               "instruction that is not a 64-bit load")
         if tsec.name in (".maps", "maps"):
-            m = obj.maps.get(sym.name)
+            m = obj._maps.get(sym.name)
             if m is None:
                 raise ObjectError(f"{sec.name}+{k * 8}: map {sym.name!r} is not defined")
             s.src, s.imm = PSEUDO_MAP_FD, m.fileno()
-        elif tsec.name in obj.maps:
+        elif tsec.name in obj._maps:
             off = (0 if sym.type == 3 else sym.value) + s.imm
-            s.src, s.imm = PSEUDO_MAP_VALUE, obj.maps[tsec.name].fileno()
+            s.src, s.imm = PSEUDO_MAP_VALUE, obj._maps[tsec.name].fileno()
             slots[pos + 1].imm = off
         else:
             raise ObjectError(f"{sec.name}+{k * 8}: a reference to {sym.name!r} in section "
@@ -390,7 +478,7 @@ def _patch_extern(obj: BpfObject, slots: list[Slot], pos: int, name: str,
     kind = obj.externs.get(name)
     if kind == "kconfig":
         off = obj._kconfig[name][0]
-        s.src, s.imm = PSEUDO_MAP_VALUE, obj.maps[".kconfig"].fileno()
+        s.src, s.imm = PSEUDO_MAP_VALUE, obj._maps[".kconfig"].fileno()
         slots[pos + 1].imm = off + s.imm * 0
         return
     how, value = ksyms.get(name, ("missing", 0))
@@ -489,10 +577,8 @@ def _load_program(obj: BpfObject, prog: ObjectProgram, code: dict[int, list[Slot
             prog.status, prog.error = "rejected", exc
             prog.reason = str(exc).splitlines()[0]
         return
-    from ..isa import decode
     from ..loader import LoadedProgram
-    used = {n: m for n, m in obj.maps.items()}
-    prog.loaded = LoadedProgram(fd, prog.prog_type, None, decode(insns), used, log, prog.name,
+    prog.loaded = LoadedProgram(fd, prog.prog_type, None, insns, _maps_of(obj), log, prog.name,
                                 prog.expected_attach_type)
     obj._owned.append(prog.loaded)
     prog.status, prog.reason = "loaded", ""

@@ -267,7 +267,10 @@ class BpfObject(Owner):
             for f in self._funcs[sec.index]:
                 self.programs[f.name] = ObjectProgram(self, f, sec.name, sdef)
         self.globals = Globals(self)
-        self.maps: dict[str, Any] = {}
+        #: the maps by name (see :attr:`maps`); a map the object created is a
+        #: loading.CreatedMap until first use
+        self._maps: dict[str, Any] = {}
+        self._unwrapped = False
         self.loaded = False
         self._btf_fd: Any = None
         self._vmlinux: Btf | None = None
@@ -378,6 +381,17 @@ class BpfObject(Owner):
         return out
 
     # ----------------------------------------------------------- loading
+    @property
+    def maps(self) -> dict[str, Any]:
+        """The maps by name, once loaded: pyebpf maps (``HashMap``,
+        ``RingBuf``, ``ArrayMap`` for global data...; a ``RawObjectMap`` for
+        a type pyebpf has no class for).  The kernel's maps exist from
+        :meth:`load` on; their Python objects are made on first use."""
+        if self._unwrapped:
+            from .loading import wrap_maps
+            wrap_maps(self)
+        return self._maps
+
     def vmlinux(self) -> Btf:
         """The running kernel's BTF (opened once, on first need)."""
         if self._vmlinux is None:

@@ -71,3 +71,15 @@ def conformance_dir() -> pathlib.Path:
     if not CONFORMANCE_DIR.is_dir():
         pytest.fail(f"bpf_conformance tests not found at {CONFORMANCE_DIR}")
     return CONFORMANCE_DIR
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _btf_index_cache(tmp_path_factory):
+    """The kernel BTF's index cache in a temporary directory, not the user's."""
+    old = os.environ.get("PYEBPF_BTF_CACHE")
+    os.environ["PYEBPF_BTF_CACHE"] = str(tmp_path_factory.mktemp("btf-index-cache"))
+    yield
+    if old is None:
+        os.environ.pop("PYEBPF_BTF_CACHE", None)
+    else:
+        os.environ["PYEBPF_BTF_CACHE"] = old

@@ -28,15 +28,3 @@ def bpf_objects(tmp_path_factory) -> dict[str, str]:
     make_vmlinux_h(out)
     return {src.name.removesuffix(".bpf.c"): str(compile_bpf(src, out))
             for src in sorted((HERE / "c").glob("*.bpf.c"))}
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _btf_index_cache(tmp_path_factory):
-    """The kernel BTF's index cache in a temporary directory, not the user's."""
-    old = os.environ.get("PYEBPF_BTF_CACHE")
-    os.environ["PYEBPF_BTF_CACHE"] = str(tmp_path_factory.mktemp("btf-index-cache"))
-    yield
-    if old is None:
-        os.environ.pop("PYEBPF_BTF_CACHE", None)
-    else:
-        os.environ["PYEBPF_BTF_CACHE"] = old

@@ -77,15 +77,3 @@ def unpin_by_name() -> None:
         os.unlink("/sys/fs/bpf/pinned_counts")
     except OSError:
         pass
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _btf_index_cache(tmp_path_factory):
-    """The kernel BTF's index cache in a temporary directory, not the user's."""
-    old = os.environ.get("PYEBPF_BTF_CACHE")
-    os.environ["PYEBPF_BTF_CACHE"] = str(tmp_path_factory.mktemp("btf-index-cache"))
-    yield
-    if old is None:
-        os.environ.pop("PYEBPF_BTF_CACHE", None)
-    else:
-        os.environ["PYEBPF_BTF_CACHE"] = old

@@ -43,7 +43,7 @@ def test_program_kinds_match_libbpf(objects, index):
             assert "EPERM" in prog.reason and "probe" in prog.reason
 
 
-@pytest.mark.parametrize("name", ["execsnoop", "multi", "uprobe"])
+@pytest.mark.parametrize("name", ["execsnoop", "multi", "uprobe", "opensnoop", "bootstrap"])
 def test_whole_objects_load_as_libbpf_loads_them(objects, name):
     ok, err = libbpf_loads(objects[name])
     assert ok, err

@@ -46,13 +46,10 @@ saved as text beside it), 2 usage error, 130 Ctrl-C before attaching.
 
 def register(subparsers: Subparsers) -> None:
     """Add the ``bt`` sub-command to ``subparsers``."""
-    # (duplicates: deliberate, export's register() has this shape; the shared part is a call)
-    from .parser import add_command
-    from .runner import add_program_arguments
-    p = add_command(subparsers, "bt", "run a bpftrace program (-e PROGRAM or FILE.bt)",
-                    DESCRIPTION, EPILOG)
-    add_program_arguments(
-        p, cmd_help="run CMD once attached (its pid is cpid); stop when it exits",
+    from .runner import add_program_command
+    p = add_program_command(
+        subparsers, "bt", "run a bpftrace program (-e PROGRAM or FILE.bt)", DESCRIPTION, EPILOG,
+        cmd_help="run CMD once attached (its pid is cpid); stop when it exits",
         pid_help="attach uprobes/USDT for process PID only; stop when it exits")
     p.add_argument("-f", dest="format", choices=("text", "json"), default="text",
                    help="output format (default: text)")

@@ -21,7 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-from .parser import Subparsers, add_command
+from .parser import Subparsers
 
 DESCRIPTION = """\
 Run a bpftrace program (as 'pyebpf bt' does) and serve its maps at /metrics
@@ -76,11 +76,10 @@ def metric_prefix(text: str) -> str:
 
 def register(subparsers: Subparsers) -> None:
     """Add the ``export`` sub-command to ``subparsers``."""
-    from .runner import add_program_arguments
-    p = add_command(subparsers, "export", "serve a bpftrace program's maps to Prometheus",
-                    DESCRIPTION, EPILOG)
-    add_program_arguments(
-        p, cmd_help="run CMD once attached (its pid is cpid); its maps stay served after",
+    from .runner import add_program_command
+    p = add_program_command(
+        subparsers, "export", "serve a bpftrace program's maps to Prometheus", DESCRIPTION,
+        EPILOG, cmd_help="run CMD once attached (its pid is cpid); its maps stay served after",
         pid_help="attach uprobes/USDT for process PID only")
     p.add_argument("--listen", type=listen_address, default=DEFAULT_LISTEN,
                    metavar="HOST:PORT",

@@ -25,31 +25,29 @@ from .output import Output
 
 
 
-_INSIDE = _dsl._INSIDE    # code object -> True when it belongs to the pyebpf package
 _ORIGINS: dict[tuple[str, int], str] = {}       # (filename, line) -> the shared "file:line" string
 _PKG_DIR = _dsl._PKG_DIR
 
 
 def caller_origin(depth: int = 2) -> str:
-    """``file:line`` of the nearest frame outside the pyebpf package."""
-    # (duplicates: deliberate, dsl.Builder._emit inlines this loop on its hot path; keep them alike)
+    """``file:line`` of the nearest frame outside the pyebpf package.
+
+    For appended instructions, labels, stack slots and errors; the builder
+    methods record their origins on their hot path (``InstructionBuilder._emit``,
+    which caches which code objects are pyebpf's).
+    """
     frame: FrameType | None = sys._getframe(depth)
-    inside = _INSIDE
-    while frame is not None:
-        code = frame.f_code
-        flag = inside.get(code)
-        if flag is None:
-            flag = inside[code] = code.co_filename.startswith(_PKG_DIR)
-        if not flag:
-            key = (code.co_filename, frame.f_lineno)
-            origin = _ORIGINS.get(key)
-            if origin is None:
-                if len(_ORIGINS) > 100_000:
-                    _ORIGINS.clear()
-                origin = _ORIGINS[key] = f"{key[0]}:{key[1]}"
-            return origin
+    while frame is not None and frame.f_code.co_filename.startswith(_PKG_DIR):
         frame = frame.f_back
-    return "<pyebpf>"  # pragma: no cover - called from inside pyebpf only
+    if frame is None:
+        return "<pyebpf>"  # pragma: no cover - called from inside pyebpf only
+    key = (frame.f_code.co_filename, frame.f_lineno)
+    origin = _ORIGINS.get(key)
+    if origin is None:
+        if len(_ORIGINS) > 100_000:
+            _ORIGINS.clear()
+        origin = _ORIGINS[key] = f"{key[0]}:{key[1]}"
+    return origin
 
 
 class RawSlot(Insn):

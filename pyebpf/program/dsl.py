@@ -111,7 +111,7 @@ def _off(value: int) -> int:
     return value
 
 
-_INSIDE: dict[CodeType, bool] = {}   # shared with core: code object -> belongs to the pyebpf package
+_INSIDE: dict[CodeType, bool] = {}   # code object -> belongs to the pyebpf package
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _getframe = sys._getframe
 
@@ -135,7 +135,8 @@ class InstructionBuilder:
 
     def _emit(self, insn: Insn) -> Self:
         # The hot path of every builder method: Program.append with the
-        # origin lookup of core.caller_origin inlined (it dominates the cost).
+        # caller's origin found inline (it dominates the cost), the code objects
+        # known to be pyebpf's cached in _INSIDE.
         frame: FrameType | None = _getframe(2)
         inside = _INSIDE
         while frame is not None:

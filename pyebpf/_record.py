@@ -121,7 +121,8 @@ else:
         the subset of :func:`dataclasses.dataclass` pyebpf's start-up path uses
         -- an ``__init__`` (fields of the bases first; ``field(kw_only=True)``
         ones keyword-only, last; ``__post_init__`` called), a ``__repr__``,
-        with ``eq`` (and ``frozen``) ``__eq__`` and ``__hash__`` by the fields,
+        with ``eq`` (and ``frozen``) ``__eq__`` and ``__hash__`` by the fields (a
+        class's own ``__hash__`` kept),
         with ``frozen`` no assignment.  ``_fields`` is the field names, in order.
         The ``__init__`` is compiled on the first instance (a tree's node
         classes are many; a script uses a few)."""
@@ -153,7 +154,8 @@ else:
         if eq and "__eq__" not in own:
             cls._key = attrgetter(*cls._fields) if cls._fields else _no_fields
             cls.__eq__ = _eq
-            cls.__hash__ = _hash if frozen else None
+            if "__hash__" not in own:          # (an explicit one is kept, as dataclasses does)
+                cls.__hash__ = _hash if frozen else None
         if frozen:
             cls.__setattr__ = _frozen_setattr
             cls.__delattr__ = _frozen_setattr

@@ -156,6 +156,26 @@ def test_dataclass_behaves_as_the_standard_one(options):
     assert results["ours"] == results["std"]
 
 
+@pytest.mark.parametrize("options", [{}, {"eq": False}, {"frozen": True}])
+def test_dataclass_keeps_an_explicit_hash_as_the_standard_one(options):
+    import dataclasses
+
+    from pyebpf import _record
+
+    hashes = {}
+    for name, make in (("ours", _record.dataclass), ("std", dataclasses.dataclass)):
+        @make(**options)
+        class Keyed:
+            key: int
+            note: str = ""
+
+            def __hash__(self) -> int:
+                return self.key * 7
+
+        hashes[name] = (hash(Keyed(3, "x")), Keyed(3, "x") == Keyed(3, "x"))
+    assert hashes["ours"] == hashes["std"] == (21, options.get("eq", True))
+
+
 def test_dataclass_post_init_fields_and_replace():
     from pyebpf._record import dataclass, replace
 

@@ -10,6 +10,8 @@ and :mod:`.writer` turns them back into bytes.
 """
 from __future__ import annotations
 
+from .._record import dataclass
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -133,7 +135,8 @@ class VarSecinfo(_Plain):
         self.size = size
 
 
-class Type(_Plain):
+@dataclass
+class Type:
     """One BTF type record.
 
     ``size`` is set for the sized kinds (INT, STRUCT, UNION, ENUM, ENUM64,
@@ -148,34 +151,32 @@ class Type(_Plain):
     * DECL_TAG: ``component_idx`` (-1: the tag is on the type or variable itself)
     """
 
-    __slots__ = ("kind", "name", "kind_flag", "size", "ref", "encoding", "bits",
-                 "bit_offset", "elem", "index", "nelems", "members", "values", "params",
-                 "linkage", "secinfo", "component_idx")
+    kind: int
+    name: str = ""
+    kind_flag: bool = False
+    size: int = 0
+    ref: int = 0
+    encoding: int = 0
+    bits: int = 0
+    bit_offset: int = 0
+    elem: int = 0
+    index: int = 0
+    nelems: int = 0
+    members: tuple[Member, ...] = ()
+    values: tuple[EnumValue, ...] = ()
+    params: tuple[Param, ...] = ()
+    linkage: int = 0
+    secinfo: tuple[VarSecinfo, ...] = ()
+    component_idx: int = 0
 
-    # (duplicates: deliberate, a slotted class's attributes one a line, like elf.headers' and mapops')
-    def __init__(self, kind: int, name: str = "", *, kind_flag: bool = False,
-                 size: int = 0, ref: int = 0, encoding: int = 0, bits: int = 0,
-                 bit_offset: int = 0, elem: int = 0, index: int = 0, nelems: int = 0,
-                 members: tuple[Member, ...] = (), values: tuple[EnumValue, ...] = (),
-                 params: tuple[Param, ...] = (), linkage: int = 0,
-                 secinfo: tuple[VarSecinfo, ...] = (), component_idx: int = 0):
-        self.kind = kind
-        self.name = name
-        self.kind_flag = bool(kind_flag)
-        self.size = size
-        self.ref = ref
-        self.encoding = encoding
-        self.bits = bits
-        self.bit_offset = bit_offset
-        self.elem = elem
-        self.index = index
-        self.nelems = nelems
-        self.members = tuple(members)
-        self.values = tuple(values)
-        self.params = tuple(params)
-        self.linkage = linkage
-        self.secinfo = tuple(secinfo)
-        self.component_idx = component_idx
+    def __repr__(self) -> str:
+        # the fields that are set (a type has few of the seventeen), and the name
+        inner = ", ".join(f"{f}={v!r}" for f, v in vars(self).items()
+                          if v not in (None, (), 0, "") or f == "name")
+        return f"Type({inner})"
+
+    def __hash__(self) -> int:
+        return hash(tuple(vars(self).values()))
 
     @property
     def is_composite(self) -> bool:

@@ -329,7 +329,6 @@ class ElfHeaders:
             sections.append(Section(name, types.get(sh_type) or str(sh_type), sh_addr,
                                     sh_offset, sh_size, sh_link, sh_entsize, sh_flags,
                                     sh_addralign))
-        # (duplicates: deliberate, attributes one a line, alike by shape with btf.types.Type's)
         self.type = E_TYPES.get(e_type) or str(e_type)
         self.machine = machine
         self.elfclass = elfclass

@@ -173,7 +173,6 @@ class MapOps:
                  "_kcd", "_vcd", "_ncd", "_attrs", "_a_lookup", "_a_update",
                  "_a_delete", "_a_next", "_a_first", "_a_lookup_del", "_update_el")
 
-    # (duplicates: deliberate, a slotted class's attributes one a line, alike by shape only)
     def __init__(self, fd: int, key_size: int, value_size: int) -> None:
         self.fd = fd
         self.key_size = key_size

@@ -12,7 +12,7 @@ from pyebpf.objects.loading import _hidden_subprograms
 
 
 def _clone(t: Type, **changes: object) -> Type:
-    fields = {name: getattr(t, name) for name in Type.__slots__ if name != "kind"}
+    fields = {name: getattr(t, name) for name in Type._fields if name != "kind"}
     fields.update(changes)
     return Type(t.kind, **fields)
 

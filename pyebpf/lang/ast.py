@@ -22,9 +22,9 @@ Compound assignments (``@x += 2``, ``$i -= 1``) keep their operator in the
 assignment's ``op`` (``None`` for a plain ``=``); ``++``/``--`` are
 :class:`Unop` with ``op`` ``"++"``/``"--"`` and ``postfix`` set as written.
 
-A pass dispatches on the kind of a node through a :class:`Handlers` table
-(``ast.NodeVisitor``'s idea, with the table in sight), declared in a class
-deriving from :class:`Visitor`.
+A pass dispatches on the kind of a node with one table, the node's class ->
+the name of the method that handles it (``ast.NodeVisitor``'s idea, with
+the table in sight): ``getattr(self, TABLE[type(node)])(node)``.
 """
 from __future__ import annotations
 
@@ -38,8 +38,7 @@ __all__ = ["Pos", "Node", "Expr", "Integer", "String", "Builtin", "Identifier",
            "PositionalParameter", "Variable", "Map", "Call", "Binop", "Unop", "Ternary",
            "FieldAccess", "ArrayAccess", "Cast", "Sizeof", "Tuple", "Stmt", "ExprStmt",
            "AssignMap", "AssignVar", "Block", "If", "Unroll", "While", "Jump",
-           "AttachPoint", "Probe", "Script", "BINARY_OPS", "UNARY_OPS", "ASSIGN_OPS",
-           "Handlers", "Visitor"]
+           "AttachPoint", "Probe", "Script", "BINARY_OPS", "UNARY_OPS", "ASSIGN_OPS"]
 
 #: binary operators, C's set; the parser gives them C's precedence
 BINARY_OPS = frozenset({"||", "&&", "|", "^", "&", "==", "!=", "<", "<=", ">", ">=",
@@ -306,46 +305,3 @@ class Script(Node):
         """Source line ``n`` (1-based), ``""`` past the end."""
         lines = self.source.splitlines()
         return lines[n - 1] if 0 < n <= len(lines) else ""
-
-
-# ---- dispatch -------------------------------------------------------------
-
-class Handlers(dict):  # type: ignore[type-arg]  # (node class -> function or name)
-    """A pass's table: for each node class, the method that handles it.
-
-    Declared, as a class attribute of a :class:`Visitor`, with the methods'
-    names: ``_STMTS = Handlers({If: "if_", While: "while_"})`` says in one
-    place which node kinds the pass handles. Each class created from it
-    holds the table with its own functions (a subclass's override is the
-    one called), so that a visit is one lookup by the node's exact class:
-    ``self._STMTS[type(s)](self, s)``. A class that lacks one of the
-    methods (one part of a pass assembled from several) holds the names."""
-
-    def __init__(self, methods: dict[type[Node], str]) -> None:
-        super().__init__(methods)
-        self.names = dict(methods)
-
-    def resolved(self, cls: type) -> Handlers:
-        """The table with ``cls``'s functions (itself while one is missing)."""
-        if not all(hasattr(cls, name) for name in self.names.values()):
-            return self
-        table = Handlers(self.names)
-        table.update((kind, getattr(cls, name)) for kind, name in self.names.items())
-        return table
-
-
-class Visitor:
-    """Base of a pass that dispatches on node kinds through :class:`Handlers`
-    tables: each class deriving from it gets its tables made of its
-    functions when it is created."""
-
-    #: the names of the class's :class:`Handlers` tables, its bases' too
-    _HANDLERS: frozenset[str] = frozenset()
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        names = set(cls._HANDLERS).union(*(getattr(b, "_HANDLERS", ()) for b in cls.__bases__))
-        names.update(name for name, value in vars(cls).items() if isinstance(value, Handlers))
-        cls._HANDLERS = frozenset(names)
-        for name in names:
-            setattr(cls, name, getattr(cls, name).resolved(cls))

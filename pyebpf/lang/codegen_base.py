@@ -117,7 +117,7 @@ def _describe(e: A.Expr) -> str:
     return type(e).__name__.lower()
 
 
-class _GenBase(A.Visitor):
+class _GenBase:
     """The state of one probe's generator and the helpers every part uses;
     the parts' methods one part calls in another are declared here."""
 

@@ -47,17 +47,17 @@ class _ControlGen(_GenBase):
         self.p.stack.used = stack_mark
         return ends
 
-    #: the code of each kind of statement; each returns True when control
-    #: does not go on after it (None: it does)
-    _STMTS = A.Handlers({
+    #: the method that emits each kind of statement; it returns True when
+    #: control does not go on after the statement (None: it does)
+    _STMTS = {
         A.ExprStmt: "expr_statement", A.AssignVar: "assign_var", A.AssignMap: "assign_map",
-        A.If: "if_", A.Unroll: "unroll", A.While: "while_", A.Jump: "jump"})
+        A.If: "if_", A.Unroll: "unroll", A.While: "while_", A.Jump: "jump"}
 
     def _stmt(self, s: A.Stmt) -> bool:
-        emit = self._STMTS.get(type(s))
-        if emit is None:
+        method = self._STMTS.get(type(s))
+        if method is None:
             raise CodegenError(f"statement {type(s).__name__} is not supported", s.pos)
-        return bool(emit(self, s))
+        return bool(getattr(self, method)(s))
 
     def expr_statement(self, s: A.ExprStmt) -> bool:
         """An expression for its effect; control ends at ``exit()``."""

@@ -24,15 +24,16 @@ def _no_value(e: A.Expr) -> CodegenError:
 class _IntGen(_GenBase):
     """Integer expressions."""
 
-    #: how each kind of expression is evaluated into a register (a constant
-    #: one is loaded: see :meth:`int_expr`)
-    _INT_EXPRS = A.Handlers({
+    #: the method that evaluates each kind of expression into a register (a
+    #: constant one is loaded: see :meth:`int_expr`)
+    _INT_EXPRS = {
         A.Binop: "binop", A.Unop: "unop", A.Ternary: "ternary", A.Cast: "cast",
-        A.FieldAccess: "field_read", A.PositionalParameter: "positional"})
-    #: the kinds read into a register taken for them: ``load(e, r)``
-    _INT_LOADS = A.Handlers({
+        A.FieldAccess: "field_read", A.PositionalParameter: "positional"}
+    #: the method that reads each of these kinds into a register taken for it
+    #: (``method(e, r)``)
+    _INT_LOADS = {
         A.Builtin: "builtin", A.Variable: "variable_read", A.Map: "map_read",
-        A.Call: "int_call"})
+        A.Call: "int_call"}
 
     def int_expr(self, e: A.Expr) -> Reg:
         """Evaluate ``e`` into a register of the pool (release it after use)."""
@@ -41,14 +42,14 @@ class _IntGen(_GenBase):
             r = self._need(e.pos)
             self._load_const(r, c)
             return r
-        evaluate = self._INT_EXPRS.get(type(e))
-        if evaluate is not None:
-            return evaluate(self, e)  # type: ignore[no-any-return]
-        load = self._INT_LOADS.get(type(e))
-        if load is None:
+        method = self._INT_EXPRS.get(type(e))
+        if method is not None:
+            return getattr(self, method)(e)  # type: ignore[no-any-return]
+        method = self._INT_LOADS.get(type(e))
+        if method is None:
             raise _no_value(e)
         r = self._need(e.pos)
-        load(self, e, r)
+        getattr(self, method)(e, r)
         return r
 
     def ternary(self, e: A.Ternary) -> Reg:

@@ -136,16 +136,16 @@ class Analyser(_ExprTyping):
         for stmt in block.stmts:
             self.stmt(stmt)
 
-    #: the check of each kind of statement
-    _STMTS = ast.Handlers({
+    #: the method that checks each kind of statement
+    _STMTS = {
         ast.ExprStmt: "expr_statement", ast.AssignMap: "assign_map", ast.AssignVar: "assign_var",
-        ast.If: "if_", ast.Unroll: "unroll", ast.While: "while_", ast.Jump: "jump"})
+        ast.If: "if_", ast.Unroll: "unroll", ast.While: "while_", ast.Jump: "jump"}
 
     def stmt(self, s: ast.Stmt) -> None:
         """Check one statement."""
-        check = self._STMTS.get(type(s))
-        if check is not None:
-            check(self, s)
+        method = self._STMTS.get(type(s))
+        if method is not None:
+            getattr(self, method)(s)
 
     def expr_statement(self, s: ast.ExprStmt) -> None:
         """An expression as a statement (a call, ``@x++``)."""

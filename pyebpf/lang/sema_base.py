@@ -199,7 +199,7 @@ class _Probe:
         return kinds.pop() if len(kinds) == 1 else "invalid"
 
 
-class _AnalyserBase(ast.Visitor):
+class _AnalyserBase:
     """The state of one analysis, its errors; the methods one part of the
     analyser calls in another are declared here."""
 

@@ -18,20 +18,20 @@ class _ExprTyping(_AnalyserBase):
         e.type = t
         return t
 
-    #: the typing of each kind of expression (a call's is :meth:`call`: it
-    #: depends on where the call is written; another kind has no type)
-    _TYPINGS = ast.Handlers({
+    #: the method that types each kind of expression (a call's is :meth:`call`:
+    #: it depends on where the call is written; another kind has no type)
+    _TYPINGS = {
         ast.Integer: "integer", ast.String: "string", ast.Builtin: "builtin",
         ast.Variable: "variable", ast.Map: "map_read", ast.PositionalParameter: "positional",
         ast.Binop: "binop", ast.Unop: "unop", ast.Ternary: "ternary", ast.Cast: "cast",
         ast.Sizeof: "sizeof", ast.Tuple: "tuple_", ast.FieldAccess: "field",
-        ast.ArrayAccess: "index", ast.Identifier: "identifier"})
+        ast.ArrayAccess: "index", ast.Identifier: "identifier"}
 
     def _expr(self, e: ast.Expr, assigned_to: str | None) -> Type:
         if type(e) is ast.Call:
             return self.call(e, assigned_to)
-        typing = self._TYPINGS.get(type(e))
-        return NONE if typing is None else typing(self, e)
+        method = self._TYPINGS.get(type(e))
+        return NONE if method is None else getattr(self, method)(e)
 
     def integer(self, e: ast.Integer) -> Type:
         """An integer literal: an ``int64``."""

@@ -119,7 +119,7 @@ def _error(text: str, message: str, column: int | None) -> ExprError:
     return err
 
 
-class _Reader(A.Visitor):
+class _Reader:
     """Turns one parsed tree of ``text`` into trace's values."""
 
     def __init__(self, text: str, strlen: int) -> None:
@@ -216,11 +216,11 @@ class _Reader(A.Visitor):
         return s
 
     # -- values ------------------------------------------------------------
-    #: how each kind of node is read as a value (one made of constants only
-    #: is folded first)
-    _VALUES = A.Handlers({
+    #: the method that reads each kind of node as a value (one made of
+    #: constants only is folded first)
+    _VALUES = {
         A.Integer: "integer", A.Builtin: "name", A.Identifier: "name", A.FieldAccess: "field",
-        A.Call: "call", A.Binop: "binop", A.Unop: "unop", A.Cast: "cast"})
+        A.Call: "call", A.Binop: "binop", A.Unop: "unop", A.Cast: "cast"}
 
     def value(self, n: A.Expr) -> Expr:
         """``n`` as trace's :class:`Expr`."""
@@ -228,10 +228,10 @@ class _Reader(A.Visitor):
             folded = self.constant(n)        # (made of constants: its value, as the language's)
             if folded is not None:
                 return Expr(self.source(n), INT, "const", folded)
-        read = self._VALUES.get(type(n))
-        if read is None:
+        method = self._VALUES.get(type(n))
+        if method is None:
             raise self.unsupported(n)
-        return read(self, n)  # type: ignore[no-any-return]
+        return getattr(self, method)(n)  # type: ignore[no-any-return]
 
     def unsupported(self, n: A.Expr) -> ExprError:
         """The error about a node trace's expressions cannot hold."""

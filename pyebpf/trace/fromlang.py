@@ -239,6 +239,7 @@ class _Reader:
                          f"of {_KNOWN} and integer constants", n)
 
     def integer(self, n: A.Integer) -> Expr:
+        """An integer literal: a constant."""
         return Expr(self.source(n), INT, "const", self.literal(n))
 
     def field(self, n: A.FieldAccess) -> Expr:

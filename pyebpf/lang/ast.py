@@ -21,6 +21,10 @@ The shape follows the language, not bpftrace's C++ classes:
 Compound assignments (``@x += 2``, ``$i -= 1``) keep their operator in the
 assignment's ``op`` (``None`` for a plain ``=``); ``++``/``--`` are
 :class:`Unop` with ``op`` ``"++"``/``"--"`` and ``postfix`` set as written.
+
+A pass dispatches on the kind of a node with one table, the node's class ->
+the name of the method that handles it (``ast.NodeVisitor``'s idea, with
+the table in sight): ``getattr(self, TABLE[type(node)])(node)``.
 """
 from __future__ import annotations
 

@@ -57,6 +57,7 @@ in memory (:mod:`~pyebpf.lang.codegen_values`), integer expressions
 """
 from __future__ import annotations
 
+from .._record import dataclass, field
 from ..errors import PyebpfError
 from ..program import R0, R1, R6, Program
 from . import ast as A
@@ -145,26 +146,25 @@ _AGGREGATIONS = {"count": "Count", "sum": "Sum", "min": "Min", "max": "Max", "av
 
 
 
+@dataclass(eq=False)
 class Action:
     """Something user space does when an event arrives: ``kind`` (printf,
-    print, print_value, time, exit, clear, zero), the format (printf,
-    time), the map (print, clear, zero), the argument types and the record
-    type the event's bytes have after the 8-byte id."""
+    print, print_value, time, exit, clear, zero, join), the format (printf,
+    time, join), the map (print, clear, zero) and its ``params`` (print's
+    top and div), the argument types, and ``record``: the type the event's
+    bytes have after the 8-byte id (None without arguments)."""
+    id: int
+    kind: str
+    pos: A.Pos
+    fmt: str = field(default="", kw_only=True)
+    args: list[Type] = field(default_factory=list, kw_only=True)
+    map: str | None = field(default=None, kw_only=True)
+    params: list[int] = field(default_factory=list, kw_only=True)
+    #: argument index -> strftime format (the value printed is (format, nsecs))
+    strftime: dict[int, str] = field(default_factory=dict, kw_only=True)
 
-    def __init__(self, ident: int, kind: str, pos: A.Pos, *, fmt: str = "",
-                 args: Sequence[Type] = (), map: str | None = None,
-                 params: Sequence[int] = ()) -> None:
-        # (duplicates: deliberate, plain attribute setting; record and strftime are derived)
-        self.id = ident
-        self.kind = kind
-        self.pos = pos
-        self.fmt = fmt
-        self.args = list(args)
-        self.map = map
-        self.params = list(params)
+    def __post_init__(self) -> None:
         self.record = Type("tuple", elems=tuple(self.args)) if self.args else None
-        #: argument index -> strftime format (the value printed is (format, nsecs))
-        self.strftime: dict[int, str] = {}
 
     def __repr__(self) -> str:
         return f"<Action {self.id} {self.kind} {self.fmt!r} {self.map or ''}>"

@@ -47,36 +47,35 @@ class _ControlGen(_GenBase):
         self.p.stack.used = stack_mark
         return ends
 
-    def _stmt(self, s: A.Stmt) -> bool:
-        ends = False
-        if isinstance(s, A.ExprStmt):
-            self.expr_stmt(s.expr)
-        elif isinstance(s, A.AssignVar):
-            self.assign_var(s)
-        elif isinstance(s, A.AssignMap):
-            self.assign_map(s)
-        elif isinstance(s, A.If):
-            ends = self.if_(s)
-        elif isinstance(s, A.Unroll):
-            n = _const(s.count)
-            if n is None or not 1 <= n <= 100:
-                raise CodegenError("unroll needs a constant count between 1 and 100", s.count.pos)
-            for _ in range(n):
-                if self.block(s.body):
-                    ends = True
-                    break
-        elif isinstance(s, A.While):
-            self.while_(s)
-        elif isinstance(s, A.Jump):
-            self.jump(s)
-            ends = True
-        else:
-            raise CodegenError(f"statement {type(s).__name__} is not supported", s.pos)
-        if isinstance(s, A.ExprStmt) and isinstance(s.expr, A.Call) and s.expr.name == "exit":
-            ends = True
-        return ends
+    #: the method that emits each kind of statement; it returns True when
+    #: control does not go on after the statement (None: it does)
+    _STMTS = {
+        A.ExprStmt: "expr_statement", A.AssignVar: "assign_var", A.AssignMap: "assign_map",
+        A.If: "if_", A.Unroll: "unroll", A.While: "while_", A.Jump: "jump"}
 
-    def jump(self, s: A.Jump) -> None:
+    def _stmt(self, s: A.Stmt) -> bool:
+        method = self._STMTS.get(type(s))
+        if method is None:
+            raise CodegenError(f"statement {type(s).__name__} is not supported", s.pos)
+        return bool(getattr(self, method)(s))
+
+    def expr_statement(self, s: A.ExprStmt) -> bool:
+        """An expression for its effect; control ends at ``exit()``."""
+        self.expr_stmt(s.expr)
+        return isinstance(s.expr, A.Call) and s.expr.name == "exit"
+
+    def unroll(self, s: A.Unroll) -> bool:
+        """The body ``count`` times (a constant from 1 to 100)."""
+        n = _const(s.count)
+        if n is None or not 1 <= n <= 100:
+            raise CodegenError("unroll needs a constant count between 1 and 100", s.count.pos)
+        for _ in range(n):
+            if self.block(s.body):
+                return True
+        return False
+
+    def jump(self, s: A.Jump) -> bool:
+        """``return``, ``break``, ``continue``: control does not go on."""
         if s.kind == "return":
             self.p.ja("out")
         elif not self.loops:
@@ -85,6 +84,7 @@ class _ControlGen(_GenBase):
             self.p.ja(self.loops[-1].end)
         else:
             self.p.ja(self.loops[-1].head)
+        return True
 
     _NEGATED = {"==": "!=", "!=": "==", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
 

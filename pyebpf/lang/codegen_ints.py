@@ -17,73 +17,93 @@ _BPFTRACE_REGS = {"ip": "rip", "sp": "rsp", "ax": "rax", "bx": "rbx", "cx": "rcx
 
 
 
+def _no_value(e: A.Expr) -> CodegenError:
+    return CodegenError(f"{_describe(e)} has no integer value here", e.pos)
+
+
 class _IntGen(_GenBase):
     """Integer expressions."""
 
+    #: the method that evaluates each kind of expression into a register (a
+    #: constant one is loaded: see :meth:`int_expr`)
+    _INT_EXPRS = {
+        A.Binop: "binop", A.Unop: "unop", A.Ternary: "ternary", A.Cast: "cast",
+        A.FieldAccess: "field_read", A.PositionalParameter: "positional"}
+    #: the method that reads each of these kinds into a register taken for it
+    #: (``method(e, r)``)
+    _INT_LOADS = {
+        A.Builtin: "builtin", A.Variable: "variable_read", A.Map: "map_read",
+        A.Call: "int_call"}
+
     def int_expr(self, e: A.Expr) -> Reg:
         """Evaluate ``e`` into a register of the pool (release it after use)."""
-        # (duplicates: deliberate, sema._expr dispatches on the same node kinds, each pass its way)
-        p = self.p
         c = _const(e)
         if c is not None:
             r = self._need(e.pos)
             self._load_const(r, c)
             return r
-        if isinstance(e, A.Binop):
-            return self.binop(e)
-        if isinstance(e, A.Unop):
-            return self.unop(e)
-        if isinstance(e, A.Ternary):
-            els, end = p.fresh_label("telse"), p.fresh_label("tend")
-            self.jump_if_false(e.cond, els)
-            a = self.int_expr(e.then)
-            p.mov(R0, a)
-            self.release(a)
-            p.ja(end)
-            p.label(els)
-            b = self.int_expr(e.else_)
-            p.mov(R0, b)
-            self.release(b)
-            p.label(end)
-            r = self._need(e.pos)
-            p.mov(r, R0)
-            return r
-        if isinstance(e, A.Cast):
-            r = self.int_expr(e.expr)
-            t = type_of(e)
-            if t.kind == "int" and t.size < 8:
-                self._narrow(r, t.size, t.signed)
-            return r
-        if isinstance(e, A.FieldAccess) and self.struct_of(e) is not None:
-            return self.member_read(e)
-        if isinstance(e, A.PositionalParameter):
-            r = self._need(e.pos)
-            if e.count:
-                self._load_const(r, len(self.ctx.params))
-            else:
-                text = self.ctx.params[e.index - 1] if e.index <= len(self.ctx.params) else "0"
-                try:
-                    self._load_const(r, int(text, 0))
-                except ValueError:
-                    raise CodegenError(f"${e.index} is {text!r}, not an integer", e.pos) from None
-            return r
+        method = self._INT_EXPRS.get(type(e))
+        if method is not None:
+            return getattr(self, method)(e)  # type: ignore[no-any-return]
+        method = self._INT_LOADS.get(type(e))
+        if method is None:
+            raise _no_value(e)
         r = self._need(e.pos)
-        if isinstance(e, A.Builtin):
-            self.builtin(e, r)
-        elif isinstance(e, A.Variable):
-            if e.name not in self.vars:
-                raise CodegenError(f"${e.name} is used before it is assigned", e.pos)
-            off, t = self.vars[e.name]
-            p.ldxdw(r, R10, off)
-        elif isinstance(e, A.Map):
-            self.map_read(e, r)
-        elif isinstance(e, A.FieldAccess) and self._is_args(e.expr):
-            self._need_source(e, "emit_field").emit_field(p, r, e.field, self.ctx_reg)
-        elif isinstance(e, A.Call):
-            self.int_call(e, r)
-        else:
-            raise CodegenError(f"{_describe(e)} has no integer value here", e.pos)
+        getattr(self, method)(e, r)
         return r
+
+    def ternary(self, e: A.Ternary) -> Reg:
+        p = self.p
+        els, end = p.fresh_label("telse"), p.fresh_label("tend")
+        self.jump_if_false(e.cond, els)
+        a = self.int_expr(e.then)
+        p.mov(R0, a)
+        self.release(a)
+        p.ja(end)
+        p.label(els)
+        b = self.int_expr(e.else_)
+        p.mov(R0, b)
+        self.release(b)
+        p.label(end)
+        r = self._need(e.pos)
+        p.mov(r, R0)
+        return r
+
+    def cast(self, e: A.Cast) -> Reg:
+        r = self.int_expr(e.expr)
+        t = type_of(e)
+        if t.kind == "int" and t.size < 8:
+            self._narrow(r, t.size, t.signed)
+        return r
+
+    def field_read(self, e: A.FieldAccess) -> Reg:
+        """A kernel struct's member, or a tracepoint's field (``args.f``)."""
+        if self.struct_of(e) is not None:
+            return self.member_read(e)
+        if not self._is_args(e.expr):
+            raise _no_value(e)
+        r = self._need(e.pos)
+        self._need_source(e, "emit_field").emit_field(self.p, r, e.field, self.ctx_reg)
+        return r
+
+    def positional(self, e: A.PositionalParameter) -> Reg:
+        """``$N`` (its number: the script is compiled for its parameters) or ``$#``."""
+        r = self._need(e.pos)
+        if e.count:
+            self._load_const(r, len(self.ctx.params))
+        else:
+            text = self.ctx.params[e.index - 1] if e.index <= len(self.ctx.params) else "0"
+            try:
+                self._load_const(r, int(text, 0))
+            except ValueError:
+                raise CodegenError(f"${e.index} is {text!r}, not an integer", e.pos) from None
+        return r
+
+    def variable_read(self, e: A.Variable, r: Reg) -> None:
+        if e.name not in self.vars:
+            raise CodegenError(f"${e.name} is used before it is assigned", e.pos)
+        off, _ = self.vars[e.name]
+        self.p.ldxdw(r, R10, off)
 
     def _load_const(self, r: Reg, v: int) -> None:
         v = _wrap64(v)

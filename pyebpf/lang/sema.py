@@ -136,31 +136,41 @@ class Analyser(_ExprTyping):
         for stmt in block.stmts:
             self.stmt(stmt)
 
+    #: the method that checks each kind of statement
+    _STMTS = {
+        ast.ExprStmt: "expr_statement", ast.AssignMap: "assign_map", ast.AssignVar: "assign_var",
+        ast.If: "if_", ast.Unroll: "unroll", ast.While: "while_", ast.Jump: "jump"}
+
     def stmt(self, s: ast.Stmt) -> None:
         """Check one statement."""
-        # (duplicates: deliberate, codegen's stmt() dispatches on the same node kinds)
-        if isinstance(s, ast.ExprStmt):
-            self.expr(s.expr)
-        elif isinstance(s, ast.AssignMap):
-            self.assign_map(s)
-        elif isinstance(s, ast.AssignVar):
-            self.assign_var(s)
-        elif isinstance(s, ast.If):
-            self.expr(s.cond)
-            # bpftrace 0.17 gives an if no position: it reports 1:1-1
-            self.truthy(s.cond, "if()", ast.Pos(1, 1, 1))
-            self.block(s.then)
-            if s.else_ is not None:
-                self.block(s.else_)
-        elif isinstance(s, ast.Unroll):
-            self.unroll(s)
-        elif isinstance(s, ast.While):
-            self.expr(s.cond)
-            self.truthy(s.cond, "while()", s.pos)
-            self.loops += 1
-            self.block(s.body)
-            self.loops -= 1
-        elif isinstance(s, ast.Jump) and s.kind != "return" and not self.loops:
+        method = self._STMTS.get(type(s))
+        if method is not None:
+            getattr(self, method)(s)
+
+    def expr_statement(self, s: ast.ExprStmt) -> None:
+        """An expression as a statement (a call, ``@x++``)."""
+        self.expr(s.expr)
+
+    def if_(self, s: ast.If) -> None:
+        """``if (c) {...} else {...}``: an integer condition."""
+        self.expr(s.cond)
+        # bpftrace 0.17 gives an if no position: it reports 1:1-1
+        self.truthy(s.cond, "if()", ast.Pos(1, 1, 1))
+        self.block(s.then)
+        if s.else_ is not None:
+            self.block(s.else_)
+
+    def while_(self, s: ast.While) -> None:
+        """``while (c) {...}``: an integer condition; ``break``/``continue`` allowed inside."""
+        self.expr(s.cond)
+        self.truthy(s.cond, "while()", s.pos)
+        self.loops += 1
+        self.block(s.body)
+        self.loops -= 1
+
+    def jump(self, s: ast.Jump) -> None:
+        """``break`` and ``continue`` only in a loop."""
+        if s.kind != "return" and not self.loops:
             self.error(f"{s.kind} used outside of a loop", s.pos)
 
     def truthy(self, e: ast.Expr, where: str, pos: ast.Pos) -> None:

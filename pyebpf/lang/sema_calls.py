@@ -70,6 +70,14 @@ def _assignment(a: Analyser, c: ast.Call, assigned_to: str | None, want: str | N
         a.error(f"{c.name}() should not be used in an assignment or as a map key", c.pos)
 
 
+def _statement(a: Analyser, c: ast.Call, to: str | None, lo: int, hi: int) -> bool:
+    """A call that is a statement (it has no value: not in an assignment or a
+    map key) taking ``lo`` to ``hi`` arguments; False when their count is
+    wrong (both reported as bpftrace does)."""
+    _assignment(a, c, to, None)
+    return _varargs(a, c, lo, hi)
+
+
 def _map_arg(a: Analyser, c: ast.Call, what: str) -> None:
     """delete/clear/zero/print of a map."""
     m = c.args[0]
@@ -276,8 +284,7 @@ def _ntop(a: Analyser, c: ast.Call, to: str | None) -> Type:
 
 @_call("join")
 def _join(a: Analyser, c: ast.Call, to: str | None) -> Type:
-    _assignment(a, c, to, None)
-    if _varargs(a, c, 1, 2):
+    if _statement(a, c, to, 1, 2):
         t = c.args[0].type or NONE
         if t.kind not in ("int", "pointer", "none"):
             a.error(f"() only supports int or pointer arguments ({t.kind} provided)", c.pos)
@@ -309,8 +316,7 @@ def _addr(a: Analyser, c: ast.Call, to: str | None) -> Type:
 @_call("system")
 @_call("cat")
 def _printf(a: Analyser, c: ast.Call, to: str | None) -> Type:
-    _assignment(a, c, to, None)
-    if not _varargs(a, c, 1, 128) or not _arg(a, c, "string", 0, literal=True):
+    if not _statement(a, c, to, 1, 128) or not _arg(a, c, "string", 0, literal=True):
         return NONE
     fmt = c.args[0]
     assert isinstance(fmt, ast.String)
@@ -327,28 +333,21 @@ def _exit(a: Analyser, c: ast.Call, to: str | None) -> Type:
     return NONE
 
 
-# (duplicates: deliberate, print() and signal() check one argument by its kind alike)
 @_call("print")
 def _print(a: Analyser, c: ast.Call, to: str | None) -> Type:
-    _assignment(a, c, to, None)
-    if not _varargs(a, c, 1, 3):
-        return NONE
-    arg = c.args[0]
-    if isinstance(arg, ast.Map):
-        if arg.keys:
-            a.error(f"The map passed to {c.name}() should not be indexed by a key", c.pos)
-        for i in (1, 2):
-            if i < len(c.args):
+    if _statement(a, c, to, 1, 3):
+        if isinstance(c.args[0], ast.Map):
+            _map_arg(a, c, "print")
+            for i in range(1, len(c.args)):     # (top, div)
                 _arg(a, c, "int", i, literal=True)
-    elif len(c.args) > 1:
-        a.error(f"Non-map print() only takes 1 argument, {len(c.args)} found", c.pos)
+        elif len(c.args) > 1:
+            a.error(f"Non-map print() only takes 1 argument, {len(c.args)} found", c.pos)
     return NONE
 
 
 @_call("time")
 def _time(a: Analyser, c: ast.Call, to: str | None) -> Type:
-    _assignment(a, c, to, None)
-    if _varargs(a, c, 0, 1) and c.args:
+    if _statement(a, c, to, 0, 1) and c.args:
         _arg(a, c, "string", 0, literal=True)
     return NONE
 
@@ -375,8 +374,7 @@ def _strncmp(a: Analyser, c: ast.Call, to: str | None) -> Type:
 
 @_call("signal")
 def _signal(a: Analyser, c: ast.Call, to: str | None) -> Type:
-    _assignment(a, c, to, None)
-    if not _varargs(a, c, 1, 1):
+    if not _statement(a, c, to, 1, 1):
         return NONE
     arg = c.args[0]
     if isinstance(arg, ast.String):

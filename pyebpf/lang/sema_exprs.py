@@ -18,59 +18,63 @@ class _ExprTyping(_AnalyserBase):
         e.type = t
         return t
 
-    def _expr(self, e: ast.Expr, assigned_to: str | None) -> Type:  # noqa: C901
-        if isinstance(e, ast.Integer):
-            return I64
-        if isinstance(e, ast.String):
-            return string_type(len(e.value.encode()) + 1)
-        if isinstance(e, ast.Builtin):
-            return self.builtin(e)
-        if isinstance(e, ast.Variable):
-            t = self.p.vars.get(e.name) if self.p else None
-            if t is None:
-                self.error(f"Undefined or undeclared variable: ${e.name}", e.pos)
-                return NONE
-            return t
-        if isinstance(e, ast.Map):
-            return self.map_read(e)
-        if isinstance(e, ast.PositionalParameter):
-            return self.positional(e)
-        if isinstance(e, ast.Call):
+    #: the method that types each kind of expression (a call's is :meth:`call`:
+    #: it depends on where the call is written; another kind has no type)
+    _TYPINGS = {
+        ast.Integer: "integer", ast.String: "string", ast.Builtin: "builtin",
+        ast.Variable: "variable", ast.Map: "map_read", ast.PositionalParameter: "positional",
+        ast.Binop: "binop", ast.Unop: "unop", ast.Ternary: "ternary", ast.Cast: "cast",
+        ast.Sizeof: "sizeof", ast.Tuple: "tuple_", ast.FieldAccess: "field",
+        ast.ArrayAccess: "index", ast.Identifier: "identifier"}
+
+    def _expr(self, e: ast.Expr, assigned_to: str | None) -> Type:
+        if type(e) is ast.Call:
             return self.call(e, assigned_to)
-        if isinstance(e, ast.Binop):
-            return self.binop(e)
-        if isinstance(e, ast.Unop):
-            return self.unop(e)
-        if isinstance(e, ast.Ternary):
-            return self.ternary(e)
-        if isinstance(e, ast.Cast):
-            return self.cast(e)
-        if isinstance(e, ast.Sizeof):
-            return self.sizeof(e)
-        if isinstance(e, ast.Tuple):
-            elems = tuple(self.expr(x) for x in e.elems)
-            for x in e.elems:
-                if x.type is not None and x.type.is_aggregation and isinstance(x, ast.Call):
-                    self.error("Map type not allowed in a tuple", x.pos)
-            return tuple_type([self.copied(t, x) for t, x in zip(elems, e.elems)])
-        if isinstance(e, ast.FieldAccess):
-            return self.field(e)
-        if isinstance(e, ast.ArrayAccess):
-            base = self.expr(e.expr)
-            self.expr(e.index)
-            if base.kind == "pointer" and base.elem is not None:
-                return base.elem
-            self.error("The array index operator [] can only be used on arrays and pointers, "
-                       f"found {_kind_name(base)}.", e.pos)
+        method = self._TYPINGS.get(type(e))
+        return NONE if method is None else getattr(self, method)(e)
+
+    def integer(self, e: ast.Integer) -> Type:
+        """An integer literal: an ``int64``."""
+        return I64
+
+    def string(self, e: ast.String) -> Type:
+        """A string literal: its bytes and the NUL."""
+        return string_type(len(e.value.encode()) + 1)
+
+    def variable(self, e: ast.Variable) -> Type:
+        """``$v``: the type its assignments gave it in this probe."""
+        t = self.p.vars.get(e.name) if self.p else None
+        if t is None:
+            self.error(f"Undefined or undeclared variable: ${e.name}", e.pos)
             return NONE
-        if isinstance(e, ast.Identifier):
-            if e.name in INT_NAMES:
-                return NONE
-            from .btftypes import enum_value
-            if enum_value(e.name) is not None:
-                return U64           # a kernel enumerator: bpftrace 0.17's uint64
-            self.error(f"Unknown identifier: '{e.name}'", e.pos)
+        return t
+
+    def tuple_(self, e: ast.Tuple) -> Type:
+        """``(a, b, ...)``: what a map keeps of each element, laid out as C's."""
+        elems = tuple(self.expr(x) for x in e.elems)
+        for x in e.elems:
+            if x.type is not None and x.type.is_aggregation and isinstance(x, ast.Call):
+                self.error("Map type not allowed in a tuple", x.pos)
+        return tuple_type([self.copied(t, x) for t, x in zip(elems, e.elems)])
+
+    def index(self, e: ast.ArrayAccess) -> Type:
+        """``p[i]``: an element of what a pointer points to."""
+        base = self.expr(e.expr)
+        self.expr(e.index)
+        if base.kind == "pointer" and base.elem is not None:
+            return base.elem
+        self.error("The array index operator [] can only be used on arrays and pointers, "
+                   f"found {_kind_name(base)}.", e.pos)
+        return NONE
+
+    def identifier(self, e: ast.Identifier) -> Type:
+        """A bare name: a type name (as in ``sizeof``) or a kernel enumerator."""
+        if e.name in INT_NAMES:
             return NONE
+        from .btftypes import enum_value
+        if enum_value(e.name) is not None:
+            return U64           # a kernel enumerator: bpftrace 0.17's uint64
+        self.error(f"Unknown identifier: '{e.name}'", e.pos)
         return NONE
 
     def const_int(self, e: ast.Expr) -> int | None:

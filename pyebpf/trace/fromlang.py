@@ -216,30 +216,43 @@ class _Reader:
         return s
 
     # -- values ------------------------------------------------------------
+    #: the method that reads each kind of node as a value (one made of
+    #: constants only is folded first)
+    _VALUES = {
+        A.Integer: "integer", A.Builtin: "name", A.Identifier: "name", A.FieldAccess: "field",
+        A.Call: "call", A.Binop: "binop", A.Unop: "unop", A.Cast: "cast"}
+
     def value(self, n: A.Expr) -> Expr:
         """``n`` as trace's :class:`Expr`."""
-        if isinstance(n, A.Integer):
-            return Expr(self.source(n), INT, "const", self.literal(n))
         if isinstance(n, (A.Binop, A.Unop, A.Cast)):
             folded = self.constant(n)        # (made of constants: its value, as the language's)
             if folded is not None:
                 return Expr(self.source(n), INT, "const", folded)
-        if isinstance(n, (A.Builtin, A.Identifier)):
-            return self.name(n)
-        if isinstance(n, A.FieldAccess):
-            if not (isinstance(n.expr, A.Builtin) and n.expr.name == "args"):
-                raise self.fail("a field is read from args only (args.NAME)", n)
-            return Expr(f"args.{n.field}", INT, "field", n.field)
-        if isinstance(n, A.Call) and n.name == "str":
-            return self.string(n)
-        if isinstance(n, A.Binop):
-            return self.binop(n)
-        if isinstance(n, A.Unop):
-            return self.unop(n)
-        if isinstance(n, A.Cast):
-            return self.cast(n)
-        raise self.fail(f"{_what(n)} is not supported in trace's expressions; they are made "
-                        f"of {_KNOWN} and integer constants", n)
+        method = self._VALUES.get(type(n))
+        if method is None:
+            raise self.unsupported(n)
+        return getattr(self, method)(n)  # type: ignore[no-any-return]
+
+    def unsupported(self, n: A.Expr) -> ExprError:
+        """The error about a node trace's expressions cannot hold."""
+        return self.fail(f"{_what(n)} is not supported in trace's expressions; they are made "
+                         f"of {_KNOWN} and integer constants", n)
+
+    def integer(self, n: A.Integer) -> Expr:
+        """An integer literal: a constant."""
+        return Expr(self.source(n), INT, "const", self.literal(n))
+
+    def field(self, n: A.FieldAccess) -> Expr:
+        """``args.NAME``: a tracepoint's field."""
+        if not (isinstance(n.expr, A.Builtin) and n.expr.name == "args"):
+            raise self.fail("a field is read from args only (args.NAME)", n)
+        return Expr(f"args.{n.field}", INT, "field", n.field)
+
+    def call(self, n: A.Call) -> Expr:
+        """``str(E[, N])``, the one function."""
+        if n.name != "str":
+            raise self.unsupported(n)
+        return self.string(n)
 
     def _magnitude(self, n: A.Integer) -> int:
         """The number as written, without its sign."""

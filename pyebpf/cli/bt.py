@@ -46,7 +46,7 @@ saved as text beside it), 2 usage error, 130 Ctrl-C before attaching.
 
 def register(subparsers: Subparsers) -> None:
     """Add the ``bt`` sub-command to ``subparsers``."""
-    from .runner import add_program_command
+    from .parser import add_program_command
     p = add_program_command(
         subparsers, "bt", "run a bpftrace program (-e PROGRAM or FILE.bt)", DESCRIPTION, EPILOG,
         cmd_help="run CMD once attached (its pid is cpid); stop when it exits",

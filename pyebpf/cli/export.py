@@ -76,7 +76,7 @@ def metric_prefix(text: str) -> str:
 
 def register(subparsers: Subparsers) -> None:
     """Add the ``export`` sub-command to ``subparsers``."""
-    from .runner import add_program_command
+    from .parser import add_program_command
     p = add_program_command(
         subparsers, "export", "serve a bpftrace program's maps to Prometheus", DESCRIPTION,
         EPILOG, cmd_help="run CMD once attached (its pid is cpid); its maps stay served after",

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 else:   # (at run time, where documentation tools resolve it, the class unsubscripted)
     Subparsers = argparse._SubParsersAction
 
-__all__ = ["Parser"]        # (add_command is for the sub-command modules)
+__all__ = ["Parser"]        # (add_command, add_program_command: for the sub-command modules)
 
 
 class Parser(argparse.ArgumentParser):
@@ -36,3 +36,20 @@ def add_command(subparsers: Subparsers, name: str, help: str, description: str,
     ``description`` and ``epilog`` printed as written (their line breaks kept)."""
     return subparsers.add_parser(name, help=help, description=description, epilog=epilog,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def add_program_command(subparsers: Subparsers, name: str, help: str, description: str,
+                        epilog: str, *, cmd_help: str, pid_help: str) -> Parser:
+    """The parser of a bpftrace-language command (``bt``, ``export``), made
+    by :func:`add_command`, with the arguments they share:
+    FILE, ARG..., ``-e PROGRAM``, ``-c CMD`` and ``-p PID`` (read them with
+    :func:`~pyebpf.cli.runner.program_text` and :func:`~pyebpf.cli.runner.target_error`)."""
+    from . import command_line, pid
+    p = add_command(subparsers, name, help, description, epilog)
+    p.add_argument("file", metavar="FILE", nargs="?",
+                   help="the program's file (unless -e); further words are $1, $2...")
+    p.add_argument("params", metavar="ARG", nargs="*", help="positional parameters $1, $2...")
+    p.add_argument("-e", dest="program", metavar="PROGRAM", help="the program's text")
+    p.add_argument("-c", dest="cmd", metavar="CMD", type=command_line, help=cmd_help)
+    p.add_argument("-p", dest="pid", type=pid, metavar="PID", help=pid_help)
+    return p

@@ -32,28 +32,8 @@ if TYPE_CHECKING:
 
     from ..trace.live import Child
     from ..trace.session import Session
-    from .parser import Parser, Subparsers
 
-__all__ = ["run_session", "RunOptions", "RunGuard", "add_program_command", "program_text",
-           "target_error"]
-
-
-def add_program_command(subparsers: Subparsers, name: str, help: str, description: str,
-                        epilog: str, *, cmd_help: str, pid_help: str) -> Parser:
-    """The parser of a bpftrace-language command (``bt``, ``export``), made
-    by :func:`~pyebpf.cli.parser.add_command`, with the arguments they share:
-    FILE, ARG..., ``-e PROGRAM``, ``-c CMD`` and ``-p PID`` (read them with
-    :func:`program_text` and :func:`target_error`)."""
-    from . import command_line, pid
-    from .parser import add_command
-    p = add_command(subparsers, name, help, description, epilog)
-    p.add_argument("file", metavar="FILE", nargs="?",
-                   help="the program's file (unless -e); further words are $1, $2...")
-    p.add_argument("params", metavar="ARG", nargs="*", help="positional parameters $1, $2...")
-    p.add_argument("-e", dest="program", metavar="PROGRAM", help="the program's text")
-    p.add_argument("-c", dest="cmd", metavar="CMD", type=command_line, help=cmd_help)
-    p.add_argument("-p", dest="pid", type=pid, metavar="PID", help=pid_help)
-    return p
+__all__ = ["run_session", "RunOptions", "RunGuard", "program_text", "target_error"]
 
 
 def program_text(command: str, args: argparse.Namespace) -> tuple[str, str, list[str]] | None:

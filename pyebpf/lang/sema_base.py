@@ -118,7 +118,7 @@ def attach_point_number(text: str) -> int:
     """The number in an attach point (``profile:hz:N``, ``interval:UNIT:N``,
     ``software:EVENT:N``, ``hardware:EVENT:N``) as bpftrace 0.17 reads it:
     underscores dropped anywhere; ``0x`` hex; else with an ``e``/``E`` a
-    scientific literal ``DeE`` (D one digit, E at most 16); else C's
+    scientific literal ``CeX`` (``C`` one digit, ``X`` at most 16); else C's
     ``strtoull`` in base 0 (``010`` is 8, a sign allowed) followed by
     nothing or a ``u``/``l``/``ll``/``ul``/``ull`` suffix.  The result is
     seen as a signed 64-bit value, as bpftrace checks it: ``-1`` and
@@ -128,11 +128,12 @@ def attach_point_number(text: str) -> int:
     (``stoull`` for no number at all, ``Found trailing non-numeric
     characters``, the scientific literal's complaints)."""
     n = text.replace("_", "")
-    exp_at = min((i for i in (n.find("e"), n.find("E")) if i >= 0), default=-1)
-    if n[:2] in ("0x", "0X") or exp_at < 0:
+    lower = n.lower()
+    if lower.startswith("0x") or "e" not in lower:
         value = _strtoull(n, 0)
     else:
-        value = _scientific(n[:exp_at], n[exp_at + 1:])
+        at = lower.index("e")
+        value = _scientific(n[:at], n[at + 1:])
     return value - _U64_LIMIT if value >> 63 else value
 
 
@@ -153,7 +154,8 @@ def _scientific(coeff: str, exp: str) -> int:
                         f"got: {coeff}")
     if e > 16:
         raise LangError(f"Exponent will overflow integer range: {exp}")
-    return c * 10 ** e
+    value: int = c * 10 ** e      # (e >= 0: an int)
+    return value
 
 
 def _strtoull(text: str, base: int) -> int:

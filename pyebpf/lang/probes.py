@@ -346,13 +346,12 @@ def _timed(ap: AttachPoint) -> list[ResolvedProbe]:
         raise ProbeSpecError(f"{ap.raw}: {kind} probe type requires 2 arguments: "
                              f"{kind}:UNIT:N, UNIT one of hz s ms us, e.g. {kind}:hz:99")
     unit, count = ap.parts
-    try:
-        n = int(count, 0)
-    except ValueError:
-        raise ProbeSpecError(f"{ap.raw}: {count!r} is not a number") from None
+    n = _number(ap, count)
     if n <= 0:
-        raise ProbeSpecError(f"{ap.raw}: the rate must be positive")
-    name = f"{kind}:{unit}:{count}"
+        raise ProbeSpecError(f"{ap.raw}: " + ("profile frequency should be a positive integer"
+                                              if kind == "profile" else
+                                              "the interval must be positive"))
+    name = f"{kind}:{unit}:{n}"       # the number in decimal, as bpftrace's probe builtin
     cpu_clock = (_PERF_TYPE_SOFTWARE, 0)
     one = kind == "interval"
     if unit == "hz":
@@ -360,8 +359,24 @@ def _timed(ap: AttachPoint) -> list[ResolvedProbe]:
                                                     label=name))]
     if unit not in _UNITS_NS:
         raise ProbeSpecError(f"{ap.raw}: unknown unit {unit!r}; {kind} takes hz, s, ms or us")
-    return [ResolvedProbe(name, PerfEventSource(kind, cpu_clock, period=n * _UNITS_NS[unit],
+    period = n * _UNITS_NS[unit]
+    if period >> 64:
+        raise ProbeSpecError(f"{ap.raw}: {n} {unit} is too long: the period in nanoseconds "
+                             "does not fit in 64 bits")
+    return [ResolvedProbe(name, PerfEventSource(kind, cpu_clock, period=period,
                                                 one_cpu=one, label=name))]
+
+
+def _number(ap: AttachPoint, text: str) -> int:
+    """The number ``text`` of attach point ``ap``, read as bpftrace reads it
+    (:func:`~pyebpf.lang.sema_base.attach_point_number`); a
+    :class:`ProbeSpecError` with bpftrace's message when it is not one."""
+    from .errors import LangError
+    from .sema_base import attach_point_number
+    try:
+        return attach_point_number(text)
+    except LangError as err:
+        raise ProbeSpecError(f"{ap.raw}: {text!r} is not a number: {err.message}") from None
 
 
 def _event_named(table: dict[str, tuple[tuple[str, ...], int, int]], name: str
@@ -379,6 +394,10 @@ def _perf_counted(ap: AttachPoint) -> list[ResolvedProbe]:
     if not ap.parts or len(ap.parts) > 2 or not ap.parts[0]:
         raise ProbeSpecError(f"{ap.raw}: a {kind} probe is {kind}:EVENT[:COUNT], e.g. "
                              f"{kind}:{next(iter(table))}:{next(iter(table.values()))[2]}")
+    count = _number(ap, ap.parts[1]) if len(ap.parts) == 2 else 0   # (bpftrace's parser first)
+    if count < 0:        # bpftrace's words, "frequency" for hardware
+        raise ProbeSpecError(f"{ap.raw}: {kind} {'frequency' if hw else 'count'} should be "
+                             "a positive integer")
     ev = _event_named(table, ap.parts[0])
     if ev is None:
         raise _not_found(kind, ap.parts[0], [n for n, (a, _c, _d) in table.items()
@@ -388,14 +407,8 @@ def _perf_counted(ap: AttachPoint) -> list[ResolvedProbe]:
         raise ProbeSpecError(f"{ap.raw}: hardware events need the CPU's PMU, and this "
                              f"machine has none ({_CPU_PMU} is missing: a virtual machine "
                              "without a virtual PMU)")
-    count = ap.parts[1] if len(ap.parts) == 2 and ap.parts[1] else None
-    try:
-        period = int(count, 0) if count is not None else default
-    except ValueError:
-        raise ProbeSpecError(f"{ap.raw}: {count!r} is not a number") from None
-    if period <= 0:
-        raise ProbeSpecError(f"{ap.raw}: the count must be positive")
-    name = f"{kind}:{ap.parts[0]}:{count}" if count is not None else f"{kind}:{ap.parts[0]}:"
+    period = count or default                    # 0: the event's default, as bpftrace
+    name = f"{kind}:{ap.parts[0]}:{count or ''}"
     ptype = _PERF_TYPE_HARDWARE if hw else _PERF_TYPE_SOFTWARE
     return [ResolvedProbe(name, PerfEventSource(kind, (ptype, config), period=period,
                                                 label=name))]

@@ -119,15 +119,20 @@ class Analyser(_ExprTyping):
             self.check_rate(ap)
 
     def check_rate(self, ap: ast.AttachPoint) -> None:
-        """``profile:hz:99``, ``interval:s:1``: a unit bpftrace accepts and a
-        positive integer."""
+        """``profile:hz:99``, ``interval:s:1``: a number as bpftrace reads it
+        (:func:`~pyebpf.lang.sema_base.attach_point_number`; when it is not
+        one, that is the only error, as bpftrace's attach point parser stops
+        there), a unit bpftrace accepts, a positive profile frequency."""
+        from .sema_base import attach_point_number
         unit, rate = ap.parts
+        try:
+            value = attach_point_number(rate)
+        except LangError as err:
+            self.error(err.message, ap.pos)
+            return
         if unit not in ("hz", "s", "ms", "us"):
             self.error(f"{unit} is not an accepted unit of time", ap.pos)
-        value = param_int(rate) if rate.strip() else None
-        if value is None:
-            self.error(f"{ap.provider} probe must have an integer frequency", ap.pos)
-        elif value <= 0 and ap.provider == "profile":
+        if value <= 0 and ap.provider == "profile":
             self.error("profile frequency should be a positive integer", ap.pos)
 
     # -- statements ------------------------------------------------------

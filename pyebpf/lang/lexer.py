@@ -38,8 +38,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["Token", "Lexer", "tokenize", "BUILTINS", "CALLS", "CALL_BUILTINS",
-           "KEYWORDS", "STACK_MODES"]
+__all__ = ["Token", "Lexer", "tokenize", "read_uint", "parse_int", "BUILTINS", "CALLS",
+           "CALL_BUILTINS", "KEYWORDS", "STACK_MODES"]
 
 #: bpftrace 0.17's builtin variables (``arg0``..``arg9``, ``sarg0``..``sarg9`` too)
 BUILTINS = frozenset(
@@ -112,46 +112,91 @@ def _tail_digits(text: str, i: int, chars: frozenset[str]) -> int:
     return i
 
 
-_U64_MAX = (1 << 64) - 1
+def read_uint(text: str, overflow: str = "stoull") -> int:
+    """A number as bpftrace 0.17 reads integer literals and attach-point
+    numbers (its ``int_parser::to_uint``): underscores dropped anywhere;
+    ``0x`` hex; else with an ``e``/``E`` a scientific literal ``CeX``
+    (``C`` one digit, ``X`` at most 16); else C's ``strtoull`` in base 0
+    (``010`` is 8; a sign allowed: the value modulo 2**64) followed by
+    nothing or a ``u``/``l``/``ll``/``ul``/``ull`` suffix.
+
+    Raises :class:`~pyebpf.lang.errors.LangError` with bpftrace's message
+    (``stoull`` for no number at all, ``overflow`` for one over 2**64 - 1,
+    ``Found trailing non-numeric characters``, the scientific literal's
+    complaints)."""
+    n = text.replace("_", "")
+    lower = n.lower()
+    if lower.startswith("0x") or "e" not in lower:
+        return _strtoull(n, 0, overflow)
+    at = lower.index("e")
+    return _scientific(n[:at], n[at + 1:])
 
 
 def parse_int(text: str) -> int:
-    """The value of an integer token as bpftrace 0.17 reads it (``1_000``,
-    ``0x1f``, ``010`` octal, ``1e3``, ``5ul``; at most 2**64 - 1); a
-    :class:`~pyebpf.lang.errors.LangError` (a ValueError) with bpftrace's
-    message when it is not a number."""
-    n = text.replace("_", "")
-    if n[:2] in ("0x", "0X"):
-        value = int(n[2:], 16)
-    elif "e" in n or "E" in n:
-        coeff, _, exp = n.replace("E", "e").partition("e")
-        c, e = _decimal(coeff), _decimal(exp)
-        if c > 9:
-            raise LangError("Coefficient part of scientific literal must be in range (0,9), "
-                            f"got: {coeff}")
-        if e > 16:
-            raise LangError(f"Exponent will overflow integer range: {exp}")
-        value = c * 10 ** e
-    else:
-        digits = n.rstrip("uUlL")
-        suffix = n[len(digits):].lower()
-        if suffix not in ("", "u", "l", "ll", "ul", "ull"):
-            raise LangError("Found trailing non-numeric characters")
-        if len(digits) > 1 and digits[0] == "0":
-            if digits.strip("01234567"):
-                raise LangError("Found trailing non-numeric characters")
-            value = int(digits, 8)
-        else:
-            value = int(digits)
-    if value > _U64_MAX:
-        raise LangError(f"integer literal out of range: {text}")
+    """The value of an integer token (``1_000``, ``0x1f``, ``010`` octal,
+    ``1e3``, ``5ul``; at most 2**64 - 1): :func:`read_uint`, with pyebpf's
+    clearer message for a literal out of range (bpftrace says ``stoull``)."""
+    return read_uint(text, f"integer literal out of range: {text}")
+
+
+#: C's isspace(), which strtoull skips before a number
+_C_SPACE = " \t\n\v\f\r"
+#: the digits of each base strtoull reads
+_BASE_DIGITS = {8: frozenset("01234567"), 10: frozenset("0123456789"),
+                16: frozenset("0123456789abcdefABCDEF")}
+#: the C integer suffixes bpftrace lets follow a number (any case)
+_INT_SUFFIXES = frozenset({"u", "l", "ll", "ul", "ull"})
+_U64_LIMIT = 1 << 64
+
+
+def _scientific(coeff: str, exp: str) -> int:
+    """``COEFF e EXP`` (each read in base 10), bpftrace's way."""
+    try:
+        c = _strtoull(coeff, 10)
+    except LangError as err:
+        raise LangError("Coefficient part of scientific literal is not a valid number: "
+                        f"{coeff}: {err.message}") from None
+    try:
+        e = _strtoull(exp, 10)
+    except LangError as err:
+        raise LangError("Exponent part of scientific literal is not a valid number: "
+                        f"{exp}: {err.message}") from None
+    if c > 9:
+        raise LangError(f"Coefficient part of scientific literal must be in range (0,9), "
+                        f"got: {coeff}")
+    if e > 16:
+        raise LangError(f"Exponent will overflow integer range: {exp}")
+    value: int = c * 10 ** e      # (e >= 0: an int)
     return value
 
 
-def _decimal(text: str) -> int:
-    """A decimal part of a scientific literal (a C suffix allowed)."""
-    digits = text.rstrip("uUlL")
-    return int(digits) if digits else 0
+def _strtoull(text: str, base: int, overflow: str = "stoull") -> int:
+    """C++'s ``std::stoull(text, &idx, base)`` (base 0 or 10) with bpftrace's
+    check of what follows the digits: the value modulo 2**64 (``-1`` is
+    2**64 - 1); a LangError ``stoull`` when there is no number (``overflow``
+    when it does not fit), ``Found trailing non-numeric characters`` after one."""
+    i = len(text) - len(text.lstrip(_C_SPACE))
+    negative = text[i:i + 1] == "-"
+    if text[i:i + 1] in ("+", "-"):
+        i += 1
+    if base == 0:
+        if text[i:i + 2] in ("0x", "0X") and text[i + 2:i + 3] and \
+                text[i + 2] in _BASE_DIGITS[16]:
+            base, i = 16, i + 2
+        else:
+            base = 8 if text[i:i + 1] == "0" else 10
+    digits = _BASE_DIGITS[base]
+    end = i
+    while end < len(text) and text[end] in digits:
+        end += 1
+    if end == i:
+        raise LangError("stoull")
+    value = int(text[i:end], base)
+    if value >= _U64_LIMIT:
+        raise LangError(overflow)
+    if text[end:] and text[end:].lower() not in _INT_SUFFIXES:
+        raise LangError("Found trailing non-numeric characters")
+    return (-value) % _U64_LIMIT if negative else value
 
 
 class Lexer:

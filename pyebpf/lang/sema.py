@@ -39,7 +39,8 @@ from __future__ import annotations
 from . import ast
 from .errors import LangError
 from .sema_base import (_PASSES, STRLEN, Analysis, MapInfo, _key_shape, _key_str, _kind_name,
-                        _merge, _Probe, _same_kind, _span, _tstr, param_int, signal_number)
+                        _merge, _Probe, _same_kind, _span, _tstr, attach_point_number,
+                        param_int, signal_number)
 from .sema_calls import _check_call, printf_check, printf_specs
 from .sema_exprs import _ExprTyping
 from .types import NONE, Type, int_type
@@ -123,7 +124,6 @@ class Analyser(_ExprTyping):
         (:func:`~pyebpf.lang.sema_base.attach_point_number`; when it is not
         one, that is the only error, as bpftrace's attach point parser stops
         there), a unit bpftrace accepts, a positive profile frequency."""
-        from .sema_base import attach_point_number
         unit, rate = ap.parts
         try:
             value = attach_point_number(rate)

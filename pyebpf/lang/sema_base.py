@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from . import ast
 from .errors import Diagnostic, LangError
+from .lexer import read_uint
 from .types import Type, int_type, tuple_type
 
 TYPE_CHECKING = False
@@ -104,87 +105,21 @@ def param_int(text: str) -> int | None:
         return None
 
 
-#: C's isspace(), which strtoull skips before a number
-_C_SPACE = " \t\n\v\f\r"
-#: the digits of each base strtoull reads
-_BASE_DIGITS = {8: frozenset("01234567"), 10: frozenset("0123456789"),
-                16: frozenset("0123456789abcdefABCDEF")}
-#: the C integer suffixes bpftrace lets follow a number (any case)
-_INT_SUFFIXES = frozenset({"u", "l", "ll", "ul", "ull"})
-_U64_LIMIT = 1 << 64
-
-
 def attach_point_number(text: str) -> int:
     """The number in an attach point (``profile:hz:N``, ``interval:UNIT:N``,
-    ``software:EVENT:N``, ``hardware:EVENT:N``) as bpftrace 0.17 reads it:
-    underscores dropped anywhere; ``0x`` hex; else with an ``e``/``E`` a
-    scientific literal ``CeX`` (``C`` one digit, ``X`` at most 16); else C's
-    ``strtoull`` in base 0 (``010`` is 8, a sign allowed) followed by
-    nothing or a ``u``/``l``/``ll``/``ul``/``ull`` suffix.  The result is
-    seen as a signed 64-bit value, as bpftrace checks it: ``-1`` and
-    ``18446744073709551615`` are both -1.
+    ``software:EVENT:N``, ``hardware:EVENT:N``) as bpftrace 0.17 reads it
+    (:func:`~pyebpf.lang.lexer.read_uint`: ``010`` is 8, ``1e3`` 1000,
+    ``1_000``, ``99ul``, a sign allowed), seen as a signed 64-bit value, as
+    bpftrace checks it: ``-1`` and ``18446744073709551615`` are both -1.
 
     Raises :class:`~pyebpf.lang.errors.LangError` with bpftrace's message
     (``stoull`` for no number at all, ``Found trailing non-numeric
     characters``, the scientific literal's complaints)."""
-    n = text.replace("_", "")
-    lower = n.lower()
-    if lower.startswith("0x") or "e" not in lower:
-        value = _strtoull(n, 0)
-    else:
-        at = lower.index("e")
-        value = _scientific(n[:at], n[at + 1:])
+    value = read_uint(text)
     return value - _U64_LIMIT if value >> 63 else value
 
 
-def _scientific(coeff: str, exp: str) -> int:
-    """``COEFF e EXP`` (each read in base 10), bpftrace's way."""
-    try:
-        c = _strtoull(coeff, 10)
-    except LangError as err:
-        raise LangError("Coefficient part of scientific literal is not a valid number: "
-                        f"{coeff}: {err.message}") from None
-    try:
-        e = _strtoull(exp, 10)
-    except LangError as err:
-        raise LangError("Exponent part of scientific literal is not a valid number: "
-                        f"{exp}: {err.message}") from None
-    if c > 9:
-        raise LangError(f"Coefficient part of scientific literal must be in range (0,9), "
-                        f"got: {coeff}")
-    if e > 16:
-        raise LangError(f"Exponent will overflow integer range: {exp}")
-    value: int = c * 10 ** e      # (e >= 0: an int)
-    return value
-
-
-def _strtoull(text: str, base: int) -> int:
-    """C++'s ``std::stoull(text, &idx, base)`` (base 0 or 10) with bpftrace's
-    check of what follows the digits: the value modulo 2**64 (``-1`` is
-    2**64 - 1); a LangError ``stoull`` when there is no number or it does
-    not fit, ``Found trailing non-numeric characters`` after one."""
-    i = len(text) - len(text.lstrip(_C_SPACE))
-    negative = text[i:i + 1] == "-"
-    if text[i:i + 1] in ("+", "-"):
-        i += 1
-    if base == 0:
-        if text[i:i + 2] in ("0x", "0X") and text[i + 2:i + 3] and \
-                text[i + 2] in _BASE_DIGITS[16]:
-            base, i = 16, i + 2
-        else:
-            base = 8 if text[i:i + 1] == "0" else 10
-    digits = _BASE_DIGITS[base]
-    end = i
-    while end < len(text) and text[end] in digits:
-        end += 1
-    if end == i:
-        raise LangError("stoull")
-    value = int(text[i:end], base)
-    if value >= _U64_LIMIT:
-        raise LangError("stoull")
-    if text[end:] and text[end:].lower() not in _INT_SUFFIXES:
-        raise LangError("Found trailing non-numeric characters")
-    return (-value) % _U64_LIMIT if negative else value
+_U64_LIMIT = 1 << 64
 
 
 def signal_number(name: str) -> int | None:

@@ -101,7 +101,6 @@ class Link(Owner):
     :class:`~pyebpf.kernel.lifetime.Owner`).
     """
 
-    # (duplicates: deliberate, attributes one a line, alike by shape with the loader's Program)
     def __init__(self, kind: str, target: str, method: str, groups: list[list[Fd]], *,
                  program: Any = None, owns_program: bool = False,
                  locations: Sequence[Location] = (), pid: int | None = None,

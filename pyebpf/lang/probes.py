@@ -340,7 +340,6 @@ class PerfEventSource(FixedTypeSource):
 
 
 def _timed(ap: AttachPoint) -> list[ResolvedProbe]:
-    # (duplicates: deliberate, cli's positive_int reads a flag alike; a rate has its probe's errors)
     kind = ap.provider
     if len(ap.parts) != 2:
         raise ProbeSpecError(f"{ap.raw}: {kind} probe type requires 2 arguments: "

@@ -111,13 +111,15 @@ class Analyser(_ExprTyping):
 
     def attach_point(self, ap: ast.AttachPoint) -> None:
         """BEGIN and END once each (checked on the last pass, as bpftrace);
-        the units and rates of timed probes."""
+        the units and rates of timed probes, the counts of perf events."""
         if ap.provider in ("BEGIN", "END"):
             if self.final and ap.provider in self.seen_special:
                 self.error(f"More than one {ap.provider} probe defined", ap.pos)
             self.seen_special.add(ap.provider)
         elif ap.provider in ("profile", "interval") and len(ap.parts) == 2:
             self.check_rate(ap)
+        elif ap.provider in ("software", "hardware") and len(ap.parts) == 2:
+            self.check_count(ap)
 
     def check_rate(self, ap: ast.AttachPoint) -> None:
         """``profile:hz:99``, ``interval:s:1``: a number as bpftrace reads it
@@ -134,6 +136,18 @@ class Analyser(_ExprTyping):
             self.error(f"{unit} is not an accepted unit of time", ap.pos)
         if value <= 0 and ap.provider == "profile":
             self.error("profile frequency should be a positive integer", ap.pos)
+
+    def check_count(self, ap: ast.AttachPoint) -> None:
+        """``software:faults:100``, ``hardware:cycles:1e6``: a number as
+        bpftrace reads it, not negative (0 is the event's default count)."""
+        try:
+            value = attach_point_number(ap.parts[1])
+        except LangError as err:
+            self.error(err.message, ap.pos)
+            return
+        if value < 0:        # bpftrace's words: "frequency" for hardware
+            what = "frequency" if ap.provider == "hardware" else "count"
+            self.error(f"{ap.provider} {what} should be a positive integer", ap.pos)
 
     # -- statements ------------------------------------------------------
     def block(self, block: ast.Block) -> None:

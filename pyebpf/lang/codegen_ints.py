@@ -9,6 +9,7 @@ from ..trace.expr import HELPER_BUILTINS, emit_elapsed, emit_helper_builtin, emi
 from . import ast as A
 from .codegen_base import CodegenError, _const, _describe, _GenBase, _wrap64, type_of
 from .layout import size_align
+from .sema_base import param_int
 
 #: bpftrace's reg() names (pt_regs' field names) -> the 64-bit registers
 _BPFTRACE_REGS = {"ip": "rip", "sp": "rsp", "ax": "rax", "bx": "rbx", "cx": "rcx",
@@ -93,10 +94,10 @@ class _IntGen(_GenBase):
             self._load_const(r, len(self.ctx.params))
         else:
             text = self.ctx.params[e.index - 1] if e.index <= len(self.ctx.params) else "0"
-            try:
-                self._load_const(r, int(text, 0))
-            except ValueError:
-                raise CodegenError(f"${e.index} is {text!r}, not an integer", e.pos) from None
+            value = param_int(text)         # as the analysis read it (bpftrace's rule)
+            if value is None:
+                raise CodegenError(f"${e.index} is {text!r}, not an integer", e.pos)
+            self._load_const(r, value)
         return r
 
     def variable_read(self, e: A.Variable, r: Reg) -> None:

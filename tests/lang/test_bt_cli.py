@@ -35,6 +35,15 @@ def test_file_and_positional_parameters(tmp_path) -> None:
     assert "7 10\n" in proc.stdout
 
 
+def test_positional_parameters_are_numbers_as_bpftrace_reads_them(tmp_path) -> None:
+    # the analysis and the code generator read "$1" alike: 010 is octal, as in bpftrace
+    f = tmp_path / "p.bt"
+    f.write_text('BEGIN {\n  printf("%d %d\\n", $1 + 1, $2);\n  exit();\n}\n')
+    proc = bt(str(f), "010", "0x10")
+    assert proc.returncode == 0, proc.stderr
+    assert "9 16\n" in proc.stdout
+
+
 def test_semantic_error_points_at_the_script() -> None:
     proc = bt("-e", "BEGIN { @x = nosuch(1); }")
     assert proc.returncode == 1

@@ -368,7 +368,7 @@ def _strncmp(a: Analyser, c: ast.Call, to: str | None) -> Type:
         if _arg(a, c, "int", 2, literal=True):
             n = a.const_int(c.args[2])
             if n is not None and n < 0:
-                a.error(f"Builtin strncmp requires a non-negative size", c.pos)
+                a.error("Builtin strncmp requires a non-negative size", c.pos)
     return U64
 
 

@@ -27,21 +27,15 @@ def test_begin_exit() -> None:
     assert proc.stdout == "Attaching 1 probe...\nhi 42\n\n\n@n: 5\n"
 
 
-def test_file_and_positional_parameters(tmp_path) -> None:
+# 010 and 0x10: the analysis and the code generator read "$1" alike, as bpftrace (8, 16)
+@pytest.mark.parametrize("params, printed", [(("7", "9"), "7 10\n"),
+                                             (("010", "0x10"), "8 17\n")])
+def test_file_and_positional_parameters(tmp_path, params, printed) -> None:
     f = tmp_path / "p.bt"
     f.write_text('BEGIN {\n  printf("%d %d\\n", $1, $2 + 1);\n  exit();\n}\n')
-    proc = bt(str(f), "7", "9")
+    proc = bt(str(f), *params)
     assert proc.returncode == 0, proc.stderr
-    assert "7 10\n" in proc.stdout
-
-
-def test_positional_parameters_are_numbers_as_bpftrace_reads_them(tmp_path) -> None:
-    # the analysis and the code generator read "$1" alike: 010 is octal, as in bpftrace
-    f = tmp_path / "p.bt"
-    f.write_text('BEGIN {\n  printf("%d %d\\n", $1 + 1, $2);\n  exit();\n}\n')
-    proc = bt(str(f), "010", "0x10")
-    assert proc.returncode == 0, proc.stderr
-    assert "9 16\n" in proc.stdout
+    assert printed in proc.stdout
 
 
 def test_semantic_error_points_at_the_script() -> None:

@@ -144,6 +144,8 @@ def run(args: argparse.Namespace) -> int:
     # (a script error is a PyebpfError: reported as 'pyebpf bt: FILE:LINE:COL-END:
     # ERROR: ...', bpftrace's text, then the line and the caret)
     prog = compile(text, filename=filename, pid=args.pid, params=params)
+    for warning in prog.warnings:
+        print(warning, file=sys.stderr)
     if args.show_program:
         sys.stdout.write(prog.show())
         return 0
@@ -169,7 +171,7 @@ def _run(prog: Any, args: argparse.Namespace) -> int:
         child = guard.child = _spawn(args.cmd) if args.cmd else None
         stops.hold()
         run = guard.resource = prog.start(child=child, json=json_mode, release=False)
-        n = sum(1 for p in run.unit.probes)
+        n = run.attached_count()
         if json_mode:
             out.write('{"type": "attached_probes", "data": {"probes": %d}}\n' % n)
         else:

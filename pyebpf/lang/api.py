@@ -52,11 +52,31 @@ class BtProgram:
         self.params = list(params)
         self._resolved: dict[int, list[tuple[str, Any]]] = {}
         self.resolver = resolver_for(pid, unsafe)
+        #: what does not stop the program, as bpftrace warns of it (its text)
+        self.warnings: list[str] = []
         self.analysis = _analyse(script, self.resolver, self.params)
         for probe in script.probes:          # resolve now: a missing probe fails here
             for ap in probe.attach_points:
                 if ap.provider not in ("BEGIN", "END"):
-                    self._resolve(ap)
+                    self._resolve_or_skip(ap, len(probe.attach_points) > 1)
+
+    def _resolve_or_skip(self, ap: AttachPoint, shared: bool) -> None:
+        """Resolve ``ap``; a missing tracepoint that shares its probe with
+        other attach points is left out with a warning, as bpftrace 0.17
+        does (alone, it is an error)."""
+        from .probes import ProbeSpecError, missing_tracepoint
+        try:
+            self._resolve(ap)
+        except ProbeSpecError:
+            name = missing_tracepoint(ap) if shared else None
+            if name is None:
+                raise
+            from .errors import Diagnostic
+            ap.missing = f"tracepoint not found: {name}"
+            self._resolved[id(ap)] = []
+            self.warnings.append(str(Diagnostic(ap.missing, ap.pos, level="WARNING",
+                                                filename=self.script.filename,
+                                                source=self.script.source)))
 
     def _resolve(self, ap: AttachPoint) -> list[tuple[str, Any]]:
         got = self._resolved.get(id(ap))

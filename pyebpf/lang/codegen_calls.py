@@ -43,8 +43,6 @@ class _CallGen(_GenBase):
             fmt = c.args[0].value if c.args and isinstance(c.args[0], A.String) else "%H:%M:%S\n"
             self.output(self.unit.action("time", c.pos, fmt=fmt), [])
         elif name == "exit":
-            p.ld_map_value(R1, self.unit.exit_flag)
-            p.stdw(R1, 0, 1)
             self.output(self.unit.action("exit", c.pos), [])
             p.ja("out")
         elif name in ("print", "clear", "zero"):

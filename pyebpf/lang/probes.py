@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ResolvedProbe", "resolve", "Resolver", "list_probes", "PerfEventSource",
            "RawTracepointSource", "ProbeSpecError", "SOFTWARE_EVENTS", "HARDWARE_EVENTS",
-           "probe_name"]
+           "probe_name", "missing_tracepoint"]
 
 # (duplicates: deliberate, the two event tables are data of the same shape)
 #: bpftrace's software events: name -> (aliases, perf config, default count)
@@ -208,7 +208,8 @@ def _usdt(ap: AttachPoint, pid: int | None) -> list[ResolvedProbe]:
                 continue
             if _match(provider, pr.provider) and _match(name, pr.name):
                 seen.append((pr.provider, pr.name))
-        for prov, nm in sorted(seen):
+        # (in bpftrace's order, "PROVIDER:NAME" strings sorted: tracetest2:b before tracetest:a)
+        for prov, nm in sorted(seen, key=lambda pn: f"{pn[0]}:{pn[1]}"):
             try:
                 src = usdt_probe_source(real, prov, nm, pid=pid)
             except UsdtError as exc:
@@ -464,6 +465,16 @@ def resolve(ap: AttachPoint, *, pid: int | None = None,
     if kind in ("BEGIN", "END"):
         raise ProbeSpecError(f"{kind} is not a kernel probe (the runtime runs it)")
     raise ProbeSpecError(f"{ap.raw}: unknown probe type {ap.provider!r}")
+
+
+def missing_tracepoint(ap: AttachPoint) -> str | None:
+    """``CATEGORY:NAME`` when ``ap`` names one tracepoint (no wildcard) that
+    does not exist, else None."""
+    if _canonical(ap.provider) != "tracepoint" or len(ap.parts) != 2 or \
+            any(_is_glob(p) or not p for p in ap.parts):
+        return None
+    name = ":".join(ap.parts)
+    return None if name in _tracepoint_names() else name
 
 
 def probe_name(ap: AttachPoint, *, pid: int | None = None) -> list[str]:

@@ -4,9 +4,11 @@ END, read the maps -- and print all of it as bpftrace 0.17 does.
 
 Order of a run (:meth:`BtRun.start`): maps and the ring buffer are created,
 every program is loaded (a verifier rejection points at the script's
-line), the probes are attached, BEGIN runs (``BPF_PROG_TEST_RUN`` of its
-raw-tracepoint program, in this process: its ``pid``/``comm`` are the
-tracer's, as bpftrace's are), and only then is the ``-c`` command released.
+line), BEGIN runs (``BPF_PROG_TEST_RUN`` of its raw-tracepoint program, in
+this process: its ``pid``/``comm`` are the tracer's, as bpftrace's are), so
+that its events come before any probe's, then the probes are attached --
+in bpftrace's order, so that probes of one event fire in the order they are
+declared -- and only then is the ``-c`` command released.
 :meth:`BtRun.stop` detaches the probes, runs END, drains the events left
 and keeps the maps readable until :meth:`BtRun.close`.
 
@@ -138,8 +140,8 @@ class BtRun(Owner):
         try:
             self._create()
             self._load()
-            self._attach()
             self._run_special("BEGIN")
+            self._attach()
             if self.child is not None and release:
                 self.child.go()
                 self.child_started()
@@ -197,9 +199,22 @@ class BtRun(Owner):
                 raise _script_error(self.unit, exc, plan.name) from exc
 
     def _attach(self) -> None:
-        for plan, loaded in zip(self.unit.probes, self.loaded):
-            if plan.source is not None:
-                self.links.append(plan.source.attach(loaded, self.pid))
+        """Attach every probe: first, in script order, those whose kind the
+        kernel runs in the order they were attached; then, in reverse, those
+        it runs last-attached first (uprobes, USDT, software events) -- as
+        bpftrace 0.17 does, so that the probes of one event fire in the
+        order they are declared."""
+        pairs = [(plan, loaded) for plan, loaded in zip(self.unit.probes, self.loaded)
+                 if plan.source is not None]
+        late = [pair for pair in pairs if _attached_in_reverse(pair[0].source)]
+        for plan, loaded in [pair for pair in pairs if pair not in late] + late[::-1]:
+            self.links.append(plan.source.attach(loaded, self.pid))
+
+    def attached_count(self) -> int:
+        """How many probes bpftrace's ``Attaching N probes...`` counts: one
+        per program, BEGIN and END included, a USDT probe once per location."""
+        return sum(len(getattr(getattr(plan.source, "usdt", None), "locations", None) or (1,))
+                   for plan in self.unit.probes)
 
     def _run_special(self, kind: str) -> None:
         for plan, loaded in zip(self.unit.probes, self.loaded):
@@ -454,6 +469,14 @@ class BtRun(Owner):
                     live[k] = [zero] * len(cur)
             except KeyError:
                 pass
+
+
+def _attached_in_reverse(source: Any) -> bool:
+    """The kernel runs the programs of this kind of probe last-attached
+    first: uprobes and USDT (a uprobe's consumers are a list pushed at its
+    head) and software perf events."""
+    return getattr(source, "kind", None) in ("uprobe", "uretprobe", "software") or \
+        hasattr(source, "usdt")
 
 
 def _printed(t: Type | None) -> Type | None:

@@ -1,0 +1,77 @@
+"""``pyebpf bt``'s run order and what it counts, as bpftrace 0.17's: the
+probes a ``Attaching N probes...`` line counts (a USDT probe once per
+location), a missing tracepoint among several attach points (a warning)."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from .harness import BUILD, ROOT
+
+pytestmark = pytest.mark.kernel
+
+# one USDT probe written twice (two locations), one written once
+TWO_SITES_C = r"""
+#include <sys/sdt.h>
+#include <unistd.h>
+__attribute__((noinline)) static void site(int n) { DTRACE_PROBE1(lt, twice, n); }
+int main(int argc, char **argv) {
+    (void)argv;
+    DTRACE_PROBE1(lt, twice, argc);
+    DTRACE_PROBE1(lt, once, argc);
+    site(argc);
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def two_sites() -> str:
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    BUILD.mkdir(parents=True, exist_ok=True)
+    src, out = BUILD / "two_sites.c", BUILD / "two_sites"
+    src.write_text(TWO_SITES_C)
+    proc = subprocess.run(["gcc", "-O2", "-o", str(out), str(src)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        if "sys/sdt.h" in proc.stderr:
+            pytest.skip("sys/sdt.h is not installed (systemtap-sdt-dev)")
+        raise AssertionError(proc.stderr)
+    return str(out)
+
+
+def _bt(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "pyebpf", "bt", *args], capture_output=True,
+                          text=True, timeout=60, env=env, cwd=str(ROOT))
+
+
+def _attaching(proc: subprocess.CompletedProcess) -> str:
+    assert proc.returncode == 0, proc.stderr
+    return next(ln for ln in proc.stdout.splitlines() if ln.startswith("Attaching"))
+
+
+@pytest.mark.parametrize("point", ["lt:twice", "lt:*"])
+def test_usdt_probes_are_counted_per_location(two_sites: str, point: str) -> None:
+    program = f"usdt:{two_sites}:{point} {{ @[probe] = count(); }} END {{ }}"
+    mine = _attaching(_bt("-e", program, "-c", two_sites))
+    assert mine == {"lt:twice": "Attaching 3 probes...", "lt:*": "Attaching 4 probes..."}[point]
+    if shutil.which("bpftrace") is not None:
+        theirs = subprocess.run(["bpftrace", "-e", program, "-c", two_sites],
+                                capture_output=True, text=True, timeout=60)
+        assert mine in theirs.stdout
+
+
+def test_a_missing_tracepoint_among_others_is_a_warning() -> None:
+    program = ("t:syscalls:sys_enter_getppid,t:syscalls:nonsense { @ = count(); } "
+               "BEGIN { exit(); }")
+    proc = _bt("-e", program)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ("stdin:1:30-49: WARNING: tracepoint not found: syscalls:nonsense\n"
+                           f"{program}\n" + " " * 29 + "~" * 19 + "\n")
+    alone = _bt("-e", "t:syscalls:nonsense { }")
+    assert alone.returncode == 1 and "WARNING" not in alone.stderr

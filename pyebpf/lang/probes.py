@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from ..program import Program, Reg
     from .ast import AttachPoint
 
-__all__ = ["ResolvedProbe", "resolve", "Resolver", "list_probes", "PerfEventSource",
+__all__ = ["ResolvedProbe", "resolve", "Resolver", "PerfEventSource",
            "RawTracepointSource", "ProbeSpecError", "SOFTWARE_EVENTS", "HARDWARE_EVENTS",
            "probe_name", "missing_tracepoint"]
 
@@ -138,9 +138,22 @@ def _uprobes(ap: AttachPoint, pid: int | None, unsafe: bool = False) -> list[Res
         raise ProbeSpecError(f"{ap.raw}: a {kind} is {kind}:PATH:FUNCTION (PATH a file or a "
                              f"library name such as libc), e.g. {kind}:/bin/bash:readline")
     path, func = ap.parts
-    real, shown = _shown_path(path, pid)
     if ap.func_offset is not None and "+" not in func:
         func = f"{func}+{ap.func_offset}"
+    if _is_glob(path):                 # every ELF file the wildcard matches
+        import copy
+        from .. import elf
+        out: list[ResolvedProbe] = []
+        why = f"{kind}:{path}: no ELF file matches {path!r}"
+        for f in elf.expand_path(path, pid):
+            one = copy.copy(ap)
+            one.parts = [f, ap.parts[1]]
+            out += _uprobes(one, pid, unsafe)
+            why = one.missing or why
+        if not out:
+            ap.missing = why
+        return out
+    real, shown = _shown_path(path, pid)
     ret = kind == "uretprobe"
     if _is_glob(func):
         names = [n for n in _functions(real) if _match(func, n)]
@@ -175,6 +188,12 @@ def _usdt_files(path: str, pid: int | None) -> list[tuple[str, str]]:
                     for f in usdt_files(None, pid)]
         except UsdtError as exc:
             raise ProbeSpecError(str(exc)) from None
+    if _is_glob(path):                 # every ELF file the wildcard matches
+        from .. import elf
+        files = elf.expand_path(path, pid)
+        if not files:
+            raise ProbeSpecError(f"usdt:{path}: no ELF file matches {path!r}")
+        return [(f, f) for f in files]
     real, shown = _shown_path(path, pid)
     if pid is not None and not real.startswith("/proc/"):
         shown = f"/proc/{pid}/root{os.path.abspath(real)}"
@@ -551,64 +570,3 @@ class Resolver:
         """``retval``: uint64 (a uretprobe's rax), as bpftrace 0.17 types it:
         a -1 returned prints 18446744073709551615 and is not ``< 0``."""
         return int_type(8, False)
-
-
-# ================================================================ listing
-def _split_pattern(pattern: str) -> tuple[str, list[str]]:
-    kind, _, rest = pattern.partition(":")
-    return _canonical(kind), rest.split(":") if rest else []
-
-
-def list_probes(pattern: str | None = None) -> list[str]:
-    """What ``bpftrace -l [PATTERN]`` lists: ``tracepoint:CAT:NAME``,
-    ``rawtracepoint``-less (as bpftrace 0.17), ``software:EVENT:``,
-    ``hardware:EVENT:`` (where there is a PMU), ``uprobe:PATH:FUNC`` and
-    ``usdt:PATH:PROVIDER:NAME`` (those two only for a pattern naming a file).
-    ``*`` matches anything; a pattern without a kind matches every kind."""
-    if not pattern:
-        return _list_kind("tracepoint", ["*", "*"]) + _list_kind("software", ["*"]) + \
-            _list_kind("hardware", ["*"])
-    if ":" not in pattern:
-        out = []
-        for kind in ("tracepoint", "software", "hardware"):
-            out += [p for p in _list_kind(kind, ["*"] * (2 if kind == "tracepoint" else 1))
-                    if _match(pattern, p.split(":", 1)[1].rstrip(":"))
-                    or _match(pattern, p)]
-        return out
-    kind, parts = _split_pattern(pattern)
-    return _list_kind(kind, parts)
-
-
-def _list_kind(kind: str, parts: list[str]) -> list[str]:
-    if kind == "tracepoint":
-        if len(parts) == 1:
-            parts = ["*", parts[0]] if parts[0] else ["*", "*"]
-        pat = ":".join(parts[:2]) if parts else "*:*"
-        return [f"tracepoint:{t}" for t in _tracepoint_names() if _match(pat, t)]
-    if kind in ("software", "hardware"):
-        if kind == "hardware" and not os.path.isdir(_CPU_PMU):
-            return []
-        table = HARDWARE_EVENTS if kind == "hardware" else SOFTWARE_EVENTS
-        pat = parts[0] if parts and parts[0] else "*"
-        return [f"{kind}:{n}:" for n in sorted(table)
-                if _match(pat, n) or any(_match(pat, a) for a in table[n][0])]
-    if kind in ("uprobe", "uretprobe"):
-        if not parts or not parts[0]:
-            raise ProbeSpecError(f"{kind} probe type requires 2 arguments: {kind}:PATH:FUNCTION")
-        real, shown = _shown_path(parts[0], None)
-        pat = parts[1] if len(parts) > 1 and parts[1] else "*"
-        return [f"{kind}:{shown}:{n}" for n in _functions(real) if _match(pat, n)]
-    if kind == "usdt":
-        if not parts or not parts[0]:
-            raise ProbeSpecError("usdt probe type requires 2 or 3 arguments: "
-                                 "usdt:PATH[:PROVIDER]:NAME")
-        from ..usdt.notes import UsdtFile
-        real, shown = _shown_path(parts[0], None)
-        prov, name = ("*", parts[1] or "*") if len(parts) == 2 else \
-            ((parts[1] or "*"), (parts[2] or "*")) if len(parts) >= 3 else ("*", "*")
-        found = sorted({(p.provider, p.name) for p in UsdtFile(real).probes()})
-        return [f"usdt:{shown}:{p}:{n}" for p, n in found if _match(prov, p) and _match(name, n)]
-    if kind in ("kprobe", "kretprobe", "kfunc", "kretfunc", "rawtracepoint"):
-        return []
-    raise ProbeSpecError(f"{kind!r} is not a probe type bpftrace -l lists (tracepoint, "
-                         "software, hardware, uprobe, usdt)")

@@ -75,3 +75,19 @@ def test_a_missing_tracepoint_among_others_is_a_warning() -> None:
                            f"{program}\n" + " " * 29 + "~" * 19 + "\n")
     alone = _bt("-e", "t:syscalls:nonsense { }")
     assert alone.returncode == 1 and "WARNING" not in alone.stderr
+
+
+def test_wildcard_files_are_every_file_they_match(two_sites: str) -> None:
+    # (the module's build dir holds two_sites and, from the harness, btworkload)
+    from .harness import bt_workload
+    w = bt_workload()
+    d = os.path.dirname(two_sites)
+    for program in (f"usdt:{d}/two_s*::* {{ @[probe] = count(); }}",
+                    f"uprobe:{d}/btwork*:compute {{ @[probe] = count(); }}"):
+        proc = _bt("-e", program, "-c", w + " 3 1" if "compute" in program else two_sites)
+        assert proc.returncode == 0, proc.stderr
+        if "compute" in program:
+            assert f"@[uprobe:{w}:compute]: 3" in proc.stdout
+        else:
+            assert _attaching(proc) == "Attaching 3 probes..."
+            assert f"@[usdt:{two_sites}:lt:twice]: 2" in proc.stdout

@@ -127,7 +127,7 @@ def quick_args(argv: list[str]) -> Any:
 def run(args: argparse.Namespace) -> int:
     """``pyebpf bt``: the exit status."""
     if args.list:
-        return _list(args.program or args.file, args.pid)
+        return _list(args.program or args.file, args.pid, getattr(args, "verbose", False))
     from .runner import program_text, target_error
     got = program_text("bt", args)
     if got is None:
@@ -152,9 +152,9 @@ def run(args: argparse.Namespace) -> int:
     return _run(prog, args)
 
 
-def _list(pattern: str | None, pid: int | None = None) -> int:
+def _list(pattern: str | None, pid: int | None = None, verbose: bool = False) -> int:
     from ..lang.listing import list_probes
-    for name in list_probes(pattern, pid=pid):
+    for name in list_probes(pattern, pid=pid, verbose=bool(verbose)):
         print(name)
     return 0
 

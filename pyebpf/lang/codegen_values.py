@@ -208,9 +208,13 @@ class _ValueGen(_GenBase):
         """The kernel struct ``e`` is a member of (``p->m`` of a pointer to
         one, ``r.m`` of one), or None."""
         t = type_of(e.expr)
-        if t.kind == "pointer" and t.elem is not None and t.elem.btf and e.arrow:
+        if t.kind == "pointer" and t.elem is not None and t.elem.kind == "record" and \
+                (t.elem.btf or t.elem.fields) and e.arrow:
             return t.elem
         if t.kind == "record" and t.btf:
+            return t
+        if t.kind == "record" and t.fields and isinstance(e.expr, A.FieldAccess) and \
+                self.struct_of(e.expr) is not None:     # (a struct member of a program's struct)
             return t
         return None
 
@@ -225,7 +229,8 @@ class _ValueGen(_GenBase):
             r = self.member_address(e.expr)
         else:
             raise CodegenError(f"{e.field}: the struct is not in memory", e.pos)
-        got = member(rec, e.field)
+        got = member(rec, e.field) if rec.btf else \
+            next(((off, t) for name, off, t in rec.fields if name == e.field), None)
         if got is None:
             raise CodegenError(f"no member {e.field}", e.pos)
         if got[0]:

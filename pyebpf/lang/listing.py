@@ -41,10 +41,14 @@ USER_KINDS = ("uprobe", "usdt")
 KERNEL_KINDS = ("hardware", "software", "tracepoint")
 
 
-def list_probes(pattern: str | None = None, *, pid: int | None = None) -> list[str]:
+def list_probes(pattern: str | None = None, *, pid: int | None = None,
+                verbose: bool = False) -> list[str]:
     """What ``bpftrace -l [PATTERN] [-p PID]`` lists (see the module docs):
     ``tracepoint:CAT:NAME``, ``software:EVENT:``, ``hardware:EVENT:``,
-    ``uprobe:PATH:FUNC``, ``usdt:PATH:PROVIDER:NAME``.
+    ``uprobe:PATH:FUNC``, ``usdt:PATH:PROVIDER:NAME``.  ``verbose``
+    (``-lv``): after each uprobe, its function's parameters from the
+    program's DWARF (``    int argc``), and after each tracepoint its
+    fields, as bpftrace indents them.
 
     Raises :class:`~pyebpf.lang.errors.LangError` for a character no attach
     point may hold (bpftrace's ``invalid character``) and
@@ -63,7 +67,32 @@ def list_probes(pattern: str | None = None, *, pid: int | None = None) -> list[s
             out += _bare(text)
             continue
         out += _list_point(text, pid)
+    return _with_params(out) if verbose else out
+
+
+def _with_params(names: list[str]) -> list[str]:
+    """``names`` with the parameters of each uprobe (DWARF) and the fields of
+    each tracepoint after it, indented by four spaces."""
+    out = []
+    for name in names:
+        out.append(name)
+        kind, _, rest = name.partition(":")
+        if kind in ("uprobe", "uretprobe"):
+            path, _, func = rest.rpartition(":")
+            out += [f"    {p.type.c_name()} {p.name}" for p in _params(path, func)]
+        elif kind == "tracepoint":
+            from ..attach import tracepoint_format
+            out += [f"    {f.type} {f.name}" + (f"[{f.array_len}]" if f.array_len else "")
+                    for f in tracepoint_format(rest).fields if not f.common]
     return out
+
+
+def _params(path: str, func: str) -> list[Any]:
+    from ..elf.dwarf import dwarf_types
+    try:
+        return dwarf_types(path).function_params(func) or []
+    except OSError:
+        return []
 
 
 def _check_characters(search: str) -> None:

@@ -557,14 +557,34 @@ class Resolver:
 
     def args_record(self, ap: AttachPoint) -> Type | None:
         """A tracepoint's ``args``: a record of its fields (name, offset,
-        type), the common ones included; None for other kinds."""
-        if _canonical(ap.provider) != "tracepoint":
+        type), the common ones included; a uprobe's: its function's
+        parameters from the program's DWARF
+        (:func:`pyebpf.lang.dwarftypes.args_record`); None for other kinds
+        (and a uprobe without debug information)."""
+        kind = _canonical(ap.provider)
+        if kind == "uprobe":
+            from .dwarftypes import args_record
+            probes = self.probes(ap)
+            return args_record(probes[0].source) if probes else None
+        if kind != "tracepoint":
             return None
         src = self.probes(ap)[0].source
         fields = tuple((f.name, f.offset, _field_type(f))
                        for f in src.format.fields)
         size = max((f.offset + f.size for f in src.format.fields), default=0)
         return Type("record", size, fields=fields)
+
+    def struct_type(self, ap: AttachPoint, name: str) -> Type | None:
+        """``struct NAME`` as the program a uprobe's ``ap`` names defines it
+        in its DWARF, else None (then the kernel's BTF is asked)."""
+        if _canonical(ap.provider) not in ("uprobe", "uretprobe"):
+            return None
+        probes = self.probes(ap)
+        path = getattr(probes[0].source, "path", None) if probes else None
+        if path is None:
+            return None
+        from .dwarftypes import struct_type
+        return struct_type(path, name)
 
     def retval_type(self, ap: AttachPoint) -> Type:
         """``retval``: uint64 (a uretprobe's rax), as bpftrace 0.17 types it:

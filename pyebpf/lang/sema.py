@@ -56,7 +56,12 @@ if TYPE_CHECKING:
             """The type of ``argN`` (int64 by default; USDT: the spec's)."""
 
         def args_record(self, ap: ast.AttachPoint) -> Type | None:
-            """A tracepoint's ``args``: a ``record`` Type, or None."""
+            """A tracepoint's (or a uprobe's, from DWARF) ``args``: a
+            ``record`` Type, or None."""
+
+        def struct_type(self, ap: ast.AttachPoint, name: str) -> Type | None:
+            """``struct NAME`` as the probed program defines it (DWARF), or
+            None (optional: the kernel's BTF is asked next)."""
 
         def retval_type(self, ap: ast.AttachPoint) -> Type:
             """The type of ``retval``."""

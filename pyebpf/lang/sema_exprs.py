@@ -179,10 +179,17 @@ class _ExprTyping(_AnalyserBase):
         p = self.p
         assert p is not None
         kind = p.single_provider()
-        if kind in ("uprobe", "kfunc", "kretfunc"):
-            # bpftrace reads these from DWARF or BTF
-            self.error(f"args in {kind} probes needs the function's debug information, which "
-                       "pyebpf does not read: use arg0, arg1...", e.pos)
+        if kind == "uprobe":          # bpftrace reads it from the program's DWARF
+            ap = p.probe.attach_points[0]
+            rec = self.resolver.args_record(ap) if self.resolver is not None else None
+            if rec is None:
+                self.error(f"No debuginfo found for {ap.parts[0] if ap.parts else ap.raw}",
+                           ap.pos)
+                return NONE
+            return rec
+        if kind in ("kfunc", "kretfunc"):
+            self.error(f"args in {kind} probes needs the function's debug information "
+                       "(BTF of kernel functions): use arg0, arg1...", e.pos)
             return NONE
         if kind != "tracepoint":
             self.error("The args builtin can only be used with tracepoint/kfunc/uprobe"
@@ -208,7 +215,8 @@ class _ExprTyping(_AnalyserBase):
                            "tuple.", e.pos, final=True)
                 return NONE
             return base.elems[i]
-        if base.kind == "pointer" and base.elem is not None and base.elem.btf and not index:
+        if base.kind == "pointer" and base.elem is not None and base.elem.kind == "record" \
+                and (base.elem.btf or base.elem.fields) and not index:
             return self.record_field(e, base.elem)
         if base.kind == "record" and not index:
             return self.record_field(e, base)
@@ -228,6 +236,10 @@ class _ExprTyping(_AnalyserBase):
             if fname == e.field:
                 return ftype
         ap = self.p.probe.attach_points[0] if self.p else None
+        if ap is not None and ap.provider in ("uprobe", "u") and \
+                isinstance(e.expr, ast.Builtin) and e.expr.name == "args":
+            self.error(f"Can't find function parameter {e.field}", e.pos)
+            return NONE
         name = "_tracepoint_" + "_".join(ap.parts) if ap and ap.parts else "args"
         self.error(f"Struct/union of type 'struct {name}' does not contain a field named "
                    f"'{e.field}'", e.pos)
@@ -361,12 +373,24 @@ class _ExprTyping(_AnalyserBase):
             return t
         if base.startswith(("struct ", "union ")) and name != base:
             from .btftypes import struct_type
-            rec = struct_type(base)
+            rec = self.program_struct(base) or struct_type(base)
             if rec is not None:
                 t = Type("pointer", 8, elem=rec)
                 return Type("pointer", 8, elem=t) if stars else t
         self.error(f"Unknown struct/union: '{base}'", e.pos)
         return NONE
+
+    def program_struct(self, name: str) -> Type | None:
+        """``struct NAME`` as the probed program's DWARF defines it (a uprobe
+        on a program built with ``-g``), else None."""
+        find = getattr(self.resolver, "struct_type", None)
+        if find is None or self.p is None:
+            return None
+        for ap in self.p.probe.attach_points:
+            got = find(ap, name)
+            if got is not None:
+                return got  # type: ignore[no-any-return]
+        return None
 
     def sizeof(self, e: ast.Sizeof) -> Type:
         """``sizeof(T)`` or ``sizeof(e)``: a ``uint64``."""

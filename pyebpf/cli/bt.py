@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     from ..lang.api import compile
     # (a script error is a PyebpfError: reported as 'pyebpf bt: FILE:LINE:COL-END:
     # ERROR: ...', bpftrace's text, then the line and the caret)
-    prog = compile(text, filename=filename, pid=args.pid, params=params)
+    prog = compile(text, filename=filename, pid=args.pid, params=params, command=args.cmd)
     for warning in prog.warnings:
         print(warning, file=sys.stderr)
     if args.show_program:

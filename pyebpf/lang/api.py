@@ -29,29 +29,33 @@ __all__ = ["compile", "BtProgram", "resolver_for"]
 
 
 def compile(text: str, *, filename: str = "stdin", pid: int | None = None,
-            params: Sequence[str] = (), unsafe: bool = False) -> BtProgram:
+            params: Sequence[str] = (), unsafe: bool = False,
+            command: Sequence[str] | None = None) -> BtProgram:
     """Parse, analyse and resolve the bpftrace program ``text``.
 
     ``pid`` restricts uprobes/USDT to that process (``-p``); ``params`` are
     the positional parameters ``$1``...; ``unsafe``: uprobes may go where
-    no instruction start is proven. Raises
+    no instruction start is proven; ``command``: the argv that
+    :meth:`BtProgram.start` will run (a watchpoint on a function's argument
+    watches that program). Raises
     :class:`~pyebpf.lang.errors.LangError` (pointing at the script) for an
     invalid program, and the probe layer's errors for missing probes."""
     from .parser import parse
     script = parse(text, filename)
-    return BtProgram(script, pid=pid, params=params, unsafe=unsafe)
+    return BtProgram(script, pid=pid, params=params, unsafe=unsafe, command=command)
 
 
 class BtProgram:
     """A compiled program (see the module docs)."""
 
     def __init__(self, script: Script, *, pid: int | None = None,
-                 params: Sequence[str] = (), unsafe: bool = False) -> None:
+                 params: Sequence[str] = (), unsafe: bool = False,
+                 command: Sequence[str] | None = None) -> None:
         self.script = script
         self.pid = pid
         self.params = list(params)
         self._resolved: dict[int, list[tuple[str, Any]]] = {}
-        self.resolver = resolver_for(pid, unsafe)
+        self.resolver = resolver_for(pid, unsafe, command)
         #: what does not stop the program, as bpftrace warns of it (its text)
         self.warnings: list[str] = []
         self.analysis = _analyse(script, self.resolver, self.params)
@@ -140,10 +144,11 @@ def _analyse(script: Script, resolver: Any, params: list[str]) -> Any:
     return analyse(script, resolver, params=params)
 
 
-def resolver_for(pid: int | None, unsafe: bool = False) -> Any:
+def resolver_for(pid: int | None, unsafe: bool = False,
+                 command: Sequence[str] | None = None) -> Any:
     """The semantic pass's type resolver (bt-runtime's probes module)."""
     from .probes import Resolver
-    return Resolver(pid=pid, unsafe=unsafe)
+    return Resolver(pid=pid, unsafe=unsafe, command=command)
 
 
 def resolve_point(ap: AttachPoint, pid: int | None) -> list[tuple[str, Any]]:

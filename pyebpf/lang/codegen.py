@@ -292,10 +292,30 @@ def generate(script: A.Script, analysis: Any = None, *, resolve: Any = None,
                     except PyebpfError:    # (a source that wants the context in r6-r9)
                         pass
                 unit.probes.append(ProbePlan(name, kind, source, prog, probe))
+                if getattr(source, "setup", None) is not None:
+                    unit.probes.append(_watch_setup(ctx, probe, name, index, source,
+                                                    len(unit.probes) - 1))
     unit.skipped = [ap.missing for p in script.probes for ap in p.attach_points if ap.missing]
     if not unit.probes and unit.skipped:      # (bpftrace 0.17 skips them, unless all are)
         raise CodegenError("No probes to attach: " + "; ".join(unit.skipped))
     return unit
+
+
+def _watch_setup(ctx: _Context, probe: A.Probe, name: str, index: int, source: Any,
+                 watch: int) -> ProbePlan:
+    """The setup uprobe of the watchpoint ``source`` on ``FUNC+argN`` (the
+    program of ``unit.probes[watch]``): it stops the process (SIGSTOP; not
+    for an asyncwatchpoint), then sends ``watch`` and the argument's value
+    for user space to place the watchpoint (:mod:`pyebpf.lang.watchpoints`)."""
+    pos = probe.pos
+    stmts: list[A.Stmt] = []
+    if not source.asynchronous:
+        stmts.append(A.ExprStmt(pos, A.Call(pos, "signal", [A.Integer(pos, 19)])))
+    arg = A.Builtin(pos, f"arg{source.arg}", type=int_type(8, False))
+    stmts.append(A.ExprStmt(pos, A.Call(pos, "__watch", [A.Integer(pos, watch), arg])))
+    node = A.Probe(pos, probe.attach_points, None, A.Block(pos, stmts))
+    prog = _ProbeGen(ctx, node, name, index, source.setup, "watch_setup").build()
+    return ProbePlan(name, "watch_setup", source.setup, prog, node)
 
 
 class _MapInfo:

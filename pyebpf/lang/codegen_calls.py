@@ -73,6 +73,10 @@ class _CallGen(_GenBase):
                 p.call("map_delete_elem")
         elif name == "join":
             self.join(c)
+        elif name in ("__watch", "unwatch"):      # (__watch: a watchpoint's setup probe)
+            kind = "watch" if name == "__watch" else "unwatch"
+            self.output(self.unit.action(kind, c.pos, args=[int_type(8, False)] * len(c.args)),
+                        c.args)
         elif name == "signal":
             sig = _const(c.args[0]) if c.args else None
             if sig is None:

@@ -32,7 +32,7 @@ from .types import Type, int_type, string_type
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Sequence
 
     from ..attach import Link
     from ..program import Program, Reg
@@ -75,7 +75,8 @@ _UNITS_NS = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000}
 _CPU_PMU = "/sys/bus/event_source/devices/cpu"
 _SHORT = {"u": "uprobe", "ur": "uretprobe", "U": "usdt", "t": "tracepoint",
           "rt": "rawtracepoint", "p": "profile", "i": "interval", "s": "software",
-          "h": "hardware", "k": "kprobe", "kr": "kretprobe", "f": "kfunc", "fr": "kretfunc"}
+          "h": "hardware", "k": "kprobe", "kr": "kretprobe", "f": "kfunc", "fr": "kretfunc",
+          "w": "watchpoint", "aw": "asyncwatchpoint"}
 
 
 class ResolvedProbe:
@@ -453,15 +454,17 @@ def _canonical(provider: str) -> str:
     return _SHORT.get(provider, provider)
 
 
-def resolve(ap: AttachPoint, *, pid: int | None = None,
-            unsafe: bool = False) -> list[ResolvedProbe]:
+def resolve(ap: AttachPoint, *, pid: int | None = None, unsafe: bool = False,
+            command: Sequence[str] | None = None) -> list[ResolvedProbe]:
     """The concrete probes attach point ``ap`` names (one per wildcard
     match), each with its name as bpftrace prints it and its probe source.
 
     Raises :class:`~pyebpf.trace.probes.ProbeSpecError` (a ``ValueError``)
     for a malformed attach point, one that matches nothing (listing close
     matches), or a kind this kernel or pyebpf cannot attach.  ``unsafe``: a
-    uprobe may go where no instruction start is proven (``--unsafe``)."""
+    uprobe may go where no instruction start is proven (``--unsafe``);
+    ``command``: the ``-c`` command's argv (a watchpoint on a function's
+    argument watches that program)."""
     kind = _canonical(ap.provider)
     if kind != ap.provider:
         import copy
@@ -479,6 +482,9 @@ def resolve(ap: AttachPoint, *, pid: int | None = None,
         return _timed(ap)
     if kind in ("software", "hardware"):
         return _perf_counted(ap)
+    if kind in ("watchpoint", "asyncwatchpoint"):
+        from .watchpoints import resolve_watchpoint
+        return resolve_watchpoint(ap, pid, command)
     if kind in ("kprobe", "kretprobe", "kfunc", "kretfunc"):
         raise _refused(ap)
     if kind in ("BEGIN", "END"):
@@ -528,9 +534,11 @@ class Resolver:
     of ``argN``, ``args`` and ``retval`` at an attach point (resolving it
     once, with ``pid`` as ``-p`` gives it)."""
 
-    def __init__(self, pid: int | None = None, unsafe: bool = False) -> None:
+    def __init__(self, pid: int | None = None, unsafe: bool = False,
+                 command: Sequence[str] | None = None) -> None:
         self.pid = pid
         self.unsafe = unsafe
+        self.command = list(command) if command else None
         self._cache: dict[tuple[str, str, tuple[str, ...], int | None], list[ResolvedProbe]] = {}
 
     def probes(self, ap: AttachPoint) -> list[ResolvedProbe]:
@@ -538,7 +546,8 @@ class Resolver:
         key = (_canonical(ap.provider), ap.raw, tuple(ap.parts), ap.func_offset)
         hit = self._cache.get(key)
         if hit is None:
-            hit = self._cache[key] = resolve(ap, pid=self.pid, unsafe=self.unsafe)
+            hit = self._cache[key] = resolve(ap, pid=self.pid, unsafe=self.unsafe,
+                                             command=self.command)
         return hit
 
     def arg_type(self, ap: AttachPoint, n: int) -> Type:

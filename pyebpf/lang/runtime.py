@@ -132,6 +132,8 @@ class BtRun(Owner):
         self.stacks: Any = None
         #: names user addresses (usym, func), made on first use
         self._usyms: Any = None
+        #: watched address -> the watchpoints placed on it (unwatch() removes them)
+        self._watches: dict[int, list[Any]] = {}
 
     # ---------------------------------------------------------- lifetime
     def start(self, release: bool = True) -> BtRun:
@@ -205,16 +207,59 @@ class BtRun(Owner):
         bpftrace 0.17 does, so that the probes of one event fire in the
         order they are declared."""
         pairs = [(plan, loaded) for plan, loaded in zip(self.unit.probes, self.loaded)
-                 if plan.source is not None]
+                 if plan.source is not None and getattr(plan.source, "setup", None) is None]
         late = [pair for pair in pairs if _attached_in_reverse(pair[0].source)]
         for plan, loaded in [pair for pair in pairs if pair not in late] + late[::-1]:
-            self.links.append(plan.source.attach(loaded, self.pid))
+            pid = self._watched_pid() if _is_watchpoint(plan.source) else self.pid
+            self.links.append(plan.source.attach(loaded, pid))
+
+    def _watched_pid(self) -> int | None:
+        """The process watchpoints watch: ``-p``'s, else the ``-c`` command's."""
+        return self.pid if self.pid is not None else getattr(self.child, "pid", None) or None
 
     def attached_count(self) -> int:
         """How many probes bpftrace's ``Attaching N probes...`` counts: one
         per program, BEGIN and END included, a USDT probe once per location."""
         return sum(len(getattr(getattr(plan.source, "usdt", None), "locations", None) or (1,))
-                   for plan in self.unit.probes)
+                   for plan in self.unit.probes
+                   if getattr(plan.source, "setup", None) is None)   # (placed later)
+
+    def _place_watchpoint(self, watch: int, address: int) -> BtEvent | None:
+        """The setup probe of ``unit.probes[watch]`` sent ``address``: watch it
+        (once per address and probe), then let the stopped process go on; an
+        event saying so when the CPU has no debug register left."""
+        import os
+        import signal
+
+        from ..errors import KernelError
+        from .watchpoints import OUT_OF_REGISTERS
+        plan = self.unit.probes[watch]
+        source = plan.source
+        pid = self._watched_pid()
+        out = None
+        if source.placed != address:
+            source.placed = address
+            try:
+                link = source.attach_at(self.loaded[watch], address, pid)
+                self.links.append(link)
+                self._watches.setdefault(address, []).append(link)
+            except KernelError as exc:
+                if exc.errno != 28:            # ENOSPC: every debug register taken
+                    raise
+                out = BtEvent("printf", (), OUT_OF_REGISTERS + "\n")
+        if not source.asynchronous and pid is not None:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        return out
+
+    def _unwatch(self, address: int) -> None:
+        """Remove every watchpoint on ``address`` (none: nothing)."""
+        for link in self._watches.pop(address, []):
+            if link in self.links:
+                self.links.remove(link)
+            link.close()
 
     def _run_special(self, kind: str) -> None:
         for plan, loaded in zip(self.unit.probes, self.loaded):
@@ -332,6 +377,12 @@ class BtRun(Owner):
             return BtEvent("print", values, text)
         if kind == "exit":
             return BtEvent("exit", (), "")
+        if kind == "watch":
+            placed = self._place_watchpoint(int(values[0]), int(values[1]))
+            return placed or BtEvent("watch", values, "")
+        if kind == "unwatch":
+            self._unwatch(int(values[0]))
+            return BtEvent("unwatch", values, "")
         if kind == "join":
             parts = []
             for v in values:
@@ -469,6 +520,10 @@ class BtRun(Owner):
                     live[k] = [zero] * len(cur)
             except KeyError:
                 pass
+
+
+def _is_watchpoint(source: Any) -> bool:
+    return getattr(source, "kind", None) in ("watchpoint", "asyncwatchpoint")
 
 
 def _attached_in_reverse(source: Any) -> bool:

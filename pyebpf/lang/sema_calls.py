@@ -372,6 +372,13 @@ def _strncmp(a: Analyser, c: ast.Call, to: str | None) -> Type:
     return U64
 
 
+@_call("unwatch")
+def _unwatch(a: Analyser, c: ast.Call, to: str | None) -> Type:
+    if _nargs(a, c, 1):
+        _arg(a, c, "int", 0)
+    return NONE
+
+
 @_call("signal")
 def _signal(a: Analyser, c: ast.Call, to: str | None) -> Type:
     if not _statement(a, c, to, 1, 1):

@@ -244,6 +244,8 @@ class BtRun(Owner):
                 self.links.append(link)
                 self._watches.setdefault(address, []).append(link)
             except KernelError as exc:
+                if exc.errno == 3:             # ESRCH: the process is gone already
+                    return None
                 if exc.errno != 28:            # ENOSPC: every debug register taken
                     raise
                 out = BtEvent("printf", (), OUT_OF_REGISTERS + "\n")
@@ -253,6 +255,20 @@ class BtRun(Owner):
             except ProcessLookupError:
                 pass
         return out
+
+    def _release_watched(self) -> None:
+        """A setup probe may have stopped the process for a watchpoint whose
+        event came after exit(): let it go on (SIGCONT)."""
+        import os
+        import signal
+        pid = self._watched_pid()
+        if pid is not None and any(plan.kind == "watch_setup" and
+                                   not self.unit.probes[i - 1].source.asynchronous
+                                   for i, plan in enumerate(self.unit.probes)):
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
 
     def _unwatch(self, address: int) -> None:
         """Remove every watchpoint on ``address`` (none: nothing)."""
@@ -272,6 +288,7 @@ class BtRun(Owner):
             return
         self.stopped = True
         self._detach()
+        self._release_watched()
         if not self._end_done and self.loaded:
             self._end_done = True
             if self.exited and self.reader is not None:

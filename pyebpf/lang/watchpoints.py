@@ -18,7 +18,8 @@ them.
   of watchpoint registers.`` and the tracing goes on.
 
 ``probe`` names them ``watchpoint:ADDR:LEN:MODE`` (the address in decimal)
-and ``watchpoint:PROGRAM:FUNC:LEN:MODE``; bpftrace's ``Attaching N
+and ``watchpoint:PROGRAM:FUNC:N:LEN:MODE`` (``:N`` left out for arg0, as
+bpftrace 0.17 names them); bpftrace's ``Attaching N
 probes`` counts the setup uprobes, not the watchpoints placed later.
 """
 from __future__ import annotations
@@ -136,7 +137,8 @@ def resolve_watchpoint(ap: AttachPoint, pid: int | None,
     from ..trace.probes import UprobeSource
     out = []
     for f in names:
-        label = f"{kind}:{shown}:{f}:{length}:{mode}"
+        # (bpftrace 0.17 names it with the argument's number where the address goes)
+        label = f"{kind}:{shown}:{f}:{f'{n}:' if n else ''}{length}:{mode}"
         setup = UprobeSource(path, f, pid=pid)
         out.append(ResolvedProbe(label, WatchpointSource(kind, 0, length, mode, label,
                                                          setup=setup, arg=n)))

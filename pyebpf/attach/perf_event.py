@@ -69,21 +69,35 @@ def attach_perf_event(prog: Any, frequency: int | None = 99, *, period: int | No
     cpu_list = list(cpus) if cpus is not None else online_cpus()
     if not cpu_list:
         raise OptionError("no CPUs to sample on")
+
+    def fill(p: Any) -> None:
+        p.type = ptype
+        p.config = config
+        if frequency is not None:
+            p.sample_freq = frequency
+            p.flags = PERF_ATTR_FLAG_FREQ
+        else:
+            p.sample_period = period
+    what = f"{event if isinstance(event, str) else event} " + \
+        (f"@{frequency}Hz" if frequency is not None else f"every {period}") + \
+        f" on CPUs {','.join(map(str, cpu_list))}"
+    return _attach_each(prog, "perf_event", what, method, cpu_list, pid, fill)
+
+
+def _attach_each(prog: Any, kind: str, what: str, method: str, cpus: list[int], pid: int,
+                 fill: Callable[[Any], None]) -> Link:
+    """Open one perf event per CPU of ``cpus`` (for process ``pid``; -1:
+    every process), its attr set by ``fill(attr)``, and attach ``prog`` (a
+    PERF_EVENT program) to each; on a failure everything opened here is
+    closed."""
     t0 = time.perf_counter()
-    chosen = perf_method(method, "attach_perf_event")
-    prog, owned = prepare(prog, ProgType.PERF_EVENT, "attach_perf_event")
+    chosen = perf_method(method, f"attach_{kind}")
+    prog, owned = prepare(prog, ProgType.PERF_EVENT, f"attach_{kind}")
     groups: list[list[Fd]] = []
     try:
-        for cpu in cpu_list:
+        for cpu in cpus:
             a = perf.PerfAttr()
-            p = a.ptr
-            p.type = ptype
-            p.config = config
-            if frequency is not None:
-                p.sample_freq = frequency
-                p.flags = PERF_ATTR_FLAG_FREQ
-            else:
-                p.sample_period = period
+            fill(a.ptr)
             pfd = a.open(pid=pid, cpu=cpu)
             group = [pfd]
             groups.append(group)
@@ -93,10 +107,7 @@ def attach_perf_event(prog: Any, frequency: int | None = 99, *, period: int | No
         if owned:
             prog.close()
         raise
-    what = f"{event if isinstance(event, str) else event} " + \
-        (f"@{frequency}Hz" if frequency is not None else f"every {period}") + \
-        f" on CPUs {','.join(map(str, cpu_list))}"
-    return Link("perf_event", what, chosen, groups, program=prog, owns_program=owned,
+    return Link(kind, what, chosen, groups, program=prog, owns_program=owned,
                 pid=None if pid == -1 else pid, attach_seconds=time.perf_counter() - t0)
 
 
@@ -122,31 +133,15 @@ def attach_breakpoint(prog: Any, address: int, length: int, mode: str = "w", *,
         raise OptionError(f"a watchpoint is 1, 2, 4 or 8 bytes ({length} asked) with a mode "
                           f"of r, w, x ({mode!r} asked)")
     cpu_list = [-1] if pid != -1 else (list(cpus) if cpus is not None else online_cpus())
-    t0 = time.perf_counter()
-    chosen = perf_method("auto", "attach_breakpoint")
-    prog, owned = prepare(prog, ProgType.PERF_EVENT, "attach_breakpoint")
-    groups: list[list[Fd]] = []
-    try:
-        for cpu in cpu_list:
-            a = perf.PerfAttr()
-            p = a.ptr
-            p.type = PERF_TYPE_BREAKPOINT
-            p.bp_type = bits
-            p.bp_addr = address
-            p.bp_len = length
-            p.sample_period = 1
-            pfd = a.open(pid=pid, cpu=cpu)
-            group = [pfd]
-            groups.append(group)
-            group.extend(attach_perf_fd(prog, pfd, chosen))
-    except BaseException:
-        close_groups(groups, False)
-        if owned:
-            prog.close()
-        raise
-    return Link("breakpoint", f"{address:#x}:{length}:{mode}", chosen, groups, program=prog,
-                owns_program=owned, pid=None if pid == -1 else pid,
-                attach_seconds=time.perf_counter() - t0)
+
+    def fill(p: Any) -> None:
+        p.type = PERF_TYPE_BREAKPOINT
+        p.bp_type = bits
+        p.bp_addr = address
+        p.bp_len = length
+        p.sample_period = 1
+    return _attach_each(prog, "breakpoint", f"{address:#x}:{length}:{mode}", "auto", cpu_list,
+                        pid, fill)
 
 
 def attach_one_event(prog: Any, prog_type: int, kind: str, what: str, method: str,

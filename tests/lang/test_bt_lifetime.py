@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from .harness import BUILD, ROOT
+from .harness import ROOT, build_c
 
 pytestmark = pytest.mark.kernel
 
@@ -31,17 +31,7 @@ int main(int argc, char **argv) {
 
 @pytest.fixture(scope="module")
 def two_sites() -> str:
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc is not installed")
-    BUILD.mkdir(parents=True, exist_ok=True)
-    src, out = BUILD / "two_sites.c", BUILD / "two_sites"
-    src.write_text(TWO_SITES_C)
-    proc = subprocess.run(["gcc", "-O2", "-o", str(out), str(src)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        if "sys/sdt.h" in proc.stderr:
-            pytest.skip("sys/sdt.h is not installed (systemtap-sdt-dev)")
-        raise AssertionError(proc.stderr)
-    return str(out)
+    return build_c("two_sites", TWO_SITES_C, "-O2")
 
 
 def _bt(*args: str) -> subprocess.CompletedProcess:

@@ -11,7 +11,7 @@ import pytest
 from pyebpf.elf.dwarf import DwarfTypes
 from pyebpf.lang.listing import list_probes
 
-from .harness import BUILD, compare_with_bpftrace
+from .harness import build_c, compare_with_bpftrace
 
 # (its own program: a struct with an int, a char array and an int array; a
 # nested struct through a pointer; parameters of several sizes and signs)
@@ -35,15 +35,7 @@ int main(void)
 
 @pytest.fixture(scope="module")
 def prog() -> str:
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc is not installed")
-    BUILD.mkdir(parents=True, exist_ok=True)
-    src, out = BUILD / "dwarf_prog.c", BUILD / "dwarf_prog"
-    src.write_text(PROGRAM_C)
-    proc = subprocess.run(["gcc", "-g", "-O0", "-o", str(out), str(src)], capture_output=True,
-                          text=True)
-    assert proc.returncode == 0, proc.stderr
-    return str(out)
+    return build_c("dwarf_prog", PROGRAM_C, "-g", "-O0")
 
 
 def test_function_parameters_and_structs(prog: str) -> None:

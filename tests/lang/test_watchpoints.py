@@ -6,14 +6,13 @@ with bpftrace 0.17 where it runs them."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 
 import pytest
 
 from pyebpf import lang
 
-from .harness import BUILD, compare_with_bpftrace
+from .harness import build_c, compare_with_bpftrace
 
 pytestmark = pytest.mark.kernel
 
@@ -52,17 +51,9 @@ int main(int argc, char **argv)
 
 @pytest.fixture(scope="module")
 def prog() -> str:
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc is not installed")
     if not os.path.isdir("/sys/bus/event_source/devices/breakpoint"):
         pytest.skip("this machine has no breakpoint PMU")
-    BUILD.mkdir(parents=True, exist_ok=True)
-    src, out = BUILD / "watch_prog.c", BUILD / "watch_prog"
-    src.write_text(PROGRAM_C)
-    proc = subprocess.run(["gcc", "-O0", "-o", str(out), str(src)], capture_output=True,
-                          text=True)
-    assert proc.returncode == 0, proc.stderr
-    return str(out)
+    return build_c("watch_prog", PROGRAM_C, "-O0")
 
 
 def test_a_function_argument_is_watched_like_bpftrace(prog: str) -> None:

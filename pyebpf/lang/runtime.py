@@ -259,12 +259,12 @@ class BtRun(Owner):
     def _release_watched(self) -> None:
         """A setup probe may have stopped the process for a watchpoint whose
         event came after exit(): let it go on (SIGCONT)."""
-        import os
-        import signal
         pid = self._watched_pid()
         if pid is not None and any(plan.kind == "watch_setup" and
                                    not self.unit.probes[i - 1].source.asynchronous
                                    for i, plan in enumerate(self.unit.probes)):
+            import os
+            import signal
             try:
                 os.kill(pid, signal.SIGCONT)
             except ProcessLookupError:

@@ -208,8 +208,9 @@ class BtRun(Owner):
         order they are declared."""
         pairs = [(plan, loaded) for plan, loaded in zip(self.unit.probes, self.loaded)
                  if plan.source is not None and getattr(plan.source, "setup", None) is None]
+        first = [pair for pair in pairs if not _attached_in_reverse(pair[0].source)]
         late = [pair for pair in pairs if _attached_in_reverse(pair[0].source)]
-        for plan, loaded in [pair for pair in pairs if pair not in late] + late[::-1]:
+        for plan, loaded in first + late[::-1]:
             pid = self._watched_pid() if _is_watchpoint(plan.source) else self.pid
             self.links.append(plan.source.attach(loaded, pid))
 

@@ -168,7 +168,7 @@ def _uprobes(kind: str, parts: list[str], pid: int | None) -> list[str]:
         files = [_executable(pid)]
         pat = parts[0] or "*"
     else:
-        if not parts or not parts[0]:
+        if len(parts) < 2 or not parts[0]:
             raise ProbeSpecError(f"{kind} probe type requires 2 arguments: "
                                  f"{kind}:PATH:FUNCTION")
         pat = parts[1] if len(parts) > 1 and parts[1] else "*"

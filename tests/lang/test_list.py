@@ -82,7 +82,7 @@ def test_no_pattern_and_bare_patterns():
 
 
 def test_bad_patterns_are_clear_errors():
-    for pattern in ("uprobe:", "usdt:", "nosuch:*"):
+    for pattern in ("uprobe:", "usdt:", "nosuch:*", "uprobe:*", "uprobe:/bin/sh"):
         with pytest.raises(ProbeSpecError):
             list_probes(pattern)
     with pytest.raises(ProbeSpecError, match="does not exist"):

@@ -8,8 +8,8 @@ import os
 import sys
 import time
 
-from . import (FAILURE, OK, USAGE, StopSignals, command_line, describe_os_error, pid,
-               positive_int, process_exists, report, seconds)
+from . import (FAILURE, OK, USAGE, StopSignals, _silence_stdout, command_line,
+               describe_os_error, pid, positive_int, process_exists, report, seconds)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -230,7 +230,7 @@ def _to_stdout(stacks: dict[tuple[str, ...], int], failed: str) -> bool:
         raise                         # (the reader left: as for any command, not an error)
     except (OSError, ValueError) as exc:    # (ValueError: a closed sys.stdout)
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        _drop_stdout()
+        _silence_stdout()           # (what is still buffered: the flush at exit must not fail)
     try:
         saved = write_fallback(text)
     except OSError as exc:
@@ -239,14 +239,3 @@ def _to_stdout(stacks: dict[tuple[str, ...], int], failed: str) -> bool:
     else:
         report("profile", f"standard output: {why}; the folded stacks were written to {saved}")
     return False
-
-
-def _drop_stdout() -> None:
-    """After stdout failed: what is still buffered there (and any later
-    write) goes to /dev/null, so that the flush at exit cannot fail again."""
-    try:
-        fd = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(fd, 1)
-        os.close(fd)
-    except OSError:
-        pass

@@ -7,9 +7,10 @@ from __future__ import annotations
 from ..program import R0, R1, R2, R3, R10, W0, Reg
 from ..trace.expr import HELPER_BUILTINS, emit_elapsed, emit_helper_builtin, emit_ustack_key
 from . import ast as A
-from .codegen_base import CodegenError, _const, _describe, _GenBase, _wrap64, type_of
+from .codegen_base import CodegenError, _const, _describe, _GenBase, _wrap64, pointee_size, type_of
 from .layout import size_align
 from .sema_base import param_int
+from .types import Type
 
 #: bpftrace's reg() names (pt_regs' field names) -> the 64-bit registers
 _BPFTRACE_REGS = {"ip": "rip", "sp": "rsp", "ax": "rax", "bx": "rbx", "cx": "rcx",
@@ -29,7 +30,8 @@ class _IntGen(_GenBase):
     #: constant one is loaded: see :meth:`int_expr`)
     _INT_EXPRS = {
         A.Binop: "binop", A.Unop: "unop", A.Ternary: "ternary", A.Cast: "cast",
-        A.FieldAccess: "field_read", A.PositionalParameter: "positional"}
+        A.FieldAccess: "field_read", A.PositionalParameter: "positional",
+        A.ArrayAccess: "index_read"}
     #: the method that reads each of these kinds into a register taken for it
     #: (``method(e, r)``)
     _INT_LOADS = {
@@ -243,6 +245,12 @@ class _IntGen(_GenBase):
             return r2
         signed = lt.signed and rt.signed
         left, right, spilled = self._operands(e)
+        if "pointer" in (lt.kind, rt.kind) and op in ("+", "-"):
+            # C's pointer arithmetic: the integer side counts pointees
+            if lt.kind == "pointer":
+                right = self._scaled(right, lt)
+            else:
+                self._apply("*", left, pointee_size(rt), False, e.pos)
         self._apply(op, left, right, signed, e.pos)
         if isinstance(right, int):
             return left
@@ -251,6 +259,52 @@ class _IntGen(_GenBase):
             return right
         self.release(right)
         return left
+
+    def _scaled(self, n: Reg | int, ptr: Type) -> Reg | int:
+        """``n`` times the size of what ``ptr`` points to."""
+        size = pointee_size(ptr)
+        if isinstance(n, int):
+            scaled = _wrap64(n * size)
+            if -(1 << 31) <= scaled < (1 << 31):
+                return scaled
+            r = self._need(A.Pos(0, 0))
+            self._load_const(r, scaled)
+            return r
+        self._apply("*", n, size, False, A.Pos(0, 0))
+        return n
+
+    def index_read(self, e: A.ArrayAccess) -> Reg:
+        """``p[i]``: the ``i``-th element after the one ``p`` points to."""
+        pt = type_of(e.expr)
+        et = pt.elem
+        if pt.kind != "pointer" or et is None or et.kind not in ("int", "pointer"):
+            raise _no_value(e)
+        r = self.int_expr(e.expr)
+        i = _const(e.index)
+        if i is not None:
+            off = self._scaled(i, pt)
+            self._apply("+", r, off, False, e.pos)
+            if not isinstance(off, int):
+                self.release(off)
+        else:
+            x = self.int_expr(e.index)
+            self._apply("*", x, pointee_size(pt), False, e.pos)
+            self.p.add(r, x)
+            self.release(x)
+        self._deref(r, et)
+        return r
+
+    def _deref(self, r: Reg, t: Type) -> None:
+        """``r = *(t *)r``: user memory at a uprobe/USDT, else kernel memory;
+        an integer of less than 8 bytes is extended by its sign."""
+        p = self.p
+        size = t.size if t.kind == "int" and t.size in (1, 2, 4) else 8
+        p.mov(R3, r)
+        slot = p.stack.alloc(8)
+        p.stack_pointer(R1, slot)
+        p.mov(R2, size)
+        p.call("probe_read_user" if self._user_space() else "probe_read_kernel")
+        p.load(r, R10, slot, size, signed=t.kind == "int" and t.signed and size < 8)
 
     _ALU = {"+": "add", "-": "sub", "*": "mul", "/": "div", "%": "mod", "&": "and_",
             "|": "or_", "^": "xor", "<<": "lsh"}
@@ -293,9 +347,10 @@ class _IntGen(_GenBase):
                 return r
             if isinstance(target, A.Variable) and target.name in self.vars:
                 off, _ = self.vars[target.name]
+                step = pointee_size(type_of(target)) if type_of(target).kind == "pointer" else 1
                 p.ldxdw(r, R10, off)
                 p.mov(R1, r)
-                p.add(R1, 1 if e.op == "++" else -1)
+                p.add(R1, step if e.op == "++" else -step)
                 p.stxdw(R10, off, R1)
                 if not e.postfix:
                     p.mov(r, R1)
@@ -315,12 +370,8 @@ class _IntGen(_GenBase):
             p.mov(r, 1)
             p.label(end)
         elif e.op == "*":                 # user memory at a uprobe/USDT, else kernel memory
-            p.mov(R3, r)
-            slot = p.stack.alloc(8)
-            p.stack_pointer(R1, slot)
-            p.mov(R2, 8)
-            p.call("probe_read_user" if self._user_space() else "probe_read_kernel")
-            p.ldxdw(r, R10, slot)
+            t = type_of(e.operand)
+            self._deref(r, t.elem if t.kind == "pointer" and t.elem is not None else t)
         else:
             raise CodegenError(f"operator {e.op} is not supported", e.pos)
         return r

@@ -316,8 +316,8 @@ def format_value(t: Type, value: Any, *, stacks: StackFormatter | None = None,
         return format_strftime(fmt, ns)
     if k == "username":
         return _username(value)
-    if k == "pointer":
-        return f"0x{int(value) & _MASK64:x}"
+    if k == "pointer":      # bpftrace 0.17: in hex in a map key, else in decimal
+        return f"0x{int(value) & _MASK64:x}" if key else str(int(value) & _MASK64)
     if k in ("avg", "stats"):
         count, total = value
         avg = _avg(count, total)

@@ -4,7 +4,7 @@ and unary operators, casts, ternaries, string comparisons -- each into a
 register of the pool."""
 from __future__ import annotations
 
-from ..program import R0, R1, R2, R3, R10, W0, Reg
+from ..program import R0, R1, R2, R3, R4, R5, R10, W0, Reg
 from ..trace.expr import HELPER_BUILTINS, emit_elapsed, emit_helper_builtin, emit_ustack_key
 from . import ast as A
 from .codegen_base import CodegenError, _const, _describe, _GenBase, _wrap64, pointee_size, type_of
@@ -80,9 +80,17 @@ class _IntGen(_GenBase):
         return r
 
     def field_read(self, e: A.FieldAccess) -> Reg:
-        """A kernel struct's member, or a tracepoint's field (``args.f``)."""
+        """A kernel struct's member, a tuple's element (``$t.0``), or a
+        tracepoint's field (``args.f``)."""
         if self.struct_of(e) is not None:
             return self.member_read(e)
+        t = type_of(e)
+        if type_of(e.expr).kind == "tuple" and t.kind in ("int", "pointer"):
+            r = self._need(e.pos)
+            size = t.size if t.kind == "int" and t.size in (1, 2, 4) else 8
+            self.p.load(r, R10, self.element_source(e), size,
+                        signed=t.kind == "int" and t.signed and size < 8)
+            return r
         if not self._is_args(e.expr):
             raise _no_value(e)
         r = self._need(e.pos)
@@ -133,6 +141,11 @@ class _IntGen(_GenBase):
         elif n == "curtask":
             p.call("get_current_task")
             p.mov(r, R0)
+        elif n == "numaid":
+            p.call("get_numa_node_id")
+            p.mov(r, R0)
+        elif n == "username":                    # the uid, named when printed
+            emit_helper_builtin(p, "uid", r)
         elif n == "cpid":
             self._load_const(r, self.ctx.cpid)
         elif n == "func" and self.source is not None and not self.unit_prog_is_raw():
@@ -195,11 +208,25 @@ class _IntGen(_GenBase):
                 ptregs.load_reg(p, r, _BPFTRACE_REGS.get(name, name), ctx=self.ctx_reg)
             except Exception as exc:
                 raise CodegenError(f"reg(): {exc}", e.args[0].pos) from None
-        elif e.name == "ntop" and len(e.args) == 1:       # an IPv4 address as an integer
-            x = self.int_expr(e.args[0])
+        elif e.name == "ntop" and type_of(e.args[-1]).kind == "buffer":   # pton()'s 4 bytes
+            src = self.bytes_source(e.args[-1], 4)
+            p.ldxw(r, R10, src)
+        elif e.name == "ntop":                            # an IPv4 address as an integer
+            x = self.int_expr(e.args[-1])
             p.mov(r, x)
             p.mov(r.w, r.w)
             self.release(x)
+        elif e.name == "bswap" and len(e.args) == 1:
+            x = self.int_expr(e.args[0])
+            size = type_of(e.args[0]).size if type_of(e.args[0]).kind == "int" else 8
+            if size == 1:
+                p.and_(x, 0xFF)
+            else:
+                p.be(x, size * 8)           # (x86 is little-endian: a byte swap)
+            p.mov(r, x)
+            self.release(x)
+        elif e.name == "strcontains" and len(e.args) == 2:
+            self.str_contains(e.args[0], e.args[1], r)
         elif e.name == "strftime" and len(e.args) == 2:
             x = self.int_expr(e.args[1])
             p.mov(r, x)
@@ -212,7 +239,8 @@ class _IntGen(_GenBase):
             self._load_const(r, addr)
         elif e.name == "uaddr" and e.args and isinstance(e.args[0], A.String):
             self._load_const(r, self._user_address(e.args[0], e.pos))
-        elif e.name in ("usym", "uaddr", "ksym", "kaddr") and e.args:
+        elif e.name in ("usym", "uaddr", "ksym", "kaddr", "uptr", "kptr", "cgroup_path") \
+                and e.args:
             x = self.int_expr(e.args[0])
             p.mov(r, x)
             self.release(x)
@@ -375,6 +403,46 @@ class _IntGen(_GenBase):
         else:
             raise CodegenError(f"operator {e.op} is not supported", e.pos)
         return r
+
+    def str_contains(self, hay: A.Expr, needle: A.Expr, dst: Reg) -> None:
+        """``dst = strcontains(hay, needle)``: 1 when the string ``needle``
+        is in ``hay`` (an empty needle is in every string). Two literals are
+        decided here; else a bounded loop over both strings on the stack."""
+        p = self.p
+        if isinstance(hay, A.String) and isinstance(needle, A.String):
+            self._load_const(dst, int(needle.value in hay.value))
+            return
+        hs, ns = type_of(hay).size, type_of(needle).size
+        h = self.string_source(hay, hs)
+        n = self.string_source(needle, ns)
+        outer, inner, step, found, done = (p.fresh_label(x) for x in (
+            "sc_at", "sc_cmp", "sc_next", "sc_yes", "sc_end"))
+        p.mov(dst, 0)
+        p.mov(R4, 0)                        # r4: where in hay
+        p.label(outer)
+        p.jge(R4, hs, done)
+        p.mov(R5, 0)                        # r5: where in needle
+        p.label(inner)
+        p.jge(R5, ns, found)
+        p.mov(R1, R10)
+        p.add(R1, R5)
+        p.ldxb(R2, R1, n)                   # r2 = needle[r5]
+        p.jeq(R2, 0, found)
+        p.mov(R3, R4)
+        p.add(R3, R5)
+        p.jge(R3, hs, done)
+        p.add(R3, R10)
+        p.ldxb(R3, R3, h)                   # r3 = hay[r4 + r5]
+        p.jne(R2, R3, step)
+        p.add(R5, 1)
+        p.ja(inner)
+        p.label(step)
+        p.jeq(R3, 0, done)                  # hay ended
+        p.add(R4, 1)
+        p.ja(outer)
+        p.label(found)
+        p.mov(dst, 1)
+        p.label(done)
 
     def str_compare(self, a: A.Expr, b: A.Expr, dst: Reg, size: int, negate: bool,
                     prefix: bool = False) -> None:

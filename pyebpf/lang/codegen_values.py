@@ -23,6 +23,8 @@ class _ValueGen(_GenBase):
             self.counted_into(e, off, t.size)
         elif t.kind in ("string", "buffer"):
             self.string_into(e, off, t.size)
+        elif t.kind == "inet" and t.size == 16 and isinstance(e, A.Call) and e.args:
+            self.string_into(e.args[-1], off, 16)       # ntop(AF_INET6, 16 bytes)
         elif t.kind == "tuple":
             self.tuple_into(e, off, t)
         elif t.kind == "usym":
@@ -54,6 +56,9 @@ class _ValueGen(_GenBase):
             for x, et, o in zip(e.elems, t.elems, offsets):
                 self.value_into(x, off + o, et)
             return
+        if isinstance(e, A.Map):            # its bytes, copied
+            self.string_into(e, off, size)
+            return
         src = self.bytes_source(e, size)
         self.copy_stack(off, src, size, size)
 
@@ -77,15 +82,36 @@ class _ValueGen(_GenBase):
 
     def bytes_source(self, e: A.Expr, size: int) -> int:
         """The stack offset where the bytes of ``e`` (a string or tuple
-        variable) are; other expressions are built into a new slot."""
+        variable, a tuple's element) are; other expressions are built into
+        a new slot."""
         if isinstance(e, A.Variable) and e.name in self.vars:
             return self.vars[e.name][0]
+        if isinstance(e, A.FieldAccess) and type_of(e.expr).kind == "tuple":
+            return self.element_source(e)
         off = self.p.stack.alloc((size + 7) // 8 * 8)
         self.value_into(e, off, type_of(e))
         return off
 
+    def element_source(self, e: A.FieldAccess) -> int:
+        """The stack offset of the tuple element ``e`` (``$t.1``, ``@t.0.2``)."""
+        t = type_of(e.expr)
+        offsets, size, _ = tuple_layout(t.elems)
+        return self.bytes_source(e.expr, size) + offsets[int(e.field)]
+
     def string_into(self, e: A.Expr, off: int, size: int) -> None:
         p = self.p
+        if isinstance(e, A.FieldAccess) and type_of(e.expr).kind == "tuple":
+            t = type_of(e)
+            self.copy_stack(off, self.element_source(e), min(size_align(t)[0], size), size)
+            return
+        if isinstance(e, A.Call) and e.name == "pton" and e.args and \
+                isinstance(e.args[0], A.String):
+            from .sema_calls import pton_bytes
+            data = (pton_bytes(e.args[0].value) or b"")[:size]
+            for pos, byte in enumerate(data):
+                p.stb(R10, off + pos, byte)
+            self._zero(off + len(data), size - len(data))
+            return
         if isinstance(e, A.String):
             data = e.value.encode()[:size - 1] + b"\0"
             pos = 0

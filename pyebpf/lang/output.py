@@ -253,6 +253,42 @@ def _username(value: Any) -> str:
         return str(value)
 
 
+def cgroup_path_text(cgroup_id: int, pattern: str = "*") -> str:
+    """cgroup_path(): ``name:/path`` in each mounted cgroup hierarchy whose
+    name matches ``pattern`` (``unified`` for cgroup2, else its
+    controllers) and where a cgroup has inode ``cgroup_id``; ``unified``
+    first, the others by name, joined by commas (bpftrace 0.17's text)."""
+    import fnmatch
+    import os
+    found = []
+    try:
+        with open("/proc/self/mountinfo") as f:
+            mounts = [line.split() for line in f]
+    except OSError:
+        mounts = []
+    for fields in mounts:
+        if "-" not in fields:
+            continue
+        sep = fields.index("-")
+        fstype, opts = fields[sep + 1], fields[sep + 3] if len(fields) > sep + 3 else ""
+        if fstype == "cgroup2":
+            name = "unified"
+        elif fstype == "cgroup":
+            name = ",".join(o.removeprefix("name=") for o in opts.split(",")
+                            if o not in ("rw", "ro") and "=" not in o or o.startswith("name="))
+        else:
+            continue
+        if not fnmatch.fnmatchcase(name, pattern):
+            continue
+        root = fields[4]
+        for top, dirs, _ in os.walk(root):
+            if os.stat(top).st_ino == cgroup_id:
+                found.append((name != "unified", name, "/" + os.path.relpath(top, root)
+                              .removeprefix(".")))
+                break
+    return ",".join(f"{name}:{path}" for _, name, path in sorted(found))
+
+
 def format_stack(frames: Iterable[tuple[int, str | None, str | None]], mode: str = "bpftrace",
                  indent: int = 8, kernel: bool = False) -> str:
     """A stack as bpftrace prints it, from its frames ``(address, symbol+offset
@@ -312,10 +348,14 @@ def format_value(t: Type, value: Any, *, stacks: StackFormatter | None = None,
     if k == "timestamp":
         if isinstance(value, str):
             return value
+        if isinstance(value, int):          # the nsecs of a stored strftime()
+            return format_strftime(t.fmt, value)
         fmt, ns = value
         return format_strftime(fmt, ns)
     if k == "username":
         return _username(value)
+    if k == "cgroup_path":
+        return value if isinstance(value, str) else cgroup_path_text(int(value), t.fmt or "*")
     if k == "pointer":      # bpftrace 0.17: in hex in a map key, else in decimal
         return f"0x{int(value) & _MASK64:x}" if key else str(int(value) & _MASK64)
     if k in ("avg", "stats"):
@@ -460,9 +500,10 @@ def json_attached(n: int) -> str:
     return _dumps({"type": "attached_probes", "data": {"probes": n}})
 
 
-def json_printf(text: str) -> str:
-    """The ``-f json`` line of a printed ``printf`` text."""
-    return _dumps({"type": "printf", "data": text})
+def json_printf(text: str, kind: str = "printf") -> str:
+    """The ``-f json`` line of a printed ``printf`` text (or of ``kind``:
+    ``cat``, ``system``)."""
+    return _dumps({"type": kind, "data": text})
 
 
 # ================================================================== time

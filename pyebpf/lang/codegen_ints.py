@@ -256,6 +256,14 @@ class _IntGen(_GenBase):
             size = max(size_align(lt)[0], size_align(rt)[0])
             self.str_compare(e.left, e.right, r, size, negate=op == "!=")
             return r
+        if op in ("==", "!=") and lt.kind == rt.kind == "buffer":
+            r = self._need(e.pos)           # equal: of one size, every byte the same
+            if size_align(lt)[0] != size_align(rt)[0]:
+                self._load_const(r, int(op == "!="))
+            else:
+                self.str_compare(e.left, e.right, r, size_align(lt)[0], negate=op == "!=",
+                                 whole=True)
+            return r
         if op in ("&&", "||"):
             r = self.int_expr(e.left)
             short, end = p.fresh_label("sc"), p.fresh_label("scend")
@@ -445,9 +453,10 @@ class _IntGen(_GenBase):
         p.label(done)
 
     def str_compare(self, a: A.Expr, b: A.Expr, dst: Reg, size: int, negate: bool,
-                    prefix: bool = False) -> None:
+                    prefix: bool = False, whole: bool = False) -> None:
         """``dst = (a == b)`` on strings, up to ``size`` bytes (``negate``:
-        !=; ``prefix``: equal when the first ``size`` bytes are, strncmp)."""
+        !=; ``prefix``: equal when the first ``size`` bytes are, strncmp;
+        ``whole``: every byte compared, NULs too, as buffers are)."""
         p = self.p
         if isinstance(a, A.String) and not isinstance(b, A.String):
             a, b = b, a
@@ -473,7 +482,8 @@ class _IntGen(_GenBase):
                 p.ldxb(R1, R10, aoff + i)
                 p.ldxb(R2, R10, boff + i)
                 p.jne(R1, R2, diff)
-                p.jeq(R1, 0, same)
+                if not whole:
+                    p.jeq(R1, 0, same)
             p.label(same)
             p.mov(dst, same_value)
             p.ja(end)

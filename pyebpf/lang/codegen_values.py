@@ -107,10 +107,8 @@ class _ValueGen(_GenBase):
         if isinstance(e, A.Call) and e.name == "pton" and e.args and \
                 isinstance(e.args[0], A.String):
             from .sema_calls import pton_bytes
-            data = (pton_bytes(e.args[0].value) or b"")[:size]
-            for pos, byte in enumerate(data):
-                p.stb(R10, off + pos, byte)
-            self._zero(off + len(data), size - len(data))
+            data = pton_bytes(e.args[0].value) or b""
+            self.raw_bytes_into(data, off, min(len(data), size), size)
             return
         if isinstance(e, A.String):
             data = e.value.encode()[:size - 1] + b"\0"
@@ -165,6 +163,10 @@ class _ValueGen(_GenBase):
             n = _const(e.args[1]) if len(e.args) > 1 else None
             if n is None and len(e.args) > 1:
                 raise CodegenError("buf() needs a constant length", e.args[1].pos)
+            if type_of(e.args[0]).kind in ("string", "buffer"):     # buf("text", n)
+                self.raw_bytes_into(e.args[0], off, min(n if n is not None else size, size),
+                                    size)
+                return
             self._zero(off, size)
             r = self.int_expr(e.args[0])
             p.mov(R3, r)
@@ -175,6 +177,19 @@ class _ValueGen(_GenBase):
             return
         raise CodegenError(f"cannot make a string of {type(e).__name__}", e.pos)
 
+    def raw_bytes_into(self, e: A.Expr | bytes, off: int, n: int, size: int) -> None:
+        """The first ``n`` bytes of the string ``e`` or of the bytes ``e``
+        (NULs too: a literal's NUL is kept when ``n`` reaches it), zeros
+        to ``size``."""
+        if isinstance(e, (A.String, bytes)):
+            data = (e if isinstance(e, bytes) else e.value.encode() + b"\0")[:n]
+            for pos, byte in enumerate(data):
+                self.p.stb(R10, off + pos, byte)
+            self._zero(off + len(data), size - len(data))
+            return
+        src = self.bytes_source(e, max(n, 1))
+        self.copy_stack(off, src, n, size)
+
     def counted_into(self, e: A.Expr, off: int, size: int) -> None:
         """A counted buffer at ``r10 + off``: its length byte, then up to
         ``size`` bytes (zero-padded): ``buf(p, n)`` reads ``min(n, size)``
@@ -182,7 +197,8 @@ class _ValueGen(_GenBase):
         or map value is copied whole; any other buffer or string gets its
         own size as the length."""
         p = self.p
-        if isinstance(e, A.Call) and e.name == "buf" and len(e.args) == 2:
+        if isinstance(e, A.Call) and e.name == "buf" and len(e.args) == 2 and \
+                type_of(e.args[0]).kind not in ("string", "buffer"):
             self._zero(off, size + 1)
             r = self.int_expr(e.args[0])
             n = _const(e.args[1])

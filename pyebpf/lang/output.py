@@ -129,7 +129,10 @@ def _printf_specs(fmt: str) -> Iterator[tuple[int, int, _Spec | None]]:
                        and j + len(ln) < n and fmt[j + len(ln)] in _CONVS), None)
         j += len(length or "")
         if j < n and fmt[j] in _CONVS:
-            yield i, j + 1, _Spec(minus, width, prec, length, fmt[j])
+            conv = fmt[j]
+            if conv == "r" and fmt.startswith(("x", "h"), j + 1):    # %rx, %rh: in hex
+                conv, j = fmt[j:j + 2], j + 1
+            yield i, j + 1, _Spec(minus, width, prec, length, conv)
             i = fmt.find("%", j + 1)
         elif fmt.startswith("%", i + 1):
             yield i, i + 2, None
@@ -455,6 +458,10 @@ def _conv_text(m: _Spec, t: Type | None, value: Any, stacks: Any, syms: Any) -> 
                                                               else f"0x{addr:x}"))
     if conv == "r":
         body = format_buffer(bytes(value)) if not isinstance(value, str) else value
+    elif conv == "rx":          # every byte escaped
+        body = "".join(f"\\x{b:02x}" for b in bytes(value))
+    elif conv == "rh":          # every byte in hex, one space apart
+        body = " ".join(f"{b:02x}" for b in bytes(value))
     elif t is not None:
         body = format_value(t, value, stacks=stacks, syms=syms)
     elif isinstance(value, (bytes, bytearray)):

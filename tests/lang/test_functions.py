@@ -90,3 +90,14 @@ def test_cat_and_system_from_the_python_api(tmp_path: object) -> None:
         ("cat", "12 34\n", ""),
         ("cat", "", "ERROR: failed to open file '/does/not/exist': No such file or directory\n"),
         ("system", "3 x\n", "")]
+
+
+@pytest.mark.kernel
+def test_buf_of_strings_compared_and_printed_in_hex_as_bpftrace() -> None:
+    compare_with_bpftrace(
+        'BEGIN { @[buf("ok_key", 8)] = count(); @b[buf("ok_key", 6)] = 1; '
+        '@v = buf("ok_value", 8); '
+        'printf("%rx|%rh|%r\\n", buf("Hello\\0", 6), buf("Hello\\0", 6), buf("hi", 2)); '
+        '$a = buf("hi", 2); $b = buf("bye", 3); $c = buf("hx", 2); '
+        'printf("%d %d %d %d\\n", $a == $a, $a != $b, $a == $c, $a != $c); exit(); }',
+        exact=True)

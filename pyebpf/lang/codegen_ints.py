@@ -157,6 +157,13 @@ class _IntGen(_GenBase):
             p.mov(r, self.index)
         elif n == "retval":
             self._need_source(e, "emit_retval").emit_retval(p, r, self.ctx_reg)
+        elif n.startswith("sarg") and n[4:].isdigit() and self.source is not None \
+                and not self.unit_prog_is_raw():
+            # a stack argument: past the return address at the stack pointer
+            from .. import ptregs
+            ptregs.load_reg(p, r, "rsp", ctx=self.ctx_reg)
+            p.add(r, 8 * (int(n[4:]) + 1))
+            self._deref(r, Type("int", 8))
         elif n.startswith("arg") and n[3:].isdigit():
             if self.source is None:
                 raise CodegenError(f"{n} is not available in {self.kind}", e.pos)

@@ -382,7 +382,29 @@ def _strcontains(a: Analyser, c: ast.Call, to: str | None) -> Type:
 def _addr(a: Analyser, c: ast.Call, to: str | None) -> Type:
     if _nargs(a, c, 1):
         _arg(a, c, "string", 0, literal=True)
+        if c.name == "uaddr" and a.p is not None and isinstance(c.args[0], ast.String):
+            # a pointer to the symbol's own size, as bpftrace 0.17 types it
+            size = _user_symbol_size(a.p.probe.attach_points, c.args[0].value)
+            elem = int_type(size, True) if size in (1, 2, 4, 8) else U64
+            return Type("pointer", 8, elem=elem)
     return U64
+
+
+def _user_symbol_size(points: list[ast.AttachPoint], name: str) -> int:
+    """The size of the data symbol ``name`` in the binary of the first
+    uprobe/USDT attach point (0 when it cannot be read here)."""
+    import os
+    for ap in points:
+        if ap.provider in ("uprobe", "uretprobe", "usdt") and ap.parts and \
+                os.path.isfile(ap.parts[0]):
+            from ..elf import STT_OBJECT, open_elf
+            try:
+                syms = [s for s in open_elf(ap.parts[0]).find_symbols(name)
+                        if s.type == STT_OBJECT]
+            except Exception:
+                return 0
+            return int(syms[0].size) if syms else 0
+    return 0
 
 
 @_call("printf")

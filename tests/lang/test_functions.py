@@ -101,3 +101,29 @@ def test_buf_of_strings_compared_and_printed_in_hex_as_bpftrace() -> None:
         '$a = buf("hi", 2); $b = buf("bye", 3); $c = buf("hx", 2); '
         'printf("%d %d %d %d\\n", $a == $a, $a != $b, $a == $c, $a != $c); exit(); }',
         exact=True)
+
+
+_STACK_ARGS_C = r"""
+int counter = 7;
+char small = 3;
+__attribute__((noinline)) long many(long a, long b, long c, long d, long e, long f,
+                                    long g, long h) { return a + b + c + d + e + f + g + h; }
+int main(void) { volatile long r = many(1, 2, 3, 4, 5, 6, 70, 80) + counter + small; return 0; }
+"""
+
+
+@pytest.mark.kernel
+def test_stack_arguments_and_uaddr_of_the_symbol_size_as_bpftrace(tmp_path: object) -> None:
+    import pathlib
+    import shutil
+    import subprocess
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    d = pathlib.Path(str(tmp_path))
+    (d / "sa.c").write_text(_STACK_ARGS_C)
+    subprocess.run(["gcc", "-O1", "-no-pie", "-fno-pie", "-o", str(d / "sa"), str(d / "sa.c")],
+                   check=True)
+    exe = str(d / "sa")
+    compare_with_bpftrace(
+        f'uprobe:{exe}:many {{ printf("%d %d %d %d\\n", sarg0, sarg1, *uaddr("counter"), '
+        f'*uaddr("small")); }}', command=exe, exact=True)

@@ -308,8 +308,8 @@ class BtRun(Owner):
             text = output.format_printf(a.fmt, list(zip(self._printed_types(a), values)),
                                         stacks=self._stack_fmt(8), syms=self._event_sym_text)
             text, error = _cat(text) if kind == "cat" else _system(text)
-            if self.json_mode:
-                text = output.json_printf(text, kind) + "\n"
+            if self.json_mode:      # (bpftrace 0.17 names system()'s output "syscall")
+                text = output.json_printf(text, "cat" if kind == "cat" else "syscall") + "\n"
             return BtEvent(kind, values, text, a.fmt, error=error)
         if kind == "time":
             text = output.format_time(a.fmt)

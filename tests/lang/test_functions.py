@@ -127,3 +127,12 @@ def test_stack_arguments_and_uaddr_of_the_symbol_size_as_bpftrace(tmp_path: obje
     compare_with_bpftrace(
         f'uprobe:{exe}:many {{ printf("%d %d %d %d\\n", sarg0, sarg1, *uaddr("counter"), '
         f'*uaddr("small")); }}', command=exe, exact=True)
+
+
+@pytest.mark.kernel
+def test_system_and_cat_in_json_as_bpftrace_names_them() -> None:
+    prog = lang.compile('BEGIN { system("echo hi"); cat("/does/not/exist"); exit(); }',
+                        unsafe=True)
+    with prog.start(json=True) as run:
+        texts = [e.text for e in run if e.kind != "exit"]
+    assert texts == ['{"type": "syscall", "data": "hi\\n"}\n', '{"type": "cat", "data": ""}\n']

@@ -62,6 +62,9 @@ class _ExprTyping(_AnalyserBase):
         base = self.expr(e.expr)
         self.expr(e.index)
         if base.kind == "pointer" and base.elem is not None:
+            if self.const_int(e.index) is None:
+                self.error("The array index operator [] only accepts literal integer indices.",
+                           e.pos)
             return base.elem
         self.error("The array index operator [] can only be used on arrays and pointers, "
                    f"found {_kind_name(base)}.", e.pos)

@@ -37,6 +37,7 @@ def test_types(text: str, want: Type) -> None:
     ("3 - $p", "The - operator can not be used on expressions of types int64, int32 *"),
     ("$p * 2", "The * operator can not be used on expressions of types int32 *, int64"),
     ("$p && 1", "The && operator can not be used on expressions of types int32 *, int64"),
+    ("$p[nsecs]", "The array index operator [] only accepts literal integer indices."),
 ])
 def test_refused_as_bpftrace_refuses(text: str, message: str) -> None:
     with pytest.raises(LangError) as e:

@@ -377,6 +377,8 @@ def _json_value(t: Type, value: Any, *, stacks: StackFormatter | None = None,
     k = t.kind
     if k == "int" or k in ("count", "sum", "min", "max"):
         return int(value)
+    if k == "pointer":                  # a number, as bpftrace 0.17 writes a pointer value
+        return int(value) & _MASK64
     if k == "tuple":
         return tuple(_json_value(e, v, stacks=stacks, syms=syms) for e, v in zip(t.elems, value))
     return format_value(t, value, stacks=stacks, syms=syms)

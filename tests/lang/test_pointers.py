@@ -79,3 +79,9 @@ def test_from_the_python_api() -> None:
         run.stop()
         maps = run.maps()
     assert maps["@p"] == 56 and maps["@q"] == 24
+
+
+@pytest.mark.kernel
+def test_pointer_values_in_json_as_bpftrace() -> None:
+    compare_with_bpftrace("BEGIN { @ = (int32 *)32; @k[(int8 *)5] = 1; @t = ((int8 *)7, 1); "
+                          "print(((int8 *)9, 2)); exit(); }", "-f", "json", exact=True)

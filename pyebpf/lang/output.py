@@ -82,7 +82,7 @@ class OutputError(PyebpfError, ValueError):
 #: first: zero padding), a precision, a length modifier, a conversion.
 #: (no ``+``, space or ``#`` flag; no ``%i``, no floats.)
 PRINTF_SPEC = (r"%(?P<minus>-?)(?P<width>[0-9]*)(?:\.(?P<prec>[0-9]*))?"
-               r"(?P<len>hh|h|ll|l|j|z|t)?(?P<conv>[duxXocspr])")
+               r"(?P<len>hh|h|ll|l|j|z|t)?(?P<conv>[duxXocsp]|r[xh]?)")
 BAR_WIDTH = 52
 _INT_CONVS = frozenset("duxXo")
 _MASK64 = (1 << 64) - 1

@@ -34,10 +34,11 @@ def compile(text: str, *, filename: str = "stdin", pid: int | None = None,
     """Parse, analyse and resolve the bpftrace program ``text``.
 
     ``pid`` restricts uprobes/USDT to that process (``-p``); ``params`` are
-    the positional parameters ``$1``...; ``unsafe``: uprobes may go where
-    no instruction start is proven; ``command``: the argv that
-    :meth:`BtProgram.start` will run (a watchpoint on a function's argument
-    watches that program). Raises
+    the positional parameters ``$1``...; ``unsafe`` (bpftrace's ``--unsafe``):
+    uprobes may go where no instruction start is proven, and ``system()``
+    runs its commands; ``command``: the argv that :meth:`BtProgram.start`
+    will run (a watchpoint on a function's argument watches that program).
+    Raises
     :class:`~pyebpf.lang.errors.LangError` (pointing at the script) for an
     invalid program, and the probe layer's errors for missing probes."""
     from .parser import parse
@@ -54,11 +55,12 @@ class BtProgram:
         self.script = script
         self.pid = pid
         self.params = list(params)
+        self.unsafe = unsafe
         self._resolved: dict[int, list[tuple[str, Any]]] = {}
         self.resolver = resolver_for(pid, unsafe, command)
         #: what does not stop the program, as bpftrace warns of it (its text)
         self.warnings: list[str] = []
-        self.analysis = _analyse(script, self.resolver, self.params)
+        self.analysis = _analyse(script, self.resolver, self.params, unsafe)
         for probe in script.probes:          # resolve now: a missing probe fails here
             for ap in probe.attach_points:
                 if ap.provider not in ("BEGIN", "END"):
@@ -138,10 +140,10 @@ class BtProgram:
             raise
 
 
-def _analyse(script: Script, resolver: Any, params: list[str]) -> Any:
+def _analyse(script: Script, resolver: Any, params: list[str], unsafe: bool = False) -> Any:
     """The semantic pass's analysis of ``script`` (types set in the tree)."""
     from .sema import analyse
-    return analyse(script, resolver, params=params)
+    return analyse(script, resolver, params=params, unsafe=unsafe)
 
 
 def resolver_for(pid: int | None, unsafe: bool = False,

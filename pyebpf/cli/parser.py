@@ -24,10 +24,20 @@ class Parser(argparse.ArgumentParser):
 
     #: (the root parser) each sub-command's parser by name, set by build_parser
     commands: dict[str, Parser]
+    #: when set, the whole ``--help`` text, also printed (on stderr) after a
+    #: usage error, as bpftrace prints its usage (``pyebpf bt``)
+    help_text: str | None = None
 
     def error(self, message: str) -> NoReturn:
-        """Print the one-line usage error and exit with status 2."""
+        """Print the one-line usage error (then :attr:`help_text`, when set)
+        and exit with status 2."""
+        if self.help_text is not None:
+            self.exit(2, f"{self.prog}: error: {message}\n{self.help_text}")
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+    def format_help(self) -> str:
+        """:attr:`help_text` when set, else argparse's help."""
+        return self.help_text if self.help_text is not None else super().format_help()
 
 
 def add_command(subparsers: Subparsers, name: str, help: str, description: str,
@@ -43,13 +53,14 @@ def add_program_command(subparsers: Subparsers, name: str, help: str, descriptio
     """The parser of a bpftrace-language command (``bt``, ``export``), made
     by :func:`add_command`, with the arguments they share:
     FILE, ARG..., ``-e PROGRAM``, ``-c CMD`` and ``-p PID`` (read them with
-    :func:`~pyebpf.cli.runner.program_text` and :func:`~pyebpf.cli.runner.target_error`)."""
-    from . import command_line, pid
+    :func:`~pyebpf.cli.runner.program_text` and :func:`~pyebpf.cli.runner.target_error`;
+    ``-p`` is kept as written: target_error checks it as bpftrace does)."""
+    from . import command_line
     p = add_command(subparsers, name, help, description, epilog)
     p.add_argument("file", metavar="FILE", nargs="?",
                    help="the program's file (unless -e); further words are $1, $2...")
     p.add_argument("params", metavar="ARG", nargs="*", help="positional parameters $1, $2...")
     p.add_argument("-e", dest="program", metavar="PROGRAM", help="the program's text")
     p.add_argument("-c", dest="cmd", metavar="CMD", type=command_line, help=cmd_help)
-    p.add_argument("-p", dest="pid", type=pid, metavar="PID", help=pid_help)
+    p.add_argument("-p", dest="pid", metavar="PID", help=pid_help)
     return p

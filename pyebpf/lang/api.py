@@ -23,32 +23,43 @@ if TYPE_CHECKING:
 
     from .ast import AttachPoint, Script
     from .codegen import Unit
+    from .includes import Header
     from .runtime import BtRun
 
 __all__ = ["compile", "BtProgram", "resolver_for"]
 
 
 def compile(text: str, *, filename: str = "stdin", pid: int | None = None,
-            params: Sequence[str] = (), unsafe: bool = False) -> BtProgram:
+            params: Sequence[str] = (), unsafe: bool = False, includes: Sequence[str] = (),
+            include_dirs: Sequence[str] = ()) -> BtProgram:
     """Parse, analyse and resolve the bpftrace program ``text``.
 
     ``pid`` restricts uprobes/USDT to that process (``-p``); ``params`` are
     the positional parameters ``$1``...; ``unsafe``: uprobes may go where
-    no instruction start is proven. Raises
+    no instruction start is proven; ``includes``: headers included before
+    the program (``--include``), searched with the program's ``#include``
+    ones in ``include_dirs`` (``-I``) then the system's. Raises
     :class:`~pyebpf.lang.errors.LangError` (pointing at the script) for an
-    invalid program, and the probe layer's errors for missing probes."""
+    invalid program or a header not found, and the probe layer's errors
+    for missing probes."""
+    from .includes import find_headers
     from .parser import parse
     script = parse(text, filename)
-    return BtProgram(script, pid=pid, params=params, unsafe=unsafe)
+    headers = find_headers(text, filename, includes, include_dirs)
+    return BtProgram(script, pid=pid, params=params, unsafe=unsafe, headers=headers)
 
 
 class BtProgram:
     """A compiled program (see the module docs)."""
 
     def __init__(self, script: Script, *, pid: int | None = None,
-                 params: Sequence[str] = (), unsafe: bool = False) -> None:
+                 params: Sequence[str] = (), unsafe: bool = False,
+                 headers: Sequence[Header] = ()) -> None:
         self.script = script
         self.pid = pid
+        #: the C headers included (``--include`` ones first, then ``#include``
+        #: lines), found: :class:`~pyebpf.lang.includes.Header` records
+        self.headers = list(headers)
         self.params = list(params)
         self._resolved: dict[int, list[tuple[str, Any]]] = {}
         self.resolver = resolver_for(pid, unsafe)

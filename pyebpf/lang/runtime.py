@@ -130,6 +130,9 @@ class BtRun(Owner):
         self.stacks: Any = None
         #: names user addresses (usym, func), made on first use
         self._usyms: Any = None
+        #: the keys of each hist/lhist map that zero() kept (their buckets all
+        #: zero: the map holds nothing for them, bpftrace prints them empty)
+        self._zeroed: dict[str, set[Any]] = {}
 
     # ---------------------------------------------------------- lifetime
     def start(self, release: bool = True) -> BtRun:
@@ -323,9 +326,9 @@ class BtRun(Owner):
                 if not v:
                     break
                 parts.append(v)
-            text = a.fmt.join(parts) + "\n"
-            if self.json_mode:
-                text = output.json_printf(text) + "\n"
+            joined = a.fmt.join(parts)
+            text = output.json_join(joined) if self.json_mode else joined
+            text += "\n"
             return BtEvent("join", tuple(parts), text, a.fmt)
         assert a.map is not None
         if kind == "print":
@@ -380,7 +383,10 @@ class BtRun(Owner):
     def entries(self, name: str) -> dict[Any, Any]:
         """The entries of map ``name`` (``"@x"``; see :func:`map_entries`)."""
         plan, live = self._live_map(name)
-        return map_entries(plan, live, self.unit.probe_names)
+        got = map_entries(plan, live, self.unit.probe_names)
+        for key in self._zeroed.get(name, ()):
+            got.setdefault(key, {})
+        return got
 
     def maps(self) -> dict[str, Any]:
         """Every map as Python data: ``{"@x": value}`` for a map without
@@ -428,6 +434,7 @@ class BtRun(Owner):
 
     def clear_map(self, name: str) -> None:
         """Delete every entry of map ``name``."""
+        self._zeroed.pop(name, None)
         plan, live = self._live_map(name)
         if plan.agg is not None and not plan.agg.keyed:
             _bound_agg(plan, live).clear()        # (an array: its slots zeroed)
@@ -442,7 +449,11 @@ class BtRun(Owner):
         """Set every value of map ``name`` to zero, keeping the keys."""
         plan, live = self._live_map(name)
         if plan.kind in ("hist", "lhist"):
+            # (bpftrace zeroes the buckets and keeps the keys; here the buckets
+            # go, and the keys are remembered: printed with no bucket)
+            keys = set(self.entries(name))
             self.clear_map(name)
+            self._zeroed[name] = keys
             return
         for k in list(live.keys()):
             try:

@@ -67,7 +67,20 @@ class BtProgram:
         for probe in script.probes:          # resolve now: a missing probe fails here
             for ap in probe.attach_points:
                 if ap.provider not in ("BEGIN", "END"):
-                    self._resolve(ap)
+                    self._resolve_at(ap)
+
+    def _resolve_at(self, ap: AttachPoint) -> None:
+        """:meth:`_resolve`, a probe that does not exist reported at ``ap``
+        (bpftrace's message, the line and a caret; pyebpf's hint after)."""
+        from .probes import ProbeNotFoundError
+        try:
+            self._resolve(ap)
+        except ProbeNotFoundError as exc:
+            from .positions import script_error
+            err = script_error(self.script, ap.pos, str(exc), exc)
+            if exc.hint:
+                err.args = (f"{err}\n{exc.hint}",)
+            raise err from exc
 
     def _resolve(self, ap: AttachPoint) -> list[tuple[str, Any]]:
         got = self._resolved.get(id(ap))

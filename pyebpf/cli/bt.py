@@ -204,7 +204,8 @@ def run(args: argparse.Namespace) -> int:
     # (a script error is a PyebpfError: reported as 'pyebpf bt: FILE:LINE:COL-END:
     # ERROR: ...', bpftrace's text, then the line and the caret)
     prog = compile(text, filename=filename, pid=args.pid, params=params, unsafe=args.unsafe,
-                   includes=args.includes or (), include_dirs=args.include_dirs or ())
+                   includes=args.includes or (), include_dirs=args.include_dirs or (),
+                   helper_check=args.helper_check)
     if args.show_program or args.dry_run:
         sys.stdout.write(prog.show())
         return 0

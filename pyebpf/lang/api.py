@@ -31,14 +31,16 @@ __all__ = ["compile", "BtProgram", "resolver_for"]
 
 def compile(text: str, *, filename: str = "stdin", pid: int | None = None,
             params: Sequence[str] = (), unsafe: bool = False, includes: Sequence[str] = (),
-            include_dirs: Sequence[str] = ()) -> BtProgram:
+            include_dirs: Sequence[str] = (), helper_check: int = 0) -> BtProgram:
     """Parse, analyse and resolve the bpftrace program ``text``.
 
     ``pid`` restricts uprobes/USDT to that process (``-p``); ``params`` are
     the positional parameters ``$1``...; ``unsafe``: uprobes may go where
     no instruction start is proven; ``includes``: headers included before
     the program (``--include``), searched with the program's ``#include``
-    ones in ``include_dirs`` (``-I``) then the system's. Raises
+    ones in ``include_dirs`` (``-I``) then the system's; ``helper_check``:
+    bpftrace's ``-k`` (1) or ``-kk`` (2), failed helpers reported as
+    ``helper_error`` events. Raises
     :class:`~pyebpf.lang.errors.LangError` (pointing at the script) for an
     invalid program or a header not found, and the probe layer's errors
     for missing probes."""
@@ -46,7 +48,9 @@ def compile(text: str, *, filename: str = "stdin", pid: int | None = None,
     from .parser import parse
     script = parse(text, filename)
     headers = find_headers(text, filename, includes, include_dirs)
-    return BtProgram(script, pid=pid, params=params, unsafe=unsafe, headers=headers)
+    prog = BtProgram(script, pid=pid, params=params, unsafe=unsafe, headers=headers)
+    prog.helper_check = helper_check
+    return prog
 
 
 class BtProgram:
@@ -60,6 +64,8 @@ class BtProgram:
         #: the C headers included (``--include`` ones first, then ``#include``
         #: lines), found: :class:`~pyebpf.lang.includes.Header` records
         self.headers = list(headers)
+        #: bpftrace's -k level (see :func:`compile`)
+        self.helper_check = 0
         self.params = list(params)
         self._resolved: dict[int, list[tuple[str, Any]]] = {}
         self.resolver = resolver_for(pid, unsafe)
@@ -99,7 +105,7 @@ class BtProgram:
         try:
             return generate(self.script, self.analysis, resolve=self._resolve, cpid=cpid,
                             params=self.params, start_ns=time.monotonic_ns(),
-                            count_drops=count_drops)
+                            count_drops=count_drops, helper_check=self.helper_check)
         except CodegenError as exc:
             if exc.pos is None:
                 raise

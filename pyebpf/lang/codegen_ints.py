@@ -320,7 +320,9 @@ class _IntGen(_GenBase):
             slot = p.stack.alloc(8)
             p.stack_pointer(R1, slot)
             p.mov(R2, 8)
-            p.call("probe_read_user" if self._user_space() else "probe_read_kernel")
+            helper = "probe_read_user" if self._user_space() else "probe_read_kernel"
+            p.call(helper)
+            self.check_helper(helper, e.pos, 2)
             p.ldxdw(r, R10, slot)
         else:
             raise CodegenError(f"operator {e.op} is not supported", e.pos)

@@ -77,6 +77,7 @@ class _MapGen(_GenBase):
             self.p.stxdw(R10, val, r)
             self.release(r)
         self.p.map_update(plan.spec, key, val, flags=0)
+        self.check_helper("map_update_elem", s.pos)
 
     def aggregate(self, plan: MapPlan, m: A.Map, call: A.Call) -> None:
         """``@m[k] = count()/sum(v)/hist(v)/lhist(v, ...)`` by a per-CPU add
@@ -165,6 +166,7 @@ class _MapGen(_GenBase):
         p.ldxdw(dst, R0, 0)
         p.ja(done)
         p.label(miss)
+        self.check_helper("map_lookup_elem", m.pos, 2, null=True)
         p.mov(dst, 0)
         p.label(done)
 
@@ -182,3 +184,4 @@ class _MapGen(_GenBase):
         if not e.postfix:
             p.mov(dst, R1)
         p.map_update(plan.spec, key, val, flags=0)
+        self.check_helper("map_update_elem", e.pos)

@@ -69,7 +69,7 @@ __all__ = ["format_printf", "printf_conversions", "decode", "format_value", "for
            "format_stack", "tuple_offsets",
            "format_exit", "json_map", "json_printf", "json_value", "json_time",
            "format_time", "format_strftime", "format_buffer", "hist_text",
-           "attaching_text", "json_attached", "json_join", "lhist_bucket", "lhist_range",
+           "attaching_text", "json_attached", "json_join", "json_helper_error", "lhist_bucket", "lhist_range",
            "OutputError", "PRINTF_SPEC", "BAR_WIDTH"]
 
 
@@ -463,6 +463,12 @@ def json_attached(n: int) -> str:
 def json_printf(text: str) -> str:
     """The ``-f json`` line of a printed ``printf`` text."""
     return _dumps({"type": "printf", "data": text})
+
+
+def json_helper_error(helper: str, retcode: int, line: int, column: int) -> str:
+    """The ``-f json`` line of a helper that failed under ``-k``."""
+    return _dumps({"type": "helper_error", "helper": helper, "retcode": retcode,
+                   "line": line, "col": column})
 
 
 def json_join(text: str) -> str:

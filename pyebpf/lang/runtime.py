@@ -320,6 +320,8 @@ class BtRun(Owner):
             return BtEvent("print", values, text)
         if kind == "exit":
             return BtEvent("exit", (), "")
+        if kind == "helper_error":
+            return BtEvent("helper_error", values, self._helper_error(a, values[0]), a.fmt)
         if kind == "join":
             parts = []
             for v in values:
@@ -339,6 +341,20 @@ class BtRun(Owner):
         elif kind == "zero":
             self.zero_map(a.map)
         return BtEvent(kind, (), "", map=a.map)
+
+    def _helper_error(self, a: Action, retcode: int) -> str:
+        """bpftrace's -k report of a failed helper: a warning pointing at the
+        script (text), or a ``helper_error`` record (JSON)."""
+        from . import output
+        if self.json_mode:
+            return output.json_helper_error(a.fmt, retcode, a.pos.line, a.pos.column) + "\n"
+        import os
+
+        from .positions import script_error
+        why = f"{os.strerror(-retcode)} ({retcode})" if retcode < 0 else str(retcode)
+        text = str(script_error(self.unit.script, a.pos, f"Failed to {a.fmt}: {why}"))
+        # (a positioned error's text, as a warning)
+        return text.replace(": ERROR: ", ": WARNING: ", 1) + "\n"
 
     def _user_symbols(self) -> Any:
         """The :class:`~pyebpf.lang.stacks.UserSymbols` of this run."""

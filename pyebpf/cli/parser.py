@@ -24,15 +24,16 @@ class Parser(argparse.ArgumentParser):
 
     #: (the root parser) each sub-command's parser by name, set by build_parser
     commands: dict[str, Parser]
-    #: when set, the whole ``--help`` text, also printed (on stderr) after a
-    #: usage error, as bpftrace prints its usage (``pyebpf bt``)
+    #: when set, the whole ``--help`` text; its first paragraph (the usage) is
+    #: also printed after a usage error, as bpftrace does (``pyebpf bt``)
     help_text: str | None = None
 
     def error(self, message: str) -> NoReturn:
-        """Print the one-line usage error (then :attr:`help_text`, when set)
-        and exit with status 2."""
-        if self.help_text is not None:
-            self.exit(2, f"{self.prog}: error: {message}\n{self.help_text}")
+        """Print the one-line usage error (then the usage of :attr:`help_text`,
+        when set) and exit with status 2."""
+        if self.help_text is not None:     # (its first paragraph: the usage)
+            usage = self.help_text.split("\n\n", 1)[0]
+            self.exit(2, f"{self.prog}: error: {message}\n{usage}\n(see '{self.prog} --help')\n")
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
     def format_help(self) -> str:

@@ -83,7 +83,7 @@ class BtProgram:
             self._resolve(ap)
         except ProbeNotFoundError as exc:
             from .positions import script_error
-            err = script_error(self.script, ap.pos, str(exc), exc)
+            err = script_error(self.script, ap.pos, exc.message, exc)
             if exc.hint:
                 err.args = (f"{err}\n{exc.hint}",)
             raise err from exc

@@ -108,12 +108,14 @@ def _match(pattern: str, name: str) -> bool:
 
 
 class ProbeNotFoundError(ProbeSpecError):
-    """The probe an attach point names does not exist: ``str()`` is
-    bpftrace's message, :attr:`hint` pyebpf's suggestions (``""`` or lines);
-    the program's compilation points it at the attach point."""
+    """The probe an attach point names does not exist: :attr:`message` is
+    bpftrace's message, :attr:`hint` pyebpf's suggestions (``""`` or
+    lines), ``str()`` both; the program's compilation points it at the
+    attach point."""
 
     def __init__(self, message: str, hint: str = "") -> None:
-        super().__init__(message)
+        super().__init__(f"{message}\n{hint}" if hint else message)
+        self.message = message
         self.hint = hint
 
 

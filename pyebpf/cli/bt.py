@@ -51,12 +51,13 @@ def register(subparsers: Subparsers) -> None:
     """Add the ``bt`` sub-command to ``subparsers``: bpftrace 0.17's options
     (its ``-h`` text is :data:`~pyebpf.cli.btopts.USAGE`) and pyebpf's own."""
     from .. import __version__
-    from .btopts import USAGE
+    from .btopts import USAGE, command_words
     from .parser import add_program_command
     p = add_program_command(
         subparsers, "bt", "run a bpftrace program (-e PROGRAM or FILE.bt)", DESCRIPTION, EPILOG,
         cmd_help="run CMD once attached (its pid is cpid); stop when it exits",
-        pid_help="attach uprobes/USDT for process PID only; stop when it exits")
+        pid_help="attach uprobes/USDT for process PID only; stop when it exits",
+        cmd_type=command_words)
     p.help_text = USAGE
     # (values bpftrace checks itself are checked by run, with its messages)
     p.add_argument("-f", dest="format", default="text", help="output format: text, json")
@@ -117,8 +118,7 @@ def quick_args(argv: list[str]) -> Any:
     (argparse and the building of the parser are a tenth of ``bt``'s start-up.)"""
     from types import SimpleNamespace
 
-    from . import command_line
-    from .btopts import OptionProblem, check_pid
+    from .btopts import OptionProblem, check_pid, command_words
     values: dict[str, Any] = {"program": None, "cmd": None, "pid": None, "format": "text",
                               "list": False, "quiet": False, "output": None, "verbose": False,
                               "helper_check": 0, "buffering": "line", "dry_run": 0,
@@ -158,10 +158,10 @@ def quick_args(argv: list[str]) -> Any:
             return None
         try:
             if name == "cmd":
-                value = command_line(value)
+                value = command_words(value)
             elif name == "pid":
                 check_pid(value)   # (kept as written, as the parser keeps it)
-        except (OptionProblem, Exception):  # refused: the parser (or run) says why
+        except Exception:          # refused (OptionProblem, ArgumentTypeError): the parser says why
             return None
         if how == "append":
             value = (values[name] or []) + [value]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 __all__ = ["USAGE", "OptionProblem", "check_pid", "check_format", "check_buffering",
-           "bt_error", "info_text", "PID_MAX"]
+           "command_words", "bt_error", "info_text", "PID_MAX"]
 
 #: bpftrace's bound on ``-p`` (its fixed check, whatever the kernel's pid_max)
 PID_MAX = 4194304
@@ -33,7 +33,8 @@ OPTIONS:
     --include FILE #include FILE before the program (repeatable)
     -l [PATTERN]   list the probes matching PATTERN and exit
     -p PID         trace process PID only (uprobes, USDT); end when it exits
-    -c 'CMD'       run CMD once attached (its pid is cpid); end when it exits
+    -c 'CMD'       run CMD once attached (its pid is cpid); end when it exits;
+                   CMD is split at each space, as bpftrace does (no quoting)
     --usdt-file-activation
                    accepted: USDT semaphores are counted by the kernel for every
                    process of the file (uprobe reference counters)
@@ -114,6 +115,19 @@ def check_buffering(text: str) -> str:
     if text not in BUFFERING:
         raise OptionProblem("USAGE: -B must be either 'line', 'full', or 'none'.")
     return text
+
+
+def command_words(text: str) -> list[str]:
+    """``-c``'s command as bpftrace 0.17 runs it: split at every space, no
+    quoting (``-c "echo 'A'"`` passes ``'A'`` with its quotes; two spaces
+    make an empty word), and not run by a shell."""
+    words = text.split(" ")
+    if not words[0]:
+        import argparse
+        raise argparse.ArgumentTypeError(
+            "expected a command (a program's name first), not an empty word"
+            if text.strip() else "expected a command, not an empty string")
+    return words
 
 
 def bt_error(message: str) -> None:

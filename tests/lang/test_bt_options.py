@@ -45,6 +45,20 @@ def test_pid_values_bpftrace_refuses(text: str, message: str) -> None:
     assert str(info.value) == message
 
 
+@pytest.mark.parametrize("text, words", [
+    ("./app 100", ["./app", "100"]), ("echo 'A'", ["echo", "'A'"]),
+    ('echo "a b"', ["echo", '"a', 'b"']), ("echo  x", ["echo", "", "x"])])
+def test_command_words_are_split_as_bpftrace_splits_them(text: str, words: list[str]) -> None:
+    assert btopts.command_words(text) == words
+
+
+@pytest.mark.parametrize("text", ["", " ", " ls"])
+def test_command_without_a_program_first_is_refused(text: str) -> None:
+    import argparse
+    with pytest.raises(argparse.ArgumentTypeError):
+        btopts.command_words(text)
+
+
 def test_help_is_the_usage_in_bpftraces_layout() -> None:
     proc = bt("-h")
     assert proc.returncode == 0 and proc.stdout == btopts.USAGE

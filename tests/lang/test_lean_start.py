@@ -101,10 +101,10 @@ def test_plain_command_lines_are_read_without_argparse(argv: list[str],
 
 @pytest.mark.parametrize("argv", [["-h"], ["--show", "-e", "P"], ["-eP"], ["-e", "-x"],
                                   ["a", "-e", "P", "b"], ["-e", "P", "-f", "xml"],
-                                  ["-e", "P", "-p", "0"], ["-e", "P", "-c", "'open"],
+                                  ["-e", "P", "-p", "0"], ["-e", "P", "-c", " open"],
                                   ["--", "-e"], ["-e", "P", "-5"], ["-e", "P", "--plot=a.svg"],
                                   # (each occurrence is checked, not only the last)
-                                  ["-c", "'q", "-c", "ls"], ["-f", "xml", "-f", "text"],
+                                  ["-c", " q", "-c", "ls"], ["-f", "xml", "-f", "text"],
                                   ["-p", "0", "-p", "1"], ["-V"], ["--version"],
                                   ["-ve", "P"], ["-e", "P", "-p", "1x"]])
 def test_the_rest_goes_to_the_parser(argv: list[str]) -> None:
@@ -113,7 +113,7 @@ def test_the_rest_goes_to_the_parser(argv: list[str]) -> None:
 
 WORDS = st.sampled_from(["-e", "-c", "-p", "-f", "-l", "--show-program", "--flamegraph",
                          "--plot", "-h", "--show", "--", "-", "-5", "text", "json", "xml",
-                         "1", "0", "99999999999", "p.bt", "a b", "'q", "", "BEGIN {}",
+                         "1", "0", "99999999999", "p.bt", "a b", "'q", "", " q", "BEGIN {}",
                          "f.svg", "-ejson", "--plot=x.svg", "-q", "-k", "-kk", "-o", "-B",
                          "none", "--include", "-I", "-d", "-dd", "--unsafe", "-V", "-v",
                          "--info", "-kq"])

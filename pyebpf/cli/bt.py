@@ -81,7 +81,7 @@ def register(subparsers: Subparsers) -> None:
     p.add_argument("--usdt-file-activation", dest="usdt_file_activation",
                    action="store_true", help="accepted: semaphores are the kernel's")
     p.add_argument("--no-warnings", dest="no_warnings", action="store_true",
-                   help="no warnings")
+                   help="no -k warnings in the text output")
     p.add_argument("--show-program", action="store_true",
                    help="print the generated eBPF per probe (with the script lines) and exit")
     p.add_argument("--flamegraph", metavar="FILE.svg",
@@ -253,6 +253,7 @@ def _run(prog: Any, args: argparse.Namespace, out: TextIO) -> int:
         child = guard.child = _spawn(args.cmd) if args.cmd else None
         stops.hold()
         run = guard.resource = prog.start(child=child, json=json_mode, release=False)
+        run.show_warnings = not args.no_warnings
         n = sum(1 for p in run.unit.probes)
         if args.quiet:
             pass

@@ -45,7 +45,7 @@ OPTIONS:
     -k             warn when a map update or delete helper fails
     -kk            also warn on failed map lookups and memory reads
     -V, --version  print the version and exit
-    --no-warnings  no warnings
+    --no-warnings  no warnings (the text output's -k warnings)
 
 TROUBLESHOOTING OPTIONS:
     -v             verbose: each probe's program id and instruction count

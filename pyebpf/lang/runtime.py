@@ -130,6 +130,9 @@ class BtRun(Owner):
         self.stacks: Any = None
         #: names user addresses (usym, func), made on first use
         self._usyms: Any = None
+        #: False: -k's warnings are not printed in text (bpftrace's --no-warnings;
+        #: JSON keeps its helper_error records)
+        self.show_warnings = True
         #: the keys of each hist/lhist map that zero() kept (their buckets all
         #: zero: the map holds nothing for them, bpftrace prints them empty)
         self._zeroed: dict[str, set[Any]] = {}
@@ -348,6 +351,8 @@ class BtRun(Owner):
         from . import output
         if self.json_mode:
             return output.json_helper_error(a.fmt, retcode, a.pos.line, a.pos.column) + "\n"
+        if not self.show_warnings:
+            return ""
         import os
 
         from .positions import script_error

@@ -197,6 +197,13 @@ def test_helper_errors_as_bpftrace(args: tuple[str, ...]) -> None:
 
 
 @pytest.mark.kernel
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_no_warnings_silences_the_text_warnings_only(fmt: str) -> None:
+    compare_with_bpftrace('i:ms:10 { @[1] = 1; delete(@[3]); exit(); }', "--no-warnings",
+                          "-k", "-f", fmt, exact=True)
+
+
+@pytest.mark.kernel
 def test_no_helper_check_by_default() -> None:
     out = compare_with_bpftrace('i:ms:10 { @[1] = 1; delete(@[3]); exit(); }', exact=True)
     assert "WARNING" not in out

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sys
 
+from ..errors import OptionError
+
 __all__ = ["USAGE", "OptionProblem", "check_pid", "check_format", "check_buffering",
            "command_words", "bt_error", "info_text", "PID_MAX"]
 
@@ -86,7 +88,7 @@ BUFFERING = ("line", "full", "none")
 FORMATS = ("text", "json")
 
 
-class OptionProblem(ValueError):
+class OptionProblem(OptionError):
     """An option value bpftrace refuses; its text is bpftrace's message."""
 
 

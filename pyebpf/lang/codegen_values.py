@@ -298,4 +298,5 @@ class _ValueGen(_GenBase):
         self.release(r)
         p.stack_pointer(R1, off)
         p.call("probe_read_user_str")
+        self.check_helper("probe_read_user_str", e.pos, 2)
 

@@ -204,6 +204,16 @@ def test_no_warnings_silences_the_text_warnings_only(fmt: str) -> None:
 
 
 @pytest.mark.kernel
+def test_failed_reads_are_reported_with_kk() -> None:
+    proc = bt("-kk", "-e", 'BEGIN { printf("%s|\\n", str(0)); exit(); }')
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[1:5] == [
+        "stdin:1:25-31: WARNING: Failed to probe_read_user_str: Bad address (-14)",
+        'BEGIN { printf("%s|\\n", str(0)); exit(); }',
+        "                        ~~~~~~", "|"]
+
+
+@pytest.mark.kernel
 def test_no_helper_check_by_default() -> None:
     out = compare_with_bpftrace('i:ms:10 { @[1] = 1; delete(@[3]); exit(); }', exact=True)
     assert "WARNING" not in out

@@ -21,32 +21,6 @@ if TYPE_CHECKING:
 
     from .parser import Subparsers
 
-DESCRIPTION = """\
-Run a bpftrace program: probes (BEGIN, END, uprobe, uretprobe, usdt,
-tracepoint...), predicates, maps, scratch variables, printf and the
-aggregations -- compiled to eBPF in pure Python, no LLVM.  The output is
-bpftrace 0.17's: printf lines as events come, then at exit END's output and
-every map, printed as bpftrace prints them.
-"""
-
-EPILOG = """\
-examples:
-  pyebpf bt -e 'BEGIN { printf("hello\\n"); exit(); }'
-  pyebpf bt -e 'uprobe:./app:work { @calls[arg0] = count(); }' -c './app 100'
-  pyebpf bt -e 't:syscalls:sys_enter_openat { printf("%s\\n", str(args->filename)); }'
-  pyebpf bt latency.bt -p 1234
-  pyebpf bt -e 'uretprobe:libc:malloc { @ = hist(retval); }' --show-program
-  pyebpf bt -l 'tracepoint:syscalls:*open*'
-  pyebpf bt -e 'uretprobe:libc:pthread_mutex_trylock /retval/ { @f[ustack] = count(); }'
-      -c ./app --flamegraph fails.svg      (and --plot FILE.svg for hist/lhist maps)
-
-exit status: 0 ok (also after Ctrl-C: the maps are printed), 1 error (a script
-error, printed with the line and a caret as bpftrace prints it; a missing
-probe; a verifier rejection; a picture that could not be drawn: its data is
-saved as text beside it), 2 usage error, 130 Ctrl-C before attaching.
-"""
-
-
 def register(subparsers: Subparsers) -> None:
     """Add the ``bt`` sub-command to ``subparsers``: bpftrace 0.17's options
     (its ``-h`` text is :data:`~pyebpf.cli.btopts.USAGE`) and pyebpf's own."""
@@ -54,7 +28,7 @@ def register(subparsers: Subparsers) -> None:
     from .btopts import USAGE, command_words
     from .parser import add_program_command
     p = add_program_command(
-        subparsers, "bt", "run a bpftrace program (-e PROGRAM or FILE.bt)", DESCRIPTION, EPILOG,
+        subparsers, "bt", "run a bpftrace program (-e PROGRAM or FILE.bt)", "", "",
         cmd_help="run CMD once attached (its pid is cpid); stop when it exits",
         pid_help="attach uprobes/USDT for process PID only; stop when it exits",
         cmd_type=command_words)

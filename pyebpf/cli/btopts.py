@@ -22,7 +22,7 @@ PID_MAX = 4194304
 USAGE = """\
 USAGE:
     pyebpf bt [options] FILE [ARG...]
-    pyebpf bt [options] - <stdin input>
+    pyebpf bt [options] - [ARG...]      (the program read from stdin)
     pyebpf bt [options] -e 'program' [ARG...]
 
 OPTIONS:
@@ -73,13 +73,24 @@ pyebpf bt -e 'uprobe:./app:work { @calls[arg0] = count(); }' -c './app 100'
     count a function's calls by first argument while a command runs
 pyebpf bt -e 't:syscalls:sys_enter_openat { printf("%s\\n", str(args->filename)); }'
     print the files opened
+pyebpf bt latency.bt -p 1234
+    run a script on one process's uprobes and USDT probes
+pyebpf bt -e 'uretprobe:libc:malloc { @ = hist(retval); }' --show-program
+    show the eBPF generated (no privilege needed)
+pyebpf bt -e 'uretprobe:libc:pthread_mutex_trylock /retval/ { @f[ustack] = count(); }' \\
+    -c ./app --flamegraph fails.svg
+    draw where a lock was contended as a flame graph
 pyebpf bt -l 'tracepoint:syscalls:*open*'
     list the matching probes
 
+The program is compiled to eBPF in pure Python (no LLVM); the output is
+bpftrace 0.17's: printf lines as events come, then at exit END's output and
+every map, printed as bpftrace prints them.
+
 exit status: 0 ok (also after Ctrl-C: the maps are printed), 1 error (a
 script error, printed with the line and a caret as bpftrace prints it; a
-missing probe; a verifier rejection), 2 usage error, 130 Ctrl-C before
-attaching.
+missing probe; a verifier rejection; a picture that could not be drawn: its
+data is saved as text beside it), 2 usage error, 130 Ctrl-C before attaching.
 """
 
 #: the values of -B

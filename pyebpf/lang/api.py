@@ -44,10 +44,12 @@ def compile(text: str, *, filename: str = "stdin", pid: int | None = None,
     :class:`~pyebpf.lang.errors.LangError` (pointing at the script) for an
     invalid program or a header not found, and the probe layer's errors
     for missing probes."""
-    from .includes import find_headers
     from .parser import parse
     script = parse(text, filename)
-    headers = find_headers(text, filename, includes, include_dirs)
+    headers: list[Header] = []
+    if includes or "#" in text:      # (the module only when there may be any)
+        from .includes import find_headers
+        headers = find_headers(text, filename, includes, include_dirs)
     prog = BtProgram(script, pid=pid, params=params, unsafe=unsafe, headers=headers)
     prog.helper_check = helper_check
     return prog

@@ -229,13 +229,10 @@ def _run(prog: Any, args: argparse.Namespace, out: TextIO) -> int:
         run = guard.resource = prog.start(child=child, json=json_mode, release=False)
         run.show_warnings = not args.no_warnings
         n = sum(1 for p in run.unit.probes)
-        if args.quiet:
-            pass
-        elif json_mode:
-            out.write('{"type": "attached_probes", "data": {"probes": %d}}\n' % n)
-        else:
-            out.write(f"Attaching {n} probe{'s' if n != 1 else ''}...\n")
-        out.flush()
+        if not args.quiet:
+            out.write('{"type": "attached_probes", "data": {"probes": %d}}\n' % n if json_mode
+                      else f"Attaching {n} probe{'s' if n != 1 else ''}...\n")
+            out.flush()
         if args.verbose:
             _verbose(run)
         if os.environ.get(NOTIFY_ATTACHED):     # bpftrace's signal to its test suite

@@ -1,8 +1,11 @@
 """``pyebpf bt``: run a bpftrace program, compiled in pure Python.
 
-``pyebpf bt -e 'PROGRAM'`` or ``pyebpf bt FILE.bt``, with bpftrace's
-``-c CMD``, ``-p PID``, ``-f text|json``, ``-l [PATTERN]``, and
-``--show-program`` (the generated eBPF; needs no privilege). The output is
+``pyebpf bt -e 'PROGRAM'``, ``pyebpf bt FILE.bt`` or ``pyebpf bt -`` (the
+program on stdin), with bpftrace 0.17's options (``-c CMD``, ``-p PID``,
+``-f text|json``, ``-l [PATTERN]``, ``-q``, ``-o FILE``, ``-B``, ``-k``,
+``--unsafe``, ``--include``, ``-I``, ``--info``...: see
+:mod:`pyebpf.cli.btopts`) and pyebpf's own (``--show-program``, the
+generated eBPF, needing no privilege; ``--flamegraph``, ``--plot``). The output is
 bpftrace 0.17's: printf lines as events come, then at exit END's output and
 every map. A script error is printed as bpftrace prints it (the line and a
 caret) after ``pyebpf bt:``, exit status 1.
@@ -18,43 +21,41 @@ if TYPE_CHECKING:
 
     from .parser import Subparsers
 
-DESCRIPTION = """\
-Run a bpftrace program: probes (BEGIN, END, uprobe, uretprobe, usdt,
-tracepoint...), predicates, maps, scratch variables, printf and the
-aggregations -- compiled to eBPF in pure Python, no LLVM.  The output is
-bpftrace 0.17's: printf lines as events come, then at exit END's output and
-every map, printed as bpftrace prints them.
-"""
-
-EPILOG = """\
-examples:
-  pyebpf bt -e 'BEGIN { printf("hello\\n"); exit(); }'
-  pyebpf bt -e 'uprobe:./app:work { @calls[arg0] = count(); }' -c './app 100'
-  pyebpf bt -e 't:syscalls:sys_enter_openat { printf("%s\\n", str(args->filename)); }'
-  pyebpf bt latency.bt -p 1234
-  pyebpf bt -e 'uretprobe:libc:malloc { @ = hist(retval); }' --show-program
-  pyebpf bt -l 'tracepoint:syscalls:*open*'
-  pyebpf bt -e 'uretprobe:libc:pthread_mutex_trylock /retval/ { @f[ustack] = count(); }'
-      -c ./app --flamegraph fails.svg      (and --plot FILE.svg for hist/lhist maps)
-
-exit status: 0 ok (also after Ctrl-C: the maps are printed), 1 error (a script
-error, printed with the line and a caret as bpftrace prints it; a missing
-probe; a verifier rejection; a picture that could not be drawn: its data is
-saved as text beside it), 2 usage error, 130 Ctrl-C before attaching.
-"""
-
-
 def register(subparsers: Subparsers) -> None:
-    """Add the ``bt`` sub-command to ``subparsers``."""
+    """Add the ``bt`` sub-command to ``subparsers``: bpftrace 0.17's options
+    (its ``-h`` text is :data:`~pyebpf.cli.btopts.USAGE`) and pyebpf's own."""
+    from .. import __version__
+    from .btopts import USAGE, command_words
     from .parser import add_program_command
     p = add_program_command(
-        subparsers, "bt", "run a bpftrace program (-e PROGRAM or FILE.bt)", DESCRIPTION, EPILOG,
+        subparsers, "bt", "run a bpftrace program (-e PROGRAM or FILE.bt)", "", "",
         cmd_help="run CMD once attached (its pid is cpid); stop when it exits",
-        pid_help="attach uprobes/USDT for process PID only; stop when it exits")
-    p.add_argument("-f", dest="format", choices=("text", "json"), default="text",
-                   help="output format (default: text)")
-    p.add_argument("-l", dest="list", action="store_true",
-                   help="list the probes matching the program/FILE argument (a pattern) and exit")
+        pid_help="attach uprobes/USDT for process PID only; stop when it exits",
+        cmd_type=command_words)
+    p.help_text = USAGE
+    # (values bpftrace checks itself are checked by run, with its messages)
+    p.add_argument("-f", dest="format", default="text", help="output format: text, json")
+    p.add_argument("-l", dest="list", action="store_true", help="list probes and exit")
+    p.add_argument("-q", dest="quiet", action="store_true", help="no 'Attaching' line")
+    p.add_argument("-o", dest="output", metavar="FILE", help="write the output to FILE")
+    p.add_argument("-v", dest="verbose", action="store_true", help="verbose")
+    p.add_argument("-k", dest="helper_check", action="count", default=0,
+                   help="warn when helpers fail (-kk: more of them)")
+    p.add_argument("-B", dest="buffering", default="line", help="line, full or none")
+    p.add_argument("-d", dest="dry_run", action="count", default=0,
+                   help="dry run: print the generated eBPF and exit")
+    p.add_argument("--unsafe", action="store_true", help="allow unsafe builtins and uprobes")
+    p.add_argument("--include", dest="includes", action="append", metavar="FILE",
+                   help="#include FILE before the program")
+    p.add_argument("-I", dest="include_dirs", action="append", metavar="DIR",
+                   help="search DIR for #include files")
+    p.add_argument("--info", action="store_true", help="print the kernel's BPF support")
+    p.add_argument("-V", "--version", action="version",
+                   version=f"pyebpf bt {__version__} (the bpftrace v0.17.0 language)")
+    p.add_argument("--usdt-file-activation", dest="usdt_file_activation",
+                   action="store_true", help="accepted: semaphores are the kernel's")
+    p.add_argument("--no-warnings", dest="no_warnings", action="store_true",
+                   help="no -k warnings in the text output")
     p.add_argument("--show-program", action="store_true",
                    help="print the generated eBPF per probe (with the script lines) and exit")
     p.add_argument("--flamegraph", metavar="FILE.svg",
@@ -67,11 +68,18 @@ def register(subparsers: Subparsers) -> None:
     p.set_defaults(func=run)
 
 
-#: the options ``quick_args`` reads: option -> (attribute, takes a value)
-_OPTIONS = {"-e": ("program", True), "-c": ("cmd", True), "-p": ("pid", True),
-            "-f": ("format", True), "-l": ("list", False),
-            "--show-program": ("show_program", False), "--flamegraph": ("flamegraph", True),
-            "--plot": ("plot", True)}
+#: the options ``quick_args`` reads: option -> (attribute, how: "flag", "value",
+#: "append" (a value, each added to a list) or a number (a count, added))
+_OPTIONS: dict[str, tuple[str, Any]] = {
+    "-e": ("program", "value"), "-c": ("cmd", "value"), "-p": ("pid", "value"),
+    "-f": ("format", "value"), "-l": ("list", "flag"), "-q": ("quiet", "flag"),
+    "-o": ("output", "value"), "-v": ("verbose", "flag"), "-B": ("buffering", "value"),
+    "-k": ("helper_check", 1), "-kk": ("helper_check", 2), "-d": ("dry_run", 1),
+    "-dd": ("dry_run", 2), "--unsafe": ("unsafe", "flag"), "--include": ("includes", "append"),
+    "-I": ("include_dirs", "append"), "--info": ("info", "flag"),
+    "--usdt-file-activation": ("usdt_file_activation", "flag"),
+    "--no-warnings": ("no_warnings", "flag"), "--show-program": ("show_program", "flag"),
+    "--flamegraph": ("flamegraph", "value"), "--plot": ("plot", "value")}
 
 
 def quick_args(argv: list[str]) -> Any:
@@ -79,21 +87,25 @@ def quick_args(argv: list[str]) -> Any:
     :func:`register` declares would give them, read without building that
     parser -- or None, for any command line beyond the plain forms (an
     abbreviated or joined option, ``--``, a value or word starting with
-    ``-``, positionals on both sides of an option, a value the option refuses,
-    ``-h``): the parser reads those, and prints their errors.  (argparse and
-    the building of the parser are a tenth of ``bt``'s start-up.)"""
+    ``-``, positionals on both sides of an option, a value refused, ``-h``,
+    ``--version``): the parser reads those, and prints their errors.
+    (argparse and the building of the parser are a tenth of ``bt``'s start-up.)"""
     from types import SimpleNamespace
 
-    from . import command_line, pid
+    from .btopts import OptionProblem, check_pid, command_words
     values: dict[str, Any] = {"program": None, "cmd": None, "pid": None, "format": "text",
-                              "list": False, "show_program": False, "flamegraph": None,
+                              "list": False, "quiet": False, "output": None, "verbose": False,
+                              "helper_check": 0, "buffering": "line", "dry_run": 0,
+                              "unsafe": False, "includes": None, "include_dirs": None,
+                              "info": False, "usdt_file_activation": False,
+                              "no_warnings": False, "show_program": False, "flamegraph": None,
                               "plot": None}
     words: list[str] = []
     words_end = -1                 # index just past the last positional word
     i = 0
     while i < len(argv):
         arg = argv[i]
-        if not arg.startswith("-"):
+        if not arg.startswith("-") or arg == "-":
             if words and words_end != i:
                 return None        # (positionals around an option: argparse's own rules)
             words.append(arg)
@@ -102,9 +114,13 @@ def quick_args(argv: list[str]) -> Any:
         option = _OPTIONS.get(arg)
         if option is None:
             return None
-        name, takes_value = option
-        if not takes_value:
+        name, how = option
+        if how == "flag":
             values[name] = True
+            i += 1
+            continue
+        if isinstance(how, int):
+            values[name] += how
             i += 1
             continue
         if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
@@ -115,10 +131,14 @@ def quick_args(argv: list[str]) -> Any:
         if name == "format" and value not in ("text", "json"):
             return None
         try:
-            value = command_line(value) if name == "cmd" else pid(value) if name == "pid" \
-                else value
-        except Exception:          # refused (ArgumentTypeError): the parser says why
+            if name == "cmd":
+                value = command_words(value)
+            elif name == "pid":
+                check_pid(value)   # (kept as written, as the parser keeps it)
+        except Exception:          # refused (OptionProblem, ArgumentTypeError): the parser says why
             return None
+        if how == "append":
+            value = (values[name] or []) + [value]
         values[name] = value
     return SimpleNamespace(command="bt", file=words[0] if words else None, params=words[1:],
                            func=run, **values)
@@ -126,12 +146,26 @@ def quick_args(argv: list[str]) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """``pyebpf bt``: the exit status."""
+    from .btopts import OptionProblem, check_buffering, check_format
+    from .runner import bpftrace_error, program_target, program_text, target_error
+    try:
+        check_format(args.format)
+        check_buffering(args.buffering)
+    except OptionProblem as exc:
+        bpftrace_error("bt", str(exc))
+        return 2
+    if args.info:
+        from .btopts import info_text
+        sys.stdout.write(info_text())
+        return 0
     if args.list:
         return _list(args.program or args.file, args.pid, getattr(args, "verbose", False))
-    from .runner import program_text, target_error
+    status = program_target("bt", args, exists=False)     # (-p read first, as bpftrace)
+    if status is not None:
+        return status
     got = program_text("bt", args)
-    if got is None:
-        return 2
+    if isinstance(got, int):
+        return got
     text, filename, params = got
     status = target_error("bt", args.pid, args.cmd)
     if status is not None:
@@ -143,13 +177,36 @@ def run(args: argparse.Namespace) -> int:
     from ..lang.api import compile
     # (a script error is a PyebpfError: reported as 'pyebpf bt: FILE:LINE:COL-END:
     # ERROR: ...', bpftrace's text, then the line and the caret)
-    prog = compile(text, filename=filename, pid=args.pid, params=params, command=args.cmd)
-    for warning in prog.warnings:
-        print(warning, file=sys.stderr)
-    if args.show_program:
+    prog = compile(text, filename=filename, pid=args.pid, params=params, unsafe=args.unsafe,
+                   command=args.cmd, includes=args.includes or (),
+                   include_dirs=args.include_dirs or (), helper_check=args.helper_check)
+    if not args.no_warnings:
+        for warning in prog.warnings:
+            print(warning, file=sys.stderr)
+    if args.show_program or args.dry_run:
         sys.stdout.write(prog.show())
         return 0
-    return _run(prog, args)
+    out = _output(args.output)
+    if out is None:
+        return 1
+    try:
+        return _run(prog, args, out)
+    finally:
+        if out is not sys.stdout:
+            out.close()
+
+
+def _output(path: str | None) -> TextIO | None:
+    """Where the program's output goes: ``-o FILE`` (created or emptied),
+    else stdout; None when FILE cannot be opened (bpftrace's error printed)."""
+    if path is None:
+        return sys.stdout
+    try:
+        return open(path, "w", encoding="utf-8")
+    except OSError as exc:
+        from .runner import bpftrace_error
+        bpftrace_error("bt", f'Failed to open output file: "{path}": {exc.strerror}')
+        return None
 
 
 def _list(pattern: str | None, pid: int | None = None, verbose: bool = False) -> int:
@@ -159,31 +216,55 @@ def _list(pattern: str | None, pid: int | None = None, verbose: bool = False) ->
     return 0
 
 
-def _run(prog: Any, args: argparse.Namespace) -> int:
+def _run(prog: Any, args: argparse.Namespace, out: TextIO) -> int:
     """Attach, print events until a stop condition, then END and the maps."""
+    import os
+
     from . import StopSignals
     from .runner import RunGuard
 
     json_mode = args.format == "json"
-    out = sys.stdout
+    flush = args.buffering != "full"
     stops = StopSignals()
     with RunGuard(stops, kill_child=True) as guard:
         child = guard.child = _spawn(args.cmd) if args.cmd else None
         stops.hold()
         run = guard.resource = prog.start(child=child, json=json_mode, release=False)
+        run.show_warnings = not args.no_warnings
         n = run.attached_count()
-        if json_mode:
-            out.write('{"type": "attached_probes", "data": {"probes": %d}}\n' % n)
-        else:
-            out.write(f"Attaching {n} probe{'s' if n != 1 else ''}...\n")
-        out.flush()
-        _loop(run, stops, child, args.pid, out)
+        if not args.quiet:
+            out.write('{"type": "attached_probes", "data": {"probes": %d}}\n' % n if json_mode
+                      else f"Attaching {n} probe{'s' if n != 1 else ''}...\n")
+            out.flush()
+        if args.verbose:
+            _verbose(run)
+        if os.environ.get(NOTIFY_ATTACHED):     # bpftrace's signal to its test suite
+            sys.stdout.flush()
+            print(NOTIFY_ATTACHED, file=sys.stderr, flush=True)
+        _loop(run, stops, child, args.pid, out, flush)
         run.stop()
-        _emit(run.poll(0), out)
+        _emit(run.poll(0), out, True)
         text = run.format_exit()
+        if out is not sys.stdout and text.startswith("\n\n"):
+            sys.stdout.write("\n\n")     # (bpftrace too: the maps in the file, these not)
+            text = text[2:]
         out.write(text)
         out.flush()
+        sys.stdout.flush()
         return _pictures(run, args)
+
+
+#: the environment variable whose name bpftrace prints (on stderr) once its
+#: probes are attached, when it is set: its test suite waits for that line
+NOTIFY_ATTACHED = "__BPFTRACE_NOTIFY_PROBES_ATTACHED"
+
+
+def _verbose(run: Any) -> None:
+    """``-v``: each probe's program, on stderr."""
+    for plan, loaded in zip(run.unit.probes, run.loaded):
+        print(f"Attached {plan.name}: program id {loaded.info().id}, "
+              f"{len(loaded.insns)} instructions", file=sys.stderr)
+    sys.stderr.flush()
 
 
 def _spawn(cmd: list[str]) -> Any:
@@ -233,7 +314,8 @@ def _pictures(run: Any, args: argparse.Namespace) -> int:
     return status
 
 
-def _loop(run: Any, stops: Any, child: Any, pid: int | None, out: TextIO) -> None:
+def _loop(run: Any, stops: Any, child: Any, pid: int | None, out: TextIO,
+          flush: bool = True) -> None:
     """Print events until exit(), the command's or process's end, or a stop signal."""
     watch = None
     if pid is not None:
@@ -246,9 +328,9 @@ def _loop(run: Any, stops: Any, child: Any, pid: int | None, out: TextIO) -> Non
                 child.go()
                 run.child_started()
             while not run.exited:
-                _emit(run.poll(0.1), out)
+                _emit(run.poll(0.1), out, flush)
                 if (child is not None and child.poll()) or (watch is not None and watch.poll()):
-                    _emit(run.poll(0), out)
+                    _emit(run.poll(0), out, flush)
                     break
         finally:
             stops.hold()
@@ -259,11 +341,12 @@ def _loop(run: Any, stops: Any, child: Any, pid: int | None, out: TextIO) -> Non
             watch.close()
 
 
-def _emit(events: Any, out: TextIO) -> None:
+def _emit(events: Any, out: TextIO, flush: bool = True) -> None:
     for ev in events:
         if ev.text:
             out.write(ev.text)
         if ev.error:
             sys.stderr.write(ev.error)
-    out.flush()
+    if flush:
+        out.flush()
 

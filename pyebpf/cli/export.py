@@ -99,12 +99,12 @@ def register(subparsers: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``pyebpf export``: the exit status."""
-    from .runner import program_text, target_error
+    from .runner import program_target, program_text, target_error
     got = program_text("export", args)
-    if got is None:
-        return 2
+    if isinstance(got, int):
+        return got
     text, filename, params = got
-    status = target_error("export", args.pid, args.cmd, exists=False)
+    status = program_target("export", args, exists=False)
     if status is not None:
         return status
     from ..export import require_client

@@ -33,14 +33,16 @@ if TYPE_CHECKING:
     from ..trace.live import Child
     from ..trace.session import Session
 
-__all__ = ["run_session", "RunOptions", "RunGuard", "program_text", "target_error"]
+__all__ = ["run_session", "RunOptions", "RunGuard", "program_text", "program_target",
+           "target_error", "bpftrace_error"]
 
 
-def program_text(command: str, args: argparse.Namespace) -> tuple[str, str, list[str]] | None:
+def program_text(command: str, args: argparse.Namespace) -> tuple[str, str, list[str]] | int:
     """The program of a bpftrace-language command (``bt``, ``export``):
     ``(text, filename, params)`` from ``-e PROGRAM`` (then a FILE operand is
-    the first parameter) or from FILE; None (the error printed) without
-    either."""
+    the first parameter), from FILE, or from standard input for FILE ``-``;
+    else the exit status, the error printed: 2 without a program, 1 when
+    FILE does not exist (bpftrace's message)."""
     params = list(args.params)
     if args.program is not None:
         if args.file is not None:
@@ -49,9 +51,40 @@ def program_text(command: str, args: argparse.Namespace) -> tuple[str, str, list
     if args.file is None:
         print(f"pyebpf {command}: error: a program is required: -e 'PROGRAM' or FILE.bt "
               f"(see 'pyebpf {command} --help')", file=sys.stderr)
-        return None
-    with open(args.file, encoding="utf-8") as f:
+        return 2
+    if args.file == "-":
+        return sys.stdin.read(), "stdin", params
+    try:
+        f = open(args.file, encoding="utf-8")
+    except FileNotFoundError as exc:
+        bpftrace_error(command, f"failed to open file '{args.file}': {exc.strerror}")
+        return 1
+    with f:
         return f.read(), args.file, params
+
+
+def bpftrace_error(command: str, message: str) -> None:
+    """Print an error bpftrace also reports, in its words: ``ERROR: message``
+    for ``bt`` (as bpftrace prints it), ``pyebpf COMMAND: ERROR: message``
+    for the other commands."""
+    prefix = "" if command == "bt" else f"pyebpf {command}: "
+    print(f"{prefix}ERROR: {message}", file=sys.stderr, flush=True)
+
+
+def program_target(command: str, args: argparse.Namespace, *,
+                   exists: bool = True) -> int | None:
+    """:func:`target_error` for a bpftrace-language command, whose ``-p`` is
+    read here as bpftrace reads it (decimal, in ``[1, 4194304]``, its
+    messages): ``args.pid`` becomes the number.  The exit status of a bad
+    ``-p``/``-c``, or None."""
+    if isinstance(args.pid, str):
+        from .btopts import OptionProblem, check_pid
+        try:
+            args.pid = check_pid(args.pid)
+        except OptionProblem as exc:
+            bpftrace_error(command, str(exc))
+            return 2
+    return target_error(command, args.pid, args.cmd, exists=exists)
 
 
 def target_error(command: str, pid: int | None, cmd: list[str] | None, *,

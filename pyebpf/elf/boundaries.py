@@ -105,8 +105,10 @@ class InstructionChecks(SymbolTable):
             return
         if sym.size and offset >= sym.size:
             raise InstructionBoundaryError(
-                f"offset {offset:#x} is past the end of {sym.versioned_name} in {self.path} "
-                f"(the function is {sym.size:#x} bytes long){UNSAFE_HINT}")
+                # (bpftrace's words first, then which file and by how much)
+                f"Offset outside the function bounds ('{sym.versioned_name}' size is "
+                f"{sym.size}): offset {offset:#x} is past the end of {sym.versioned_name} in "
+                f"{self.path} (the function is {sym.size:#x} bytes long){UNSAFE_HINT}")
         if self._fixed_width_aligned(offset, f"{sym.versioned_name}+{offset:#x}"):
             return
         starts = self.instruction_boundaries(sym, offset)
@@ -209,8 +211,8 @@ class InstructionChecks(SymbolTable):
         seg = self.segment_for_address(vaddr)
         if seg is None or not seg.executable:
             raise InstructionBoundaryError(
-                f"{vaddr:#x} in {self.path} is not in executable code "
-                f"({seg or 'in no loadable segment'}), so it cannot start an instruction; a "
+                f"Could not resolve address: {self.path}:{vaddr:#x}: it is not in executable "
+                f"code ({seg or 'in no loadable segment'}), so it cannot start an instruction; a "
                 f"uprobe there would never fire, or would corrupt data{UNSAFE_HINT}")
         if self._fixed_width_aligned(vaddr, f"{vaddr:#x}"):
             return

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from .ast import AttachPoint, Script
     from .codegen import Unit
+    from .includes import Header
     from .runtime import BtRun
 
 __all__ = ["compile", "BtProgram", "resolver_for"]
@@ -30,20 +31,32 @@ __all__ = ["compile", "BtProgram", "resolver_for"]
 
 def compile(text: str, *, filename: str = "stdin", pid: int | None = None,
             params: Sequence[str] = (), unsafe: bool = False,
-            command: Sequence[str] | None = None) -> BtProgram:
+            command: Sequence[str] | None = None, includes: Sequence[str] = (),
+            include_dirs: Sequence[str] = (), helper_check: int = 0) -> BtProgram:
     """Parse, analyse and resolve the bpftrace program ``text``.
 
     ``pid`` restricts uprobes/USDT to that process (``-p``); ``params`` are
     the positional parameters ``$1``...; ``unsafe`` (bpftrace's ``--unsafe``):
     uprobes may go where no instruction start is proven, and ``system()``
     runs its commands; ``command``: the argv that :meth:`BtProgram.start`
-    will run (a watchpoint on a function's argument watches that program).
-    Raises
+    will run (a watchpoint on a function's argument watches that program);
+    ``includes``: headers included before the program (``--include``),
+    searched with the program's ``#include`` ones in ``include_dirs``
+    (``-I``) then the system's; ``helper_check``: bpftrace's ``-k`` (1) or
+    ``-kk`` (2), failed helpers reported as ``helper_error`` events. Raises
     :class:`~pyebpf.lang.errors.LangError` (pointing at the script) for an
-    invalid program, and the probe layer's errors for missing probes."""
+    invalid program or a header not found, and the probe layer's errors
+    for missing probes."""
     from .parser import parse
     script = parse(text, filename)
-    return BtProgram(script, pid=pid, params=params, unsafe=unsafe, command=command)
+    headers: list[Header] = []
+    if includes or "#" in text:      # (the module only when there may be any)
+        from .includes import find_headers
+        headers = find_headers(text, filename, includes, include_dirs)
+    prog = BtProgram(script, pid=pid, params=params, unsafe=unsafe, command=command,
+                     headers=headers)
+    prog.helper_check = helper_check
+    return prog
 
 
 class BtProgram:
@@ -51,9 +64,15 @@ class BtProgram:
 
     def __init__(self, script: Script, *, pid: int | None = None,
                  params: Sequence[str] = (), unsafe: bool = False,
-                 command: Sequence[str] | None = None) -> None:
+                 command: Sequence[str] | None = None,
+                 headers: Sequence[Header] = ()) -> None:
         self.script = script
         self.pid = pid
+        #: the C headers included (``--include`` ones first, then ``#include``
+        #: lines), found: :class:`~pyebpf.lang.includes.Header` records
+        self.headers = list(headers)
+        #: bpftrace's -k level (see :func:`compile`)
+        self.helper_check = 0
         self.params = list(params)
         self.unsafe = unsafe
         self._resolved: dict[int, list[tuple[str, Any]]] = {}
@@ -69,13 +88,21 @@ class BtProgram:
     def _resolve_or_skip(self, ap: AttachPoint, shared: bool) -> None:
         """Resolve ``ap``; a missing tracepoint that shares its probe with
         other attach points is left out with a warning, as bpftrace 0.17
-        does (alone, it is an error)."""
-        from .probes import ProbeSpecError, missing_tracepoint
+        does (alone, it is an error); a probe that does not exist is
+        reported at ``ap`` (bpftrace's message, the line and a caret;
+        pyebpf's hint after)."""
+        from .probes import ProbeNotFoundError, ProbeSpecError, missing_tracepoint
         try:
             self._resolve(ap)
-        except ProbeSpecError:
+        except ProbeSpecError as exc:
             name = missing_tracepoint(ap) if shared else None
             if name is None:
+                if isinstance(exc, ProbeNotFoundError):
+                    from .positions import script_error
+                    err = script_error(self.script, ap.pos, exc.message, exc)
+                    if exc.hint:
+                        err.args = (f"{err}\n{exc.hint}",)
+                    raise err from exc
                 raise
             from .errors import Diagnostic
             ap.missing = f"tracepoint not found: {name}"
@@ -101,7 +128,7 @@ class BtProgram:
         try:
             return generate(self.script, self.analysis, resolve=self._resolve, cpid=cpid,
                             params=self.params, start_ns=time.monotonic_ns(),
-                            count_drops=count_drops)
+                            count_drops=count_drops, helper_check=self.helper_check)
         except CodegenError as exc:
             if exc.pos is None:
                 raise

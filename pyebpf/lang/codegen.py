@@ -212,6 +212,9 @@ class Unit:
         self.skipped: list[str] = []
         #: a per-CPU u64 counting the events the ring buffer refused (None: not counted)
         self.drops: Any = None
+        #: bpftrace's -k (1: map updates and deletes) / -kk (2: also lookups and
+        #: memory reads): a failed helper sends a helper_error event
+        self.helper_check = 0
 
     def action(self, kind: str, pos: A.Pos, **kw: Any) -> Action:
         """A new action (its id is its index)."""
@@ -254,7 +257,7 @@ class Unit:
 # ============================================================== entry point
 def generate(script: A.Script, analysis: Any = None, *, resolve: Any = None,
              cpid: int | None = None, params: Sequence[str] = (),
-             start_ns: int = 0, count_drops: bool = False) -> Unit:
+             start_ns: int = 0, count_drops: bool = False, helper_check: int = 0) -> Unit:
     """Generate the programs of ``script`` (typed by the semantic pass,
     whose :class:`Analysis` gives the maps' types; without it, the map
     types are taken from the assignments).
@@ -263,8 +266,10 @@ def generate(script: A.Script, analysis: Any = None, *, resolve: Any = None,
     concrete probes (BEGIN/END never reach it). ``cpid`` is the ``-c``
     command's pid; ``start_ns`` the ``CLOCK_MONOTONIC`` time ``elapsed``
     counts from; ``count_drops``: events the ring buffer refuses are counted
-    (``Unit.drops``)."""
+    (``Unit.drops``); ``helper_check``: bpftrace's ``-k`` level (0, 1, 2:
+    see :attr:`Unit.helper_check`)."""
     unit = Unit(script)
+    unit.helper_check = helper_check
     if count_drops:
         from ..maps import MapSpec, PerCpuArrayMap
         unit.drops = MapSpec(PerCpuArrayMap, "u64", 1, name="bt_drops")

@@ -4,7 +4,7 @@
 send through the ring buffer."""
 from __future__ import annotations
 
-from ..program import R1, R2, R3, R4, R10
+from ..program import R0, R1, R2, R3, R4, R10
 from . import ast as A
 from .codegen_base import JOIN_ARGS, JOIN_STRLEN, CodegenError, _const, _GenBase, type_of
 from .layout import tuple_layout
@@ -81,6 +81,7 @@ class _CallGen(_GenBase):
                 p.ld_map(R1, plan.spec)
                 p.stack_pointer(R2, key)
                 p.call("map_delete_elem")
+                self.check_helper("map_delete_elem", c.pos)
         elif name == "join":
             self.join(c)
         elif name in ("__watch", "unwatch"):      # (__watch: a watchpoint's setup probe)
@@ -152,6 +153,27 @@ class _CallGen(_GenBase):
         if t.kind == "int":
             return int_type(8, t.signed)
         return t
+
+    def check_helper(self, helper: str, pos: A.Pos, level: int = 1, *,
+                     null: bool = False) -> None:
+        """After a call of ``helper`` (its result in r0): with bpftrace's
+        ``-k`` at ``level`` or above, send a ``helper_error`` event (the
+        return code, the script position) when it failed -- a negative r0,
+        or with ``null`` (a map lookup) a zero one.  Clobbers r0-r5."""
+        if self.unit.helper_check < level:
+            return
+        p = self.p
+        ok = p.fresh_label("helper_ok")
+        if null:
+            p.jne(R0, 0, ok)
+        else:
+            p.jsge(R0, 0, ok)
+        action = self.unit.action("helper_error", pos, fmt=helper, args=[int_type(8, True)])
+        base = p.stack.alloc(16)
+        p.stxdw(R10, base + 8, R0)
+        p.stdw(R10, base, action.id)
+        p.ringbuf_output(self.unit.ringbuf, base, 16, drops=self.unit.drops)
+        p.label(ok)
 
     def output(self, action: Action, args: Sequence[A.Expr]) -> None:
         """Send an event: the action id, then ``args`` laid out as the action's record."""

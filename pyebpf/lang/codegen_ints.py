@@ -242,7 +242,8 @@ class _IntGen(_GenBase):
             from .stacks import kernel_address
             addr = kernel_address(e.args[0].value)
             if addr is None:
-                raise CodegenError(f"kaddr: no kernel symbol {e.args[0].value!r}", e.args[0].pos)
+                raise CodegenError(f"Failed to resolve kernel symbol: {e.args[0].value}",
+                                   e.args[0].pos)
             self._load_const(r, addr)
         elif e.name == "uaddr" and e.args and isinstance(e.args[0], A.String):
             self._load_const(r, self._user_address(e.args[0], e.pos))

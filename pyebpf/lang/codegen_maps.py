@@ -77,6 +77,7 @@ class _MapGen(_GenBase):
             self.p.stxdw(R10, val, r)
             self.release(r)
         self.p.map_update(plan.spec, key, val, flags=0)
+        self.check_helper("map_update_elem", s.pos)
 
     def aggregate(self, plan: MapPlan, m: A.Map, call: A.Call) -> None:
         """``@m[k] = count()/sum(v)/hist(v)/lhist(v, ...)`` by a per-CPU add
@@ -151,8 +152,9 @@ class _MapGen(_GenBase):
             amount = R1
         p.atomic_add(R0, 0, amount)
 
-    def map_read(self, m: A.Map, dst: Reg) -> None:
-        """``dst = @m[k]`` (0 when absent) for an integer map."""
+    def map_read(self, m: A.Map, dst: Reg, pos: A.Pos | None = None) -> None:
+        """``dst = @m[k]`` (0 when absent) for an integer map; ``pos``: where
+        a failed lookup is reported (-kk; default the map's)."""
         plan = self.plan(m)
         p = self.p
         key = self.key(m, plan)
@@ -165,6 +167,7 @@ class _MapGen(_GenBase):
         p.ldxdw(dst, R0, 0)
         p.ja(done)
         p.label(miss)
+        self.check_helper("map_lookup_elem", pos or m.pos, 2, null=True)
         p.mov(dst, 0)
         p.label(done)
 
@@ -173,7 +176,7 @@ class _MapGen(_GenBase):
         assert isinstance(m, A.Map)
         plan = self.plan(m)
         p = self.p
-        self.map_read(m, dst)
+        self.map_read(m, dst, e.pos)
         key = self.key(m, plan)
         val = p.stack.alloc(8)
         t = plan.value
@@ -184,3 +187,4 @@ class _MapGen(_GenBase):
         if not e.postfix:
             p.mov(dst, R1)
         p.map_update(plan.spec, key, val, flags=0)
+        self.check_helper("map_update_elem", e.pos)

@@ -141,7 +141,9 @@ class _ValueGen(_GenBase):
             p.mov(R2, min(size, t.size))
             p.mov(R3, r)
             self.release(r)
-            p.call(self._read_helper(e) + ("_str" if t.kind == "string" else ""))
+            helper = self._read_helper(e) + ("_str" if t.kind == "string" else "")
+            p.call(helper)
+            self.check_helper(helper, e.pos, 2)
             return
         if isinstance(e, A.FieldAccess) and self._is_args(e.expr):
             src = self._need_source(e, "emit_field_string")
@@ -293,6 +295,7 @@ class _ValueGen(_GenBase):
         p.mov(R2, size)
         p.mov(R3, r)
         p.call(self._read_helper(e))
+        self.check_helper(self._read_helper(e), e.pos, 2)
         p.load(r, R10, slot, size)
         if t.kind == "int" and t.signed and size < 8:
             p.movsx(r, r, size * 8)
@@ -342,4 +345,5 @@ class _ValueGen(_GenBase):
         self.release(r)
         p.stack_pointer(R1, off)
         p.call("probe_read_user_str")
+        self.check_helper("probe_read_user_str", e.pos, 2)
 

@@ -69,7 +69,7 @@ __all__ = ["format_printf", "printf_conversions", "decode", "format_value", "for
            "format_stack", "tuple_offsets",
            "format_exit", "json_map", "json_printf", "json_value", "json_time",
            "format_time", "format_strftime", "format_buffer", "hist_text",
-           "attaching_text", "json_attached", "lhist_bucket", "lhist_range",
+           "attaching_text", "json_attached", "json_join", "json_helper_error", "lhist_bucket", "lhist_range",
            "OutputError", "PRINTF_SPEC", "BAR_WIDTH"]
 
 
@@ -513,6 +513,18 @@ def json_printf(text: str, kind: str = "printf") -> str:
     """The ``-f json`` line of a printed ``printf`` text (or of ``kind``:
     ``cat``, ``system``)."""
     return _dumps({"type": kind, "data": text})
+
+
+def json_helper_error(helper: str, retcode: int, line: int, column: int) -> str:
+    """The ``-f json`` line of a helper that failed under ``-k``."""
+    return _dumps({"type": "helper_error", "helper": helper, "retcode": retcode,
+                   "line": line, "col": column})
+
+
+def json_join(text: str) -> str:
+    """The ``-f json`` line of a ``join()``: its own type, the joined text
+    without the newline the text output ends it with."""
+    return _dumps({"type": "join", "data": text})
 
 
 # ================================================================== time

@@ -13,7 +13,7 @@ attach point names, what each reads as its arguments, and ``bt -l``.
 - :class:`Resolver` gives the semantic pass the types of ``argN``,
   ``args`` and ``retval`` (a USDT argument has its spec's size and sign:
   ``-4@%r8d`` is ``int32``).
-- :func:`list_probes` prints what ``bpftrace -l PATTERN`` prints.
+- :func:`pyebpf.lang.listing.list_probes` prints what ``bpftrace -l PATTERN`` prints.
 
 Kinds: ``uprobe``/``uretprobe``, ``usdt``, ``tracepoint``,
 ``rawtracepoint``, ``profile``, ``interval``, ``software``, ``hardware``.
@@ -39,8 +39,8 @@ if TYPE_CHECKING:
     from .ast import AttachPoint
 
 __all__ = ["ResolvedProbe", "resolve", "Resolver", "PerfEventSource",
-           "RawTracepointSource", "ProbeSpecError", "SOFTWARE_EVENTS", "HARDWARE_EVENTS",
-           "probe_name", "missing_tracepoint"]
+           "RawTracepointSource", "ProbeSpecError", "ProbeNotFoundError", "SOFTWARE_EVENTS",
+           "HARDWARE_EVENTS", "probe_name", "missing_tracepoint"]
 
 # (duplicates: deliberate, the two event tables are data of the same shape)
 #: bpftrace's software events: name -> (aliases, perf config, default count)
@@ -106,6 +106,18 @@ def _is_glob(text: str) -> bool:
 def _match(pattern: str, name: str) -> bool:
     import fnmatch
     return fnmatch.fnmatchcase(name, pattern)
+
+
+class ProbeNotFoundError(ProbeSpecError):
+    """The probe an attach point names does not exist: :attr:`message` is
+    bpftrace's message, :attr:`hint` pyebpf's suggestions (``""`` or
+    lines), ``str()`` both; the program's compilation points it at the
+    attach point."""
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(f"{message}\n{hint}" if hint else message)
+        self.message = message
+        self.hint = hint
 
 
 def _not_found(what: str, wanted: str, candidates: list[str]) -> ProbeSpecError:
@@ -248,7 +260,14 @@ def _tracepoints(ap: AttachPoint) -> list[ResolvedProbe]:
                              "tracepoint:syscalls:sys_enter_openat")
     cat, name = ap.parts
     if not (_is_glob(cat) or _is_glob(name)):
-        return [ResolvedProbe(f"tracepoint:{cat}:{name}", TracepointSource(cat, name))]
+        try:
+            source = TracepointSource(cat, name)
+        except ProbeSpecError as exc:
+            if f"{cat}:{name}" in _tracepoint_names():
+                raise
+            raise ProbeNotFoundError(f"tracepoint not found: {cat}:{name}",
+                                     str(exc).partition("\n")[2]) from None
+        return [ResolvedProbe(f"tracepoint:{cat}:{name}", source)]
     everything = _tracepoint_names()
     hits = [t for t in everything if _match(f"{cat}:{name}", t)]
     if not hits:
@@ -435,6 +454,12 @@ def _perf_counted(ap: AttachPoint) -> list[ResolvedProbe]:
 
 
 # ============================================================== refusals
+#: the kernel functions bpftrace 0.17 refuses a kretprobe on (the return
+#: probe of a spin lock's function can deadlock the machine)
+BANNED_KRETPROBES = frozenset({"_raw_spin_lock", "_raw_spin_lock_irqsave",
+                               "_raw_spin_unlock_irqrestore", "queued_spin_lock_slowpath"})
+
+
 def _refused(ap: AttachPoint) -> ProbeSpecError:
     from ..kernel import features
     if ap.provider in ("kprobe", "kretprobe"):
@@ -482,6 +507,9 @@ def resolve(ap: AttachPoint, *, pid: int | None = None, unsafe: bool = False,
         return _timed(ap)
     if kind in ("software", "hardware"):
         return _perf_counted(ap)
+    if kind == "kretprobe" and ap.parts and ap.parts[-1] in BANNED_KRETPROBES:
+        raise ProbeSpecError(f"error: kretprobe:{ap.parts[-1]} can't be used as it might "
+                             "lock up your system.")
     if kind in ("watchpoint", "asyncwatchpoint"):
         from .watchpoints import resolve_watchpoint
         return resolve_watchpoint(ap, pid, command)

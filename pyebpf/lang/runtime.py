@@ -137,6 +137,12 @@ class BtRun(Owner):
         self._usyms: Any = None
         #: watched address -> the watchpoints placed on it (unwatch() removes them)
         self._watches: dict[int, list[Any]] = {}
+        #: False: -k's warnings are not printed in text (bpftrace's --no-warnings;
+        #: JSON keeps its helper_error records)
+        self.show_warnings = True
+        #: the keys of each hist/lhist map that zero() kept (their buckets all
+        #: zero: the map holds nothing for them, bpftrace prints them empty)
+        self._zeroed: dict[str, set[Any]] = {}
 
     # ---------------------------------------------------------- lifetime
     def start(self, release: bool = True) -> BtRun:
@@ -411,15 +417,17 @@ class BtRun(Owner):
         if kind == "unwatch":
             self._unwatch(int(values[0]))
             return BtEvent("unwatch", values, "")
+        if kind == "helper_error":
+            return BtEvent("helper_error", values, self._helper_error(a, values[0]), a.fmt)
         if kind == "join":
             parts = []
             for v in values:
                 if not v:
                     break
                 parts.append(v)
-            text = a.fmt.join(parts) + "\n"
-            if self.json_mode:
-                text = output.json_printf(text) + "\n"
+            joined = a.fmt.join(parts)
+            text = output.json_join(joined) if self.json_mode else joined
+            text += "\n"
             return BtEvent("join", tuple(parts), text, a.fmt)
         assert a.map is not None
         if kind == "print":
@@ -430,6 +438,22 @@ class BtRun(Owner):
         elif kind == "zero":
             self.zero_map(a.map)
         return BtEvent(kind, (), "", map=a.map)
+
+    def _helper_error(self, a: Action, retcode: int) -> str:
+        """bpftrace's -k report of a failed helper: a warning pointing at the
+        script (text), or a ``helper_error`` record (JSON)."""
+        from . import output
+        if self.json_mode:
+            return output.json_helper_error(a.fmt, retcode, a.pos.line, a.pos.column) + "\n"
+        if not self.show_warnings:
+            return ""
+        import os
+
+        from .positions import script_error
+        why = f"{os.strerror(-retcode)} ({retcode})" if retcode < 0 else str(retcode)
+        text = str(script_error(self.unit.script, a.pos, f"Failed to {a.fmt}: {why}"))
+        # (a positioned error's text, as a warning)
+        return text.replace(": ERROR: ", ": WARNING: ", 1) + "\n"
 
     def _user_symbols(self) -> Any:
         """The :class:`~pyebpf.lang.stacks.UserSymbols` of this run."""
@@ -474,7 +498,10 @@ class BtRun(Owner):
     def entries(self, name: str) -> dict[Any, Any]:
         """The entries of map ``name`` (``"@x"``; see :func:`map_entries`)."""
         plan, live = self._live_map(name)
-        return map_entries(plan, live, self.unit.probe_names)
+        got = map_entries(plan, live, self.unit.probe_names)
+        for key in self._zeroed.get(name, ()):
+            got.setdefault(key, {})
+        return got
 
     def maps(self) -> dict[str, Any]:
         """Every map as Python data: ``{"@x": value}`` for a map without
@@ -522,6 +549,7 @@ class BtRun(Owner):
 
     def clear_map(self, name: str) -> None:
         """Delete every entry of map ``name``."""
+        self._zeroed.pop(name, None)
         plan, live = self._live_map(name)
         if plan.agg is not None and not plan.agg.keyed:
             _bound_agg(plan, live).clear()        # (an array: its slots zeroed)
@@ -536,7 +564,11 @@ class BtRun(Owner):
         """Set every value of map ``name`` to zero, keeping the keys."""
         plan, live = self._live_map(name)
         if plan.kind in ("hist", "lhist"):
+            # (bpftrace zeroes the buckets and keeps the keys; here the buckets
+            # go, and the keys are remembered: printed with no bucket)
+            keys = set(self.entries(name))
             self.clear_map(name)
+            self._zeroed[name] = keys
             return
         for k in list(live.keys()):
             try:

@@ -83,7 +83,12 @@ PLAIN = [["-e", "BEGIN { exit(); }"], ["prog.bt"], ["prog.bt", "1", "two"],
          ["-e", "P", "a", "b"], ["a", "b", "-e", "P"], ["-l"], ["-l", "tracepoint:sched:*"],
          ["-e", "P", "-c", "./app 'x y'", "-f", "json"], ["-e", "P", "-p", "1"],
          ["--show-program", "-e", "P"], ["-e", "P", "--flamegraph", "f.svg", "--plot", "p.svg"],
-         ["-e", ""], [], ["-e", "P", "-e", "Q"]]
+         ["-e", ""], [], ["-e", "P", "-e", "Q"],
+         # bpftrace's options
+         ["-q", "-kk", "-o", "out.txt", "-B", "none", "-e", "P"],
+         ["--unsafe", "--include", "a.h", "--include", "b.h", "-I", "d", "-e", "P"],
+         ["-v", "-d", "-k", "-k", "-dd", "--usdt-file-activation", "--no-warnings", "p.bt"],
+         ["-", "1"], ["--info"], ["-f", "json", "-q", "-", "x"]]
 
 
 @pytest.mark.parametrize("argv", PLAIN)
@@ -96,19 +101,22 @@ def test_plain_command_lines_are_read_without_argparse(argv: list[str],
 
 @pytest.mark.parametrize("argv", [["-h"], ["--show", "-e", "P"], ["-eP"], ["-e", "-x"],
                                   ["a", "-e", "P", "b"], ["-e", "P", "-f", "xml"],
-                                  ["-e", "P", "-p", "0"], ["-e", "P", "-c", "'open"],
+                                  ["-e", "P", "-p", "0"], ["-e", "P", "-c", " open"],
                                   ["--", "-e"], ["-e", "P", "-5"], ["-e", "P", "--plot=a.svg"],
                                   # (each occurrence is checked, not only the last)
-                                  ["-c", "'q", "-c", "ls"], ["-f", "xml", "-f", "text"],
-                                  ["-p", "0", "-p", "1"]])
+                                  ["-c", " q", "-c", "ls"], ["-f", "xml", "-f", "text"],
+                                  ["-p", "0", "-p", "1"], ["-V"], ["--version"],
+                                  ["-ve", "P"], ["-e", "P", "-p", "1x"]])
 def test_the_rest_goes_to_the_parser(argv: list[str]) -> None:
     assert bt_cli.quick_args(argv) is None
 
 
 WORDS = st.sampled_from(["-e", "-c", "-p", "-f", "-l", "--show-program", "--flamegraph",
                          "--plot", "-h", "--show", "--", "-", "-5", "text", "json", "xml",
-                         "1", "0", "99999999999", "p.bt", "a b", "'q", "", "BEGIN {}",
-                         "f.svg", "-ejson", "--plot=x.svg"])
+                         "1", "0", "99999999999", "p.bt", "a b", "'q", "", " q", "BEGIN {}",
+                         "f.svg", "-ejson", "--plot=x.svg", "-q", "-k", "-kk", "-o", "-B",
+                         "none", "--include", "-I", "-d", "-dd", "--unsafe", "-V", "-v",
+                         "--info", "-kq"])
 
 
 @fuzz_settings(300)

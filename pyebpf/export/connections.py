@@ -29,6 +29,7 @@ idle clients can hold.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import socket
 import sys
@@ -38,7 +39,7 @@ from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable
+    from typing import Any, Callable, Iterator
 
 __all__ = ["Limits", "Server", "make_server"]
 
@@ -117,7 +118,7 @@ class _Handler(WSGIRequestHandler):
                 return
         except OSError:                     # (reset, cut, TLS error: the client's)
             return
-        with self.server.busy(self.connection):
+        with self.server.busy():
             answer = _Answer(self.rfile, self.wfile, sys.stderr,  # type: ignore[arg-type]
                              self.get_environ(), multithread=True)
             answer.request_handler = self   # type: ignore[attr-defined]
@@ -137,8 +138,9 @@ class Server(WSGIServer):
         self.address_family = family
         self.ssl_context = ssl_context
         self.limits = limits
-        self._conns: dict[int, _Connection] = {}        # fd -> connection
+        self._conns: set[_Connection] = set()
         self._lock = threading.Condition()
+        self._local = threading.local()                 # .conn: the thread's connection
         self._answering = 0
         #: connections closed at once because the cap was reached
         self.refused = 0
@@ -150,21 +152,21 @@ class Server(WSGIServer):
     def process_request(self, request: Any, client_address: Any) -> None:
         """Start the connection's thread, or close it at once when the cap is
         reached."""
+        conn = _Connection(request, self.limits)
         with self._lock:
-            if len(self._conns) >= self.limits.max_connections:
+            full = len(self._conns) >= self.limits.max_connections
+            if full:
                 self.refused += 1
-                full = True
             else:
-                full = False
-                self._conns[request.fileno()] = _Connection(request, self.limits)
+                self._conns.add(conn)
         if full:
             self.shutdown_request(request)
             return
         try:
-            threading.Thread(target=self._serve_connection, args=(request, client_address),
+            threading.Thread(target=self._serve_connection, args=(conn, client_address),
                              name="pyebpf-export-conn", daemon=True).start()
         except RuntimeError:                        # (no thread to be had)
-            self._forget(request.fileno())
+            self._forget(conn)
             self.shutdown_request(request)
 
     def service_actions(self) -> None:
@@ -172,7 +174,7 @@ class Server(WSGIServer):
         between accepts, every :data:`POLL_INTERVAL` at the latest)."""
         now = time.monotonic()
         with self._lock:
-            for conn in self._conns.values():
+            for conn in self._conns:
                 if conn.overdue(now):
                     conn.cut()
 
@@ -181,16 +183,16 @@ class Server(WSGIServer):
         super().serve_forever(poll_interval)
 
     # ------------------------------------------------ the connection's thread
-    def _serve_connection(self, request: socket.socket, client_address: Any) -> None:
-        fd = request.fileno()
-        sock = request
+    def _serve_connection(self, conn: _Connection, client_address: Any) -> None:
+        self._local.conn = conn
+        sock = request = conn.sock
         try:
             request.settimeout(self.limits.connection_timeout)      # (a backstop)
             if self.ssl_context is not None:
                 sock = self.ssl_context.wrap_socket(request, server_side=True,
                                                     do_handshake_on_connect=False)
                 with self._lock:
-                    self._conns[fd].sock = sock
+                    conn.sock = sock
                 sock.do_handshake()
             self.finish_request(sock, client_address)
         except OSError:                 # (the client's: reset, cut, handshake failed)
@@ -198,34 +200,28 @@ class Server(WSGIServer):
         except Exception as exc:        # (ours)
             _say(f"error serving a connection: {exc!r}")
         finally:
-            self._forget(fd)
+            self._forget(conn)
             self.shutdown_request(sock)
 
-    def _forget(self, fd: int) -> None:
-        """The connection on ``fd`` is done (before its socket is closed: the
-        fd is not cut once it may be another connection's)."""
+    def _forget(self, conn: _Connection) -> None:
+        """``conn`` is done (said before its socket is closed: a socket is
+        never cut once its fd may be another connection's)."""
         with self._lock:
-            self._conns.pop(fd, None)
+            self._conns.discard(conn)
 
-    def busy(self, sock: socket.socket) -> Any:
-        """A context manager: the request on ``sock`` was read and is being
-        answered (:meth:`wait_answered` waits for it)."""
-        import contextlib
-
-        @contextlib.contextmanager
-        def answering() -> Any:
+    @contextlib.contextmanager
+    def busy(self) -> Iterator[None]:
+        """The request of this thread's connection was read and is being
+        answered, in the ``with`` block (:meth:`wait_answered` waits for it)."""
+        with self._lock:
+            self._local.conn.heard = True
+            self._answering += 1
+        try:
+            yield
+        finally:
             with self._lock:
-                conn = self._conns.get(sock.fileno())
-                if conn is not None:
-                    conn.heard = True
-                self._answering += 1
-            try:
-                yield
-            finally:
-                with self._lock:
-                    self._answering -= 1
-                    self._lock.notify_all()
-        return answering()
+                self._answering -= 1
+                self._lock.notify_all()
 
     # ------------------------------------------------ closing
     def wait_answered(self, timeout: float) -> None:
@@ -237,7 +233,7 @@ class Server(WSGIServer):
     def cut_all(self) -> None:
         """Cut every connection still open."""
         with self._lock:
-            for conn in self._conns.values():
+            for conn in self._conns:
                 conn.cut()
 
     def handle_error(self, request: Any, client_address: Any) -> None:

@@ -95,6 +95,20 @@ def closed_by_peer(sock: socket.socket, within: float) -> bool:
         return False
 
 
+def closed_ones(socks: list[socket.socket]) -> list[socket.socket]:
+    """Those of ``socks`` the server has closed (end of file or reset), now."""
+    out = []
+    for s in socks:
+        try:
+            if s.recv(1, socket.MSG_DONTWAIT | socket.MSG_PEEK) == b"":
+                out.append(s)
+        except BlockingIOError:
+            pass
+        except ConnectionResetError:
+            out.append(s)
+    return out
+
+
 # ---------------------------------------------------------------- passwords
 def test_password_checks_from_threads_are_independent() -> None:
     """Checks running at once in 8 threads, right and wrong passwords of two
@@ -174,6 +188,7 @@ def test_unknown_users_take_as_long_as_known_users_with_a_wrong_password() -> No
             assert get(port, basic(user, f"wrong{n}")) == 401
             times[user].append(time.perf_counter() - t0)
     known, unknown = statistics.median(times["alice"]), statistics.median(times["mallory"])
+    print(f"\nmedian refusal: known user {known * 1000:.1f} ms, unknown {unknown * 1000:.1f} ms")
     assert known / 3 < unknown < known * 3, {u: [round(t * 1000, 1) for t in ts]
                                              for u, ts in times.items()}
 
@@ -310,6 +325,40 @@ def test_the_connection_cap_refuses_connections_beyond_it_and_bounds_the_threads
 
 
 def test_defaults_are_those_documented() -> None:
+    """The defaults, as ``pyebpf export --help`` states them."""
+    from pyebpf.cli.export import EPILOG
     limits = Limits()
     assert (limits.max_connections, limits.request_timeout, limits.connection_timeout) \
         == (64, 10.0, 60.0)
+    text = " ".join(EPILOG.split())
+    assert "at most 64 at once" in text and "within 10 s and be done within 60 s" in text
+
+
+@pytest.mark.kernel
+def test_pyebpf_export_bounds_idle_connections_with_the_default_limits() -> None:
+    """``pyebpf export`` itself: 100 idle connections (each held a thread,
+    for ever) cost at most 64 threads, the rest are closed at once, and the
+    64 are closed after the 10 s request timeout; then scrapes are answered."""
+    import os
+
+    from .helpers import Exporter, scrape
+
+    def threads(pid: int) -> int:
+        return len(os.listdir(f"/proc/{pid}/task"))
+    with Exporter("-e", "tracepoint:syscalls:sys_enter_getppid { @n = count(); }") as exp:
+        host, port = exp.address.rsplit(":", 1)
+        base = threads(exp.proc.pid)
+        idle = [socket.create_connection((host, int(port)), timeout=15) for _ in range(100)]
+        try:
+            t0 = time.monotonic()
+            wait_until(lambda: len(closed_ones(idle)) >= 36, "the connections beyond 64 closed",
+                       timeout=10)
+            assert threads(exp.proc.pid) <= base + 64
+            wait_until(lambda: len(closed_ones(idle)) == 100, "the idle connections closed",
+                       timeout=40, detail=lambda: len(closed_ones(idle)))
+            took = time.monotonic() - t0
+            assert took > 5, took
+        finally:
+            for s in idle:
+                s.close()
+        wait_until(lambda: answer(int(port)) == 200, "a scrape after the idle ones left")

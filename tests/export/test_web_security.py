@@ -22,6 +22,7 @@ from typing import Any, Iterator
 import pytest
 from waiting import wait_until
 
+from pyebpf.errors import OptionError
 from pyebpf.export.server import Exporter, Limits
 from pyebpf.export.webconfig import WebConfig, check_password, hash_password
 
@@ -221,6 +222,8 @@ def test_credentials_with_a_nul_byte_are_refused() -> None:
         assert [get(port, basic(u, pw)) for u, pw in cases] == [401] * len(cases)
         assert get(port, basic("alice", "right")) == 200
     assert not any(web.allows(basic(u, pw)) for u, pw in cases)
+    with pytest.raises(OptionError, match="NUL"):
+        hash_password("right\0junk", cost=4)
 
 
 def test_the_scheme_is_case_insensitive_and_other_schemes_are_refused() -> None:

@@ -46,6 +46,9 @@ web config file (as Prometheus exporters'):
   basic_auth_users:
     prometheus: $2b$10$...      (a bcrypt hash: htpasswd -nBC 10 "")
 
+connections: at most 64 at once (more are closed when accepted); each must
+send its request (after its TLS handshake) within 10 s and be done within 60 s.
+
 exit status: 0 stopped by SIGTERM, Ctrl-C or the program's exit(); 1 error (a
 script error, a missing probe, the address in use, a bad web config); 2 usage
 error.

@@ -7,9 +7,11 @@ through ``prometheus_client`` (the optional extra ``pyebpf-toolkit[export]``):
 - :mod:`.metrics` -- how each map becomes metric families (names, types,
   labels, histogram buckets, the series cap); pure, no kernel;
 - :mod:`.webconfig` -- the ``--web.config.file`` of Prometheus's exporters
-  (TLS and basic authentication with bcrypt hashes);
-- :mod:`.server` -- the collector over a running program and the HTTP(S)
-  server.
+  (TLS and basic authentication with bcrypt hashes), checked with
+  :mod:`.passwords` (libcrypt's reentrant bcrypt);
+- :mod:`.connections` -- the HTTP(S) server: one thread per connection, TLS
+  handshakes in them, a cap on connections and deadlines on each;
+- :mod:`.server` -- the collector over a running program, served.
 """
 from __future__ import annotations
 

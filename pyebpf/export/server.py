@@ -11,14 +11,17 @@ the exporter starts or stops sees no failed scrape.
 
 The server is ``prometheus_client``'s WSGI application (content negotiation:
 the OpenMetrics format when the scraper asks for it, ``?name[]=`` filters,
-gzip) on its threading WSGI server, wrapped with basic authentication and
-TLS when a web configuration asks for them (:mod:`.webconfig`).
+gzip) wrapped with basic authentication when a web configuration asks for it
+(:mod:`.webconfig`), on a threaded WSGI server of bounded connections that
+does each TLS handshake in the connection's own thread
+(:mod:`.connections`).
 """
 from __future__ import annotations
 
 import threading
 
 from ..errors import PyebpfError
+from .connections import Limits
 from .metrics import MapExport, describe, families, resetting_maps
 
 TYPE_CHECKING = False
@@ -27,7 +30,7 @@ if TYPE_CHECKING:
 
     from .webconfig import WebConfig
 
-__all__ = ["Exporter", "DEFAULT_MAX_SERIES"]
+__all__ = ["Exporter", "DEFAULT_MAX_SERIES", "Limits"]
 
 #: the most keys a scrape exports, all maps together (the others are folded
 #: into ``__other__`` series)
@@ -58,9 +61,6 @@ class Exporter:
         self.registry.register(self)            # (collect() is called per scrape)
         self.httpd: Any = None
         self._thread: threading.Thread | None = None
-        #: requests being answered; close() lets them finish
-        self._busy = 0
-        self._idle = threading.Condition()
 
     # ------------------------------------------------------------ the maps
     def attach(self, run: Any) -> list[str]:
@@ -119,49 +119,22 @@ class Exporter:
                   file=sys.stderr, flush=True)
 
     # ------------------------------------------------------------ serving
-    def serve(self, host: str, port: int, web: WebConfig | None = None) -> tuple[str, int]:
+    def serve(self, host: str, port: int, web: WebConfig | None = None,
+              limits: Limits | None = None) -> tuple[str, int]:
         """Listen on ``host:port`` (port 0: any) and serve ``/metrics`` in a
-        daemon thread; the address bound. Raises OSError when the address
-        cannot be bound, :class:`~pyebpf.errors.OptionError` for a bad
-        certificate."""
-        import socket
-        from wsgiref.simple_server import WSGIRequestHandler, make_server
+        daemon thread; the address bound. ``limits``: how many connections
+        at once and for how long (:class:`~.connections.Limits`'s defaults
+        when None). Raises OSError when the address cannot be bound,
+        :class:`~pyebpf.errors.OptionError` for a bad certificate."""
+        from prometheus_client.exposition import make_wsgi_app
 
-        from prometheus_client.exposition import ThreadingWSGIServer, make_wsgi_app
+        from .connections import make_server
 
-        outer = self
-
-        class Server(ThreadingWSGIServer):
-            """A server of the address family of ``host`` (IPv4 or IPv6)."""
-
-        class Quiet(WSGIRequestHandler):
-            """A request handler that logs nothing (a scrape a second would
-            fill the journal)."""
-
-            def log_message(self, format: str, *args: Any) -> None:
-                """Nothing."""
-
-            def handle(self) -> None:
-                """Answer, counted as busy meanwhile (see :meth:`Exporter.close`)."""
-                with outer._idle:
-                    outer._busy += 1
-                try:
-                    super().handle()
-                finally:
-                    with outer._idle:
-                        outer._busy -= 1
-                        outer._idle.notify_all()
-
-        info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        Server.address_family = info[0][0]
-        addr = str(info[0][4][0])
         app: Callable[..., Any] = make_wsgi_app(self.registry)
         ctx = web.ssl_context() if web is not None and web.tls else None
         if web is not None and web.users:
             app = _authenticated(app, web)
-        httpd = make_server(addr, port, app, Server, handler_class=Quiet)
-        if ctx is not None:
-            httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
+        httpd = make_server(host, port, app, ctx, limits)
         self.httpd = httpd
         self._thread = threading.Thread(target=httpd.serve_forever, name="pyebpf-export",
                                         daemon=True)
@@ -174,13 +147,14 @@ class Exporter:
 
         Scrapes being answered are let finish (for ``grace`` seconds at
         most): the answering threads are daemons, and a process that exits
-        right after closing would otherwise cut a response in the middle."""
+        right after closing would otherwise cut a response in the middle.
+        Connections that have not sent their request yet are cut."""
         self.detach()
         httpd, self.httpd = self.httpd, None
         if httpd is not None:
             httpd.shutdown()                    # no new connection is accepted
-            with self._idle:
-                self._idle.wait_for(lambda: self._busy == 0, timeout=grace)
+            httpd.wait_answered(grace)
+            httpd.cut_all()
             httpd.server_close()
         if self._thread is not None:
             self._thread.join(5)

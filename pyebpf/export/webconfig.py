@@ -9,9 +9,25 @@ Prometheus's own exporters configure them (the exporter-toolkit's file)::
 
 Both sections are optional. Passwords are bcrypt hashes (``htpasswd -nBC 10
 ""`` prints one; so does :func:`hash_password`), checked with the system's
-``libcrypt`` (libxcrypt, which knows ``$2b$``/``$2y$``), so the exporter
-needs no other package. A successful check is remembered for the process's
-life (bcrypt is slow on purpose; Prometheus scrapes often).
+``libcrypt`` (:mod:`.passwords`), so the exporter needs no other package.
+
+How :meth:`WebConfig.allows` checks a request's credentials:
+
+- the ``Authorization`` header must be ``Basic BASE64`` (the scheme in any
+  case), BASE64 the UTF-8 of ``user:password``; anything else -- another
+  scheme, bytes that are not ASCII, bad base64, bad UTF-8, no colon, a NUL
+  byte anywhere -- is refused, never an exception;
+- an unknown user's password is checked against a dummy hash of the
+  configured hashes' highest cost, so that an unknown user is refused no
+  sooner than a known user with a wrong password (the user names cannot be
+  learnt by timing);
+- bcrypt checks run one at a time (a flood of wrong passwords costs one
+  core, not all), in a buffer of their own (never libcrypt's shared one);
+- a successful check is remembered (bcrypt is slow on purpose; Prometheus
+  scrapes often), keyed on a SHA-256 of the user, the password and the
+  stored hash together, and only after the check said yes; at most
+  :data:`REMEMBERED` such, the oldest forgotten first. Failures are not
+  remembered.
 
 The file is the YAML subset that configuration needs -- top-level sections,
 ``key: value`` lines indented under them, ``#`` comments, quoted or bare
@@ -22,13 +38,22 @@ HTTP headers) are refused by name rather than ignored.
 """
 from __future__ import annotations
 
+import threading
+
 from ..errors import OptionError
+from .passwords import check_password, dummy_hash, hash_cost, hash_password
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["WebConfig", "load", "parse", "hash_password", "check_password"]
+__all__ = ["WebConfig", "load", "parse", "hash_password", "check_password", "credentials",
+           "REMEMBERED"]
+
+#: the most verified credentials a :class:`WebConfig` remembers
+REMEMBERED = 64
+#: the cost of the dummy hash when no configured hash says its own
+_DEFAULT_COST = 10
 
 _SECTIONS = {"tls_server_config": ("cert_file", "key_file"), "basic_auth_users": None}
 
@@ -42,7 +67,11 @@ class WebConfig:
         self.cert_file = cert_file
         self.key_file = key_file
         self.users = dict(users or {})
-        self._good: set[tuple[str, bytes]] = set()
+        #: SHA-256 digests of verified (user, password, hash), oldest first
+        self._good: dict[bytes, None] = {}
+        self._dummy: str | None = None
+        self._lock = threading.Lock()
+        self._checking = threading.Lock()       # (one bcrypt check at a time)
 
     @property
     def tls(self) -> bool:
@@ -63,30 +92,58 @@ class WebConfig:
 
     def allows(self, header: str | None) -> bool:
         """True if the ``Authorization`` header ``header`` names a user with
-        the right password (always True when no user is configured)."""
+        the right password (always True when no user is configured); see
+        the module docs for how. Never raises for what a client sent."""
         if not self.users:
             return True
-        if not header or not header.startswith("Basic "):
+        got = credentials(header)
+        if got is None:
             return False
-        import base64
-        import binascii
-        import hashlib
-        try:
-            user, sep, password = base64.b64decode(header[6:].strip(), validate=True) \
-                .decode("utf-8").partition(":")
-        except (binascii.Error, UnicodeDecodeError):
-            return False
+        user, password = got
         stored = self.users.get(user)
-        if not sep or stored is None:
+        hashed = stored if stored is not None else self._dummy_hash()
+        import hashlib
+        key = hashlib.sha256("\0".join((user, password, hashed)).encode()).digest()
+        with self._lock:
+            if stored is not None and key in self._good:
+                return True
+        with self._checking:
+            right = check_password(password, hashed)
+        if not right or stored is None:
             return False
-        token = (user, hashlib.sha256(password.encode()).digest())
-        if token in self._good:
-            return True
-        if check_password(password, stored):
-            self._good.add(token)
-            return True
-        return False
+        with self._lock:
+            self._good[key] = None
+            while len(self._good) > REMEMBERED:
+                del self._good[next(iter(self._good))]
+        return True
 
+    def _dummy_hash(self) -> str:
+        """The hash unknown users' passwords are checked against (made once)."""
+        with self._lock:
+            if self._dummy is None:
+                costs = [c for c in map(hash_cost, self.users.values()) if c is not None]
+                self._dummy = dummy_hash(max(costs, default=_DEFAULT_COST))
+            return self._dummy
+
+
+def credentials(header: str | None) -> tuple[str, str] | None:
+    """(user, password) of a basic-authentication ``Authorization`` header,
+    None for anything else (see the module docs)."""
+    if not header:
+        return None
+    scheme, _, token = header.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "basic" or not token.isascii():
+        return None
+    import base64
+    try:
+        text = base64.b64decode(token, validate=True).decode("utf-8")
+    except ValueError:                      # (binascii.Error and UnicodeDecodeError too)
+        return None
+    user, sep, password = text.partition(":")
+    if not sep or "\0" in text:
+        return None
+    return user, password
 
 def load(path: str) -> WebConfig:
     """The web configuration in file ``path``."""
@@ -156,41 +213,3 @@ def _config(found: dict[str, dict[str, str]], path: str) -> WebConfig:
             raise OptionError(f"{path}: the password of {user!r} is not a bcrypt hash "
                               f"($2b$...; htpasswd -nBC 10 \"\" makes one)")
     return WebConfig(cert, key, users)
-
-
-# ---------------------------------------------------------------- bcrypt
-_LIB: Any = None
-
-
-def _libcrypt() -> Any:
-    global _LIB
-    if _LIB is None:
-        import ctypes
-        try:
-            lib = ctypes.CDLL("libcrypt.so.1")
-        except OSError:
-            raise OptionError("basic authentication needs the system's libcrypt.so.1 "
-                              "(libxcrypt: Debian's libcrypt1)") from None
-        lib.crypt.restype = ctypes.c_char_p
-        lib.crypt.argtypes = (ctypes.c_char_p, ctypes.c_char_p)
-        lib.crypt_gensalt.restype = ctypes.c_char_p
-        lib.crypt_gensalt.argtypes = (ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p,
-                                      ctypes.c_int)
-        _LIB = lib
-    return _LIB
-
-
-def check_password(password: str, hashed: str) -> bool:
-    """True if ``password`` matches the bcrypt hash ``hashed``."""
-    import hmac
-    got = _libcrypt().crypt(password.encode(), hashed.encode())
-    return got is not None and hmac.compare_digest(got, hashed.encode())
-
-
-def hash_password(password: str, cost: int = 10) -> str:
-    """A bcrypt (``$2b$``) hash of ``password`` for ``basic_auth_users``."""
-    lib = _libcrypt()
-    salt = lib.crypt_gensalt(b"$2b$", cost, None, 0)
-    if salt is None:
-        raise OptionError(f"libcrypt cannot make a bcrypt salt of cost {cost}")
-    return str(lib.crypt(password.encode(), salt).decode())

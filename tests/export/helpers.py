@@ -70,6 +70,18 @@ class Exporter:
         self.stop()
 
 
+def self_signed_cert(tmp_path: pathlib.Path) -> tuple[str, str]:
+    """A self-signed certificate for 127.0.0.1 and its key (files in
+    ``tmp_path``), made with the ``openssl`` command."""
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is not installed (Debian's openssl)")
+    cert, key = tmp_path / "c.crt", tmp_path / "c.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                    "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    return str(cert), str(key)
+
+
 def scrape(url: str, **kw: object) -> str:
     """The body of one GET of ``url`` (raises for a non-200 status)."""
     with urllib.request.urlopen(url, timeout=30, **kw) as resp:   # type: ignore[arg-type]

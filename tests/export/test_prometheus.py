@@ -23,7 +23,7 @@ from kernel_objects import alive_ids, bpf_ids
 from waiting import wait_until
 
 from lang.harness import HOSTS, bt_workload
-from .helpers import Exporter, Prometheus, job, samples, scrape
+from .helpers import Exporter, Prometheus, job, samples, scrape, self_signed_cert
 
 pytestmark = pytest.mark.kernel
 
@@ -165,18 +165,10 @@ def test_scrapes_during_attach_and_detach_never_fail() -> None:
     assert statuses and set(statuses) == {200}, collections.Counter(statuses)
 
 
-def _cert(tmp_path) -> tuple[str, str]:
-    cert, key = tmp_path / "c.crt", tmp_path / "c.key"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                    "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1",
-                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
-    return str(cert), str(key)
-
-
 def test_tls_and_basic_auth_with_prometheus(tmp_path) -> None:
     from pyebpf.export.webconfig import hash_password
     w = bt_workload()
-    cert, key = _cert(tmp_path)
+    cert, key = self_signed_cert(tmp_path)
     web = tmp_path / "web.yml"
     web.write_text(f"# as the exporter-toolkit's\ntls_server_config:\n  cert_file: {cert}\n"
                    f"  key_file: {key}\nbasic_auth_users:\n"

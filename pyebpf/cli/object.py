@@ -117,6 +117,8 @@ def run(args: argparse.Namespace) -> int:
             if p.status != "loaded":
                 line += f": {p.reason}"
             print(line, flush=True)
+        for text in obj.empty_slots:
+            print(text)
         print(f"{counts['loaded']} loaded, {counts['rejected']} rejected, "
               f"{counts['skipped']} skipped")
         return 1 if counts["rejected"] else 0

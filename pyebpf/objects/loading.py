@@ -35,7 +35,7 @@ _NO_BTF_MAPS = frozenset((MapType.PERF_EVENT_ARRAY, MapType.CGROUP_ARRAY, MapTyp
                           MapType.ARRAY_OF_MAPS, MapType.HASH_OF_MAPS, MapType.DEVMAP,
                           MapType.DEVMAP_HASH, MapType.CPUMAP, MapType.XSKMAP,
                           MapType.SOCKMAP, MapType.SOCKHASH, MapType.QUEUE, MapType.STACK,
-                          MapType.ARENA))
+                          MapType.ARENA, MapType.PROG_ARRAY))
 _REFUSED = (E.EPERM, E.EOPNOTSUPP, 524)      # 524: ENOTSUPP
 
 
@@ -49,6 +49,7 @@ def load_object_into_kernel(obj: BpfObject, log_level: int) -> None:
     ksyms = _resolve_ksyms(obj)
     for prog in obj.programs.values():
         _load_program(obj, prog, code, prepared, ksyms, log_level)
+    _init_prog_arrays(obj)
 
 
 # ------------------------------------------------------------------ BTF
@@ -246,13 +247,39 @@ def _create_maps(obj: BpfObject) -> None:
     for name, d in obj.map_defs.items():
         obj._maps[name] = _create_map(obj, d)
     for name, d in obj.map_defs.items():
+        if d.type == MapType.PROG_ARRAY:
+            continue                      # (filled once the programs are loaded)
         for slot, inner_name in d.init_slots.items():
             inner = obj._maps.get(inner_name)
-            if inner is None:
-                raise ObjectError(f"map {name!r}: slot {slot} names {inner_name!r}, "
-                                  "which is not a map of this object")
+            if inner is None:             # (open_object checked the names)
+                raise ObjectError(f"map {name!r}: slot [{slot}]: {inner_name!r} is not a "
+                                  "map of this object")
             _sys.map_update(obj._maps[name].fileno(), struct.pack("<I", slot),
                             struct.pack("<I", inner.fileno()))
+
+
+def _init_prog_arrays(obj: BpfObject) -> None:
+    """Write the programs a prog array's initializer names into its slots,
+    once every program has had its turn (libbpf's init_prog_arrays); the
+    slot of a program that did not load stays empty, and says so in
+    :attr:`~.obj.BpfObject.empty_slots`."""
+    from ..kernel import syscall as _sys
+    for name, d in obj.map_defs.items():
+        if d.type != MapType.PROG_ARRAY or not d.init_slots:
+            continue
+        fd = obj._maps[name].fileno()
+        for slot, prog_name in sorted(d.init_slots.items()):
+            prog = obj.programs[prog_name]
+            if prog.loaded is None:
+                why = f": {prog.reason}" if prog.reason else ""
+                obj.empty_slots.append(f"map {name!r}: slot [{slot}]: prog {prog_name!r} is "
+                                       f"{prog.status}{why}; the slot is left empty")
+                continue
+            try:
+                _sys.map_update(fd, struct.pack("<I", slot), struct.pack("<I", prog.fileno()))
+            except KernelError as exc:
+                raise ObjectError(f"map {name!r}: slot [{slot}]: prog {prog_name!r}: the "
+                                  f"kernel refused it ({exc})") from None
 
 
 def _map_name(obj: BpfObject, d: MapDef) -> str:

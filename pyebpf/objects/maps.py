@@ -45,7 +45,9 @@ class MapDef:
         self.data: bytearray | None = None
         #: made read-only after set-up (.rodata, .kconfig)
         self.frozen = False
-        #: map-in-map initial contents: slot -> name of the map to put there
+        #: initial contents written in C (``.values = { [i] = &x }``): slot ->
+        #: the name of the map (map-in-map) or program (prog array) to put
+        #: there, kept as a name until its target exists
         self.init_slots: dict[int, str] = {}
 
     @property
@@ -127,7 +129,8 @@ def btf_maps(elf: ObjElf, btf: Btf | None) -> dict[str, MapDef]:
 
 
 def _init_slots(elf: ObjElf, btf: Btf, shndx: int, offsets: dict[int, MapDef]) -> None:
-    """Map-in-map ``.values = { [i] = &inner }``: relocations in ``.maps``."""
+    """``.values = { [i] = &x }`` of a map-in-map (``x`` a map) or a prog
+    array (``x`` a program): relocations in ``.maps``, recorded by name."""
     sec = elf.sections[shndx]
     starts = sorted(offsets)
     for r_off, symi in sec.relocs.items():

@@ -266,6 +266,7 @@ class BpfObject(Owner):
             sdef = section_def(sec.name)
             for f in self._funcs[sec.index]:
                 self.programs[f.name] = ObjectProgram(self, f, sec.name, sdef)
+        self._check_init_slots()
         self.globals = Globals(self)
         #: the maps by name (see :attr:`maps`); a map the object created is a
         #: loading.CreatedMap until first use
@@ -280,6 +281,9 @@ class BpfObject(Owner):
         #: why the kernel refused the object's BTF (the load went on without it;
         #: its ``.log`` is the kernel's BTF log)
         self.btf_error: Exception | None = None
+        #: after load: why each prog-array slot its initializer names is empty
+        #: (``map 'calls': slot [2]: prog 'tail_b' is rejected: ...``)
+        self.empty_slots: list[str] = []
         #: (section, relocation, result) of every CO-RE relocation, after load
         self.core_results: list[Any] = []
         self._owned: list[Any] = []
@@ -294,6 +298,20 @@ class BpfObject(Owner):
         ext = self.elf.section(".BTF.ext")
         if ext is not None:
             self.btf_ext = BtfExt(ext.data, self.btf)
+
+    def _check_init_slots(self) -> None:
+        """Each slot of a ``.values`` initializer names a program of this
+        object (prog array) or one of its maps (map-in-map)."""
+        for name, d in self.map_defs.items():
+            progs = d.type == MapType.PROG_ARRAY
+            known: Any = self.programs if progs else self.map_defs
+            for slot, target in sorted(d.init_slots.items()):
+                if target not in known:
+                    what = "prog" if progs else "map"
+                    raise ObjectError(
+                        f"{self.path}: map {name!r}: slot [{slot}]: {target!r} is not a "
+                        f"{'program' if progs else 'map'} of this object ({what}s: "
+                        f"{', '.join(known) or 'none'})")
 
     def _symbol_offset(self, section: str, name: str) -> int | None:
         sec = self.elf.section(section)

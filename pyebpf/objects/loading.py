@@ -57,11 +57,12 @@ def _load_btf(obj: BpfObject) -> PreparedBtf | None:
     if obj.btf is None:
         return None
     from ..kernel.btf import btf_load
-    from .btfprep import prepare_btf
+    from .btfprep import kernel_btf, prepare_btf
     offsets = {name: v[0] for name, v in obj._kconfig.items()}
     size = obj.map_defs[".kconfig"].value_size if ".kconfig" in obj.map_defs else 0
     prepared = prepare_btf(obj.btf, obj._section_size, obj._symbol_offset, offsets, size,
-                           _hidden_subprograms(obj))
+                           _hidden_subprograms(obj),
+                           kernel_btf(obj.btf) if obj.sanitize_btf else None)
     try:
         obj._btf_fd = btf_load(prepared.blob)
     except KernelError as exc:
@@ -556,6 +557,12 @@ def _patch_extern(obj: BpfObject, slots: list[Slot], pos: int, name: str,
         return
     how, value = ksyms.get(name, ("missing", 0))
     if s.code == OP_CALL:
+        if how == "missing" and _is_weak(obj, name):
+            # a __weak kfunc this kernel lacks: its address is 0 (bpf_ksym_exists()
+            # is false) and a call to it is poisoned, as libbpf does; the
+            # verifier never reaches it behind that test
+            s.src, s.imm = 0, POISON_HELPER
+            return
         if how != "btf":
             raise ObjectError(f"kfunc {name!r} is not in the kernel's BTF")
         s.src, s.imm = PSEUDO_KFUNC_CALL, value

@@ -281,6 +281,10 @@ class BpfObject(Owner):
         #: why the kernel refused the object's BTF (the load went on without it;
         #: its ``.log`` is the kernel's BTF log)
         self.btf_error: Exception | None = None
+        #: fix the BTF up for what the kernel lacks, as its BTF-kind probes say
+        #: (pyebpf.objects.btfprep.KernelBtf); False loads it as clang left it
+        #: after the loader's own fill-ins
+        self.sanitize_btf = True
         #: after load: why each prog-array slot its initializer names is empty
         #: (``map 'calls': slot [2]: prog 'tail_b' is rejected: ...``)
         self.empty_slots: list[str] = []

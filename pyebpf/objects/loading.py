@@ -693,7 +693,10 @@ _PROBES: dict[tuple[int, int, int], str | None] = {}
 
 def _probe_refuses(prog: ObjectProgram, btf_id: int) -> str | None:
     """Why this kernel refuses every program of this type and attach target
-    (a minimal ``r0 = 0; exit`` probe load), or None when it loads."""
+    (a minimal ``r0 = 0; exit`` probe load, asked once per type, attach type
+    and target), or None when it loads.  The words name the target, for
+    another target of the same kind may load (one iterator refused, the
+    next loaded)."""
     from ..kernel.features import RETURN_ZERO
     from ..kernel.objload import prog_load_btf
     key = (prog.prog_type, prog.attach_type, btf_id)
@@ -703,7 +706,9 @@ def _probe_refuses(prog: ObjectProgram, btf_id: int) -> str | None:
                                   expected_attach_type=prog.attach_type, attach_btf_id=btf_id)
         except KernelError as exc:
             name = os.strerror(exc.errno) if exc.errno else str(exc)
-            _PROBES[key] = (f"this kernel refuses {prog.kind} programs "
+            target = prog.section.split("/", 1)[1] if btf_id and "/" in prog.section else ""
+            on = f" on {target!r}" if target else ""
+            _PROBES[key] = (f"this kernel refuses {prog.kind} programs{on} "
                             f"({E.errorcode.get(exc.errno or 0, exc.errno)}: {name}, "
                             "from a probe load)")
         else:

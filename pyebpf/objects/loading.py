@@ -624,6 +624,12 @@ def _load_program(obj: BpfObject, prog: ObjectProgram, code: dict[int, list[Slot
     if prog.sdef is None:
         prog.status, prog.reason = "skipped", f"unknown section {prog.section!r}"
         return
+    if prog.lenient_section and obj.strict_sections:
+        exc = ObjectError(f"program {prog.name!r}: section {prog.section!r} is libbpf 0.x's "
+                          f"form of {prog.sdef.prefix!r}, which libbpf 1.x refuses (it takes "
+                          f"SEC({prog.sdef.prefix!r}) alone; strict_sections)")
+        prog.status, prog.reason, prog.error = "rejected", str(exc), exc
+        return
     try:
         linked = link_program(obj.elf, prog.func, code, obj._funcs)
         _patch_refs(obj, linked.slots, linked.origin, ksyms)

@@ -90,6 +90,13 @@ class PreparedBtf:
         """The offset of ``text`` in the blob's string table (it must be there:
         clang put every name, file and line of .BTF.ext in it)."""
         at = self._at.get(text)
+        if at is None and len(self._at) == 1:
+            # every string at once (one pass; a line_info asks for thousands)
+            pos = 0
+            for raw in self._strs.split(b"\0"):
+                self._at.setdefault(raw.decode("utf-8", "replace"), pos)
+                pos += len(raw) + 1
+            at = self._at.get(text)
         if at is None:
             at = self._strs.find(text.encode() + b"\0")
             if at < 0:

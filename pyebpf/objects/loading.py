@@ -12,7 +12,8 @@ from ..errors import KernelError, VerifierError
 from ..kernel.constants import MapType, ProgType
 from .elfobj import STT_FUNC
 from .errors import ObjectError
-from .link import OP_CALL, OP_LD_IMM64, Slot, decode_slots, encode_slots, link_program
+from .link import (OP_CALL, OP_LD_IMM64, CodeIndex, Linked, Slot, decode_slots,
+                   link_program)
 from .maps import PIN_BY_NAME, MapDef
 
 TYPE_CHECKING = False
@@ -47,8 +48,10 @@ def load_object_into_kernel(obj: BpfObject, log_level: int) -> None:
     code = {idx: decode_slots(obj.elf.sections[idx].data) for idx in obj._funcs}
     _apply_core(obj, code)
     ksyms = _resolve_ksyms(obj)
+    infos = _BtfInfos(obj, prepared)
+    index = CodeIndex(obj.elf, code, obj._funcs)
     for prog in obj.programs.values():
-        _load_program(obj, prog, code, prepared, ksyms, log_level)
+        _load_program(obj, prog, index, infos, ksyms, log_level)
     _init_prog_arrays(obj)
 
 
@@ -465,6 +468,9 @@ def _apply_core(obj: BpfObject, code: dict[int, list[Slot]]) -> None:
         return
     from ..btf.core import CoreResolver
     resolver = CoreResolver(obj.vmlinux())
+    # the same (type, access string, kind) resolves alike wherever it is (a
+    # helper inlined into 150 programs repeats its reads 150 times)
+    done: dict[tuple[int, str, int], Any] = {}
     for sec_name, relos in obj.btf_ext.core_relos.items():
         sec = obj.elf.section(sec_name)
         if sec is None or sec.index not in code:
@@ -475,7 +481,10 @@ def _apply_core(obj: BpfObject, code: dict[int, list[Slot]]) -> None:
             if k >= len(slots):
                 raise ObjectError(f"{sec_name}: CO-RE relocation at {relo.insn_off} past the "
                                   "end of the section")
-            res = resolver.resolve(obj.btf, relo)
+            key = (relo.type_id, relo.access, relo.kind)
+            res = done.get(key)
+            if res is None:
+                res = done[key] = resolver.resolve(obj.btf, relo)
             obj.core_results.append((sec_name, relo, res))
             _patch_core(slots, k, res, sec_name)
 
@@ -513,23 +522,19 @@ def _patch_core(slots: list[Slot], k: int, res: Any, where: str) -> None:
 
 
 # ------------------------------------------------------------------ programs
-def _patch_refs(obj: BpfObject, slots: list[Slot], origin: list[tuple[int, int]],
-                ksyms: dict[str, tuple[str, int]]) -> None:
+def _patch_refs(obj: BpfObject, linked: Linked, ksyms: dict[str, tuple[str, int]]) -> None:
+    """Patch the references to maps, global data and externs (calls and
+    callbacks were linked already)."""
     elf = obj.elf
-    for pos, (shndx, k) in enumerate(origin):
+    for pos, shndx, k in linked.refs:
         sec = elf.sections[shndx]
-        symi = sec.relocs.get(k * 8)
-        if symi is None:
-            continue
-        sym = elf.symbols[symi]
-        s = slots[pos]
+        sym = elf.symbols[sec.relocs[k * 8]]
+        s = linked.slot(pos)
         tsec = elf.sections[sym.shndx] if 0 < sym.shndx < len(elf.sections) else None
-        if tsec is not None and tsec.is_code:
-            continue                                   # calls: linked already
         if sym.shndx == 0:
-            _patch_extern(obj, slots, pos, sym.name, ksyms)
+            _patch_extern(obj, linked, pos, sym.name, ksyms)
             continue
-        if tsec is None or s.code != OP_LD_IMM64 or pos + 1 >= len(slots):
+        if tsec is None or s.code != OP_LD_IMM64 or pos + 1 >= len(linked):
             raise ObjectError(f"{sec.name}+{k * 8}: a relocation to {sym.name!r} on an "
                               "instruction that is not a 64-bit load")
         if tsec.name in (".maps", "maps"):
@@ -540,20 +545,20 @@ def _patch_refs(obj: BpfObject, slots: list[Slot], origin: list[tuple[int, int]]
         elif tsec.name in obj._maps:
             off = (0 if sym.type == 3 else sym.value) + s.imm
             s.src, s.imm = PSEUDO_MAP_VALUE, obj._maps[tsec.name].fileno()
-            slots[pos + 1].imm = off
+            linked.slot(pos + 1).imm = off
         else:
             raise ObjectError(f"{sec.name}+{k * 8}: a reference to {sym.name!r} in section "
                               f"{tsec.name!r}, which is not a map or global data")
 
 
-def _patch_extern(obj: BpfObject, slots: list[Slot], pos: int, name: str,
+def _patch_extern(obj: BpfObject, linked: Linked, pos: int, name: str,
                   ksyms: dict[str, tuple[str, int]]) -> None:
-    s = slots[pos]
+    s = linked.slot(pos)
     kind = obj.externs.get(name)
     if kind == "kconfig":
         off = obj._kconfig[name][0]
         s.src, s.imm = PSEUDO_MAP_VALUE, obj._maps[".kconfig"].fileno()
-        slots[pos + 1].imm = off + s.imm * 0
+        linked.slot(pos + 1).imm = off + s.imm * 0
         return
     how, value = ksyms.get(name, ("missing", 0))
     if s.code == OP_CALL:
@@ -569,35 +574,74 @@ def _patch_extern(obj: BpfObject, slots: list[Slot], pos: int, name: str,
         return
     if how == "btf":
         s.src, s.imm = PSEUDO_BTF_ID, value
-        slots[pos + 1].imm = 0
+        linked.slot(pos + 1).imm = 0
     else:
         s.src, s.imm = 0, value & 0xFFFFFFFF
-        slots[pos + 1].imm = (value >> 32) & 0xFFFFFFFF
+        linked.slot(pos + 1).imm = (value >> 32) & 0xFFFFFFFF
 
 
-def _btf_infos(obj: BpfObject, linked: Any, prepared: PreparedBtf | None) -> tuple[bytes, bytes,
-                                                                                list[Any]]:
+class _BtfInfos:
+    """The func_info and line_info records of each function of the object,
+    found once (a bisection of its section's records) and kept relative to
+    the function's start: a subprogram linked into 150 programs is looked
+    up once."""
+
+    def __init__(self, obj: BpfObject, prepared: PreparedBtf | None) -> None:
+        self.obj = obj
+        self.prepared = prepared
+        self._sections: dict[str, tuple[list[int], list[Any], list[int], list[Any]]] = {}
+        self._funcs: dict[tuple[int, int], tuple[list[tuple[int, int]],
+                                                 list[tuple[int, int, int, int, Any]]]] = {}
+
+    def _section(self, name: str) -> tuple[list[int], list[Any], list[int], list[Any]]:
+        got = self._sections.get(name)
+        if got is None:
+            ext = self.obj.btf_ext
+            assert ext is not None
+            fi = sorted(ext.func_info.get(name, ()), key=lambda r: r.insn_off)
+            li = sorted(ext.line_info.get(name, ()), key=lambda r: r.insn_off)
+            got = self._sections[name] = ([r.insn_off for r in fi], fi,
+                                          [r.insn_off for r in li], li)
+        return got
+
+    def of(self, func: Any) -> tuple[list[tuple[int, int]], list[tuple[int, int, int, int, Any]]]:
+        """(func_info, line_info) of ``func``, positions relative to its start."""
+        key = (func.section, func.start)
+        got = self._funcs.get(key)
+        if got is None:
+            from bisect import bisect_left
+            prepared = self.prepared
+            assert prepared is not None
+            fi_offs, fi, li_offs, li = self._section(self.obj.elf.sections[func.section].name)
+            lo, hi = func.start * 8, func.end * 8
+            funcs = [(r.insn_off // 8 - func.start, r.type_id)
+                     for r in fi[bisect_left(fi_offs, lo):bisect_left(fi_offs, hi)]]
+            lines = [(r.insn_off // 8 - func.start, prepared.string(r.file_name),
+                      prepared.string(r.line_text), (r.line << 10) | r.column, r)
+                     for r in li[bisect_left(li_offs, lo):bisect_left(li_offs, hi)]]
+            got = self._funcs[key] = (funcs, lines)
+        return got
+
+
+_FI = struct.Struct("<II")
+_LI = struct.Struct("<IIII")
+
+
+def _btf_infos(infos: _BtfInfos, linked: Any) -> tuple[bytes, bytes, list[Any]]:
     """func_info and line_info records of a linked program, and the line
     records by position (for naming a rejected instruction's C line)."""
-    ext = obj.btf_ext
-    if ext is None or prepared is None:
+    if infos.obj.btf_ext is None or infos.prepared is None:
         return b"", b"", []
-    fi = bytearray()
-    li = bytearray()
+    fi = []
+    li = []
     lines: list[tuple[int, Any]] = []
     for func, base in linked.funcs:
-        sec = obj.elf.sections[func.section].name
-        lo, hi = func.start * 8, func.end * 8
-        for r in ext.func_info.get(sec, ()):
-            if lo <= r.insn_off < hi:
-                fi += struct.pack("<II", base + r.insn_off // 8 - func.start, r.type_id)
-        for r in ext.line_info.get(sec, ()):
-            if lo <= r.insn_off < hi:
-                at = base + r.insn_off // 8 - func.start
-                li += struct.pack("<IIII", at, prepared.string(r.file_name),
-                                  prepared.string(r.line_text), (r.line << 10) | r.column)
-                lines.append((at, r))
-    return bytes(fi), bytes(li), sorted(lines, key=lambda x: x[0])
+        funcs, flines = infos.of(func)
+        fi += [_FI.pack(base + at, tid) for at, tid in funcs]
+        li += [_LI.pack(base + at, f, t, lc) for at, f, t, lc, _ in flines]
+        lines += [(base + at, r) for at, _, _, _, r in flines]
+    lines.sort(key=lambda x: x[0])
+    return b"".join(fi), b"".join(li), lines
 
 
 def _attach_btf_id(obj: BpfObject, prog: ObjectProgram) -> int:
@@ -617,8 +661,8 @@ def _attach_btf_id(obj: BpfObject, prog: ObjectProgram) -> int:
     return ids[0]
 
 
-def _load_program(obj: BpfObject, prog: ObjectProgram, code: dict[int, list[Slot]],
-                  prepared: PreparedBtf | None, ksyms: dict[str, tuple[str, int]],
+def _load_program(obj: BpfObject, prog: ObjectProgram, index: CodeIndex,
+                  infos: _BtfInfos, ksyms: dict[str, tuple[str, int]],
                   log_level: int) -> None:
     from ..kernel.objload import prog_load_btf
     if prog.sdef is None:
@@ -631,15 +675,15 @@ def _load_program(obj: BpfObject, prog: ObjectProgram, code: dict[int, list[Slot
         prog.status, prog.reason, prog.error = "rejected", str(exc), exc
         return
     try:
-        linked = link_program(obj.elf, prog.func, code, obj._funcs)
-        _patch_refs(obj, linked.slots, linked.origin, ksyms)
-        func_info, line_info, lines = _btf_infos(obj, linked, prepared)
+        linked = link_program(obj.elf, prog.func, index)
+        _patch_refs(obj, linked, ksyms)
+        func_info, line_info, lines = _btf_infos(infos, linked)
         btf_id = _attach_btf_id(obj, prog)
     except ObjectError as exc:
         prog.status, prog.reason, prog.error = "rejected", str(exc), exc
         return
-    insns = encode_slots(linked.slots)
-    prog.insn_count = len(linked.slots)
+    insns = linked.encode()
+    prog.insn_count = len(linked)
     if prog.kind == "usdt":
         from .usdt import usdt_attach_type
         prog.expected_attach_type = usdt_attach_type(prog.attach_type)

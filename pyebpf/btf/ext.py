@@ -21,6 +21,7 @@ __all__ = ["BtfExt", "FuncInfo", "LineInfo", "CoreRelo", "CORE_KINDS"]
 _HEAD = struct.Struct("<HBBI")
 _PAIR = struct.Struct("<II")
 _U32 = struct.Struct("<I")
+_QUAD = struct.Struct("<IIII")
 #: ``enum bpf_core_relo_kind``
 CORE_KINDS = ("field_byte_offset", "field_byte_size", "field_exists", "field_signed",
               "field_lshift_u64", "field_rshift_u64", "type_id_local", "type_id_target",
@@ -83,6 +84,7 @@ class BtfExt:
         if hdr_len < 24 or hdr_len > len(d):
             raise BtfError(f".BTF.ext: header length {hdr_len} outside 24..{len(d)}", 4)
         self.hdr_len = hdr_len
+        self._strings: dict[int, str] = {}
         self.func_info = self._section(8, 8, "func_info", self._func)
         self.line_info = self._section(16, 16, "line_info", self._line)
         self.core_relos = (self._section(24, 16, "CO-RE relocation", self._core)
@@ -112,7 +114,7 @@ class BtfExt:
                            "a multiple of 4)", start)
         out: dict[str, list] = {}  # type: ignore[type-arg]
         pos = start + 4
-        s = self.btf.string
+        s = self._string
         while pos < end:
             if pos + 8 > end:
                 raise BtfError(f".BTF.ext: truncated {what} block header", pos)
@@ -136,11 +138,19 @@ class BtfExt:
         off, tid = _PAIR.unpack_from(d, at)
         return FuncInfo(sec, off, tid)
 
+    def _string(self, offset: int) -> str:
+        """The BTF's string at ``offset``, each asked of it once (a file name
+        is in every line record)."""
+        got = self._strings.get(offset)
+        if got is None:
+            got = self._strings[offset] = self.btf.string(offset)
+        return got
+
     def _line(self, sec: str, d: bytes, at: int) -> LineInfo:
-        off, file_off, line_off, line_col = struct.unpack_from("<IIII", d, at)
-        s = self.btf.string
+        off, file_off, line_off, line_col = _QUAD.unpack_from(d, at)
+        s = self._string
         return LineInfo(sec, off, s(file_off), s(line_off), line_col >> 10, line_col & 0x3FF)
 
     def _core(self, sec: str, d: bytes, at: int) -> CoreRelo:
-        off, tid, acc_off, kind = struct.unpack_from("<IIII", d, at)
-        return CoreRelo(sec, off, tid, self.btf.string(acc_off), kind)
+        off, tid, acc_off, kind = _QUAD.unpack_from(d, at)
+        return CoreRelo(sec, off, tid, self._string(acc_off), kind)

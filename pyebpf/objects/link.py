@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from .elfobj import ObjElf, ObjSymbol
 
 __all__ = ["Slot", "Func", "decode_slots", "encode_slots", "Linked", "link_program", "CodeIndex",
+           "SectionCode",
            "OP_CALL", "OP_LD_IMM64", "PSEUDO_CALL", "PSEUDO_FUNC"]
 
 _SLOT = struct.Struct("<BBhi")
@@ -100,25 +101,51 @@ class Linked:
         return bytes(self.data)
 
 
+class SectionCode:
+    """A code section's slots, decoded only where asked (``code[k]``, a
+    :class:`Slot` to change: CO-RE patches a few of thousands) and written
+    back by :meth:`commit`."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = bytearray(data[:len(data) - len(data) % 8])
+        self._slots: dict[int, Slot] = {}
+
+    def __len__(self) -> int:
+        return len(self.data) // 8
+
+    def __getitem__(self, k: int) -> Slot:
+        s = self._slots.get(k)
+        if s is None:
+            if not 0 <= k < len(self.data) // 8:
+                raise IndexError(k)
+            code, regs, off, imm = _SLOT.unpack_from(self.data, k * 8)
+            s = self._slots[k] = Slot(code, regs & 0xF, regs >> 4, off, imm)
+        return s
+
+    def commit(self) -> bytes:
+        """The section's bytes with every changed slot written back."""
+        for k, s in self._slots.items():
+            _SLOT.pack_into(self.data, k * 8, s.code, (s.src << 4) | s.dst, s.off,
+                            ((s.imm + 0x80000000) & 0xFFFFFFFF) - 0x80000000)
+        self._slots.clear()
+        return bytes(self.data)
+
+
 class CodeIndex:
     """The object's code sections as bytes (after CO-RE: ``code`` holds
-    their slots) and, per function, the slots linking looks at (calls and
+    them) and, per function, the slots linking looks at (calls and
     relocations), each found once."""
 
-    def __init__(self, elf: ObjElf, code: dict[int, list[Slot]],
+    def __init__(self, elf: ObjElf, code: dict[int, SectionCode],
                  funcs: dict[int, list[Func]]) -> None:
         self.elf = elf
-        self.code = code
         self.funcs = funcs
-        self._bytes: dict[int, bytes] = {}
+        self._bytes = {idx: c.commit() for idx, c in code.items()}
         self._marks: dict[tuple[int, int], list[int]] = {}
 
     def data(self, shndx: int) -> bytes:
         """The bytes of code section ``shndx``."""
-        got = self._bytes.get(shndx)
-        if got is None:
-            got = self._bytes[shndx] = encode_slots(self.code[shndx])
-        return got
+        return self._bytes[shndx]
 
     def marks(self, func: Func) -> list[int]:
         """The slots of ``func`` (in its section) that hold a relocation or
@@ -127,10 +154,11 @@ class CodeIndex:
         got = self._marks.get(key)
         if got is None:
             relocs = self.elf.sections[func.section].relocs
-            slots = self.code[func.section]
+            data = self._bytes[func.section]
             got = self._marks[key] = [
                 k for k in range(func.start, func.end)
-                if k * 8 in relocs or (slots[k].code == OP_CALL and slots[k].src == PSEUDO_CALL)]
+                if k * 8 in relocs or (data[k * 8] == OP_CALL
+                                       and data[k * 8 + 1] >> 4 == PSEUDO_CALL)]
         return got
 
 

@@ -12,8 +12,7 @@ from ..errors import KernelError, VerifierError
 from ..kernel.constants import MapType, ProgType
 from .elfobj import STT_FUNC
 from .errors import ObjectError
-from .link import (OP_CALL, OP_LD_IMM64, CodeIndex, Linked, Slot, decode_slots,
-                   link_program)
+from .link import OP_CALL, OP_LD_IMM64, CodeIndex, Linked, SectionCode, link_program
 from .maps import PIN_BY_NAME, MapDef
 
 TYPE_CHECKING = False
@@ -45,7 +44,7 @@ def load_object_into_kernel(obj: BpfObject, log_level: int) -> None:
     prepared = _load_btf(obj)
     _fill_kconfig(obj)
     _create_maps(obj)
-    code = {idx: decode_slots(obj.elf.sections[idx].data) for idx in obj._funcs}
+    code = {idx: SectionCode(obj.elf.sections[idx].data) for idx in obj._funcs}
     _apply_core(obj, code)
     ksyms = _resolve_ksyms(obj)
     infos = _BtfInfos(obj, prepared)
@@ -463,7 +462,7 @@ class RawObjectMap:
 
 
 # ------------------------------------------------------------------ CO-RE
-def _apply_core(obj: BpfObject, code: dict[int, list[Slot]]) -> None:
+def _apply_core(obj: BpfObject, code: dict[int, SectionCode]) -> None:
     if obj.btf is None or obj.btf_ext is None or not obj.btf_ext.core_relos:
         return
     from ..btf.core import CoreResolver
@@ -492,7 +491,7 @@ def _apply_core(obj: BpfObject, code: dict[int, list[Slot]]) -> None:
 _SIZES = {1: 0x10, 2: 0x08, 4: 0x00, 8: 0x18}
 
 
-def _patch_core(slots: list[Slot], k: int, res: Any, where: str) -> None:
+def _patch_core(slots: SectionCode, k: int, res: Any, where: str) -> None:
     s = slots[k]
     cls = s.code & 7
     if res.poison:

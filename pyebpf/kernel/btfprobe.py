@@ -46,7 +46,7 @@ def btf_kind_probe(kind: int) -> tuple[bool, str]:
 
 
 def _kind_probe(kind: int) -> tuple[bool, str]:
-    name, since = BTF_KINDS[kind]
+    name, since = BTF_KINDS.get(kind, ("", ""))
     if kind == 15:       # [2] VAR x int (global), [3] DATASEC .d {[2], 0, 4}
         types = (struct.pack("<IIII", 5, 14 << 24, 1, 1)
                  + struct.pack("<IIIIII", 7, (15 << 24) | 1, 4, 2, 0, 4))
@@ -63,7 +63,9 @@ def _kind_probe(kind: int) -> tuple[bool, str]:
     if kind == 19:       # [2] ENUM64 e, 8 bytes, {v = 1}
         types = struct.pack("<IIIIII", 5, (19 << 24) | 1, 8, 7, 1, 0)
         return _btf_probe(name, since, types, b"e\0v\0")
-    raise ValueError(f"no BTF-kind probe for kind {kind}")
+    from ..errors import OptionError
+    raise OptionError(f"no BTF-kind probe for kind {kind} (kinds: "
+                      f"{', '.join(str(k) for k in BTF_KINDS)})")
 
 
 def btf_func_global_probe() -> tuple[bool, str]:

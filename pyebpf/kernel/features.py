@@ -286,7 +286,8 @@ def has_btf_kind(kind: int) -> Feature:
     15 DATASEC, 16 FLOAT, 17 DECL_TAG, 18 TYPE_TAG, 19 ENUM64)?  Asked with
     a small blob holding one, as libbpf's feature probes do (see
     :mod:`.btfprobe`, which the object loader asks)."""
-    return Feature(BTF_KINDS[kind][0], *btf_kind_probe(kind))
+    ok, why = btf_kind_probe(kind)          # (an unknown kind: OptionError)
+    return Feature(BTF_KINDS[kind][0], ok, why)
 
 
 @functools.lru_cache(maxsize=None)

@@ -128,7 +128,6 @@ def prepare_btf(btf: Btf, section_size: Callable[[str], int | None],
     ids = [i for i in btf.ids() if btf.kind(i) in wanted or btf.kind(i) in lacking]
     ksym_vars: set[int] = set()
     kfuncs: list[int] = []
-    extern_vars = []
     for i in ids:
         t = btf[i]
         if t.kind == Kind.DATASEC and t.name == ".ksyms":

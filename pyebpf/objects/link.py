@@ -115,9 +115,7 @@ class SectionCode:
 
     def __getitem__(self, k: int) -> Slot:
         s = self._slots.get(k)
-        if s is None:
-            if not 0 <= k < len(self.data) // 8:
-                raise IndexError(k)
+        if s is None:                # (the callers keep k in 0..len-1)
             code, regs, off, imm = _SLOT.unpack_from(self.data, k * 8)
             s = self._slots[k] = Slot(code, regs & 0xF, regs >> 4, off, imm)
         return s

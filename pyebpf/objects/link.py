@@ -68,7 +68,33 @@ class Func:
         self.is_global = is_global
 
 
-class Linked:
+class _SlotBytes:
+    """Instruction bytes whose slots are decoded only where asked, each a
+    :class:`Slot` to change, written back by :meth:`_flush`."""
+
+    def __init__(self, data: bytes | bytearray = b"") -> None:
+        self.data = bytearray(data[:len(data) - len(data) % 8])
+        self._slots: dict[int, Slot] = {}
+
+    def __len__(self) -> int:
+        return len(self.data) // 8
+
+    def _slot(self, k: int) -> Slot:
+        s = self._slots.get(k)
+        if s is None:                # (the callers keep k in 0..len-1)
+            code, regs, off, imm = _SLOT.unpack_from(self.data, k * 8)
+            s = self._slots[k] = Slot(code, regs & 0xF, regs >> 4, off, imm)
+        return s
+
+    def _flush(self) -> bytes:
+        for k, s in self._slots.items():
+            _SLOT.pack_into(self.data, k * 8, s.code, (s.src << 4) | s.dst, s.off,
+                            ((s.imm + 0x80000000) & 0xFFFFFFFF) - 0x80000000)
+        self._slots.clear()
+        return bytes(self.data)
+
+
+class Linked(_SlotBytes):
     """A linked program: its bytes (``data``), the functions placed
     (``funcs``: (function, position); ``placed[(section, start)] =
     position``), and the positions holding a relocation to something other
@@ -76,57 +102,31 @@ class Linked:
     the loader patches through :meth:`slot`."""
 
     def __init__(self) -> None:
-        self.data = bytearray()
+        super().__init__()
         self.refs: list[tuple[int, int, int]] = []
         self.placed: dict[tuple[int, int], int] = {}
         self.funcs: list[tuple[Func, int]] = []
-        self._slots: dict[int, Slot] = {}
-
-    def __len__(self) -> int:
-        return len(self.data) // 8
 
     def slot(self, pos: int) -> Slot:
         """The slot at ``pos``, to read or change (written back by :meth:`encode`)."""
-        s = self._slots.get(pos)
-        if s is None:
-            code, regs, off, imm = _SLOT.unpack_from(self.data, pos * 8)
-            s = self._slots[pos] = Slot(code, regs & 0xF, regs >> 4, off, imm)
-        return s
+        return self._slot(pos)
 
     def encode(self) -> bytes:
         """The program's bytes, every changed slot written back."""
-        for pos, s in self._slots.items():
-            _SLOT.pack_into(self.data, pos * 8, s.code, (s.src << 4) | s.dst, s.off,
-                            ((s.imm + 0x80000000) & 0xFFFFFFFF) - 0x80000000)
-        return bytes(self.data)
+        return self._flush()
 
 
-class SectionCode:
+class SectionCode(_SlotBytes):
     """A code section's slots, decoded only where asked (``code[k]``, a
     :class:`Slot` to change: CO-RE patches a few of thousands) and written
     back by :meth:`commit`."""
 
-    def __init__(self, data: bytes) -> None:
-        self.data = bytearray(data[:len(data) - len(data) % 8])
-        self._slots: dict[int, Slot] = {}
-
-    def __len__(self) -> int:
-        return len(self.data) // 8
-
     def __getitem__(self, k: int) -> Slot:
-        s = self._slots.get(k)
-        if s is None:                # (the callers keep k in 0..len-1)
-            code, regs, off, imm = _SLOT.unpack_from(self.data, k * 8)
-            s = self._slots[k] = Slot(code, regs & 0xF, regs >> 4, off, imm)
-        return s
+        return self._slot(k)
 
     def commit(self) -> bytes:
         """The section's bytes with every changed slot written back."""
-        for k, s in self._slots.items():
-            _SLOT.pack_into(self.data, k * 8, s.code, (s.src << 4) | s.dst, s.off,
-                            ((s.imm + 0x80000000) & 0xFFFFFFFF) - 0x80000000)
-        self._slots.clear()
-        return bytes(self.data)
+        return self._flush()
 
 
 class CodeIndex:

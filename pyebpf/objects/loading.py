@@ -40,7 +40,20 @@ _REFUSED = (E.EPERM, E.EOPNOTSUPP, 524)      # 524: ENOTSUPP
 
 
 def load_object_into_kernel(obj: BpfObject, log_level: int) -> None:
-    """Everything :meth:`BpfObject.load` does, in order."""
+    """Everything :meth:`BpfObject.load` does, in order (with the cyclic
+    garbage collector paused: what loading makes lives on, and a large
+    object's load would otherwise pay for dozens of collections)."""
+    import gc
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        _load_all(obj, log_level)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _load_all(obj: BpfObject, log_level: int) -> None:
     prepared = _load_btf(obj)
     _fill_kconfig(obj)
     _create_maps(obj)
@@ -49,8 +62,9 @@ def load_object_into_kernel(obj: BpfObject, log_level: int) -> None:
     ksyms = _resolve_ksyms(obj)
     infos = _BtfInfos(obj, prepared)
     index = CodeIndex(obj.elf, code, obj._funcs)
+    targets: dict[tuple[str, int], int] = {}
     for prog in obj.programs.values():
-        _load_program(obj, prog, index, infos, ksyms, log_level)
+        _load_program(obj, prog, index, infos, ksyms, targets, log_level)
     _init_prog_arrays(obj)
 
 
@@ -79,7 +93,7 @@ def _load_btf(obj: BpfObject) -> PreparedBtf | None:
             "without it: maps get no key/value types (task storage and the like fail), "
             "verifier messages no C source lines, global functions are verified as static, "
             "callbacks (bpf_loop, timers) are refused"),
-            stacklevel=4)
+            stacklevel=5)
         return None
     obj._owned.append(obj._btf_fd)
     return prepared
@@ -591,6 +605,7 @@ class _BtfInfos:
         self._sections: dict[str, tuple[list[int], list[Any], list[int], list[Any]]] = {}
         self._funcs: dict[tuple[int, int], tuple[list[tuple[int, int]],
                                                  list[tuple[int, int, int, int, Any]]]] = {}
+        self._packed: dict[tuple[int, int, int, int], bytes] = {}
 
     def _section(self, name: str) -> tuple[list[int], list[Any], list[int], list[Any]]:
         got = self._sections.get(name)
@@ -621,29 +636,53 @@ class _BtfInfos:
             got = self._funcs[key] = (funcs, lines)
         return got
 
+    def packed(self, func: Any, base: int, which: int) -> bytes:
+        """The func_info (``which`` 0) or line_info (1) records of ``func``
+        placed at ``base``, packed (kept: a program's own function is at 0,
+        a subprogram often at the same place in programs alike)."""
+        key = (func.section, func.start, base, which)
+        got = self._packed.get(key)
+        if got is None:
+            funcs, lines = self.of(func)
+            if which == 0:
+                got = b"".join([_FI.pack(base + at, tid) for at, tid in funcs])
+            else:
+                got = b"".join([_LI.pack(base + at, f, t, lc) for at, f, t, lc, _ in lines])
+            self._packed[key] = got
+        return got
+
 
 _FI = struct.Struct("<II")
 _LI = struct.Struct("<IIII")
 
 
-def _btf_infos(infos: _BtfInfos, linked: Any) -> tuple[bytes, bytes, list[Any]]:
-    """func_info and line_info records of a linked program, and the line
-    records by position (for naming a rejected instruction's C line)."""
+def _btf_infos(infos: _BtfInfos, linked: Any) -> tuple[bytes, bytes]:
+    """func_info and line_info records of a linked program (a function's
+    records packed once for each position it is placed at)."""
     if infos.obj.btf_ext is None or infos.prepared is None:
-        return b"", b"", []
+        return b"", b""
     fi = []
     li = []
-    lines: list[tuple[int, Any]] = []
     for func, base in linked.funcs:
-        funcs, flines = infos.of(func)
-        fi += [_FI.pack(base + at, tid) for at, tid in funcs]
-        li += [_LI.pack(base + at, f, t, lc) for at, f, t, lc, _ in flines]
-        lines += [(base + at, r) for at, _, _, _, r in flines]
-    lines.sort(key=lambda x: x[0])
-    return b"".join(fi), b"".join(li), lines
+        fi.append(infos.packed(func, base, 0))
+        li.append(infos.packed(func, base, 1))
+    return b"".join(fi), b"".join(li)
 
 
-def _attach_btf_id(obj: BpfObject, prog: ObjectProgram) -> int:
+def _lines_of(infos: _BtfInfos, linked: Any) -> list[tuple[int, Any]]:
+    """The line records of a linked program by position (for naming a
+    rejected instruction's C line; asked only then)."""
+    if infos.obj.btf_ext is None or infos.prepared is None:
+        return []
+    out = [(base + at, r) for func, base in linked.funcs for at, _, _, _, r in infos.of(func)[1]]
+    out.sort(key=lambda x: x[0])
+    return out
+
+
+def _attach_btf_id(obj: BpfObject, prog: ObjectProgram,
+                   targets: dict[tuple[str, int], int]) -> int:
+    """The kernel BTF id of ``prog``'s attach target (0: it has none);
+    ``targets`` keeps those found (programs share targets)."""
     sdef = prog.sdef
     if sdef is None or sdef.btf_prefix is None:
         return 0
@@ -653,16 +692,20 @@ def _attach_btf_id(obj: BpfObject, prog: ObjectProgram) -> int:
     vm = obj.vmlinux()
     want = sdef.btf_prefix + target
     kind = Kind.TYPEDEF if sdef.btf_prefix == "btf_trace_" else Kind.FUNC
+    found = targets.get((want, kind))
+    if found is not None:
+        return found
     ids = vm.find(want, kind)
     if not ids:
         raise ObjectError(f"program {prog.name!r}: the kernel's BTF has no {want!r} "
                           f"(section {prog.section!r})")
+    targets[(want, kind)] = ids[0]
     return ids[0]
 
 
 def _load_program(obj: BpfObject, prog: ObjectProgram, index: CodeIndex,
                   infos: _BtfInfos, ksyms: dict[str, tuple[str, int]],
-                  log_level: int) -> None:
+                  targets: dict[tuple[str, int], int], log_level: int) -> None:
     from ..kernel.objload import prog_load_btf
     if prog.sdef is None:
         prog.status, prog.reason = "skipped", f"unknown section {prog.section!r}"
@@ -676,8 +719,8 @@ def _load_program(obj: BpfObject, prog: ObjectProgram, index: CodeIndex,
     try:
         linked = link_program(obj.elf, prog.func, index)
         _patch_refs(obj, linked, ksyms)
-        func_info, line_info, lines = _btf_infos(infos, linked)
-        btf_id = _attach_btf_id(obj, prog)
+        func_info, line_info = _btf_infos(infos, linked)
+        btf_id = _attach_btf_id(obj, prog, targets)
     except ObjectError as exc:
         prog.status, prog.reason, prog.error = "rejected", str(exc), exc
         return
@@ -695,7 +738,7 @@ def _load_program(obj: BpfObject, prog: ObjectProgram, index: CodeIndex,
                                 attach_btf_id=btf_id, kern_version=obj.kern_version,
                                 prog_flags=flags, log_level=log_level)
     except VerifierError as exc:
-        prog.status, prog.error = "rejected", _explain(exc, insns, lines,
+        prog.status, prog.error = "rejected", _explain(exc, insns, _lines_of(infos, linked),
                                                        _btf_note(obj, exc.message))
         prog.reason = prog.error.summary.splitlines()[0]
         return

@@ -59,7 +59,8 @@ class MapDef:
             return f"type {self.type}"
 
     def describe(self) -> str:
-        """One line: type, sizes, entries, flags, pinning."""
+        """One line: type, sizes, entries, flags, pinning, and what its
+        initializer puts in which slot (``slots [0] tail_a, [2] tail_b``)."""
         parts = [self.type_name, f"key {self.key_size}", f"value {self.value_size}",
                  f"max_entries {self.max_entries}"]
         if self.flags:
@@ -68,6 +69,9 @@ class MapDef:
             parts.append("pinned by name")
         if self.inner is not None:
             parts.append(f"inner {self.inner.type_name}")
+        if self.init_slots:
+            parts.append("slots " + " ".join(f"[{k}] {v}"
+                                             for k, v in sorted(self.init_slots.items())))
         return ", ".join(parts)
 
 

@@ -95,6 +95,17 @@ def test_a_slot_naming_no_program_is_said_at_open(tmp_path, objects):
         open_object(path)
 
 
+def test_the_listing_shows_the_slots(objects):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(HERE.parents[1]) + os.pathsep + env.get("PYTHONPATH", "")
+    res = subprocess.run([sys.executable, "-m", "pyebpf", "object", objects["tailcalls"]],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    line = next(ln for ln in res.stdout.splitlines() if "dispatch_calls" in ln)
+    assert line.rstrip().endswith("prog_array, key 4, value 4, max_entries 4, "
+                                  "slots [0] tail_a [2] tail_b [3] tail_c"), line
+
+
 def test_the_command_line_names_the_empty_slot(rejecting):
     env = dict(os.environ)
     env["PYTHONPATH"] = str(HERE.parents[1]) + os.pathsep + env.get("PYTHONPATH", "")

@@ -66,14 +66,30 @@ _PROBED = {Kind.FLOAT: "float", Kind.DECL_TAG: "decl_tag", Kind.TYPE_TAG: "type_
 
 
 def kernel_btf(btf: Btf) -> KernelBtf:
-    """The :class:`KernelBtf` of the running kernel, probed only for the
-    kinds ``btf`` holds (each probe is one BPF_BTF_LOAD, asked once a process)."""
-    from ..kernel.btfprobe import btf_func_global_probe, btf_kind_probe
+    """The :class:`KernelBtf` of the running kernel, asked only for the
+    kinds ``btf`` holds: a kernel of the version that brought a kind takes
+    it (kinds are never taken away); an older one (or one with backports)
+    is asked by a probe, one BPF_BTF_LOAD a process."""
+    from ..kernel.btfprobe import (BTF_FUNC_GLOBAL, BTF_KINDS, btf_func_global_probe,
+                                   btf_kind_probe)
+    from ..kernel.version import kernel_version
+    running = kernel_version()
+    newest = max(tuple(int(n) for n in since.split(".")) for _, since in
+                 (*BTF_KINDS.values(), BTF_FUNC_GLOBAL))
+    if running >= newest:           # (no need to look at the kinds)
+        return KernelBtf()
+
+    def taken(kind: int | None) -> bool:
+        """(``kind`` None: global FUNC linkage)"""
+        since = BTF_KINDS[kind][1] if kind is not None else BTF_FUNC_GLOBAL[1]
+        if running >= tuple(int(n) for n in since.split(".")):
+            return True
+        return (btf_kind_probe(kind) if kind is not None else btf_func_global_probe())[0]
+
     present = {btf.kind(i) for i in btf.ids()}
-    flags = {attr: btf_kind_probe(int(kind))[0] for kind, attr in _PROBED.items()
-             if kind in present}
+    flags = {attr: taken(int(kind)) for kind, attr in _PROBED.items() if kind in present}
     if Kind.FUNC in present:
-        flags["func_global"] = btf_func_global_probe()[0]
+        flags["func_global"] = taken(None)
     return KernelBtf(**flags)
 
 
@@ -85,13 +101,15 @@ class PreparedBtf:
         self.blob = blob
         self._strs = blob[strs_at:strs_at + strs_len]
         self._at: dict[str, int] = {"": 0}
+        self._misses = 0
 
     def string(self, text: str) -> int:
         """The offset of ``text`` in the blob's string table (it must be there:
         clang put every name, file and line of .BTF.ext in it)."""
         at = self._at.get(text)
-        if at is None and len(self._at) == 1:
-            # every string at once (one pass; a line_info asks for thousands)
+        self._misses += at is None
+        if at is None and self._misses == 64:
+            # every string at once (one pass; a large line_info asks for thousands)
             pos = 0
             for raw in self._strs.split(b"\0"):
                 self._at.setdefault(raw.decode("utf-8", "replace"), pos)
@@ -125,7 +143,9 @@ def prepare_btf(btf: Btf, section_size: Callable[[str], int | None],
     data = bytearray(btf.data)
     wanted = (Kind.DATASEC, Kind.VAR, Kind.FUNC)
     lacking = {k for k, attr in _PROBED.items() if not getattr(kernel, attr)} - {Kind.ENUM64}
-    ids = [i for i in btf.ids() if btf.kind(i) in wanted or btf.kind(i) in lacking]
+    touched = set(wanted) | lacking
+    kind = btf.kind
+    ids = [i for i in btf.ids() if kind(i) in touched]
     ksym_vars: set[int] = set()
     kfuncs: list[int] = []
     for i in ids:

@@ -242,13 +242,13 @@ def _fix_datasec(btf: Btf, tid: int, data: bytearray,
         infos = [(v.type, kconfig_offsets.get(btf[v.type].name, 0), v.size) for v in t.secinfo]
     else:
         size = section_size(t.name)
-        if size is None:
-            return
+        if size is None and t.size:
+            return                   # (sized already: a linked object's)
         infos = []
         for v in t.secinfo:
             off = symbol_offset(t.name, btf[v.type].name)
             infos.append((v.type, v.offset if off is None else off, v.size))
-        if not size:                 # an empty section: one byte (at least) a variable
+        if not size:                 # an empty or absent section: a byte (at least) a variable
             infos, size = [], 0
             for v in t.secinfo:
                 width = max(btf.size_of(btf[v.type].ref), 1)

@@ -12,7 +12,7 @@ import warnings
 
 import pytest
 
-from pyebpf.btf import Btf, Kind
+from pyebpf.btf import Btf, BtfBuilder, Kind
 from pyebpf.kernel.btf import btf_load
 from pyebpf.objects import open_object
 from pyebpf.objects.btfprep import KernelBtf, kernel_btf, prepare_btf
@@ -105,3 +105,15 @@ def test_kinds_the_kernel_lacks_are_rewritten_and_still_loaded(objects, tmp_path
         # this kernel lacks nothing: the probes say so, only for the kinds present
         probed = kernel_btf(btf)
         assert repr(probed) == "KernelBtf(lacks: nothing)"
+
+
+def test_a_size_0_datasec_of_a_section_the_file_lacks_is_sized_too():
+    b = BtfBuilder()
+    i32 = b.add_int("int", 4, signed=True)
+    var = b.add_var("gone", i32, linkage=1)
+    b.add_datasec(".data.gone", 0, [(var, 0, 4)])
+    btf = Btf(b.build())
+    out = Btf(prepare_btf(btf, lambda name: None, lambda sec, name: None, {}, 0).blob)
+    sec = out[out.find(".data.gone")[0]]
+    assert sec.size == 4 and [(v.offset, v.size) for v in sec.secinfo] == [(0, 4)]
+    btf_load(prepare_btf(btf, lambda name: None, lambda sec, name: None, {}, 0).blob).close()

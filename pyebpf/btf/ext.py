@@ -13,6 +13,8 @@ from .reader import MAGIC
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Iterator
+
     from .reader import Btf
 
 __all__ = ["BtfExt", "FuncInfo", "LineInfo", "CoreRelo", "CORE_KINDS"]
@@ -21,6 +23,7 @@ __all__ = ["BtfExt", "FuncInfo", "LineInfo", "CoreRelo", "CORE_KINDS"]
 _HEAD = struct.Struct("<HBBI")
 _PAIR = struct.Struct("<II")
 _U32 = struct.Struct("<I")
+_QUAD = struct.Struct("<IIII")
 #: ``enum bpf_core_relo_kind``
 CORE_KINDS = ("field_byte_offset", "field_byte_size", "field_exists", "field_signed",
               "field_lshift_u64", "field_rshift_u64", "type_id_local", "type_id_target",
@@ -83,9 +86,10 @@ class BtfExt:
         if hdr_len < 24 or hdr_len > len(d):
             raise BtfError(f".BTF.ext: header length {hdr_len} outside 24..{len(d)}", 4)
         self.hdr_len = hdr_len
-        self.func_info = self._section(8, 8, "func_info", self._func)
-        self.line_info = self._section(16, 16, "line_info", self._line)
-        self.core_relos = (self._section(24, 16, "CO-RE relocation", self._core)
+        self._strings: dict[int, str] = {}
+        self.func_info = self._section(8, 8, "func_info", self._funcs)
+        self.line_info = self._section(16, 16, "line_info", self._lines)
+        self.core_relos = (self._section(24, 16, "CO-RE relocation", self._cores)
                            if hdr_len >= 32 else {})
 
     @classmethod
@@ -112,7 +116,7 @@ class BtfExt:
                            "a multiple of 4)", start)
         out: dict[str, list] = {}  # type: ignore[type-arg]
         pos = start + 4
-        s = self.btf.string
+        s = self._string
         while pos < end:
             if pos + 8 > end:
                 raise BtfError(f".BTF.ext: truncated {what} block header", pos)
@@ -124,23 +128,37 @@ class BtfExt:
                 raise BtfError(f".BTF.ext: {count} {what} records run past the end", pos)
             try:
                 sec = s(name_off)
-                recs = out.setdefault(sec, [])
-                for j in range(count):
-                    recs.append(make(sec, d, pos + j * rec_size))
+                out.setdefault(sec, []).extend(
+                    make(sec, _records(d, pos, count, rec_size, min_rec)))
             except BtfError as exc:
                 raise BtfError(f".BTF.ext: {exc.reason}", pos) from None
             pos += count * rec_size
         return out
 
-    def _func(self, sec: str, d: bytes, at: int) -> FuncInfo:
-        off, tid = _PAIR.unpack_from(d, at)
-        return FuncInfo(sec, off, tid)
+    def _funcs(self, sec: str, recs: Iterator[tuple[int, ...]]) -> list[FuncInfo]:
+        return [FuncInfo(sec, off, tid) for off, tid in recs]
 
-    def _line(self, sec: str, d: bytes, at: int) -> LineInfo:
-        off, file_off, line_off, line_col = struct.unpack_from("<IIII", d, at)
-        s = self.btf.string
-        return LineInfo(sec, off, s(file_off), s(line_off), line_col >> 10, line_col & 0x3FF)
+    def _string(self, offset: int) -> str:
+        """The BTF's string at ``offset``, each asked of it once (a file name
+        is in every line record)."""
+        got = self._strings.get(offset)
+        if got is None:
+            got = self._strings[offset] = self.btf.string(offset)
+        return got
 
-    def _core(self, sec: str, d: bytes, at: int) -> CoreRelo:
-        off, tid, acc_off, kind = struct.unpack_from("<IIII", d, at)
-        return CoreRelo(sec, off, tid, self.btf.string(acc_off), kind)
+    def _lines(self, sec: str, recs: Iterator[tuple[int, ...]]) -> list[LineInfo]:
+        s = self._string
+        return [LineInfo(sec, off, s(file_off), s(line_off), line_col >> 10, line_col & 0x3FF)
+                for off, file_off, line_off, line_col in recs]
+
+    def _cores(self, sec: str, recs: Iterator[tuple[int, ...]]) -> list[CoreRelo]:
+        s = self._string
+        return [CoreRelo(sec, off, tid, s(acc_off), kind) for off, tid, acc_off, kind in recs]
+
+
+def _records(d: bytes, at: int, count: int, rec_size: int,
+             used: int) -> Iterator[tuple[int, ...]]:
+    """The first ``used`` bytes (u32s) of ``count`` records of ``rec_size``
+    bytes from ``at`` (a record may be longer than the fields read)."""
+    fmt = struct.Struct(f"<{used // 4}I{rec_size - used}x")
+    return fmt.iter_unpack(d[at:at + count * rec_size])

@@ -18,6 +18,11 @@ words, with the C source line) or 'skipped: REASON' (this kernel refuses
 every program of that type, found by a probe load); a last line counts them.
 When the kernel refuses the object's BTF, a warning on stderr says why, the
 object is loaded without it, and a rejection it causes says so.
+
+Section names are matched as libbpf 0.x matched them: xdp/NAME,
+classifier/NAME, perf_event/... are taken (the listing marks such a program
+"libbpf 0.x section name"); libbpf 1.x refuses them, and so does
+--strict-sections (the program is rejected, naming the rule).
 Nothing stays in the kernel afterwards (except maps pinned by name, as
 libbpf pins them under /sys/fs/bpf).
 """
@@ -39,6 +44,10 @@ def register(subparsers: Subparsers) -> None:
     p.add_argument("file", metavar="OBJ", help="the BPF ELF object")
     p.add_argument("--load", action="store_true",
                    help="load every map and program, and report each program's verdict")
+    p.add_argument("--strict-sections", action="store_true",
+                   help="match section names as libbpf 1.x does (refuse xdp/NAME, "
+                        "classifier/NAME, perf_event/...; libbpf 0.x's lenient rules are "
+                        "the default)")
     p.add_argument("--set", metavar="NAME=VALUE", action="append", default=[],
                    help="set a global variable before loading (an int, or text); repeatable")
     p.set_defaults(func=run)
@@ -61,7 +70,9 @@ def _show(obj: object) -> None:
     print(f"object {obj.path}: license {obj.license or '(none)'!r}")
     print(f"programs ({len(obj.programs)}):")
     for p in obj.programs.values():
-        print(f"  {p.section:<40} {p.name:<24} {p.kind} ({p.type_name})")
+        note = (" [libbpf 0.x section name: libbpf 1.x refuses it]"
+                if p.lenient_section else "")
+        print(f"  {p.section:<40} {p.name:<24} {p.kind} ({p.type_name}){note}")
     print(f"maps ({len(obj.map_defs)}):")
     for name, d in obj.map_defs.items():
         print(f"  {name:<24} {d.describe()}")
@@ -103,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     """Show (or load) the object; the exit status."""
     from ..objects import open_object
     settings = [_parse_set(s) for s in args.set]
-    with open_object(args.file) as obj:
+    with open_object(args.file, strict_sections=args.strict_sections) as obj:
         for name, value in settings:
             obj.globals[name] = value
         if not args.load:
@@ -116,7 +127,11 @@ def run(args: argparse.Namespace) -> int:
             line = f"program {p.name} ({p.type_name}): {p.status}"
             if p.status != "loaded":
                 line += f": {p.reason}"
+            elif p.lenient_section:
+                line += " (libbpf 0.x section name: libbpf 1.x refuses it)"
             print(line, flush=True)
+        for text in obj.empty_slots:
+            print(text)
         print(f"{counts['loaded']} loaded, {counts['rejected']} rejected, "
               f"{counts['skipped']} skipped")
         return 1 if counts["rejected"] else 0

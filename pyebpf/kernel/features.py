@@ -25,6 +25,7 @@ from .core import Fd, addr, attr_size, new_attr, try_bpf
 from .ffi import ffi
 from .mapops import BatchOps, map_create
 from .perf import EVENT_SOURCE_DIR, kprobe_pmu_type, uprobe_pmu_type
+from .btfprobe import BTF_FUNC_GLOBAL, BTF_KINDS, btf_func_global_probe, btf_kind_probe
 from .prog import prog_load
 # (the kernel's version is in .version, for the paths that need no probe)
 from .version import kernel_version, kernel_version_code
@@ -33,7 +34,7 @@ from .._record import Record, record
 __all__ = ["Feature", "kernel_version", "kernel_version_code", "has_map_type",
            "has_prog_type", "has_helper", "has_perf_link", "has_uprobe_multi",
            "has_kprobe_pmu", "has_uprobe_pmu", "has_bpf_cookie", "has_map_batch",
-           "RETURN_ZERO"]
+           "RETURN_ZERO", "has_btf_kind", "has_btf_func_global", "BTF_KINDS"]
 
 #: ``r0 = 0; exit`` -- the smallest valid program.
 RETURN_ZERO = b"\xb7\x00\x00\x00\x00\x00\x00\x00\x95\x00\x00\x00\x00\x00\x00\x00"
@@ -276,3 +277,21 @@ def has_map_batch() -> Feature:
     finally:
         fd.close()
     return _yes("map batch ops", "BPF_MAP_LOOKUP_BATCH works")
+
+
+
+@functools.lru_cache(maxsize=None)
+def has_btf_kind(kind: int) -> Feature:
+    """Does the kernel's BTF loader take this kind (one of :data:`BTF_KINDS`:
+    15 DATASEC, 16 FLOAT, 17 DECL_TAG, 18 TYPE_TAG, 19 ENUM64)?  Asked with
+    a small blob holding one, as libbpf's feature probes do (see
+    :mod:`.btfprobe`, which the object loader asks)."""
+    ok, why = btf_kind_probe(kind)          # (an unknown kind: OptionError)
+    return Feature(BTF_KINDS[kind][0], ok, why)
+
+
+@functools.lru_cache(maxsize=None)
+def has_btf_func_global() -> Feature:
+    """Does the kernel's BTF loader take a FUNC of global linkage (Linux 5.6+;
+    before, only static)?"""
+    return Feature(BTF_FUNC_GLOBAL[0], *btf_func_global_probe())

@@ -44,7 +44,9 @@ def prog_load(prog_type: int, insns: bytes, license: str = "GPL", *, name: str =
     (branches), 2 (every instruction) or 4 (stats; may be or-ed) the log of a
     successful load is returned too.  The log buffer starts at ``log_size`` and
     grows as the kernel asks (``log_true_size``, or x8 on kernels without it, up
-    to 1 GiB), because a truncated log turns success into ENOSPC.
+    to 1 GiB), because a truncated log turns success into ENOSPC; but a log
+    asked for only to learn why a program was refused is not grown on a
+    kernel that keeps a log's end (6.4+): the reason is there.
 
     Raises :class:`VerifierError` (``.log``, ``.message``; ``index``/``origin``
     are left None for the loader to fill) when the verifier rejects the
@@ -85,6 +87,7 @@ def prog_load(prog_type: int, insns: bytes, license: str = "GPL", *, name: str =
     level = log_level
     size = max(int(log_size), 128) if level else 0
     asked_log = bool(log_level)
+    first_err = 0
     while True:
         logbuf = bytearray(size) if level else None
         log_cd = ffi.from_buffer(logbuf) if level else None
@@ -97,6 +100,12 @@ def prog_load(prog_type: int, insns: bytes, license: str = "GPL", *, name: str =
             del keep                     # (the func/line info buffers lived until here)
             return Fd(ret), (decode_cstr(logbuf) if asked_log else "")
         err = -ret
+        if err == E.ENOSPC and level and first_err and pl.log_true_size:
+            # loaded again only to learn why it was refused, and the kernel
+            # (6.4+: it says log_true_size) kept the log's end, where the
+            # reason is: a third verification would say no more
+            raise _prog_load_error(first_err, decode_cstr(logbuf), prog_type,
+                                   expected_attach_type, license)
         if err == E.ENOSPC and level:
             true_size = pl.log_true_size
             if true_size > size:
@@ -110,6 +119,7 @@ def prog_load(prog_type: int, insns: bytes, license: str = "GPL", *, name: str =
                 continue
             raise kernel_error("BPF_PROG_LOAD", err, size=size)
         if level == 0 and err in (E.EACCES, E.EINVAL, E.E2BIG, E.ENOSPC, E.EFAULT):
+            first_err = err
             level = 1                    # load again only to learn why
             size = max(int(log_size), 128)
             continue

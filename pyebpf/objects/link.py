@@ -1,7 +1,13 @@
 """Instruction slots of an object's code sections, and the linking of one
 program: its function, then every function it calls or takes the address
 of (bpf-to-bpf calls, callbacks), appended once each, with call offsets,
-func_info and line_info rewritten for the new positions."""
+func_info and line_info rewritten for the new positions.
+
+A program is linked as bytes (:class:`Linked`): each function's code is
+copied whole from its section (after CO-RE), and only the slots that need
+it -- calls, relocations, found once per function by :class:`CodeIndex` --
+are decoded as :class:`Slot` and written back; a helper linked into 150
+programs is not decoded 150 times."""
 from __future__ import annotations
 
 import struct
@@ -12,7 +18,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .elfobj import ObjElf, ObjSymbol
 
-__all__ = ["Slot", "Func", "decode_slots", "encode_slots", "Linked", "link_program",
+__all__ = ["Slot", "Func", "decode_slots", "encode_slots", "Linked", "link_program", "CodeIndex",
+           "SectionCode",
            "OP_CALL", "OP_LD_IMM64", "PSEUDO_CALL", "PSEUDO_FUNC"]
 
 _SLOT = struct.Struct("<BBhi")
@@ -61,16 +68,96 @@ class Func:
         self.is_global = is_global
 
 
-class Linked:
-    """A linked program: ``slots`` and, for each, where it came from
-    (``origin[i] = (section index, slot in section)``), and the functions
-    placed (``placed[(section, start)] = position``)."""
+class _SlotBytes:
+    """Instruction bytes whose slots are decoded only where asked, each a
+    :class:`Slot` to change, written back by :meth:`_flush`."""
+
+    def __init__(self, data: bytes | bytearray = b"") -> None:
+        self.data = bytearray(data[:len(data) - len(data) % 8])
+        self._slots: dict[int, Slot] = {}
+
+    def __len__(self) -> int:
+        return len(self.data) // 8
+
+    def _slot(self, k: int) -> Slot:
+        s = self._slots.get(k)
+        if s is None:                # (the callers keep k in 0..len-1)
+            code, regs, off, imm = _SLOT.unpack_from(self.data, k * 8)
+            s = self._slots[k] = Slot(code, regs & 0xF, regs >> 4, off, imm)
+        return s
+
+    def _flush(self) -> bytes:
+        for k, s in self._slots.items():
+            _SLOT.pack_into(self.data, k * 8, s.code, (s.src << 4) | s.dst, s.off,
+                            ((s.imm + 0x80000000) & 0xFFFFFFFF) - 0x80000000)
+        self._slots.clear()
+        return bytes(self.data)
+
+
+class Linked(_SlotBytes):
+    """A linked program: its bytes (``data``), the functions placed
+    (``funcs``: (function, position); ``placed[(section, start)] =
+    position``), and the positions holding a relocation to something other
+    than code (``refs``: (position, section index, slot in section)), which
+    the loader patches through :meth:`slot`."""
 
     def __init__(self) -> None:
-        self.slots: list[Slot] = []
-        self.origin: list[tuple[int, int]] = []
+        super().__init__()
+        self.refs: list[tuple[int, int, int]] = []
         self.placed: dict[tuple[int, int], int] = {}
         self.funcs: list[tuple[Func, int]] = []
+
+    def slot(self, pos: int) -> Slot:
+        """The slot at ``pos``, to read or change (written back by :meth:`encode`)."""
+        return self._slot(pos)
+
+    def encode(self) -> bytes:
+        """The program's bytes, every changed slot written back."""
+        return self._flush()
+
+
+class SectionCode(_SlotBytes):
+    """A code section's slots, decoded only where asked (``code[k]``, a
+    :class:`Slot` to change: CO-RE patches a few of thousands) and written
+    back by :meth:`commit`."""
+
+    def __getitem__(self, k: int) -> Slot:
+        return self._slot(k)
+
+    def commit(self) -> bytes:
+        """The section's bytes with every changed slot written back."""
+        return self._flush()
+
+
+class CodeIndex:
+    """The object's code sections as bytes (after CO-RE: ``code`` holds
+    them) and, per function, the slots linking looks at (calls and
+    relocations), each found once."""
+
+    def __init__(self, elf: ObjElf, code: dict[int, SectionCode],
+                 funcs: dict[int, list[Func]]) -> None:
+        self.elf = elf
+        self.funcs = funcs
+        self._bytes = {idx: c.commit() for idx, c in code.items()}
+        self._marks: dict[tuple[int, int], list[int]] = {}
+
+    def data(self, shndx: int) -> bytes:
+        """The bytes of code section ``shndx``."""
+        return self._bytes[shndx]
+
+    def marks(self, func: Func) -> list[int]:
+        """The slots of ``func`` (in its section) that hold a relocation or
+        a bpf-to-bpf call."""
+        key = (func.section, func.start)
+        got = self._marks.get(key)
+        if got is None:
+            relocs = self.elf.sections[func.section].relocs
+            data = self._bytes[func.section]
+            got = self._marks[key] = [
+                k for k in range(func.start, func.end)
+                if k * 8 in relocs or (data[k * 8] == OP_CALL
+                                       and data[k * 8 + 1] >> 4 == PSEUDO_CALL)]
+        return got
 
 
 def functions(elf: ObjElf, shndx: int) -> list[Func]:
@@ -91,22 +178,20 @@ def functions(elf: ObjElf, shndx: int) -> list[Func]:
     return out
 
 
-def link_program(elf: ObjElf, main: Func, code: dict[int, list[Slot]],
-                 funcs: dict[int, list[Func]]) -> Linked:
+def link_program(elf: ObjElf, main: Func, index: CodeIndex) -> Linked:
     """Place ``main`` and, transitively, every function it calls (see the
-    module docstring).  ``code`` holds each code section's (already
-    relocated for CO-RE) slots."""
+    module docstring)."""
     out = Linked()
-    todo = [main]
-    _place(out, main, code)
+    _place(out, main, index)
+    funcs = index.funcs
     i = 0
     while i < len(out.funcs):
         func, base = out.funcs[i]
         i += 1
         sec = elf.sections[func.section]
-        for k in range(func.start, func.end):
+        for k in index.marks(func):
             pos = base + k - func.start
-            s = out.slots[pos]
+            s = out.slot(pos)
             is_call = s.code == OP_CALL and s.src == PSEUDO_CALL
             symi = sec.relocs.get(k * 8)
             target: tuple[int, int] | None = None
@@ -114,6 +199,7 @@ def link_program(elf: ObjElf, main: Func, code: dict[int, list[Slot]],
                 sym = elf.symbols[symi]
                 tsec = elf.sections[sym.shndx] if 0 < sym.shndx < len(elf.sections) else None
                 if tsec is None or not tsec.is_code:
+                    out.refs.append((pos, func.section, k))
                     continue
                 if is_call:
                     target = (sym.shndx, sym.value // 8 + s.imm + 1)
@@ -134,8 +220,7 @@ def link_program(elf: ObjElf, main: Func, code: dict[int, list[Slot]],
                                   f"{elf.sections[target[0]].name}, where no function starts")
             where = out.placed.get((callee.section, callee.start))
             if where is None:
-                where = _place(out, callee, code)
-                todo.append(callee)
+                where = _place(out, callee, index)
             dest = where + target[1] - callee.start
             s.imm = dest - (pos + 1)
     return out
@@ -148,14 +233,11 @@ def _function_at(funcs: list[Func], slot: int) -> Func | None:
     return None
 
 
-def _place(out: Linked, func: Func, code: dict[int, list[Slot]]) -> int:
-    base = len(out.slots)
+def _place(out: Linked, func: Func, index: CodeIndex) -> int:
+    base = len(out.data) // 8
     out.placed[(func.section, func.start)] = base
     out.funcs.append((func, base))
-    src = code[func.section]
-    for k in range(func.start, func.end):
-        out.slots.append(src[k].copy())
-        out.origin.append((func.section, k))
+    out.data += index.data(func.section)[func.start * 8:func.end * 8]
     return base
 
 

@@ -12,7 +12,8 @@ from ..errors import KernelError, VerifierError
 from ..kernel.constants import MapType, ProgType
 from .elfobj import STT_FUNC
 from .errors import ObjectError
-from .link import OP_CALL, OP_LD_IMM64, Slot, decode_slots, encode_slots, link_program
+from .link import OP_CALL, OP_LD_IMM64, CodeIndex, Linked, SectionCode, link_program
+from .infos import BtfInfos, btf_infos, lines_of
 from .maps import PIN_BY_NAME, MapDef
 
 TYPE_CHECKING = False
@@ -35,20 +36,37 @@ _NO_BTF_MAPS = frozenset((MapType.PERF_EVENT_ARRAY, MapType.CGROUP_ARRAY, MapTyp
                           MapType.ARRAY_OF_MAPS, MapType.HASH_OF_MAPS, MapType.DEVMAP,
                           MapType.DEVMAP_HASH, MapType.CPUMAP, MapType.XSKMAP,
                           MapType.SOCKMAP, MapType.SOCKHASH, MapType.QUEUE, MapType.STACK,
-                          MapType.ARENA))
+                          MapType.ARENA, MapType.PROG_ARRAY))
 _REFUSED = (E.EPERM, E.EOPNOTSUPP, 524)      # 524: ENOTSUPP
 
 
 def load_object_into_kernel(obj: BpfObject, log_level: int) -> None:
-    """Everything :meth:`BpfObject.load` does, in order."""
+    """Everything :meth:`BpfObject.load` does, in order (with the cyclic
+    garbage collector paused: what loading makes lives on, and a large
+    object's load would otherwise pay for dozens of collections)."""
+    import gc
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        _load_all(obj, log_level)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _load_all(obj: BpfObject, log_level: int) -> None:
     prepared = _load_btf(obj)
     _fill_kconfig(obj)
     _create_maps(obj)
-    code = {idx: decode_slots(obj.elf.sections[idx].data) for idx in obj._funcs}
+    code = {idx: SectionCode(obj.elf.sections[idx].data) for idx in obj._funcs}
     _apply_core(obj, code)
     ksyms = _resolve_ksyms(obj)
+    infos = BtfInfos(obj, prepared)
+    index = CodeIndex(obj.elf, code, obj._funcs)
+    targets: dict[tuple[str, int], int] = {}
     for prog in obj.programs.values():
-        _load_program(obj, prog, code, prepared, ksyms, log_level)
+        _load_program(obj, prog, index, infos, ksyms, targets, log_level)
+    _init_prog_arrays(obj)
 
 
 # ------------------------------------------------------------------ BTF
@@ -56,11 +74,12 @@ def _load_btf(obj: BpfObject) -> PreparedBtf | None:
     if obj.btf is None:
         return None
     from ..kernel.btf import btf_load
-    from .btfprep import prepare_btf
+    from .btfprep import kernel_btf, prepare_btf
     offsets = {name: v[0] for name, v in obj._kconfig.items()}
     size = obj.map_defs[".kconfig"].value_size if ".kconfig" in obj.map_defs else 0
     prepared = prepare_btf(obj.btf, obj._section_size, obj._symbol_offset, offsets, size,
-                           _hidden_subprograms(obj))
+                           _hidden_subprograms(obj),
+                           kernel_btf(obj.btf) if obj.sanitize_btf else None)
     try:
         obj._btf_fd = btf_load(prepared.blob)
     except KernelError as exc:
@@ -75,7 +94,7 @@ def _load_btf(obj: BpfObject) -> PreparedBtf | None:
             "without it: maps get no key/value types (task storage and the like fail), "
             "verifier messages no C source lines, global functions are verified as static, "
             "callbacks (bpf_loop, timers) are refused"),
-            stacklevel=4)
+            stacklevel=5)
         return None
     obj._owned.append(obj._btf_fd)
     return prepared
@@ -246,13 +265,39 @@ def _create_maps(obj: BpfObject) -> None:
     for name, d in obj.map_defs.items():
         obj._maps[name] = _create_map(obj, d)
     for name, d in obj.map_defs.items():
+        if d.type == MapType.PROG_ARRAY:
+            continue                      # (filled once the programs are loaded)
         for slot, inner_name in d.init_slots.items():
             inner = obj._maps.get(inner_name)
-            if inner is None:
-                raise ObjectError(f"map {name!r}: slot {slot} names {inner_name!r}, "
-                                  "which is not a map of this object")
+            if inner is None:             # (open_object checked the names)
+                raise ObjectError(f"map {name!r}: slot [{slot}]: {inner_name!r} is not a "
+                                  "map of this object")
             _sys.map_update(obj._maps[name].fileno(), struct.pack("<I", slot),
                             struct.pack("<I", inner.fileno()))
+
+
+def _init_prog_arrays(obj: BpfObject) -> None:
+    """Write the programs a prog array's initializer names into its slots,
+    once every program has had its turn (libbpf's init_prog_arrays); the
+    slot of a program that did not load stays empty, and says so in
+    :attr:`~.obj.BpfObject.empty_slots`."""
+    from ..kernel import syscall as _sys
+    for name, d in obj.map_defs.items():
+        if d.type != MapType.PROG_ARRAY or not d.init_slots:
+            continue
+        fd = obj._maps[name].fileno()
+        for slot, prog_name in sorted(d.init_slots.items()):
+            prog = obj.programs[prog_name]
+            if prog.loaded is None:
+                why = f": {prog.reason}" if prog.reason else ""
+                obj.empty_slots.append(f"map {name!r}: slot [{slot}]: prog {prog_name!r} is "
+                                       f"{prog.status}{why}; the slot is left empty")
+                continue
+            try:
+                _sys.map_update(fd, struct.pack("<I", slot), struct.pack("<I", prog.fileno()))
+            except KernelError as exc:
+                raise ObjectError(f"map {name!r}: slot [{slot}]: prog {prog_name!r}: the "
+                                  f"kernel refused it ({exc})") from None
 
 
 def _map_name(obj: BpfObject, d: MapDef) -> str:
@@ -432,11 +477,14 @@ class RawObjectMap:
 
 
 # ------------------------------------------------------------------ CO-RE
-def _apply_core(obj: BpfObject, code: dict[int, list[Slot]]) -> None:
+def _apply_core(obj: BpfObject, code: dict[int, SectionCode]) -> None:
     if obj.btf is None or obj.btf_ext is None or not obj.btf_ext.core_relos:
         return
     from ..btf.core import CoreResolver
     resolver = CoreResolver(obj.vmlinux())
+    # the same (type, access string, kind) resolves alike wherever it is (a
+    # helper inlined into 150 programs repeats its reads 150 times)
+    done: dict[tuple[int, str, int], Any] = {}
     for sec_name, relos in obj.btf_ext.core_relos.items():
         sec = obj.elf.section(sec_name)
         if sec is None or sec.index not in code:
@@ -447,7 +495,10 @@ def _apply_core(obj: BpfObject, code: dict[int, list[Slot]]) -> None:
             if k >= len(slots):
                 raise ObjectError(f"{sec_name}: CO-RE relocation at {relo.insn_off} past the "
                                   "end of the section")
-            res = resolver.resolve(obj.btf, relo)
+            key = (relo.type_id, relo.access, relo.kind)
+            res = done.get(key)
+            if res is None:
+                res = done[key] = resolver.resolve(obj.btf, relo)
             obj.core_results.append((sec_name, relo, res))
             _patch_core(slots, k, res, sec_name)
 
@@ -455,7 +506,7 @@ def _apply_core(obj: BpfObject, code: dict[int, list[Slot]]) -> None:
 _SIZES = {1: 0x10, 2: 0x08, 4: 0x00, 8: 0x18}
 
 
-def _patch_core(slots: list[Slot], k: int, res: Any, where: str) -> None:
+def _patch_core(slots: SectionCode, k: int, res: Any, where: str) -> None:
     s = slots[k]
     cls = s.code & 7
     if res.poison:
@@ -485,23 +536,19 @@ def _patch_core(slots: list[Slot], k: int, res: Any, where: str) -> None:
 
 
 # ------------------------------------------------------------------ programs
-def _patch_refs(obj: BpfObject, slots: list[Slot], origin: list[tuple[int, int]],
-                ksyms: dict[str, tuple[str, int]]) -> None:
+def _patch_refs(obj: BpfObject, linked: Linked, ksyms: dict[str, tuple[str, int]]) -> None:
+    """Patch the references to maps, global data and externs (calls and
+    callbacks were linked already)."""
     elf = obj.elf
-    for pos, (shndx, k) in enumerate(origin):
+    for pos, shndx, k in linked.refs:
         sec = elf.sections[shndx]
-        symi = sec.relocs.get(k * 8)
-        if symi is None:
-            continue
-        sym = elf.symbols[symi]
-        s = slots[pos]
+        sym = elf.symbols[sec.relocs[k * 8]]
+        s = linked.slot(pos)
         tsec = elf.sections[sym.shndx] if 0 < sym.shndx < len(elf.sections) else None
-        if tsec is not None and tsec.is_code:
-            continue                                   # calls: linked already
         if sym.shndx == 0:
-            _patch_extern(obj, slots, pos, sym.name, ksyms)
+            _patch_extern(obj, linked, pos, sym.name, ksyms)
             continue
-        if tsec is None or s.code != OP_LD_IMM64 or pos + 1 >= len(slots):
+        if tsec is None or s.code != OP_LD_IMM64 or pos + 1 >= len(linked):
             raise ObjectError(f"{sec.name}+{k * 8}: a relocation to {sym.name!r} on an "
                               "instruction that is not a 64-bit load")
         if tsec.name in (".maps", "maps"):
@@ -512,61 +559,45 @@ def _patch_refs(obj: BpfObject, slots: list[Slot], origin: list[tuple[int, int]]
         elif tsec.name in obj._maps:
             off = (0 if sym.type == 3 else sym.value) + s.imm
             s.src, s.imm = PSEUDO_MAP_VALUE, obj._maps[tsec.name].fileno()
-            slots[pos + 1].imm = off
+            linked.slot(pos + 1).imm = off
         else:
             raise ObjectError(f"{sec.name}+{k * 8}: a reference to {sym.name!r} in section "
                               f"{tsec.name!r}, which is not a map or global data")
 
 
-def _patch_extern(obj: BpfObject, slots: list[Slot], pos: int, name: str,
+def _patch_extern(obj: BpfObject, linked: Linked, pos: int, name: str,
                   ksyms: dict[str, tuple[str, int]]) -> None:
-    s = slots[pos]
+    s = linked.slot(pos)
     kind = obj.externs.get(name)
     if kind == "kconfig":
         off = obj._kconfig[name][0]
         s.src, s.imm = PSEUDO_MAP_VALUE, obj._maps[".kconfig"].fileno()
-        slots[pos + 1].imm = off + s.imm * 0
+        linked.slot(pos + 1).imm = off + s.imm * 0
         return
     how, value = ksyms.get(name, ("missing", 0))
     if s.code == OP_CALL:
+        if how == "missing" and _is_weak(obj, name):
+            # a __weak kfunc this kernel lacks: its address is 0 (bpf_ksym_exists()
+            # is false) and a call to it is poisoned, as libbpf does; the
+            # verifier never reaches it behind that test
+            s.src, s.imm = 0, POISON_HELPER
+            return
         if how != "btf":
             raise ObjectError(f"kfunc {name!r} is not in the kernel's BTF")
         s.src, s.imm = PSEUDO_KFUNC_CALL, value
         return
     if how == "btf":
         s.src, s.imm = PSEUDO_BTF_ID, value
-        slots[pos + 1].imm = 0
+        linked.slot(pos + 1).imm = 0
     else:
         s.src, s.imm = 0, value & 0xFFFFFFFF
-        slots[pos + 1].imm = (value >> 32) & 0xFFFFFFFF
+        linked.slot(pos + 1).imm = (value >> 32) & 0xFFFFFFFF
 
 
-def _btf_infos(obj: BpfObject, linked: Any, prepared: PreparedBtf | None) -> tuple[bytes, bytes,
-                                                                                list[Any]]:
-    """func_info and line_info records of a linked program, and the line
-    records by position (for naming a rejected instruction's C line)."""
-    ext = obj.btf_ext
-    if ext is None or prepared is None:
-        return b"", b"", []
-    fi = bytearray()
-    li = bytearray()
-    lines: list[tuple[int, Any]] = []
-    for func, base in linked.funcs:
-        sec = obj.elf.sections[func.section].name
-        lo, hi = func.start * 8, func.end * 8
-        for r in ext.func_info.get(sec, ()):
-            if lo <= r.insn_off < hi:
-                fi += struct.pack("<II", base + r.insn_off // 8 - func.start, r.type_id)
-        for r in ext.line_info.get(sec, ()):
-            if lo <= r.insn_off < hi:
-                at = base + r.insn_off // 8 - func.start
-                li += struct.pack("<IIII", at, prepared.string(r.file_name),
-                                  prepared.string(r.line_text), (r.line << 10) | r.column)
-                lines.append((at, r))
-    return bytes(fi), bytes(li), sorted(lines, key=lambda x: x[0])
-
-
-def _attach_btf_id(obj: BpfObject, prog: ObjectProgram) -> int:
+def _attach_btf_id(obj: BpfObject, prog: ObjectProgram,
+                   targets: dict[tuple[str, int], int]) -> int:
+    """The kernel BTF id of ``prog``'s attach target (0: it has none);
+    ``targets`` keeps those found (programs share targets)."""
     sdef = prog.sdef
     if sdef is None or sdef.btf_prefix is None:
         return 0
@@ -576,30 +607,40 @@ def _attach_btf_id(obj: BpfObject, prog: ObjectProgram) -> int:
     vm = obj.vmlinux()
     want = sdef.btf_prefix + target
     kind = Kind.TYPEDEF if sdef.btf_prefix == "btf_trace_" else Kind.FUNC
+    found = targets.get((want, kind))
+    if found is not None:
+        return found
     ids = vm.find(want, kind)
     if not ids:
         raise ObjectError(f"program {prog.name!r}: the kernel's BTF has no {want!r} "
                           f"(section {prog.section!r})")
+    targets[(want, kind)] = ids[0]
     return ids[0]
 
 
-def _load_program(obj: BpfObject, prog: ObjectProgram, code: dict[int, list[Slot]],
-                  prepared: PreparedBtf | None, ksyms: dict[str, tuple[str, int]],
-                  log_level: int) -> None:
+def _load_program(obj: BpfObject, prog: ObjectProgram, index: CodeIndex,
+                  infos: BtfInfos, ksyms: dict[str, tuple[str, int]],
+                  targets: dict[tuple[str, int], int], log_level: int) -> None:
     from ..kernel.objload import prog_load_btf
     if prog.sdef is None:
         prog.status, prog.reason = "skipped", f"unknown section {prog.section!r}"
         return
+    if prog.lenient_section and obj.strict_sections:
+        exc = ObjectError(f"program {prog.name!r}: section {prog.section!r} is libbpf 0.x's "
+                          f"form of {prog.sdef.prefix!r}, which libbpf 1.x refuses (it takes "
+                          f"SEC({prog.sdef.prefix!r}) alone; strict_sections)")
+        prog.status, prog.reason, prog.error = "rejected", str(exc), exc
+        return
     try:
-        linked = link_program(obj.elf, prog.func, code, obj._funcs)
-        _patch_refs(obj, linked.slots, linked.origin, ksyms)
-        func_info, line_info, lines = _btf_infos(obj, linked, prepared)
-        btf_id = _attach_btf_id(obj, prog)
+        linked = link_program(obj.elf, prog.func, index)
+        _patch_refs(obj, linked, ksyms)
+        func_info, line_info = btf_infos(infos, linked)
+        btf_id = _attach_btf_id(obj, prog, targets)
     except ObjectError as exc:
         prog.status, prog.reason, prog.error = "rejected", str(exc), exc
         return
-    insns = encode_slots(linked.slots)
-    prog.insn_count = len(linked.slots)
+    insns = linked.encode()
+    prog.insn_count = len(linked)
     if prog.kind == "usdt":
         from .usdt import usdt_attach_type
         prog.expected_attach_type = usdt_attach_type(prog.attach_type)
@@ -612,7 +653,7 @@ def _load_program(obj: BpfObject, prog: ObjectProgram, code: dict[int, list[Slot
                                 attach_btf_id=btf_id, kern_version=obj.kern_version,
                                 prog_flags=flags, log_level=log_level)
     except VerifierError as exc:
-        prog.status, prog.error = "rejected", _explain(exc, insns, lines,
+        prog.status, prog.error = "rejected", _explain(exc, insns, lines_of(infos, linked),
                                                        _btf_note(obj, exc.message))
         prog.reason = prog.error.summary.splitlines()[0]
         return
@@ -659,7 +700,10 @@ _PROBES: dict[tuple[int, int, int], str | None] = {}
 
 def _probe_refuses(prog: ObjectProgram, btf_id: int) -> str | None:
     """Why this kernel refuses every program of this type and attach target
-    (a minimal ``r0 = 0; exit`` probe load), or None when it loads."""
+    (a minimal ``r0 = 0; exit`` probe load, asked once per type, attach type
+    and target), or None when it loads.  The words name the target, for
+    another target of the same kind may load (one iterator refused, the
+    next loaded)."""
     from ..kernel.features import RETURN_ZERO
     from ..kernel.objload import prog_load_btf
     key = (prog.prog_type, prog.attach_type, btf_id)
@@ -669,7 +713,9 @@ def _probe_refuses(prog: ObjectProgram, btf_id: int) -> str | None:
                                   expected_attach_type=prog.attach_type, attach_btf_id=btf_id)
         except KernelError as exc:
             name = os.strerror(exc.errno) if exc.errno else str(exc)
-            _PROBES[key] = (f"this kernel refuses {prog.kind} programs "
+            target = prog.section.split("/", 1)[1] if btf_id and "/" in prog.section else ""
+            on = f" on {target!r}" if target else ""
+            _PROBES[key] = (f"this kernel refuses {prog.kind} programs{on} "
                             f"({E.errorcode.get(exc.errno or 0, exc.errno)}: {name}, "
                             "from a probe load)")
         else:

@@ -45,7 +45,9 @@ class MapDef:
         self.data: bytearray | None = None
         #: made read-only after set-up (.rodata, .kconfig)
         self.frozen = False
-        #: map-in-map initial contents: slot -> name of the map to put there
+        #: initial contents written in C (``.values = { [i] = &x }``): slot ->
+        #: the name of the map (map-in-map) or program (prog array) to put
+        #: there, kept as a name until its target exists
         self.init_slots: dict[int, str] = {}
 
     @property
@@ -57,7 +59,8 @@ class MapDef:
             return f"type {self.type}"
 
     def describe(self) -> str:
-        """One line: type, sizes, entries, flags, pinning."""
+        """One line: type, sizes, entries, flags, pinning, and what its
+        initializer puts in which slot (``slots [0] tail_a, [2] tail_b``)."""
         parts = [self.type_name, f"key {self.key_size}", f"value {self.value_size}",
                  f"max_entries {self.max_entries}"]
         if self.flags:
@@ -66,6 +69,9 @@ class MapDef:
             parts.append("pinned by name")
         if self.inner is not None:
             parts.append(f"inner {self.inner.type_name}")
+        if self.init_slots:
+            parts.append("slots " + " ".join(f"[{k}] {v}"
+                                             for k, v in sorted(self.init_slots.items())))
         return ", ".join(parts)
 
 
@@ -127,7 +133,8 @@ def btf_maps(elf: ObjElf, btf: Btf | None) -> dict[str, MapDef]:
 
 
 def _init_slots(elf: ObjElf, btf: Btf, shndx: int, offsets: dict[int, MapDef]) -> None:
-    """Map-in-map ``.values = { [i] = &inner }``: relocations in ``.maps``."""
+    """``.values = { [i] = &x }`` of a map-in-map (``x`` a map) or a prog
+    array (``x`` a program): relocations in ``.maps``, recorded by name."""
     sec = elf.sections[shndx]
     starts = sorted(offsets)
     for r_off, symi in sec.relocs.items():

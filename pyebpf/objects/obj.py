@@ -21,7 +21,7 @@ from .elfobj import ObjElf
 from .errors import ObjectError
 from .link import OP_CALL, Func, decode_slots, functions
 from .maps import MapDef, btf_maps, data_sections, is_data_section, legacy_maps
-from .sections import SectionDef, section_def
+from .sections import SectionDef, section_match
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -44,7 +44,8 @@ class ObjectProgram:
     object or ``loaded`` alike: it has ``fileno()`` and ``prog_type``).
     """
 
-    def __init__(self, obj: BpfObject, func: Func, section: str, sdef: SectionDef | None):
+    def __init__(self, obj: BpfObject, func: Func, section: str, sdef: SectionDef | None,
+                 lenient: bool = False):
         self._obj = obj
         self.func = func
         self.name = func.name
@@ -54,6 +55,9 @@ class ObjectProgram:
         self.prog_type = int(sdef.prog_type) if sdef else 0
         self.attach_type = int(sdef.attach_type) if sdef else 0
         self.expected_attach_type = self.attach_type
+        #: the section name is libbpf 0.x's form (``xdp/NAME``, ``perf_event/...``,
+        #: ``classifier/...``), which libbpf 1.x refuses
+        self.lenient_section = lenient
         self.status = "not loaded"
         self.reason = ""
         self.error: Exception | None = None
@@ -236,8 +240,11 @@ class BpfObject(Owner):
     ``btf``/``btf_ext`` (None without ``-g``).
     """
 
-    def __init__(self, path: str, data: bytes | None = None) -> None:
+    def __init__(self, path: str, data: bytes | None = None, *,
+                 strict_sections: bool = False) -> None:
         self.path = path
+        #: section names matched as libbpf 1.x does (see :mod:`.sections`)
+        self.strict_sections = strict_sections
         self.elf = ObjElf.read(path, data)
         base = os.path.basename(path)
         self.name = base.split(".")[0] or "obj"
@@ -263,9 +270,10 @@ class BpfObject(Owner):
             self._funcs[sec.index] = functions(self.elf, sec.index)
             if sec.name == ".text":
                 continue
-            sdef = section_def(sec.name)
+            sdef, lenient = section_match(sec.name)
             for f in self._funcs[sec.index]:
-                self.programs[f.name] = ObjectProgram(self, f, sec.name, sdef)
+                self.programs[f.name] = ObjectProgram(self, f, sec.name, sdef, lenient)
+        self._check_init_slots()
         self.globals = Globals(self)
         #: the maps by name (see :attr:`maps`); a map the object created is a
         #: loading.CreatedMap until first use
@@ -280,6 +288,13 @@ class BpfObject(Owner):
         #: why the kernel refused the object's BTF (the load went on without it;
         #: its ``.log`` is the kernel's BTF log)
         self.btf_error: Exception | None = None
+        #: fix the BTF up for what the kernel lacks, as its BTF-kind probes say
+        #: (pyebpf.objects.btfprep.KernelBtf); False loads it as clang left it
+        #: after the loader's own fill-ins
+        self.sanitize_btf = True
+        #: after load: why each prog-array slot its initializer names is empty
+        #: (``map 'calls': slot [2]: prog 'tail_b' is rejected: ...``)
+        self.empty_slots: list[str] = []
         #: (section, relocation, result) of every CO-RE relocation, after load
         self.core_results: list[Any] = []
         self._owned: list[Any] = []
@@ -294,6 +309,20 @@ class BpfObject(Owner):
         ext = self.elf.section(".BTF.ext")
         if ext is not None:
             self.btf_ext = BtfExt(ext.data, self.btf)
+
+    def _check_init_slots(self) -> None:
+        """Each slot of a ``.values`` initializer names a program of this
+        object (prog array) or one of its maps (map-in-map)."""
+        for name, d in self.map_defs.items():
+            progs = d.type == MapType.PROG_ARRAY
+            known: Any = self.programs if progs else self.map_defs
+            for slot, target in sorted(d.init_slots.items()):
+                if target not in known:
+                    what = "prog" if progs else "map"
+                    raise ObjectError(
+                        f"{self.path}: map {name!r}: slot [{slot}]: {target!r} is not a "
+                        f"{'program' if progs else 'map'} of this object ({what}s: "
+                        f"{', '.join(known) or 'none'})")
 
     def _symbol_offset(self, section: str, name: str) -> int | None:
         sec = self.elf.section(section)
@@ -462,13 +491,18 @@ class BpfObject(Owner):
                 f"{len(self.map_defs)} maps ({state})>")
 
 
-def open_object(path: str) -> BpfObject:
+def open_object(path: str, *, strict_sections: bool = False) -> BpfObject:
     """Open a clang-built BPF object (``clang -O2 -g -target bpf``): its
-    programs, maps and globals, nothing in the kernel yet."""
-    return BpfObject(os.fspath(path))
+    programs, maps and globals, nothing in the kernel yet.
+
+    Section names are matched leniently, as libbpf 0.x matched them
+    (``xdp/NAME``, ``classifier/...``, ``perf_event/...`` are taken; such a
+    program's ``lenient_section`` is True); with ``strict_sections``, as
+    libbpf 1.x: such a program is rejected at load, naming the rule."""
+    return BpfObject(os.fspath(path), strict_sections=strict_sections)
 
 
-def load_object(path: str, **load_kw: Any) -> BpfObject:
+def load_object(path: str, *, strict_sections: bool = False, **load_kw: Any) -> BpfObject:
     """:func:`open_object` then :meth:`BpfObject.load`."""
-    obj = open_object(path)
+    obj = open_object(path, strict_sections=strict_sections)
     return obj.load(**load_kw)

@@ -4,33 +4,53 @@
 program type, the expected attach type, what the part after the prefix
 names (a tracepoint, a function, a binary and symbol...) and whether the
 attach target must be found in the kernel's BTF (tp_btf, fentry, lsm, iter).
+
+Matching is lenient by default, as libbpf 0.x's was: a prefix without ``/``
+also takes ``PREFIX/anything`` (``xdp/filter``, ``classifier/ingress``,
+``perf_event/type=1,config=0``, as older tools and exporters write them).
+libbpf 1.x refuses those: a prefix of its table takes only the exact name,
+or ``PREFIX/...`` where libbpf writes the entry ``PREFIX+`` (uprobe, usdt...).
+:func:`section_match` says which (``lenient`` is True when only the 0.x
+rules take the name); ``section_def(name, strict=True)`` matches as libbpf
+1.x does (``open_object(..., strict_sections=True)``, ``pyebpf object
+--strict-sections``).
 """
 from __future__ import annotations
 
 from ..kernel.constants import AttachType as A, ProgType as P
 
-__all__ = ["SectionDef", "section_def", "SECTIONS"]
+__all__ = ["SectionDef", "section_def", "section_match", "SECTIONS"]
 
 
 class SectionDef:
     """``prefix`` (``"tracepoint"``), ``prog_type``, ``attach_type``,
     ``kind`` (the short type name shown to users), ``btf_prefix`` (the kernel
     BTF name the target is looked up as: ``btf_trace_``, ``bpf_lsm_``,
-    ``bpf_iter_``, ``""`` for a function; None when no BTF target)."""
+    ``bpf_iter_``, ``""`` for a function; None when no BTF target),
+    ``sleepable``; ``plus``: libbpf 1.x takes ``PREFIX/...`` too (its table
+    writes ``PREFIX+``), for a prefix that does not end in ``/``."""
 
-    __slots__ = ("prefix", "prog_type", "attach_type", "kind", "btf_prefix", "sleepable")
+    __slots__ = ("prefix", "prog_type", "attach_type", "kind", "btf_prefix", "sleepable",
+                 "plus")
 
     def __init__(self, prefix: str, prog_type: int, attach_type: int, kind: str,
-                 btf_prefix: str | None = None, sleepable: bool = False) -> None:
+                 btf_prefix: str | None = None, sleepable: bool = False,
+                 plus: bool = False) -> None:
         self.prefix, self.prog_type, self.attach_type, self.kind = (prefix, prog_type,
                                                                     attach_type, kind)
         self.btf_prefix = btf_prefix
         self.sleepable = sleepable
+        self.plus = plus
+
+
+#: the prefixes without "/" that libbpf 1.x writes "PREFIX+" (a target may follow)
+_PLUS = frozenset(("uprobe", "uprobe.s", "uretprobe", "uretprobe.s", "uprobe.multi",
+                   "uretprobe.multi", "usdt"))
 
 
 def _d(prefix: str, pt: int, at: int, kind: str, btf: str | None = None,
        sleepable: bool = False) -> SectionDef:
-    return SectionDef(prefix, int(pt), int(at), kind, btf, sleepable)
+    return SectionDef(prefix, int(pt), int(at), kind, btf, sleepable, prefix in _PLUS)
 
 
 # (duplicates: deliberate, one row a section prefix: a table whose rows are alike by shape)
@@ -107,9 +127,11 @@ SECTIONS: tuple[SectionDef, ...] = (
 )
 
 
-def section_def(section: str) -> SectionDef | None:
+def section_match(section: str) -> tuple[SectionDef | None, bool]:
     """The definition whose prefix matches ``section`` (an exact name, or a
-    prefix followed by ``/`` or ``+``); None for a section libbpf does not know."""
+    prefix followed by ``/`` or ``+``; the longest), and whether only libbpf
+    0.x's lenient rules take that name (libbpf 1.x refuses it); ``(None,
+    False)`` for a section libbpf does not know."""
     best: SectionDef | None = None
     for d in SECTIONS:
         p = d.prefix
@@ -119,4 +141,15 @@ def section_def(section: str) -> SectionDef | None:
             ok = section == p or section.startswith(p + "/") or section.startswith(p + "+")
         if ok and (best is None or len(p) > len(best.prefix)):
             best = d
-    return best
+    if best is None:
+        return None, False
+    p = best.prefix
+    strict_ok = p.endswith("/") or section == p or (best.plus and section.startswith(p + "/"))
+    return best, not strict_ok
+
+
+def section_def(section: str, strict: bool = False) -> SectionDef | None:
+    """The definition of ``section`` (see :func:`section_match`); with
+    ``strict``, None for a name only libbpf 0.x's rules take, as libbpf 1.x."""
+    sdef, lenient = section_match(section)
+    return None if strict and lenient else sdef

@@ -83,3 +83,19 @@ def test_skip_with_reason_pattern():
     if not f:
         with pytest.raises(pytest.skip.Exception):
             pytest.skip(f.reason)
+
+
+def test_btf_kind_probes(no_fd_leak):
+    # every kind the object loader may fix up is taken by a kernel of 6.0+
+    if F.kernel_version() < (6, 0):
+        pytest.skip("the kernel predates ENUM64")
+    for kind, (name, since) in F.BTF_KINDS.items():
+        f = F.has_btf_kind(kind)
+        assert f and f.name == name and f"Linux {since}+" in f.reason, f
+    assert F.has_btf_func_global()
+    # the probe blob says no when the kernel refuses it (a kind no kernel has)
+    import struct
+
+    from pyebpf.kernel.btfprobe import _btf_probe
+    ok, why = _btf_probe("kind 31", "99", struct.pack("<III", 5, 31 << 24, 4), b"f\0")
+    assert not ok and "Invalid kind:31" in why

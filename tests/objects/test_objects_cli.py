@@ -43,8 +43,9 @@ def test_load_verdicts(objects):
     assert "program dump_task (tracing): loaded" in lines
     assert "program on_nanosleep (kprobe): loaded" in lines
     assert any(ln.startswith("program on_nanosleep_entry (tracing): skipped: this kernel "
-                             "refuses fentry programs (EPERM") for ln in lines)
-    assert any(ln.startswith("program on_file_open (lsm): skipped: this kernel refuses lsm")
+                             "refuses fentry programs on 'do_nanosleep' (EPERM") for ln in lines)
+    assert any(ln.startswith("program on_file_open (lsm): skipped: this kernel refuses lsm "
+                             "programs on 'file_open' (EPERM")
                for ln in lines)
     assert lines[-1] == "6 loaded, 0 rejected, 2 skipped"
 

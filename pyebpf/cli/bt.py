@@ -165,7 +165,8 @@ def _run(prog: Any, args: argparse.Namespace) -> int:
     json_mode = args.format == "json"
     out = sys.stdout
     stops = StopSignals()
-    with RunGuard(stops, kill_child=True) as guard:
+    maps_now = _MapsRequest()
+    with maps_now, RunGuard(stops, kill_child=True) as guard:
         child = guard.child = _spawn(args.cmd) if args.cmd else None
         stops.hold()
         run = guard.resource = prog.start(child=child, json=json_mode, release=False)
@@ -175,7 +176,7 @@ def _run(prog: Any, args: argparse.Namespace) -> int:
         else:
             out.write(f"Attaching {n} probe{'s' if n != 1 else ''}...\n")
         out.flush()
-        _loop(run, stops, child, args.pid, out)
+        _loop(run, stops, child, args.pid, out, maps_now)
         run.stop()
         _emit(run.poll(0), out)
         text = run.format_exit()
@@ -231,8 +232,39 @@ def _pictures(run: Any, args: argparse.Namespace) -> int:
     return status
 
 
-def _loop(run: Any, stops: Any, child: Any, pid: int | None, out: TextIO) -> None:
-    """Print events until exit(), the command's or process's end, or a stop signal."""
+class _MapsRequest:
+    """SIGUSR1 while ``pyebpf bt`` runs: print every map and go on, as
+    bpftrace does (the signal's default action would end the process).
+    A context manager: the handler is set on entry, the old one put back on
+    exit; :meth:`take` says whether a request came since the last call."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._old: Any = None
+
+    def __enter__(self) -> _MapsRequest:
+        import signal
+        self._old = signal.signal(signal.SIGUSR1, self._handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+        signal.signal(signal.SIGUSR1, self._old)
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        self.requested = True
+
+    def take(self) -> bool:
+        """True once per request (the maps are printed from the loop, not
+        from the handler, between two events)."""
+        got, self.requested = self.requested, False
+        return got
+
+
+def _loop(run: Any, stops: Any, child: Any, pid: int | None, out: TextIO,
+          maps_now: _MapsRequest | None = None) -> None:
+    """Print events until exit(), the command's or process's end, or a stop
+    signal; the maps too on SIGUSR1 (``maps_now``)."""
     watch = None
     if pid is not None:
         from ..trace.live import _ProcessWatch
@@ -245,6 +277,9 @@ def _loop(run: Any, stops: Any, child: Any, pid: int | None, out: TextIO) -> Non
                 run.child_started()
             while not run.exited:
                 _emit(run.poll(0.1), out)
+                if maps_now is not None and maps_now.take():
+                    out.write(run.format_maps())
+                    out.flush()
                 if (child is not None and child.poll()) or (watch is not None and watch.poll()):
                     _emit(run.poll(0), out)
                     break

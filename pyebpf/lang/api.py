@@ -38,7 +38,7 @@ def compile(text: str, *, filename: str = "stdin", pid: int | None = None,
     :class:`~pyebpf.lang.errors.LangError` (pointing at the script) for an
     invalid program, and the probe layer's errors for missing probes."""
     from .parser import parse
-    script = parse(text, filename)
+    script = parse(text, filename, params)
     return BtProgram(script, pid=pid, params=params, unsafe=unsafe)
 
 
@@ -52,7 +52,11 @@ class BtProgram:
         self.params = list(params)
         self._resolved: dict[int, list[tuple[str, Any]]] = {}
         self.resolver = resolver_for(pid, unsafe)
-        self.analysis = _analyse(script, self.resolver, self.params)
+        try:
+            self.analysis = _analyse(script, self.resolver, self.params)
+        except RecursionError as exc:
+            from .positions import too_deep
+            raise too_deep(script, exc) from None
         for probe in script.probes:          # resolve now: a missing probe fails here
             for ap in probe.attach_points:
                 if ap.provider not in ("BEGIN", "END"):
@@ -76,6 +80,9 @@ class BtProgram:
             return generate(self.script, self.analysis, resolve=self._resolve, cpid=cpid,
                             params=self.params, start_ns=time.monotonic_ns(),
                             count_drops=count_drops)
+        except RecursionError as exc:
+            from .positions import too_deep
+            raise too_deep(self.script, exc) from None
         except CodegenError as exc:
             if exc.pos is None:
                 raise

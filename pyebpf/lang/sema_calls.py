@@ -303,11 +303,17 @@ def _reg(a: Analyser, c: ast.Call, to: str | None) -> Type:
     return U64
 
 
+def _str_of_param(e: ast.Expr) -> bool:
+    """``str($N)``: bpftrace counts it as a string literal (its text is known)."""
+    return isinstance(e, ast.Call) and e.name == "str" and len(e.args) == 1 and isinstance(
+        e.args[0], ast.PositionalParameter) and not e.args[0].count
+
+
 @_call("kaddr")
 @_call("uaddr")
 @_call("cgroupid")
 def _addr(a: Analyser, c: ast.Call, to: str | None) -> Type:
-    if _nargs(a, c, 1):
+    if _nargs(a, c, 1) and not _str_of_param(c.args[0]):
         _arg(a, c, "string", 0, literal=True)
     return U64
 

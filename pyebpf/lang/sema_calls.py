@@ -372,8 +372,10 @@ def _strncmp(a: Analyser, c: ast.Call, to: str | None) -> Type:
         _arg(a, c, "string", 0)
         _arg(a, c, "string", 1)
         if _arg(a, c, "int", 2, literal=True):
-            n = a.const_int(c.args[2])
-            if n is not None and n < 0:
+            n = a.int_literal(c.args[2])
+            if n is None:
+                a.error("strncmp: invalid size value", c.pos)
+            elif n < 0:
                 a.error("Builtin strncmp requires a non-negative size", c.pos)
     return U64
 

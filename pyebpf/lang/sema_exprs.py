@@ -105,6 +105,15 @@ class _ExprTyping(_AnalyserBase):
                        f"Try using str(${e.index}).", e.pos)
         return I64
 
+    def int_literal(self, e: ast.Expr) -> int | None:
+        """:meth:`const_int` where bpftrace wants an integer literal (an
+        unroll count, strncmp's size): a parameter that is no number is
+        refused there and then (bpftrace's ``get_int_literal``)."""
+        if isinstance(e, ast.PositionalParameter) and self.param_number(e) is None:
+            self.error(f'${e.index} used numerically but given "{self.param(e.index)}"', e.pos)
+            return None
+        return self.const_int(e)
+
     def param_number(self, e: ast.PositionalParameter) -> int | None:
         """``$#``'s count, or ``$N``'s number (bpftrace's :func:`param_int`;
         a parameter not given at all is 0), None when ``$N`` is not one."""

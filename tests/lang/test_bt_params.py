@@ -126,3 +126,33 @@ def test_sigusr1_prints_the_maps_and_the_run_goes_on() -> None:
             proc.communicate()
     assert proc.returncode == 0, err
     assert out == "end\n\n\n@scalar: 5\n"
+
+
+@pytest.mark.parametrize("program, messages", [
+    ('BEGIN { unroll($1) { @a++ } }', ['$1 used numerically but given "abc"',
+                                       "invalid unroll value"]),
+    ('BEGIN { @x = strncmp("a", "b", $1); }', ['$1 used numerically but given "abc"',
+                                               "strncmp: invalid size value"]),
+])
+def test_where_a_literal_is_wanted_a_word_is_refused_twice_as_bpftrace_does(
+        program: str, messages: list[str]) -> None:
+    with pytest.raises(LangError) as err:
+        lang.compile(program, params=["abc"])
+    assert [d.message for d in err.value.diagnostics] == messages
+
+
+@pytest.mark.parametrize("program, params", [
+    ('BEGIN { unroll($1) { @a++ } exit() }', ["101"]),
+    ('BEGIN { @x = strncmp("a", "b", $1); exit() }', ["abc"]),
+    ('BEGIN {\n  unroll($1) { @a++ } exit() }', ["x"]),
+    ('BEGIN { @x = $1 + str($1); exit() }', ["1"]),
+])
+def test_refusals_match_the_installed_bpftrace(program: str, params: list[str]) -> None:
+    if shutil.which("bpftrace") is None:
+        pytest.skip("bpftrace is not installed")
+    theirs = subprocess.run(["bpftrace", "-e", program, "--", *params], capture_output=True,
+                            text=True, timeout=60)
+    expected = "\n".join(ln for ln in theirs.stderr.splitlines() if "RLIMIT" not in ln)
+    with pytest.raises(LangError) as err:
+        lang.compile(program, params=params)
+    assert str(err.value) == expected.rstrip("\n")

@@ -210,15 +210,15 @@ class _IntGen(_GenBase):
             p.mov(r, x)
             self.release(x)
         elif e.name in ("kaddr", "uaddr") and e.args and self._literal(e.args[0]) is not None:
-            name = self._literal(e.args[0])
-            assert name is not None
+            lit = self._literal(e.args[0])
+            assert lit is not None
             if e.name == "uaddr":
-                self._load_const(r, self._user_address(name, e.pos))
+                self._load_const(r, self._user_address(lit, e.pos))
             else:
                 from .stacks import kernel_address
-                addr = kernel_address(name.value)
+                addr = kernel_address(lit.value)
                 if addr is None:
-                    raise CodegenError(f"kaddr: no kernel symbol {name.value!r}", e.args[0].pos)
+                    raise CodegenError(f"kaddr: no kernel symbol {lit.value!r}", e.args[0].pos)
                 self._load_const(r, addr)
         elif e.name in ("usym", "uaddr", "ksym", "kaddr") and e.args:
             x = self.int_expr(e.args[0])

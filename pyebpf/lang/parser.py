@@ -230,9 +230,9 @@ class Parser:
         if "$" in text:
             try:
                 text = expand_params(text, self.params)
-            except ValueError as exc:
-                self._error(str(exc), span)
-                if str(exc).startswith("Found trailing"):   # (bpftrace drops it)
+            except LangError as exc:
+                self._error(exc.message, span)
+                if exc.message.startswith("Found trailing"):   # (bpftrace drops it)
                     return ast.AttachPoint(_pos(span), "", "")
                 return ast.AttachPoint(_pos(span), text, text)
         ap = split_attach_point(text, _pos(span))
@@ -644,8 +644,9 @@ def parse(text: str, filename: str = "stdin", params: Sequence[str] = ()) -> ast
 
 def expand_params(text: str, params: Sequence[str]) -> str:
     """An attach point's text with each ``$N`` outside quotes replaced by
-    parameter N as given (empty when there is none). Raises ValueError with
-    bpftrace's message when the index has trailing text (``$1x``)."""
+    parameter N as given (empty when there is none). Raises
+    :class:`~pyebpf.lang.errors.LangError` (no position) with bpftrace's
+    message when the index has trailing text (``$1x``) or is out of range."""
     out: list[str] = []
     quoted = False
     i = 0
@@ -664,11 +665,11 @@ def expand_params(text: str, params: Sequence[str]) -> str:
             index = text[i + 1:j]
             digits = len(index) - len(index.lstrip("0123456789"))
             if digits < len(index):
-                raise ValueError(f"Found trailing text '{index[digits:]}' in positional "
+                raise LangError(f"Found trailing text '{index[digits:]}' in positional "
                                  "parameter index. Try quoting the trailing text.")
             n = _param_index(index)
             if n is None:
-                raise ValueError(_param_range("$" + index))
+                raise LangError(_param_range("$" + index))
             out.append(params[n - 1] if 0 < n <= len(params) else "")
             i = j
             continue

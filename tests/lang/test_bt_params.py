@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from waiting import read_line
 
 from pyebpf import lang
 from pyebpf.lang.errors import LangError
@@ -112,18 +113,18 @@ def test_sigusr1_prints_the_maps_and_the_run_goes_on() -> None:
                             cwd=str(ROOT))
     try:
         assert proc.stdout is not None
-        assert proc.stdout.readline() == "Attaching 2 probes...\n"
-        assert proc.stdout.readline() == "ready\n"
+        assert read_line(proc.stdout, "Attaching") == "Attaching 2 probes...\n"
+        assert read_line(proc.stdout, "BEGIN's line") == "ready\n"
         for _ in range(3):                  # printed each time, the run going on
             proc.send_signal(signal.SIGUSR1)
-            assert proc.stdout.readline() == "@scalar: 5\n"
+            assert read_line(proc.stdout, "the maps") == "@scalar: 5\n"
         assert proc.poll() is None
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    except BaseException:
+        proc.kill()
+        proc.communicate()
+        raise
     assert proc.returncode == 0, err
     assert out == "end\n\n\n@scalar: 5\n"
 

@@ -232,6 +232,17 @@ def _pictures(run: Any, args: argparse.Namespace) -> int:
     return status
 
 
+def _signal_module() -> Any:
+    """The signal module's C part (``signal`` itself imports enum: ~3 ms
+    of every start, see ``pyebpf.cli``)."""
+    try:
+        import _signal  # type: ignore[import-not-found]  # (CPython's C module)
+        return _signal
+    except ImportError:
+        import signal
+        return signal
+
+
 class _MapsRequest:
     """SIGUSR1 while ``pyebpf bt`` runs: print every map and go on, as
     bpftrace does (the signal's default action would end the process).
@@ -243,12 +254,12 @@ class _MapsRequest:
         self._old: Any = None
 
     def __enter__(self) -> _MapsRequest:
-        import signal
+        signal = _signal_module()
         self._old = signal.signal(signal.SIGUSR1, self._handler)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        import signal
+        signal = _signal_module()
         signal.signal(signal.SIGUSR1, self._old)
 
     def _handler(self, signum: int, frame: Any) -> None:

@@ -233,7 +233,8 @@ class Program(Output, Idioms, InstructionBuilder):
         a generator that folds a constant condition, or ends both arms of a
         branch with a jump, may leave some. Labels move with the code; a
         removed instruction's comment goes to the next one kept. A body with
-        a jump given as a raw offset (no label) is left as it is."""
+        a jump given as a raw offset (no label), or with raw slots, is left
+        as it is."""
         self._attach_comments()
         removed = _drop_unreachable(self)
         for sub in self.subprograms.values():
@@ -379,6 +380,8 @@ def _successors(insn: Insn, i: int, labels: dict[str, int]) -> list[int] | None:
 def _drop_unreachable(body: Program) -> int:
     """:meth:`Program.drop_unreachable` on one body, its own labels only."""
     insns, labels = body.insns, body._labels
+    if any(isinstance(i, RawSlot) for i in insns):
+        return 0                    # (raw bytes: not instructions to reason about)
     n = len(insns)
     seen = [False] * n
     todo = [0] if n else []

@@ -307,5 +307,7 @@ def _emit(events: Any, out: TextIO) -> None:
     for ev in events:
         if ev.text:
             out.write(ev.text)
+        if ev.error:
+            sys.stderr.write(ev.error)
     out.flush()
 

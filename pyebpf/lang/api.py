@@ -33,8 +33,9 @@ def compile(text: str, *, filename: str = "stdin", pid: int | None = None,
     """Parse, analyse and resolve the bpftrace program ``text``.
 
     ``pid`` restricts uprobes/USDT to that process (``-p``); ``params`` are
-    the positional parameters ``$1``...; ``unsafe``: uprobes may go where
-    no instruction start is proven. Raises
+    the positional parameters ``$1``...; ``unsafe`` (bpftrace's ``--unsafe``):
+    uprobes may go where no instruction start is proven, and ``system()``
+    runs its commands. Raises
     :class:`~pyebpf.lang.errors.LangError` (pointing at the script) for an
     invalid program, and the probe layer's errors for missing probes."""
     from .parser import parse
@@ -50,10 +51,11 @@ class BtProgram:
         self.script = script
         self.pid = pid
         self.params = list(params)
+        self.unsafe = unsafe
         self._resolved: dict[int, list[tuple[str, Any]]] = {}
         self.resolver = resolver_for(pid, unsafe)
         try:
-            self.analysis = _analyse(script, self.resolver, self.params)
+            self.analysis = _analyse(script, self.resolver, self.params, unsafe)
         except RecursionError as exc:
             from .positions import too_deep
             raise too_deep(script, exc) from None
@@ -121,10 +123,10 @@ class BtProgram:
             raise
 
 
-def _analyse(script: Script, resolver: Any, params: list[str]) -> Any:
+def _analyse(script: Script, resolver: Any, params: list[str], unsafe: bool = False) -> Any:
     """The semantic pass's analysis of ``script`` (types set in the tree)."""
     from .sema import analyse
-    return analyse(script, resolver, params=params)
+    return analyse(script, resolver, params=params, unsafe=unsafe)
 
 
 def resolver_for(pid: int | None, unsafe: bool = False) -> Any:

@@ -89,6 +89,12 @@ def _const(e: A.Expr) -> int | None:
     return None
 
 
+def pointee_size(t: Type) -> int:
+    """The size of what pointer type ``t`` points to: the step of ``p + 1``
+    and ``p[1]`` (1 for an unknown pointee)."""
+    return max(t.elem.size, 1) if t.elem is not None else 1
+
+
 def _wrap64(v: int) -> int:
     v &= (1 << 64) - 1
     return v - (1 << 64) if v >= 1 << 63 else v
@@ -212,3 +218,5 @@ class _GenBase:
         def _load_const(self, r: Reg, v: int) -> None: ...
         def struct_of(self, e: A.FieldAccess) -> Type | None: ...
         def member_read(self, e: A.FieldAccess) -> Reg: ...
+        def bytes_source(self, e: A.Expr, size: int) -> int: ...
+        def element_source(self, e: A.FieldAccess) -> int: ...

@@ -24,16 +24,26 @@ class _CallGen(_GenBase):
         if isinstance(e, A.Call):
             self.call_stmt(e)
             return
+        if isinstance(e, A.Ternary) and type_of(e).kind == "none":
+            p = self.p                  # c ? printf(..) : printf(..): an if/else
+            els, end = p.fresh_label("else"), p.fresh_label("endif")
+            self.jump_if_false(e.cond, els)
+            self.expr_stmt(e.then)
+            p.ja(end)
+            p.label(els)
+            self.expr_stmt(e.else_)
+            p.label(end)
+            return
         r = self.int_expr(e)
         self.release(r)
 
     def call_stmt(self, c: A.Call) -> None:
         p = self.p
         name = c.name
-        if name == "printf":
+        if name in ("printf", "cat", "system"):    # cat/system: user space formats, then acts
             if not c.args or not isinstance(c.args[0], A.String):
-                raise CodegenError("printf needs a format string", c.pos)
-            action = self.unit.action("printf", c.pos, fmt=c.args[0].value,
+                raise CodegenError(f"{name} needs a format string", c.pos)
+            action = self.unit.action(name, c.pos, fmt=c.args[0].value,
                                       args=[self.arg_type(a) for a in c.args[1:]])
             action.strftime = {i: a.args[0].value for i, a in enumerate(c.args[1:])
                                if isinstance(a, A.Call) and a.name == "strftime" and a.args

@@ -59,6 +59,8 @@ def size_align(t: Type) -> tuple[int, int]:
         return size, align
     if kind == "usym":
         return USYM_SIZE, 8
+    if kind == "inet" and t.size == 16:       # ntop() of 16 bytes: they are kept
+        return 16, 1
     return 8, 8
 
 
@@ -103,7 +105,7 @@ def decode(t: Type, raw: bytes | memoryview, *, whole: bool = False) -> object:
     if kind == "buffer" and t.counted:
         n = t.size if whole or not len(raw) else min(raw[0], t.size)
         return bytes(raw[1:1 + n])
-    if kind == "buffer":
+    if kind == "buffer" or (kind == "inet" and t.size == 16):
         return bytes(raw[:t.size])
     if kind == "tuple":
         offsets, _, _ = tuple_layout(t.elems)

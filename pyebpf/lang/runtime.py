@@ -33,15 +33,18 @@ __all__ = ["BtEvent", "BtRun", "map_entries"]
 @record
 class BtEvent(Record):
     """One event of a running program: ``kind`` (``printf``, ``print``,
-    ``time``, ``exit``, ``clear``, ``zero``), its ``values`` (Python values
-    of the arguments), the ``text`` bpftrace would print for it (``""`` for
-    silent ones) and ``fmt`` (printf's and time's format)."""
+    ``time``, ``exit``, ``clear``, ``zero``, ``cat``, ``system``), its
+    ``values`` (Python values of the arguments), the ``text`` bpftrace would
+    print for it (``""`` for silent ones), ``fmt`` (printf's and time's
+    format) and ``error``: what bpftrace prints on stderr for it (``cat``
+    of a file it cannot read), else ``""``."""
 
     kind: str
     values: tuple[Any, ...]
     text: str
     fmt: str = ""
     map: str | None = None
+    error: str = ""
 
     def __repr__(self) -> str:
         return f"BtEvent({self.kind!r}, {self.values!r}, {self.text!r})"
@@ -301,6 +304,13 @@ class BtRun(Owner):
             if self.json_mode:
                 text = output.json_printf(text) + "\n"
             return BtEvent("printf", values, text, a.fmt)
+        if kind in ("cat", "system"):
+            text = output.format_printf(a.fmt, list(zip(self._printed_types(a), values)),
+                                        stacks=self._stack_fmt(8), syms=self._event_sym_text)
+            text, error = _cat(text) if kind == "cat" else _system(text)
+            if self.json_mode:      # (bpftrace 0.17 names system()'s output "syscall")
+                text = output.json_printf(text, "cat" if kind == "cat" else "syscall") + "\n"
+            return BtEvent(kind, values, text, a.fmt, error=error)
         if kind == "time":
             text = output.format_time(a.fmt)
             if self.json_mode:
@@ -459,6 +469,33 @@ class BtRun(Owner):
                     live[k] = [zero] * len(cur)
             except KeyError:
                 pass
+
+
+def _cat(path: str) -> tuple[str, str]:
+    """cat(): the file's text (``BPFTRACE_CAT_BYTES_MAX`` bytes at most,
+    10240 by default, as bpftrace 0.17), or an error as bpftrace words it."""
+    import os
+    try:
+        limit = int(os.environ.get("BPFTRACE_CAT_BYTES_MAX", "10240"))
+    except ValueError:
+        limit = 10240
+    try:
+        with open(path, "rb") as f:
+            data = f.read(max(limit, 0))
+    except OSError as exc:
+        return "", f"ERROR: failed to open file '{path}': {exc.strerror}\n"
+    return data.decode("utf-8", "surrogateescape"), ""
+
+
+def _system(command: str) -> tuple[str, str]:
+    """system(): the shell command's standard output (its standard error
+    goes where this process's goes), as bpftrace 0.17 runs it."""
+    import subprocess
+    try:
+        done = subprocess.run(command, shell=True, stdout=subprocess.PIPE, check=False)
+    except OSError as exc:
+        return "", f"ERROR: system() failed: {exc.strerror}\n"
+    return done.stdout.decode("utf-8", "surrogateescape"), ""
 
 
 def _printed(t: Type | None) -> Type | None:

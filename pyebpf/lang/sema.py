@@ -367,12 +367,13 @@ class Analyser(_ExprTyping):
 
 
 def analyse(script: ast.Script, resolver: TypeResolver | None = None, *,
-            params: Sequence[str] = ()) -> Analysis:
+            params: Sequence[str] = (), unsafe: bool = False) -> Analysis:
     """Type ``script`` in place (``expr.type``) and return its
     :class:`Analysis`; raises :class:`~pyebpf.lang.errors.LangError` with
     every semantic error found (bpftrace's messages and positions).
 
     ``resolver`` types ``argN``, ``retval`` and a tracepoint's ``args`` (see
     :class:`TypeResolver`); ``params`` are the positional parameters
-    (``$1``...; a number is an integer, else a string)."""
-    return Analyser(script, resolver, params).run()
+    (``$1``...; a number is an integer, else a string); ``unsafe``: the
+    unsafe functions (``system``) are allowed, as bpftrace's ``--unsafe``."""
+    return Analyser(script, resolver, params, unsafe).run()

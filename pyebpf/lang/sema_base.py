@@ -33,7 +33,7 @@ _AGG_FUNCS = frozenset({"count", "sum", "min", "max", "avg", "stats", "hist", "l
 _KNOWN_FUNCS = frozenset(
     "avg buf cat cgroupid clear count delete exit hist join kaddr ksym lhist max min ntop "
     "print printf cgroup_path reg signal sizeof stats str strftime strncmp sum system time "
-    "uaddr usym zero kstack ustack".split())
+    "uaddr usym zero kstack ustack bswap uptr kptr pton strcontains".split())
 #: the signals bpftrace 0.17 knows by name (x86_64 numbers)
 _SIGNALS = {"SIGABRT": 6, "SIGALRM": 14, "SIGBUS": 7, "SIGCHLD": 17, "SIGCONT": 18,
             "SIGFPE": 8, "SIGHUP": 1, "SIGILL": 4, "SIGINT": 2, "SIGKILL": 9, "SIGPIPE": 13,
@@ -228,10 +228,11 @@ class _AnalyserBase:
     analyser calls in another are declared here."""
 
     def __init__(self, script: ast.Script, resolver: TypeResolver | None,
-                 params: Sequence[str]) -> None:
+                 params: Sequence[str], unsafe: bool = False) -> None:
         self.script = script
         self.resolver = resolver
         self.params = tuple(params)
+        self.unsafe = unsafe          # bpftrace's --unsafe: system() allowed
         self.maps: dict[str, MapInfo] = {}
         self.variables: dict[ast.Probe, dict[str, Type]] = {}
         self.errors: list[Diagnostic] = []

@@ -62,6 +62,9 @@ class _ExprTyping(_AnalyserBase):
         base = self.expr(e.expr)
         self.expr(e.index)
         if base.kind == "pointer" and base.elem is not None:
+            if self.const_int(e.index) is None:
+                self.error("The array index operator [] only accepts literal integer indices.",
+                           e.pos)
             return base.elem
         self.error("The array index operator [] can only be used on arrays and pointers, "
                    f"found {_kind_name(base)}.", e.pos)
@@ -278,7 +281,9 @@ class _ExprTyping(_AnalyserBase):
         ``at`` is the operator."""
         signed = lt.signed if op in ("<<", ">>") else (lt.signed and rt.signed)
         result = int_type(8, signed)
-        if (lt.kind == "int" and rt.kind == "int") or "pointer" in (lt.kind, rt.kind):
+        if "pointer" in (lt.kind, rt.kind):
+            return self.pointer_binop(op, lt, rt, at)
+        if lt.kind == "int" and rt.kind == "int":
             return result
         if lt.kind != rt.kind:
             self.error(f"Type mismatch for '{op}': comparing '{_tstr(lt)}' with "
@@ -287,6 +292,23 @@ class _ExprTyping(_AnalyserBase):
             self.error(f"The {op} operator can not be used on expressions of types "
                        f"{_tstr(lt)}, {_tstr(rt)}", at, final=True)
         return result
+
+    def pointer_binop(self, op: str, lt: Type, rt: Type, at: ast.Pos) -> Type:
+        """An operation on a pointer, as C (and bpftrace) allow it: ``p + n``,
+        ``n + p`` and ``p - n`` are pointers (the code scales ``n`` by the
+        pointee's size); a comparison with an integer is an ``int64``, of
+        two pointers a ``uint64``; anything else is refused."""
+        ptr, other = (lt, rt) if lt.kind == "pointer" else (rt, lt)
+        compare = op in ("==", "!=", "<", "<=", ">", ">=")
+        if other.kind == "pointer" and compare:
+            return U64          # (bpftrace warns of distinct pointee types; not here)
+        if other.kind == "int" and (op == "+" or (op == "-" and ptr is lt)):
+            return ptr
+        if other.kind == "int" and compare:
+            return I64
+        self.error(f"The {op} operator can not be used on expressions of types "
+                   f"{_tstr(lt)}, {_tstr(rt)}", at, final=True)
+        return I64
 
     def str_offset(self, e: ast.Binop) -> None:
         """Inside ``str()``, a parameter may only be offset by a constant

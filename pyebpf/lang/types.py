@@ -29,6 +29,7 @@ KINDS = frozenset({
     "inet",        # ntop(): an IPv4/IPv6 address
     "timestamp",   # strftime(): a time printed with a format
     "username",    # username: a uid printed as a name
+    "cgroup_path", # cgroup_path(): a cgroup id printed as its paths (``fmt``: the filter)
     "probe",       # the probe builtin: an index into the probes' names
     "pointer",     # ``elem``: what it points to (casts, args fields)
     "record",      # ``args`` of a tracepoint: ``fields`` name -> (offset, Type);
@@ -57,7 +58,8 @@ class Type:
     (a buffer of ``size`` bytes at most that carries its length: a length
     byte, then the bytes -- as bpftrace keeps ``buf(p, n)`` of a run-time
     ``n``), ``btf`` (a record that is a kernel struct or union: its type
-    id in the kernel's BTF, :mod:`pyebpf.lang.btftypes`)."""
+    id in the kernel's BTF, :mod:`pyebpf.lang.btftypes`), ``fmt`` (a
+    timestamp: its strftime format; a cgroup_path: its hierarchy filter)."""
     kind: str
     size: int = 0
     signed: bool = False
@@ -69,6 +71,7 @@ class Type:
     lhist: tuple[int, int, int] | None = None
     counted: bool = False
     btf: int = 0
+    fmt: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

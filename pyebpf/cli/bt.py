@@ -226,7 +226,8 @@ def _run(prog: Any, args: argparse.Namespace, out: TextIO) -> int:
     json_mode = args.format == "json"
     flush = args.buffering != "full"
     stops = StopSignals()
-    with RunGuard(stops, kill_child=True) as guard:
+    maps_now = _MapsRequest()
+    with maps_now, RunGuard(stops, kill_child=True) as guard:
         child = guard.child = _spawn(args.cmd) if args.cmd else None
         stops.hold()
         run = guard.resource = prog.start(child=child, json=json_mode, release=False)
@@ -241,7 +242,7 @@ def _run(prog: Any, args: argparse.Namespace, out: TextIO) -> int:
         if os.environ.get(NOTIFY_ATTACHED):     # bpftrace's signal to its test suite
             sys.stdout.flush()
             print(NOTIFY_ATTACHED, file=sys.stderr, flush=True)
-        _loop(run, stops, child, args.pid, out, flush)
+        _loop(run, stops, child, args.pid, out, flush, maps_now)
         run.stop()
         _emit(run.poll(0), out, True)
         text = run.format_exit()
@@ -314,9 +315,50 @@ def _pictures(run: Any, args: argparse.Namespace) -> int:
     return status
 
 
+def _signal_module() -> Any:
+    """The signal module's C part (``signal`` itself imports enum: ~3 ms
+    of every start, see ``pyebpf.cli``)."""
+    try:
+        import _signal  # type: ignore[import-not-found]  # (CPython's C module)
+        return _signal
+    except ImportError:
+        import signal
+        return signal
+
+
+class _MapsRequest:
+    """SIGUSR1 while ``pyebpf bt`` runs: print every map and go on, as
+    bpftrace does (the signal's default action would end the process).
+    A context manager: the handler is set on entry, the old one put back on
+    exit; :meth:`take` says whether a request came since the last call."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._old: Any = None
+
+    def __enter__(self) -> _MapsRequest:
+        signal = _signal_module()
+        self._old = signal.signal(signal.SIGUSR1, self._handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        signal = _signal_module()
+        signal.signal(signal.SIGUSR1, self._old)
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        self.requested = True
+
+    def take(self) -> bool:
+        """True once per request (the maps are printed from the loop, not
+        from the handler, between two events)."""
+        got, self.requested = self.requested, False
+        return got
+
+
 def _loop(run: Any, stops: Any, child: Any, pid: int | None, out: TextIO,
-          flush: bool = True) -> None:
-    """Print events until exit(), the command's or process's end, or a stop signal."""
+          flush: bool = True, maps_now: _MapsRequest | None = None) -> None:
+    """Print events until exit(), the command's or process's end, or a stop
+    signal; the maps too on SIGUSR1 (``maps_now``)."""
     watch = None
     if pid is not None:
         from ..trace.live import _ProcessWatch
@@ -329,6 +371,9 @@ def _loop(run: Any, stops: Any, child: Any, pid: int | None, out: TextIO,
                 run.child_started()
             while not run.exited:
                 _emit(run.poll(0.1), out, flush)
+                if maps_now is not None and maps_now.take():
+                    out.write(run.format_maps())
+                    out.flush()
                 if (child is not None and child.poll()) or (watch is not None and watch.poll()):
                     _emit(run.poll(0), out, flush)
                     break

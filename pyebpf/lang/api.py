@@ -48,7 +48,7 @@ def compile(text: str, *, filename: str = "stdin", pid: int | None = None,
     invalid program or a header not found, and the probe layer's errors
     for missing probes."""
     from .parser import parse
-    script = parse(text, filename)
+    script = parse(text, filename, params)
     headers: list[Header] = []
     if includes or "#" in text:      # (the module only when there may be any)
         from .includes import find_headers
@@ -79,7 +79,11 @@ class BtProgram:
         self.resolver = resolver_for(pid, unsafe, command)
         #: what does not stop the program, as bpftrace warns of it (its text)
         self.warnings: list[str] = []
-        self.analysis = _analyse(script, self.resolver, self.params, unsafe)
+        try:
+            self.analysis = _analyse(script, self.resolver, self.params, unsafe)
+        except RecursionError as exc:
+            from .positions import too_deep
+            raise too_deep(script, exc) from None
         for probe in script.probes:          # resolve now: a missing probe fails here
             for ap in probe.attach_points:
                 if ap.provider not in ("BEGIN", "END"):
@@ -129,6 +133,9 @@ class BtProgram:
             return generate(self.script, self.analysis, resolve=self._resolve, cpid=cpid,
                             params=self.params, start_ns=time.monotonic_ns(),
                             count_drops=count_drops, helper_check=self.helper_check)
+        except RecursionError as exc:
+            from .positions import too_deep
+            raise too_deep(self.script, exc) from None
         except CodegenError as exc:
             if exc.pos is None:
                 raise

@@ -108,9 +108,13 @@ class Identifier(Expr):
 
 @dataclass(eq=False)
 class PositionalParameter(Expr):
-    """``$1``.. (``index`` >= 1) or ``$#`` (``index`` 0, ``count`` True)."""
+    """``$1``.. (``index`` >= 1) or ``$#`` (``index`` 0, ``count`` True).
+    ``value``: its number, filled in by the semantic pass from the
+    parameters the script is compiled with (None outside ``str()`` only
+    before that pass has run)."""
     index: int
     count: bool = False
+    value: int | None = field(default=None, kw_only=True, compare=False)
 
 
 @dataclass(eq=False)

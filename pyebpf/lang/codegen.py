@@ -414,6 +414,7 @@ class _ProbeGen(_ControlGen, _MapGen, _CallGen, _ValueGen, _IntGen):
         p.label("out")
         p.ret(0)
         self._set_origins()
+        p.drop_unreachable()    # (after a folded condition: the kernel refuses dead code)
         return p
 
     def ctx_stays_in_r1(self) -> bool:

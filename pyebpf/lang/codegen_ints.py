@@ -180,6 +180,13 @@ class _IntGen(_GenBase):
         else:
             raise CodegenError(f"builtin {n} is not supported yet", e.pos)
 
+    def _literal(self, e: A.Expr) -> A.String | None:
+        """A string literal, or ``str($N)`` as one (its text), else None."""
+        if isinstance(e, A.String):
+            return e
+        text = self.param_text(e) if isinstance(e, A.Call) and e.name == "str" else None
+        return None if text is None else A.String(e.pos, text)
+
     def _user_address(self, name: A.String, pos: A.Pos) -> int:
         """``uaddr("sym")``: the ELF address of a data symbol of the probed
         binary -- not relocated, as bpftrace 0.17 gives it (so in a PIE it is
@@ -238,15 +245,18 @@ class _IntGen(_GenBase):
             x = self.int_expr(e.args[1])
             p.mov(r, x)
             self.release(x)
-        elif e.name == "kaddr" and e.args and isinstance(e.args[0], A.String):
-            from .stacks import kernel_address
-            addr = kernel_address(e.args[0].value)
-            if addr is None:
-                raise CodegenError(f"Failed to resolve kernel symbol: {e.args[0].value}",
-                                   e.args[0].pos)
-            self._load_const(r, addr)
-        elif e.name == "uaddr" and e.args and isinstance(e.args[0], A.String):
-            self._load_const(r, self._user_address(e.args[0], e.pos))
+        elif e.name in ("kaddr", "uaddr") and e.args and self._literal(e.args[0]) is not None:
+            lit = self._literal(e.args[0])
+            assert lit is not None
+            if e.name == "uaddr":
+                self._load_const(r, self._user_address(lit, e.pos))
+            else:
+                from .stacks import kernel_address
+                addr = kernel_address(lit.value)
+                if addr is None:
+                    raise CodegenError(f"Failed to resolve kernel symbol: {lit.value}",
+                                       e.args[0].pos)
+                self._load_const(r, addr)
         elif e.name in ("usym", "uaddr", "ksym", "kaddr", "uptr", "kptr", "cgroup_path") \
                 and e.args:
             x = self.int_expr(e.args[0])

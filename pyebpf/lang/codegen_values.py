@@ -111,7 +111,7 @@ class _ValueGen(_GenBase):
             self.raw_bytes_into(data, off, min(len(data), size), size)
             return
         if isinstance(e, A.String):
-            data = e.value.encode()[:size - 1] + b"\0"
+            data = e.value.encode("utf-8", "surrogateescape")[:size - 1] + b"\0"
             pos = 0
             while pos < len(data):               # the bytes, in aligned 1/2/4-byte stores
                 w = min(_width(0, off + pos, len(data) - pos), 4)
@@ -324,6 +324,11 @@ class _ValueGen(_GenBase):
                 getattr(self.source, "emit_field_string", None) is not None and len(e.args) == 1:
             self.source.emit_field_string(p, src.field, off, size, self.ctx_reg)
             return
+        text = self.param_text(e)
+        if text is not None:              # str($1), str($1 + 2): the parameter's text
+            n = _const(e.args[1]) if len(e.args) > 1 else None
+            self.string_into(A.String(e.pos, text[:n] if n is not None else text), off, size)
+            return
         self._zero(off, size)
         r = self.int_expr(src)
         if len(e.args) > 1:
@@ -347,3 +352,21 @@ class _ValueGen(_GenBase):
         p.call("probe_read_user_str")
         self.check_helper("probe_read_user_str", e.pos, 2)
 
+    def param_text(self, e: A.Call) -> str | None:
+        """The text ``str($N)`` or ``str($N + k)`` stands for (a parameter
+        not given is empty; ``k`` characters left out), None for any other
+        ``str()``: bpftrace makes a string of the parameter itself, not a
+        read from an address."""
+        src = e.args[0] if e.args else None
+        skip = 0
+        if isinstance(src, A.Binop) and src.op == "+":
+            param = src.left if isinstance(src.left, A.PositionalParameter) else src.right
+            k = _const(src.right if param is src.left else src.left)
+            if not isinstance(param, A.PositionalParameter) or k is None:
+                return None
+            src, skip = param, k
+        if not isinstance(src, A.PositionalParameter) or src.count:
+            return None
+        params = self.ctx.params
+        text = params[src.index - 1] if src.index <= len(params) else ""
+        return text[max(0, skip):]

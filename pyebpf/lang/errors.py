@@ -50,9 +50,24 @@ class Diagnostic(Record):
 
 
 def _line(source: str, n: int) -> str:
-    """Line ``n`` (1-based) of ``source`` without its newline, ``""`` past the end."""
-    lines = source.split("\n")
-    return lines[n - 1] if 0 < n <= len(lines) else ""
+    """Line ``n`` (1-based) of ``source`` without its newline, ``""`` past the
+    end (found without splitting the whole source: a script may be long and
+    have many errors)."""
+    if n < 1:
+        return ""
+    start = 0
+    for _ in range(n - 1):
+        start = source.find("\n", start) + 1
+        if start == 0:
+            return ""
+    stop = source.find("\n", start)
+    return source[start:] if stop < 0 else source[start:stop]
+
+
+#: a source line longer than this is shown as a window around the error
+LONG_LINE = 400
+#: the columns of a long line shown before the error's start
+_LEAD = 100
 
 
 def format_diagnostic(d: Diagnostic) -> str:
@@ -69,9 +84,15 @@ def format_diagnostic(d: Diagnostic) -> str:
     src = d.source_line
     if not src:
         return head
-    shown = src.replace("\t", "    ")
-    marks = []
-    for i, ch in enumerate(src[:max(end - 1, 0)]):
+    first, more = 0, ""
+    if len(src) > LONG_LINE:       # only a window of it (each error would copy it all)
+        first = max(0, pos.column - 1 - _LEAD)
+        more = "..." if first + LONG_LINE < len(src) else ""
+        src = src[first:first + LONG_LINE]
+    lead = "..." if first else ""
+    shown = lead + src.replace("\t", "    ") + more
+    marks = [" " * len(lead)]
+    for i, ch in enumerate(src[:max(end - 1 - first, 0)], first):
         mark = " " if i < pos.column - 1 else "~"
         marks.append(mark * 4 if ch == "\t" else mark)
     return f"{head}\n{shown}\n{''.join(marks)}"

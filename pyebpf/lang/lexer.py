@@ -191,7 +191,10 @@ def _strtoull(text: str, base: int, overflow: str = "stoull") -> int:
         end += 1
     if end == i:
         raise LangError("stoull")
-    value = int(text[i:end], base)
+    significant = text[i:end].lstrip("0")
+    # (more than 22 digits is over 2**64 in any base: refused before int(),
+    # which has a digit limit for decimal text)
+    value = _U64_LIMIT if len(significant) > 22 else int(significant or "0", base)
     if value >= _U64_LIMIT:
         raise LangError(overflow)
     if text[end:] and text[end:].lower() not in _INT_SUFFIXES:

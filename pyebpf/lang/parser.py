@@ -34,7 +34,11 @@ from .errors import Diagnostic, LangError
 from .lexer import Token, tokenize
 from .types import INT_NAMES
 
-__all__ = ["parse", "parse_expression", "PROVIDERS", "split_attach_point"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Sequence
+
+__all__ = ["parse", "parse_expression", "PROVIDERS", "split_attach_point", "expand_params"]
 
 #: attach point providers: short form -> full name (bpftrace 0.17's table;
 #: ``rt``/``rawtracepoint`` as later bpftrace spells them)
@@ -95,9 +99,10 @@ class _Syntax(Exception):
 class Parser:
     """One parse of one script; :func:`parse` is the entry point."""
 
-    def __init__(self, text: str, filename: str = "stdin") -> None:
+    def __init__(self, text: str, filename: str = "stdin", params: Sequence[str] = ()) -> None:
         self.text = text
         self.filename = filename
+        self.params = tuple(params)
         self.toks, self.lex_errors = tokenize(text, filename)
         self.k = 0
         self.errors: list[Diagnostic] = []
@@ -141,7 +146,10 @@ class Parser:
     def script(self) -> ast.Script:
         """Parse the whole script (raises LangError)."""
         try:
-            probes = self._program()
+            try:
+                probes = self._program()
+            except RecursionError:      # (a recursive-descent parser: the token it was at)
+                raise _Syntax(TOO_DEEP, _tspan(self.tok)) from None
         except _Syntax as e:
             end = (e.span[2], e.span[3])
             lex = [d for d in self.lex_errors if _where(d) < end]
@@ -219,6 +227,14 @@ class Parser:
         else:
             span = _join(_tspan(start), _tspan(prev))
         text = "".join(raw)
+        if "$" in text:
+            try:
+                text = expand_params(text, self.params)
+            except LangError as exc:
+                self._error(exc.message, span)
+                if exc.message.startswith("Found trailing"):   # (bpftrace drops it)
+                    return ast.AttachPoint(_pos(span), "", "")
+                return ast.AttachPoint(_pos(span), text, text)
         ap = split_attach_point(text, _pos(span))
         if isinstance(ap, str):
             self._error(ap, span)
@@ -425,10 +441,9 @@ class Parser:
         t = self._take()
         if t.kind == "$#":
             return ast.PositionalParameter(t.pos, 0, count=True)
-        n = int(str(t.value)[1:])
-        if n == 0 or n > 2 ** 63 - 1:
-            raise _Syntax(f"param {t.value} is out of integer range [1, "
-                          f"{2 ** 63 - 1}]", _tspan(t))
+        n = _param_index(str(t.value)[1:])
+        if n is None:
+            raise _Syntax(_param_range(str(t.value)), _tspan(t))
         return ast.PositionalParameter(t.pos, n)
 
     def _primary(self) -> tuple[ast.Expr, Span]:  # noqa: C901 - one case per token kind
@@ -517,6 +532,24 @@ class Parser:
         return ast.Call(pos, str(name.value), args), span
 
 
+def _param_index(digits: str) -> int | None:
+    """The N of ``$N`` (1 to 2**63 - 1; read without converting a huge
+    text), None out of that range."""
+    digits = digits.lstrip("0")
+    if not digits or len(digits) > 19:
+        return None
+    n = int(digits)
+    return n if n < 1 << 63 else None
+
+
+def _param_range(name: str) -> str:
+    return f"param {name} is out of integer range [1, {2 ** 63 - 1}]"
+
+
+#: the error for a program nested deeper than pyebpf's passes recurse
+TOO_DEEP = "expression nested too deeply for pyebpf (Python's recursion limit)"
+
+
 def _int64(value: int) -> int:
     """A literal as bpftrace keeps it: a 64-bit signed value (2**64 - 1 is -1)."""
     value &= (1 << 64) - 1
@@ -600,11 +633,49 @@ def _split_fields(rest: str) -> list[str]:
     return out
 
 
-def parse(text: str, filename: str = "stdin") -> ast.Script:
+def parse(text: str, filename: str = "stdin", params: Sequence[str] = ()) -> ast.Script:
     """Parse a bpftrace program. Raises :class:`~pyebpf.lang.errors.LangError`
     (bpftrace's text: position, source line, ``~`` marker) on any lexical or
-    syntax error; several lexical errors are reported together."""
-    return Parser(text, filename).script()
+    syntax error; several lexical errors are reported together. ``params``:
+    the positional parameters, put in the attach points that name them
+    (``i:ms:$1``, ``BEG$1``) before they are split, as bpftrace does."""
+    return Parser(text, filename, params).script()
+
+
+def expand_params(text: str, params: Sequence[str]) -> str:
+    """An attach point's text with each ``$N`` outside quotes replaced by
+    parameter N as given (empty when there is none). Raises
+    :class:`~pyebpf.lang.errors.LangError` (no position) with bpftrace's
+    message when the index has trailing text (``$1x``) or is out of range."""
+    out: list[str] = []
+    quoted = False
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if quoted and c == "\\" and i + 1 < len(text):
+            out.append(text[i:i + 2])
+            i += 2
+            continue
+        if c == '"':
+            quoted = not quoted
+        elif c == "$" and not quoted:
+            j = i + 1
+            while j < len(text) and text[j] not in '":':
+                j += 1
+            index = text[i + 1:j]
+            digits = len(index) - len(index.lstrip("0123456789"))
+            if digits < len(index):
+                raise LangError(f"Found trailing text '{index[digits:]}' in positional "
+                                 "parameter index. Try quoting the trailing text.")
+            n = _param_index(index)
+            if n is None:
+                raise LangError(_param_range("$" + index))
+            out.append(params[n - 1] if 0 < n <= len(params) else "")
+            i = j
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
 
 
 def parse_expression(text: str, filename: str = "stdin") -> ast.Expr:

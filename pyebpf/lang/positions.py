@@ -15,7 +15,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .ast import Script
 
-__all__ = ["script_error", "pos_of_origin"]
+__all__ = ["script_error", "pos_of_origin", "too_deep"]
 
 
 def pos_of_origin(origin: str | None) -> Pos | None:
@@ -66,3 +66,22 @@ def _token_end(line: str, column: int) -> int:
             break
         i += 1
     return max(i + 1, column + 1)
+
+
+def too_deep(script: Script, cause: RecursionError) -> Exception:
+    """The :class:`~pyebpf.lang.errors.LangError` for a tree deeper than a
+    pass could recurse (``cause``), at its deepest node (walked without
+    recursion)."""
+    from .ast import Node
+    from .parser import TOO_DEEP
+    best: tuple[int, Pos | None] = (0, None)
+    todo: list[tuple[object, int]] = [(script, 0)]
+    while todo:
+        node, depth = todo.pop()
+        if isinstance(node, Node):
+            if depth > best[0]:
+                best = (depth, node.pos)
+            todo.extend((v, depth + 1) for v in vars(node).values())
+        elif isinstance(node, (list, tuple)):
+            todo.extend((v, depth) for v in node)
+    return script_error(script, best[1], TOO_DEEP, cause)

@@ -544,8 +544,13 @@ class BtRun(Owner):
 
     def format_exit(self) -> str:
         """What bpftrace prints at exit: two newlines (in JSON mode too),
-        then every map, by name."""
-        return "\n\n" + "".join(self.format_map(n) for n in sorted(self.unit.maps))
+        then every map, by name (:meth:`format_maps`)."""
+        return "\n\n" + self.format_maps()
+
+    def format_maps(self) -> str:
+        """Every map, by name, as bpftrace prints them (on SIGUSR1: the run
+        goes on)."""
+        return "".join(self.format_map(n) for n in sorted(self.unit.maps))
 
     def clear_map(self, name: str) -> None:
         """Delete every entry of map ``name``."""

@@ -206,7 +206,7 @@ class Analyser(_ExprTyping):
     def unroll(self, s: ast.Unroll) -> None:
         """``unroll (N)``: N a constant between 1 and 100."""
         self.expr(s.count)
-        n = self.const_int(s.count)
+        n = self.int_literal(s.count)
         if n is None:
             self.error("invalid unroll value", s.pos)
         elif n > 100:

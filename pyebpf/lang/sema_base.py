@@ -87,22 +87,28 @@ class Analysis:
 
 
 def param_int(text: str) -> int | None:
-    """A positional parameter's value as a number (bpftrace's reading:
-    decimal, ``0x`` hex, ``0`` octal, a sign; empty is 0), None when it is
-    not one."""
-    body = text.strip()
-    if not body:
-        return 0
-    sign = -1 if body[0] == "-" else 1
-    digits = body.lstrip("+-")
-    try:
-        if digits[:2].lower() == "0x":
-            return sign * int(digits[2:], 16)
-        if len(digits) > 1 and digits[0] == "0":
-            return sign * int(digits[1:], 8)
-        return sign * int(digits, 10)
-    except ValueError:
-        return None
+    """A positional parameter's value as a number, None when it is not one.
+
+    bpftrace 0.17's reading (``std::stoll`` with base 0, the whole text
+    used): C blanks before it, one sign, then ``0x``/``0X`` hex, ``0``
+    octal or decimal, in ASCII digits only, within a signed 64-bit range.
+    So ``" 7"`` and ``+3`` are numbers; ``""``, ``"3 "``, ``08``, ``1_000``,
+    ``1e3``, a non-ASCII digit and ``0xffffffffffffffff`` are not."""
+    body = text.lstrip(" \t\n\v\f\r")
+    sign = -1 if body[:1] == "-" else 1
+    if body[:1] in "+-":
+        body = body[1:]
+    if body[:2] in ("0x", "0X") and len(body) > 2:
+        digits, base = body[2:], 16
+    elif body[:1] == "0":
+        digits, base = body, 8
+    else:
+        digits, base = body, 10
+    allowed = "0123456789abcdefABCDEF"[:base + (base == 16) * 6]
+    if not digits or any(c not in allowed for c in digits) or len(digits.lstrip("0")) > 24:
+        return None                     # (24 digits: beyond any 64-bit value in any base)
+    value = sign * int(digits, base)
+    return value if -(1 << 63) <= value < (1 << 63) else None
 
 
 def attach_point_number(text: str) -> int:

@@ -376,11 +376,17 @@ def _strcontains(a: Analyser, c: ast.Call, to: str | None) -> Type:
     return U64
 
 
+def _str_of_param(e: ast.Expr) -> bool:
+    """``str($N)``: bpftrace counts it as a string literal (its text is known)."""
+    return isinstance(e, ast.Call) and e.name == "str" and len(e.args) == 1 and isinstance(
+        e.args[0], ast.PositionalParameter) and not e.args[0].count
+
+
 @_call("kaddr")
 @_call("uaddr")
 @_call("cgroupid")
 def _addr(a: Analyser, c: ast.Call, to: str | None) -> Type:
-    if _nargs(a, c, 1):
+    if _nargs(a, c, 1) and not _str_of_param(c.args[0]):
         _arg(a, c, "string", 0, literal=True)
         if c.name == "uaddr" and a.p is not None and isinstance(c.args[0], ast.String):
             # a pointer to the symbol's own size, as bpftrace 0.17 types it
@@ -465,8 +471,10 @@ def _strncmp(a: Analyser, c: ast.Call, to: str | None) -> Type:
         _arg(a, c, "string", 0)
         _arg(a, c, "string", 1)
         if _arg(a, c, "int", 2, literal=True):
-            n = a.const_int(c.args[2])
-            if n is not None and n < 0:
+            n = a.int_literal(c.args[2])
+            if n is None:
+                a.error("strncmp: invalid size value", c.pos)
+            elif n < 0:
                 a.error("Builtin strncmp requires a non-negative size", c.pos)
     return U64
 

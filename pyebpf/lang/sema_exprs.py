@@ -85,7 +85,7 @@ class _ExprTyping(_AnalyserBase):
         if isinstance(e, ast.Integer):
             return e.value
         if isinstance(e, ast.PositionalParameter):
-            return len(self.params) if e.count else param_int(self.param(e.index))
+            return self.param_number(e)
         if isinstance(e, ast.Unop) and e.op == "-":
             v = self.const_int(e.operand)
             return None if v is None else -v
@@ -96,16 +96,33 @@ class _ExprTyping(_AnalyserBase):
         text (``str($1)``, ``str($1 + 2)``); elsewhere it must be a number
         (a missing one is 0)."""
         in_str = bool(self.calls) and self.calls[-1] == "str"
+        e.value = self.param_number(e)
         if e.count:
             if in_str:
                 self.error("use $#, not str($#)", e.pos)
             return I64
         if in_str:
             self.str_param = True
-        elif self.final and param_int(self.param(e.index)) is None:
+        elif self.final and e.value is None:
             self.error(f"${e.index} used numerically but given \"{self.param(e.index)}\". "
                        f"Try using str(${e.index}).", e.pos)
         return I64
+
+    def int_literal(self, e: ast.Expr) -> int | None:
+        """:meth:`const_int` where bpftrace wants an integer literal (an
+        unroll count, strncmp's size): a parameter that is no number is
+        refused there and then (bpftrace's ``get_int_literal``)."""
+        if isinstance(e, ast.PositionalParameter) and self.param_number(e) is None:
+            self.error(f'${e.index} used numerically but given "{self.param(e.index)}"', e.pos)
+            return None
+        return self.const_int(e)
+
+    def param_number(self, e: ast.PositionalParameter) -> int | None:
+        """``$#``'s count, or ``$N``'s number (bpftrace's :func:`param_int`;
+        a parameter not given at all is 0), None when ``$N`` is not one."""
+        if e.count:
+            return len(self.params)
+        return param_int(self.params[e.index - 1]) if e.index <= len(self.params) else 0
 
     def param(self, n: int) -> str:
         """Positional parameter ``n`` (1-based) as given, ``""`` when missing."""

@@ -226,6 +226,24 @@ class Program(Output, Idioms, InstructionBuilder):
             self._cache = None
         return sub
 
+    def drop_unreachable(self) -> int:
+        """Remove the instructions that no path from a body's first one
+        reaches, in the main body and in each subprogram, and return how many
+        went. The kernel refuses a program with any (``unreachable insn``);
+        a generator that folds a constant condition, or ends both arms of a
+        branch with a jump, may leave some. Labels move with the code; a
+        removed instruction's comment goes to the next one kept. A body with
+        a jump given as a raw offset (no label), or with raw slots, is left
+        as it is."""
+        self._attach_comments()
+        removed = _drop_unreachable(self)
+        for sub in self.subprograms.values():
+            sub._attach_comments()
+            removed += _drop_unreachable(sub)
+        if removed:
+            self._cache = None
+        return removed
+
     # ------------------------------------------------------------ layout
     def layout(self) -> tuple[list[Insn], dict[str, int]]:
         """The flat instruction list (main body then subprograms) and every
@@ -334,3 +352,65 @@ class Program(Output, Idioms, InstructionBuilder):
 
     def __repr__(self) -> str:
         return f"<Program {self.name!r}: {len(self.insns)} insns, {len(self.subprograms)} subprograms>"
+
+
+def _successors(insn: Insn, i: int, labels: dict[str, int]) -> list[int] | None:
+    """Where control goes after instruction ``i`` of one body (indexes in
+    it), None when a jump has a raw offset (its target is not known here)."""
+    cls = insn.code & 0x07
+    if cls not in (op.JMP, op.JMP32):
+        return [i + 1]
+    jop = insn.code & 0xF0
+    if jop == op.EXIT:
+        return []
+    if insn.code == op.OP_CALL and insn.src != op.CALL_LOCAL:
+        return [i + 1]
+    if not is_jump(insn):
+        return None                 # an indirect jump: anything may follow
+    if insn.code == op.OP_CALL:     # a bpf-to-bpf call returns here
+        return [i + 1]
+    if insn.target is None:
+        return None
+    to = labels.get(insn.target)
+    if to is None:
+        return None
+    return [to] if jop == op.JA else [to, i + 1]
+
+
+def _drop_unreachable(body: Program) -> int:
+    """:meth:`Program.drop_unreachable` on one body, its own labels only."""
+    insns, labels = body.insns, body._labels
+    if any(isinstance(i, RawSlot) for i in insns):
+        return 0                    # (raw bytes: not instructions to reason about)
+    n = len(insns)
+    seen = [False] * n
+    todo = [0] if n else []
+    while todo:
+        i = todo.pop()
+        if i >= n or seen[i]:
+            continue
+        seen[i] = True
+        nxt = _successors(insns[i], i, labels)
+        if nxt is None:
+            return 0
+        todo.extend(nxt)
+    if all(seen):
+        return 0
+    new_index = [0] * (n + 1)
+    kept: list[Insn] = []
+    carried: str | None = None
+    for i, insn in enumerate(insns):
+        new_index[i] = len(kept)
+        if not seen[i]:
+            if insn.comment is not None:
+                carried = insn.comment if carried is None else f"{carried}; {insn.comment}"
+            continue
+        if carried is not None:
+            insn.comment = carried if insn.comment is None else f"{carried}; {insn.comment}"
+            carried = None
+        kept.append(insn)
+    new_index[n] = len(kept)
+    body._comments = {at - n + len(kept): text for at, text in body._comments.items()}
+    body.insns = kept
+    body._labels = {name: new_index[at] for name, at in labels.items()}
+    return n - len(kept)

@@ -104,7 +104,7 @@ CASES: list[tuple] = [
      "ERROR: tracepoint not found: nosuchcat:x"),
     ("trace-unknown-usdt", ["trace", f"usdt:{sys.executable}:no_such_probe_xyz"], 1,
      "no_such_probe_xyz"),
-    ("trace-huge-offset", ["trace", f"uprobe:{sys.executable}:main+{HUGE}"], 1, "digits"),
+    ("trace-huge-offset", ["trace", f"uprobe:{sys.executable}:main+{HUGE}"], 1, "integer literal out of range"),
     ("trace-unknown-pid", ["trace", TP, "-p", "999999999"], 1, "no process 999999999"),
     ("trace-command-not-found", ["trace", TP, "-q", "-c", "/no/such/command"], 1,
      "cannot run '/no/such/command'"),

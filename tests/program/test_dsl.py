@@ -193,3 +193,32 @@ def test_checker_counts_helper_output_as_initialised():
     p.ld_map(R1, m).stack_pointer(R2, buf).call("map_lookup_elem")
     p.ret(0)
     check(p)
+
+
+def test_drop_unreachable_removes_dead_code_and_moves_labels_and_comments():
+    p = Program()
+    p.mov(R0, 0)
+    p.ja("over")
+    p.comment("dead line")
+    p.mov(R0, 1)                   # unreachable: both ways around it jump
+    p.label("dead")
+    p.add(R0, 2)                   # unreachable too (nothing jumps to "dead")
+    p.label("over")
+    p.jeq(R0, 0, "out")
+    p.mov(R0, 3)
+    p.label("out")
+    p.exit()
+    assert p.drop_unreachable() == 2
+    assert p.labels == {"dead": 2, "over": 2, "out": 4}
+    insns = p.finalize()
+    assert [i.code for i in insns][:3] == [op.ALU64 | op.MOV | op.K, op.OP_JA,
+                                           op.JMP | op.JEQ | op.K]
+    assert insns[1].off == 0 and insns[2].off == 1
+    assert insns[2].comment == "dead line"
+    assert p.drop_unreachable() == 0
+
+
+def test_drop_unreachable_leaves_a_body_with_raw_offsets_alone():
+    p = Program()
+    p.mov(R0, 0).ja(1).mov(R0, 1).exit()
+    assert p.drop_unreachable() == 0 and len(p.insns) == 4

@@ -77,9 +77,3 @@ def test_results_are_cached():
     assert F.has_map_type(MapType.HASH) is F.has_map_type(MapType.HASH)
     assert F.has_kprobe_pmu() is F.has_kprobe_pmu()
 
-
-def test_skip_with_reason_pattern():
-    f = F.has_kprobe_pmu()
-    if not f:
-        with pytest.raises(pytest.skip.Exception):
-            pytest.skip(f.reason)

@@ -16,6 +16,7 @@ import subprocess
 import sys
 
 import pytest
+from systools import PYTHON as SYSTEM_PYTHON
 from budget import fuzz_settings
 from hypothesis import given
 from hypothesis import strategies as st
@@ -150,7 +151,7 @@ def test_eh_frame_is_parsed_only_off_the_symbol_path(builds):
     assert ef._eh_frame is None and ef._known is None
 
 
-PYTHON = "/usr/bin/python3.11"
+PYTHON = SYSTEM_PYTHON
 
 
 @pytest.mark.skipif(not os.path.exists(PYTHON), reason=f"{PYTHON} is not installed")

@@ -7,12 +7,13 @@ import shutil
 import subprocess
 
 import pytest
+from systools import PYTHON as SYSTEM_PYTHON
 
 from pyebpf.lang.probes import SOFTWARE_EVENTS, ProbeSpecError, list_probes
 
 from .harness import bt_workload
 
-PYTHON = "/usr/bin/python3.11"
+PYTHON = SYSTEM_PYTHON
 
 
 def bpftrace_l(pattern: str) -> list[str]:

@@ -10,6 +10,7 @@ import subprocess
 import time
 
 import pytest
+from systools import PYTHON as SYSTEM_PYTHON
 
 from pyebpf.lang.ast import AttachPoint, Pos
 from pyebpf.lang.probes import (PerfEventSource, ProbeSpecError, RawTracepointSource,
@@ -253,7 +254,7 @@ def test_uprobe_arguments_and_retval_are_unsigned_as_in_bpftrace(tmp_path):
     """bpftrace 0.17 reads a uprobe's argN and retval as uint64: a negative
     offset prints as a huge value and is not < 0; the Resolver says so."""
     from pyebpf.lang import output
-    py = "/usr/bin/python3.11"
+    py = SYSTEM_PYTHON
     if not os.path.exists(py):
         pytest.skip(f"{py} is not installed")
     script = tmp_path / "ls.py"

@@ -16,6 +16,7 @@ import subprocess
 import time
 
 import pytest
+from systools import PYTHON as SYSTEM_PYTHON
 
 import pyebpf
 from pyebpf.errors import UsdtProbeLookupError, UsdtSpecError, UsdtTargetError
@@ -32,7 +33,7 @@ from .conftest import GCC, HERE, compile_bpf, libbpf_loads
 
 pytestmark = pytest.mark.kernel
 
-PYTHON = "/usr/bin/python3.11"
+PYTHON = SYSTEM_PYTHON
 U64 = (1 << 64) - 1
 #: struct args_event of usdt_progs.c
 ARGS_EVENT = struct.Struct("<IiQI12i4x12q")

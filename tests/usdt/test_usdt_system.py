@@ -10,6 +10,7 @@ import os
 import time
 
 import pytest
+from systools import POSTGRES
 from usdt_testlib import JVM_LIBS, KNOWN_FILES, all_note_files, has_readelf, readelf_notes
 
 from pyebpf.usdt import ArgKind, UsdtFile
@@ -98,7 +99,7 @@ def test_forms_in_this_machines_binaries(parsed):
     if not kinds:
         pytest.skip("no USDT binaries installed")
     assert kinds[ArgKind.REG] and kinds[ArgKind.CONST]
-    if os.path.exists("/usr/lib/postgresql/15/bin/postgres"):
+    if os.path.exists(POSTGRES):
         assert kinds[ArgKind.RIP] >= 6 and kinds[ArgKind.DEREF]
 
 

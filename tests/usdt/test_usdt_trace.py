@@ -9,6 +9,7 @@ import shutil
 import subprocess
 
 import pytest
+from systools import LIBJVM, LIBPYTHON_NAME
 
 from pyebpf.errors import UsdtProbeLookupError, UsdtSpecError, UsdtTargetError
 from pyebpf.maps import HashMap
@@ -138,7 +139,7 @@ def test_multi_location_cookies_and_dispatch():
     """The dispatch code reads the cookie only where specs differ; cookies
     carry the spec group in their low 16 bits and the location's address above."""
     from pyebpf.usdt.args import cookie_address, cookie_group
-    path = "/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so"
+    path = LIBJVM
     if not os.path.exists(path):
         pytest.skip("no libjvm.so")
     # a libjvm probe with many locations and differing specs
@@ -262,10 +263,10 @@ def test_library_name_and_pid_targets(build_dir):
     """A library name resolves like bpftrace (libpython3.11), and with a pid
     alone every module of the process that has the probe is found."""
     try:
-        u = usdt("libpython3.11", "python:gc__start")
+        u = usdt(LIBPYTHON_NAME, "python:gc__start")
     except UsdtTargetError:
-        pytest.skip("no libpython3.11")
-    assert "libpython3.11" in u.paths[0]
+        pytest.skip(f"no {LIBPYTHON_NAME}")
+    assert LIBPYTHON_NAME in u.paths[0]
     exe, traced = forms_build("gcc-O2-shared", build_dir)
     w = Waiting([exe, "1"], env={**os.environ, "USDT_FORMS_WAIT": "1"})
     try:
@@ -316,7 +317,7 @@ def test_semaphore_through_ref_ctr(variant, build_dir):
 def test_python_semaphore_through_ref_ctr(tmp_path):
     """The same for python:gc__start, on a private copy of python3.11 (so
     that tracers of the system's python elsewhere cannot change the count)."""
-    py = shutil.copy(_python(), tmp_path / "python3.11")
+    py = shutil.copy(_python(), tmp_path / os.path.basename(_python()))
     _sema_case(py, py, "python:gc__start",
                ["-c", "import sys; print('ready', flush=True); sys.stdin.readline()"], None)
 

@@ -6,9 +6,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
+from waiting import read_line, wait_exec
 
 from .harness import ROOT, bt_workload
 
@@ -108,7 +108,7 @@ def test_pid_option_traces_that_process_and_ends_with_it() -> None:
     w = bt_workload()
     target = subprocess.Popen([w, "40", "100000"], stdout=subprocess.DEVNULL)
     try:
-        time.sleep(0.05)
+        wait_exec(target.pid, w)
         proc = bt("-e", f"uprobe:{w}:compute {{ @n = count(); }}", "-p", str(target.pid),
                   timeout=60)
     finally:
@@ -122,16 +122,19 @@ def test_pid_option_traces_that_process_and_ends_with_it() -> None:
 def test_stop_signal_prints_the_maps(sig: int) -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen([sys.executable, "-m", "pyebpf", "bt", "-e",
-                             'interval:ms:20 { @n = count(); } END { printf("end\\n"); }'],
+                             'interval:ms:20 { @n = count(); printf("tick\\n"); } '
+                             'END { printf("end\\n"); }'],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             cwd=str(ROOT))
     assert proc.stdout is not None
     assert proc.stdout.readline() == "Attaching 2 probes...\n"
-    time.sleep(0.2)
+    assert read_line(proc.stdout, "the first tick") == "tick\n"   # @n is set
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
-    assert out.startswith("end\n\n\n@n: ")
+    ticks, sep, rest = out.partition("end\n")
+    assert sep and set(ticks.splitlines()) <= {"tick"}, out
+    assert rest.startswith("\n\n@n: "), out
 
 
 def test_json_lines() -> None:

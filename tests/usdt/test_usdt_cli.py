@@ -237,10 +237,9 @@ def test_errors(tmp_path):
     assert "Traceback" not in r.stderr
 
 
-def test_cli_is_quick_on_libjvm():
+def test_cli_lists_libjvm():
+    # (how fast: benchmarks/bench_usdt_parse.py)
     path = JVM_LIBS[-1]
     need(path)
-    t0 = time.perf_counter()
     data = json.loads(pyebpf(path, "--json").stdout)
     assert len(data) > 500
-    assert time.perf_counter() - t0 < 10

@@ -167,14 +167,6 @@ def conformance_dir() -> pathlib.Path:
     return shared("conformance")
 
 
-@pytest.fixture(scope="session")
-def run_id() -> str:
-    """A name unique to this test run (pid-based): for anything global, such
-    as pins under /sys/fs/bpf or tracefs instances, so that two runs at once
-    do not meet."""
-    return f"pyebpf_t{os.getpid()}"
-
-
 @pytest.fixture(scope="session", autouse=True)
 def _btf_index_cache(tmp_path_factory):
     """The kernel BTF's index cache in a temporary directory, not the user's."""

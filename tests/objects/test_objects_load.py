@@ -11,7 +11,7 @@ import pyebpf
 from pyebpf.errors import VerifierError
 from pyebpf.objects import ObjectError, ObjectFileError, open_object
 
-from .conftest import KINDS, libbpf_loads, unpin_by_name
+from .conftest import KINDS, PINNED, libbpf_loads, unpin_by_name
 
 pytestmark = pytest.mark.kernel
 
@@ -93,7 +93,7 @@ def test_object_model(objects):
         assert d["counts"].value_size == 8 and d["counts"].max_entries == 128
         assert d["outer"].inner is not None and d["outer"].inner.max_entries == 4
         assert d["outer"].init_slots == {}
-        assert d["pinned_counts"].pinning == 1
+        assert d[PINNED].pinning == 1
         assert d[".rodata.cfg"].frozen and not d[".data.stats"].frozen
         assert obj.externs == {"_stext": "ksym", "LINUX_KERNEL_VERSION": "kconfig",
                                "CONFIG_HZ": "kconfig"}
@@ -106,12 +106,12 @@ def test_object_model(objects):
 
 def test_loading_pins_by_name_and_reuses_the_pin(objects):
     with pyebpf.load_object(objects["multi"]) as obj:
-        assert os.path.exists("/sys/fs/bpf/pinned_counts")
-        obj.maps["pinned_counts"][7] = 70
-        first_id = obj.maps["pinned_counts"].info().id
+        assert os.path.exists(f"/sys/fs/bpf/{PINNED}")
+        obj.maps[PINNED][7] = 70
+        first_id = obj.maps[PINNED].info().id
     with pyebpf.load_object(objects["multi"]) as obj:
-        assert obj.maps["pinned_counts"].info().id == first_id
-        assert obj.maps["pinned_counts"][7] == 70
+        assert obj.maps[PINNED].info().id == first_id
+        assert obj.maps[PINNED][7] == 70
 
 
 def test_bad_input_is_a_clear_error(tmp_path, objects):

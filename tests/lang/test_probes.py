@@ -243,7 +243,8 @@ def test_names_with_pid_are_bpftraces(w):
         wait_exec(proc.pid, w)
         points = ["usdt:*:btw:gated", "uprobe:libc:pthread_mutex_trylock", f"usdt:{w}:delta"]
         program = " ".join(f"{p} {{ @[probe] = count(); }}" for p in points)
-        text = run_bpftrace(program + " interval:ms:200 { exit(); }", "-p", str(proc.pid))
+        # (each point fires every 200 us: 1 s is ample on a loaded machine)
+        text = run_bpftrace(program + " interval:ms:1000 { exit(); }", "-p", str(proc.pid))
         theirs = set(re.findall(r"^@\[(.*)\]: \d+$", text, re.M))
         assert {n for p in points for n in names(p, pid=proc.pid)} == theirs
     finally:

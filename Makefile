@@ -6,11 +6,17 @@
 PYTHON ?= /usr/bin/python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-# What the tests use (pyebpf itself needs none of it): C compilers and USDT
-# headers to build test programs, bpftrace to compare outputs with, bpftool and
-# libbpf-dev to build and check BTF/CO-RE objects, chromium (headless) to open the
-# flame graphs the profiler draws, prometheus to scrape `pyebpf export`.
-DEBS   := clang llvm gcc make systemtap-sdt-dev bpftrace bpftool libbpf-dev chromium prometheus
+# What the tests use (pyebpf itself needs none of it): C/C++ compilers, libc's
+# static library and kernel headers, binutils and USDT headers to build and read
+# test programs, bpftrace to compare outputs with, bpftool and libbpf-dev to build
+# and check BTF/CO-RE objects, chromium (headless) to open the flame graphs the
+# profiler draws, prometheus to scrape `pyebpf export`; and programs with real
+# USDT probes to read and trace: Debian's python3 (and libpython), postgresql, a
+# JRE's libjvm.so (tests/systools.py finds them).  Under PYEBPF_REQUIRE_KERNEL=1 a
+# test that skips for want of one of these fails (tests/conftest.py).
+DEBS   := clang llvm gcc g++ make libc6-dev linux-libc-dev binutils systemtap-sdt-dev \
+          bpftrace bpftool libbpf-dev chromium prometheus \
+          python3 libpython3-dev postgresql openjdk-17-jre-headless
 
 .PHONY: demo test test-pythons bench debs venv venv-test python-venv clean
 
@@ -52,8 +58,10 @@ demo: venv
 	@echo
 	@echo "pyebpf is installed in $(VENV): run $(VENV)/bin/pyebpf --help (or 'source $(VENV)/bin/activate', then pyebpf)"
 
+# -rs: the reason of every skip in the summary (under PYEBPF_REQUIRE_KERNEL=1 only
+# the allow-listed ones of tests/conftest.py can skip)
 test: debs venv-test
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -rs $(PYTEST_ARGS)
 	sh .ci/test-pythons --skip $$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])') $(PYTEST_ARGS)
 
 # The tests marked `kernel` need root and the running kernel; the others run

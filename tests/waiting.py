@@ -11,6 +11,7 @@ wait_until`` works from any test: tests/ is on sys.path.
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import IO, Any, Callable, TypeVar
@@ -116,3 +117,36 @@ def read_until(stream: IO[Any], needle: str, what: str,
             return lines
         if not line:
             raise WaitTimeout(f"end of the output before {what}; read: {lines!r}")
+
+
+def _exe(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return ""
+
+
+def wait_exec(pid: int, path: str, timeout: float = DEFAULT_TIMEOUT) -> None:
+    """Wait until process ``pid`` runs ``path`` (its exec is done: a child
+    just started by Popen may still be the forked Python)."""
+    real = os.path.realpath(path)
+    wait_until(lambda: _exe(pid) == real, f"process {pid} to run {real}",
+               timeout, detail=lambda: _exe(pid) or "gone")
+
+
+#: the system calls a thread blocks in while it waits for a file descriptor
+_WAIT_SYSCALLS = {7, 23, 232, 270, 271, 281, 441}   # x86_64: poll, select, epoll_wait,
+#                                  pselect6, ppoll, epoll_pwait, epoll_pwait2
+
+
+def wait_blocked_in_poll(thread: threading.Thread, timeout: float = DEFAULT_TIMEOUT) -> None:
+    """Wait until ``thread`` is blocked in poll/select/epoll (read from
+    /proc/self/task/TID/syscall), e.g. a reader waiting for data."""
+    def blocked() -> bool:
+        try:
+            with open(f"/proc/self/task/{thread.native_id}/syscall") as f:
+                first = f.read().split()[0]
+        except (OSError, IndexError):
+            return False
+        return first.lstrip("-").isdigit() and int(first) in _WAIT_SYSCALLS
+    wait_until(blocked, f"thread {thread.name} to block in poll")

@@ -226,8 +226,9 @@ def test_integer_file_offsets(no_fd_leak, target_nopie, spawn):
 @pytest.mark.parametrize("method", METHODS)
 def test_ref_ctr_offset_semaphore(no_fd_leak, method, target_pie, spawn):
     need(method)
-    if not elf.open_elf(target_pie).find_symbols("target_semaphore"):
-        pytest.skip("no semaphore in the target")
+    # target.c defines target_semaphore: pyebpf's lookup must find it
+    assert elf.open_elf(target_pie).find_symbols("target_semaphore"), \
+        f"pyebpf finds no target_semaphore in {target_pie}"
     ef = elf.open_elf(target_pie)
     sema = ef.address_to_offset(ef.symbol("target_semaphore").address)
     t = spawn(target_pie)
@@ -318,14 +319,17 @@ def test_traced_program_full_speed_after_detach(no_fd_leak, target_pie, spawn):
     def best() -> int:
         return min(t.run(f"add {n} 1")[1] for _ in range(3))
 
+    # Each measurement is compared within this run, with a wide margin (a
+    # uprobe hit costs a trap, ~100x an add); the proof that nothing is left
+    # behind is the count, not the clock.
     before = best()
-    with attach_uprobe(progs.counter(m), target_pie, "target_add", pid=t.pid) as link:
+    with attach_uprobe(progs.counter(m), target_pie, "target_add", pid=t.pid):
         during = t.run(f"add {n} 1")[1]
     after = best()
     assert count(m) == n
     assert during > 5 * after, (before, during, after)
-    assert after < 2 * before + 2_000_000, (before, during, after)   # ns
-    assert link.attach_seconds < 1 and link.detach_seconds < 1
+    t.run(f"add {n} 1")
+    assert count(m) == n            # detached: no hit counted any more
 
 
 def test_detach_of_many_perf_uprobes_is_concurrent(no_fd_leak, target_pie):

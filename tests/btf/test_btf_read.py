@@ -5,7 +5,6 @@ name lookups, sizes and member offsets; split BTF; .BTF.ext."""
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 from btf_testlib import BPFTOOL, bpftool_raw, raw_dump
@@ -109,15 +108,13 @@ def test_unknown_name_says_so(vmlinux):
         vmlinux.type_id("struct task_strukt")
 
 
-def test_opening_vmlinux_is_lazy_and_fast(vmlinux):
-    """Opening indexes offsets only; finding a name decodes one type."""
-    t0 = time.perf_counter()
+def test_opening_vmlinux_is_lazy(vmlinux):
+    """Opening indexes offsets only; finding a name decodes a few types (what
+    keeps it quick, counted rather than timed: the kernel has ~100,000)."""
     btf = Btf.vmlinux()
     tid = btf.type_id("task_struct", Kind.STRUCT)
     btf.member_offset(tid, "pid")
-    elapsed = time.perf_counter() - t0
     assert len(btf._cache) < 50
-    assert elapsed < 2.0      # ~60-100 ms here; generous for a loaded CI machine
 
 
 def test_ext_records_of_a_clang_object(bpf_objects):

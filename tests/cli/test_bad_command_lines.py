@@ -352,9 +352,22 @@ def test_the_table_is_big_and_covers_every_command():
         assert any(n.startswith(command + "-") for n in names), command
 
 
-@pytest.mark.kernel
+#: the cases that need the kernel (they fail without capabilities), and
+#: those that may read tracefs; the others run under every Python
+#: (.ci/test-pythons runs the tests not marked ``kernel``)
+_KERNEL_CASES = {"conformance-missing-dir", "conformance-a-file", "conformance-no-tests",
+                 "trace-command-not-found", "explain-rejected", "explain-log-unwritable",
+                 "run-missing-binary", "run-verifier-log-unwritable", "profile-missing-command"}
+
+
+def _needs_kernel(case: tuple) -> bool:
+    return case[0] in _KERNEL_CASES or any(
+        a.startswith(("tracepoint:", "kprobe:")) for a in case[1])
+
+
 @pytest.mark.parametrize("name, argv, status, words", [
-    pytest.param(*c[:4], id=c[0]) for c in CASES])
+    pytest.param(*c[:4], id=c[0], marks=[pytest.mark.kernel] if _needs_kernel(c) else [])
+    for c in CASES])
 def test_bad_command_line(results, name, argv, status, words):
     proc, d = results[name]
     err = proc.stderr.decode(errors="replace")

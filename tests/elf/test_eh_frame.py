@@ -10,13 +10,14 @@ import struct
 import subprocess
 
 import pytest
+from systools import PYTHON as SYSTEM_PYTHON
 from budget import fuzz_settings
 from hypothesis import given
 from hypothesis import strategies as st
 
 from pyebpf.elf import ElfError, ElfFile, open_elf, parse_eh_frame, resolve_library
 
-REAL_FILES = ["/usr/bin/python3.11", resolve_library("libc"), "/lib64/ld-linux-x86-64.so.2"]
+REAL_FILES = [SYSTEM_PYTHON, resolve_library("libc"), "/lib64/ld-linux-x86-64.so.2"]
 
 
 def readelf_fdes(path: str) -> list[tuple[int, int]]:

@@ -9,12 +9,13 @@ import shutil
 import subprocess
 
 import pytest
+from systools import PYTHON as SYSTEM_PYTHON
 
 from pyebpf.elf import ElfError, ElfFile, ElfWriter, open_elf, relocations
 from pyebpf.elf import layouts as L
 from pyebpf.elf.writer import StringTable, pack_symbols
 
-SYSTEM_FILES = ["/usr/bin/python3.11", "/lib/x86_64-linux-gnu/libc.so.6"]
+SYSTEM_FILES = [SYSTEM_PYTHON, "/lib/x86_64-linux-gnu/libc.so.6"]
 _SECTION = re.compile(r"^Relocation section '([^']*)' at offset \S+ contains (\d+) entr")
 _HEX = re.compile(r"[0-9a-f]+")
 

@@ -237,7 +237,7 @@ def test_read_batch_max_events_and_timeout(kind, no_fd_leak):
     with kind.reader(decode="u64") as r, kind.producer(r, 16) as prod:
         t0 = time.monotonic()
         assert r.read_batch(timeout=0.15) == []
-        assert 0.1 <= time.monotonic() - t0 < 1.0
+        assert time.monotonic() - t0 >= 0.14       # a timeout never ends early
         prod.run(10, cpu=CPUS[0])
         assert r.read_batch(1, max_events=4) == [0, 1, 2, 3]
         assert r.read_batch(0) == [4, 5, 6, 7, 8, 9]
@@ -250,9 +250,7 @@ def test_iteration_until_stop(kind, no_fd_leak):
         assert [next(it) for _ in range(3)] == [0, 1, 2]
         it.close()                             # events 3..9 stay queued
         threading.Timer(0.2, r.stop).start()
-        t0 = time.monotonic()
-        assert list(r) == list(range(3, 10))
-        assert time.monotonic() - t0 < 2
+        assert list(r) == list(range(3, 10))   # (it returns: stop() ended it)
         prod.run(1, cpu=CPUS[0])
         assert r.drain() == [10]
 
@@ -279,9 +277,8 @@ def test_perf_wakes_by_watermark_and_flushes_below_it(no_fd_leak):
         # 3 x 32 bytes are below the watermark: no wakeup...
         assert select.select([pb.fileno()], [], [], 0.05)[0] == []
         # ...but the poll timeout still delivers them
-        t0 = time.monotonic()
-        assert len(pb.read_batch(timeout=None)) == 3
-        assert time.monotonic() - t0 < 1
+        # (a bounded wait: were there no flush, this would block)
+        assert len(pb.read_batch(timeout=30)) == 3
     with PerfBuffer(size=64 * 1024, wakeup_events=1) as pb, Producer(pb.array, 16) as prod:
         prod.run(1, cpu=CPUS[0])
         assert select.select([pb.fileno()], [], [], 1)[0] == [pb.fileno()]

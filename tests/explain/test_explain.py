@@ -16,7 +16,7 @@ from pyebpf.program import R0, Program
 from pyebpf.text import assemble
 
 
-pytestmark = pytest.mark.kernel
+# (each test that needs the kernel is marked `kernel`; the others run under every Python)
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 BOUNDS = """\
@@ -79,6 +79,7 @@ def steps_at(expl, index):
     return [s for s in expl.parsed.steps if s.index == index]
 
 
+@pytest.mark.kernel
 def test_accepted_shows_a_range_after_a_bounds_check():
     e = explain(assemble(BOUNDS, filename="bounds.s"), "socket_filter")
     assert e.accepted and e.error is None
@@ -92,6 +93,7 @@ def test_accepted_shows_a_range_after_a_bounds_check():
     assert "processed" in text and e.parsed.stats["processed"] >= 7
 
 
+@pytest.mark.kernel
 def test_rejection_marks_the_failing_instruction_on_the_walked_path():
     e = explain(assemble(REJECTED_ON_BRANCH, filename="branchy.s"), "socket_filter")
     assert not e.accepted and isinstance(e.error, VerifierError)
@@ -106,6 +108,7 @@ def test_rejection_marks_the_failing_instruction_on_the_walked_path():
     assert "umin32=11" in text                                  # the state on that branch
 
 
+@pytest.mark.kernel
 def test_loop_shows_one_state_per_iteration():
     e = explain(assemble(LOOP, filename="loop.s"), "socket_filter")
     assert e.accepted
@@ -117,6 +120,7 @@ def test_loop_shows_one_state_per_iteration():
     assert "more states" in e.text(visits=2)
 
 
+@pytest.mark.kernel
 def test_subprogram_states_are_in_its_frame():
     e = explain(assemble(SUBPROGRAM, filename="sub.s"), "socket_filter")
     assert e.accepted and e.parsed.functions == {0: 0, 1: 3}
@@ -128,6 +132,7 @@ def test_subprogram_states_are_in_its_frame():
     assert "subprogram #1 (slot 3):" in e.text()
 
 
+@pytest.mark.kernel
 def test_rejection_inside_a_subprogram():
     e = explain(assemble(BAD_SUBPROGRAM, filename="badsub.s"), "socket_filter")
     assert not e.accepted
@@ -137,6 +142,7 @@ def test_rejection_inside_a_subprogram():
     assert "badsub.s:5" in e.text()
 
 
+@pytest.mark.kernel
 def test_python_program_shows_its_source_line():
     p = Program("explain_py")
     p.mov(R0, 7)  # the line explain shows
@@ -147,6 +153,7 @@ def test_python_program_shows_its_source_line():
     assert "R0=7" in e.text()
 
 
+@pytest.mark.kernel
 def test_explain_error_of_a_caught_rejection():
     prog = assemble(REJECTED_ON_BRANCH, filename="branchy.s")
     with pytest.raises(VerifierError) as info:
@@ -156,6 +163,7 @@ def test_explain_error_of_a_caught_rejection():
     assert "--> 7:" in e.text() and "# branchy.s:10" in e.text()
 
 
+@pytest.mark.kernel
 def test_no_fd_leaks(no_fd_leak):
     for src in (BOUNDS, REJECTED_ON_BRANCH):
         explain(assemble(src), "socket_filter")
@@ -180,6 +188,7 @@ def cli(*argv, stdin=b""):
                           capture_output=True, timeout=60, env=env)
 
 
+@pytest.mark.kernel
 def test_cli_accepted_and_rejected(tmp_path):
     good = tmp_path / "good.s"
     good.write_text(BOUNDS)
@@ -196,6 +205,7 @@ def test_cli_accepted_and_rejected(tmp_path):
     assert "from 1 to 7:" in log.read_text()
 
 
+@pytest.mark.kernel
 def test_cli_header_maps_and_type():
     r = cli(str(ROOT / "asm" / "count_calls.s"))
     assert r.returncode == 0, r.stderr

@@ -6,9 +6,10 @@ import pytest
 from pyebpf.kernel import features as F
 from pyebpf.kernel.constants import MapType, ProgType
 
-pytestmark = pytest.mark.kernel
+# (each test that needs the kernel is marked `kernel`; the others run under every Python)
 
 
+@pytest.mark.kernel
 @pytest.mark.parametrize("t", [MapType.HASH, MapType.ARRAY, MapType.RINGBUF,
                                MapType.PERCPU_ARRAY, MapType.QUEUE, MapType.STACK_TRACE,
                                MapType.PERF_EVENT_ARRAY, MapType.LRU_HASH])
@@ -18,11 +19,13 @@ def test_common_map_types(t, no_fd_leak):
     assert t.name in f.reason
 
 
+@pytest.mark.kernel
 def test_unknown_map_type(no_fd_leak):
     f = F.has_map_type(9999)
     assert not f and "not available" in f.reason
 
 
+@pytest.mark.kernel
 @pytest.mark.parametrize("t", [ProgType.KPROBE, ProgType.SOCKET_FILTER, ProgType.XDP,
                                ProgType.TRACEPOINT, ProgType.RAW_TRACEPOINT,
                                ProgType.PERF_EVENT])
@@ -31,11 +34,13 @@ def test_common_prog_types(t, no_fd_leak):
     assert f, f.reason
 
 
+@pytest.mark.kernel
 def test_unknown_prog_type():
     f = F.has_prog_type(999)
     assert not f and f.reason
 
 
+@pytest.mark.kernel
 def test_helpers(no_fd_leak):
     assert F.has_helper(ProgType.KPROBE, 1)              # map_lookup_elem
     assert F.has_helper(ProgType.KPROBE, 14)             # get_current_pid_tgid
@@ -50,6 +55,7 @@ def test_helpers(no_fd_leak):
     assert not F.has_helper(ProgType.SOCKET_FILTER, 27)
 
 
+@pytest.mark.kernel
 def test_link_features():
     assert F.has_perf_link(), F.has_perf_link().reason
     assert F.has_uprobe_multi(), F.has_uprobe_multi().reason
@@ -57,6 +63,7 @@ def test_link_features():
     assert F.has_map_batch(), F.has_map_batch().reason
 
 
+@pytest.mark.kernel
 def test_pmus():
     kp = F.has_kprobe_pmu()
     assert isinstance(kp.reason, str) and kp.reason
@@ -73,18 +80,13 @@ def test_kernel_version():
     assert F.kernel_version_code() == (v[0] << 16) + (v[1] << 8) + min(v[2], 255)
 
 
+@pytest.mark.kernel
 def test_results_are_cached():
     assert F.has_map_type(MapType.HASH) is F.has_map_type(MapType.HASH)
     assert F.has_kprobe_pmu() is F.has_kprobe_pmu()
 
 
-def test_skip_with_reason_pattern():
-    f = F.has_kprobe_pmu()
-    if not f:
-        with pytest.raises(pytest.skip.Exception):
-            pytest.skip(f.reason)
-
-
+@pytest.mark.kernel
 def test_btf_kind_probes(no_fd_leak):
     # every kind the object loader may fix up is taken by a kernel of 6.0+
     if F.kernel_version() < (6, 0):

@@ -21,7 +21,7 @@ from pyebpf.maps import (ArrayMap, Bytes, HashMap, LruHashMap, LruPerCpuHashMap,
                          PerCpuArrayMap, PerCpuHashMap, PerfEventArray, QueueMap, RingBuf,
                          StackMap, StackTraceMap)
 
-pytestmark = pytest.mark.kernel
+# (each test that needs the kernel is marked `kernel`; the others run under every Python)
 
 NCPU = num_possible_cpus()
 
@@ -54,6 +54,7 @@ def test_codec_specs():
 
 
 # ----------------------------------------------------------------- hash maps
+@pytest.mark.kernel
 def test_hash_round_trip(no_fd_leak):
     with HashMap("u32", "u64", 64, name="counts") as m:
         assert m.name == "counts" and m.key_size == 4 and m.value_size == 8
@@ -78,6 +79,7 @@ def test_hash_round_trip(no_fd_leak):
         assert info.name == "counts" and info.type == MapType.HASH
 
 
+@pytest.mark.kernel
 def test_hash_update_flags(no_fd_leak):
     with HashMap(4, 4, 4) as m:
         m.set(1, 1, BPF_NOEXIST)
@@ -89,6 +91,7 @@ def test_hash_update_flags(no_fd_leak):
         assert m.setdefault(1, 5) == 1 and m.setdefault(3, 5) == 5
 
 
+@pytest.mark.kernel
 def test_hash_full(no_fd_leak):
     with HashMap(4, 4, 2) as m:
         m[1] = m[2] = 0
@@ -97,6 +100,7 @@ def test_hash_full(no_fd_leak):
         assert ei.value.errno == errno.E2BIG and "full" in str(ei.value)
 
 
+@pytest.mark.kernel
 def test_struct_formats_and_ctypes(no_fd_leak):
     with HashMap("<QI", "<II", 8) as m:
         m[(1, 2)] = (3, 4)
@@ -118,6 +122,7 @@ def test_struct_formats_and_ctypes(no_fd_leak):
         assert m[k] == -5 and list(m) == [k]
 
 
+@pytest.mark.kernel
 def test_batch_iteration_of_100k_entries(no_fd_leak):
     n = 100_000
     with HashMap("u32", "u64", n) as m:
@@ -132,6 +137,7 @@ def test_batch_iteration_of_100k_entries(no_fd_leak):
         assert len(m) == 0
 
 
+@pytest.mark.kernel
 def test_get_next_key_fallback(monkeypatch, no_fd_leak):
     """When batch ops are missing, iteration falls back to GET_NEXT_KEY."""
     with HashMap("u32", "u32", 100) as m:
@@ -144,6 +150,7 @@ def test_get_next_key_fallback(monkeypatch, no_fd_leak):
         assert m.items() == []
 
 
+@pytest.mark.kernel
 def test_lru_hash_evicts(no_fd_leak):
     with LruHashMap("u32", "u32", 64) as m:
         for i in range(1000):
@@ -154,6 +161,7 @@ def test_lru_hash_evicts(no_fd_leak):
 
 
 # ------------------------------------------------------------------- arrays
+@pytest.mark.kernel
 def test_array(no_fd_leak):
     with ArrayMap("u64", 8, name="arr") as a:
         assert len(a) == 8 and list(a) == list(range(8))
@@ -173,6 +181,7 @@ def test_array(no_fd_leak):
         assert a.values() == [0] * 8
 
 
+@pytest.mark.kernel
 def test_percpu_array(no_fd_leak):
     with PerCpuArrayMap("u32", 4) as a:
         assert a.value_size == 4              # the kernel's per-CPU size
@@ -187,6 +196,7 @@ def test_percpu_array(no_fd_leak):
         assert dict(a.items())[1] == vals
 
 
+@pytest.mark.kernel
 def test_percpu_hash_and_lru_percpu(no_fd_leak):
     for cls in (PerCpuHashMap, LruPerCpuHashMap):
         with cls("u32", "<HH", 16) as m:
@@ -197,6 +207,7 @@ def test_percpu_hash_and_lru_percpu(no_fd_leak):
             assert dict(m.items()) == {9: v, 1: [(1, 1)] * NCPU}
 
 
+@pytest.mark.kernel
 def test_percpu_value_layout_is_8_byte_padded(no_fd_leak):
     with PerCpuHashMap("u32", "u32", 4) as m:
         m[0] = list(range(NCPU))
@@ -205,6 +216,7 @@ def test_percpu_value_layout_is_8_byte_padded(no_fd_leak):
 
 
 # --------------------------------------------------------------- queue/stack
+@pytest.mark.kernel
 def test_queue_fifo(no_fd_leak):
     with QueueMap("u32", 4) as q:
         for i in range(4):
@@ -219,6 +231,7 @@ def test_queue_fifo(no_fd_leak):
         assert q.pop(None) is None
 
 
+@pytest.mark.kernel
 def test_stack_lifo(no_fd_leak):
     with StackMap("<QQ", 8) as s:
         for i in range(3):
@@ -228,6 +241,7 @@ def test_stack_lifo(no_fd_leak):
 
 
 # --------------------------------------------------------- special map types
+@pytest.mark.kernel
 def test_perf_event_array(no_fd_leak):
     from pyebpf.kernel import perf
     with PerfEventArray() as pa:
@@ -239,6 +253,7 @@ def test_perf_event_array(no_fd_leak):
                 pa[pa.max_entries] = ev
 
 
+@pytest.mark.kernel
 def test_ringbuf(no_fd_leak):
     with RingBuf(4 * 4096) as rb:
         assert rb.size == 16384 and rb.info().type == MapType.RINGBUF
@@ -246,6 +261,7 @@ def test_ringbuf(no_fd_leak):
         RingBuf(3 * 4096)
 
 
+@pytest.mark.kernel
 def test_stack_trace_map(no_fd_leak):
     st = StackTraceMap(16, name="stacks")
     ins = lambda code, dst=0, src=0, off=0, imm=0: struct.pack("<BBhi", code, dst | src << 4, off, imm)  # noqa: E731
@@ -268,6 +284,7 @@ def test_stack_trace_map(no_fd_leak):
 
 
 # ---------------------------------------------------------------- size checks
+@pytest.mark.kernel
 def test_wrong_sizes_refused_before_any_syscall(monkeypatch, no_fd_leak):
     with HashMap("u32", "u64", 8) as m, HashMap(Bytes(8), Pair, 8) as b, \
             PerCpuArrayMap("u16", 2) as p:
@@ -299,6 +316,7 @@ def test_wrong_sizes_refused_before_any_syscall(monkeypatch, no_fd_leak):
         assert calls == []
 
 
+@pytest.mark.kernel
 def test_from_fd_checks_sizes(no_fd_leak):
     with HashMap("u32", "u64", 8) as m:
         with pytest.raises(SizeError, match="key_size is 4"):
@@ -314,14 +332,12 @@ def test_from_fd_checks_sizes(no_fd_leak):
 
 
 # ----------------------------------------------------------------- pinning
+@pytest.mark.kernel
 def test_pin_from_pin_unpin(no_fd_leak):
     path = f"/sys/fs/bpf/pyebpf_test_{os.getpid()}"
     with PerCpuHashMap("u32", "u32", 8, name="pinned") as m:
         m[1] = 5
-        try:
-            m.pin(path)
-        except PermissionDeniedError as exc:   # not root / cannot mount bpffs
-            pytest.skip(str(exc))
+        m.pin(path)
         assert m.pinned == path and os.path.exists(path)
         try:
             with Map.from_pin(path, "u32", "u32") as again:
@@ -340,12 +356,14 @@ def test_pin_from_pin_unpin(no_fd_leak):
     assert ei.value.errno == errno.ENOENT and "nothing is pinned" in str(ei.value)
 
 
+@pytest.mark.kernel
 def test_pin_outside_bpffs_is_refused(tmp_path, no_fd_leak):
     with ArrayMap("u32", 1) as a, pytest.raises(PermissionDeniedError, match="bpf filesystem"):
         a.pin(str(tmp_path / "x"))
 
 
 # ------------------------------------------------------------------- freeze
+@pytest.mark.kernel
 def test_freeze(no_fd_leak):
     with ArrayMap("u32", 2) as a:
         a[0] = 1
@@ -359,6 +377,7 @@ def test_freeze(no_fd_leak):
 
 
 # ----------------------------------------------------------------- lifetime
+@pytest.mark.kernel
 def test_close_is_idempotent_and_stops_use(no_fd_leak):
     m = HashMap("u32", "u32", 4)
     m[1] = 1
@@ -377,6 +396,7 @@ def test_close_is_idempotent_and_stops_use(no_fd_leak):
         other.close()
 
 
+@pytest.mark.kernel
 @pytest.mark.parametrize("cls,args", [
     (HashMap, ("u32", "u32")), (ArrayMap, ("u32", 4)), (PerCpuHashMap, ("u32", "u32")),
     (PerCpuArrayMap, ("u32", 4)), (LruHashMap, ("u32", "u32")),
@@ -400,6 +420,7 @@ def test_no_fd_left_open(cls, args, no_fd_leak):
     assert fds() == base
 
 
+@pytest.mark.kernel
 def test_threads_share_a_map(no_fd_leak):
     with HashMap("u32", "u64", 1024) as m:
         errors = []
@@ -441,6 +462,7 @@ def test_sizes_are_checked_before_the_system_call(make, words, no_fd_leak):
         make()
 
 
+@pytest.mark.kernel
 def test_per_cpu_value_at_the_limit_is_created(no_fd_leak):
     with PerCpuArrayMap(Bytes(maps.PERCPU_VALUE_MAX), 1) as m:
         assert m.value_size == 32768
@@ -448,6 +470,7 @@ def test_per_cpu_value_at_the_limit_is_created(no_fd_leak):
     assert maps.perf_ring_size(1 << 31) == 1 << 31
 
 
+@pytest.mark.kernel
 def test_map_spec_describes_without_creating(no_fd_leak):
     spec = maps.MapSpec(PerCpuHashMap, "u32", "<QQ", 64, name="described")
     assert (spec.name, spec.map_type, spec.key_size, spec.value_size, spec.max_entries) == \
@@ -462,6 +485,7 @@ def test_map_spec_describes_without_creating(no_fd_leak):
 
 
 # ------------------------------------------------------- MapOps fast path
+@pytest.mark.kernel
 def test_mapops_fast_path(no_fd_leak):
     """raw_bpf(*lookup_args/update_args) is the bare syscall; *_failed read the errno:
     False for an absent key (or BPF_EXIST on one), an exception otherwise."""

@@ -9,7 +9,7 @@ from pyebpf.errors import PyebpfError
 
 from .harness import bt_workload
 
-pytestmark = pytest.mark.kernel
+# (each test that needs the kernel is marked `kernel`; the others run under every Python)
 
 
 @pytest.fixture(scope="module")
@@ -17,6 +17,7 @@ def w() -> str:
     return bt_workload()
 
 
+@pytest.mark.kernel
 def test_maps_as_python_data(w: str) -> None:
     prog = lang.compile(f"uprobe:{w}:compute /arg0 < 3/ {{ @c[arg0] = count(); "
                         f"@two[arg0, arg0 * 2] = sum(arg0); @h = hist(arg0); "
@@ -34,6 +35,7 @@ def test_maps_as_python_data(w: str) -> None:
     assert maps["@a"] == 1
 
 
+@pytest.mark.kernel
 def test_events_are_records(w: str) -> None:
     prog = lang.compile(f'usdt:{w}:btw:request /arg1 == 4/ {{ '
                         f'printf("%s %d\\n", str(arg0), arg1); }}')
@@ -43,6 +45,7 @@ def test_events_are_records(w: str) -> None:
         ("printf", ("beta", 4), "beta 4\n"), ("printf", ("beta", 4), "beta 4\n")]
 
 
+@pytest.mark.kernel
 def test_stop_detaches_and_runs_end() -> None:
     prog = lang.compile('BEGIN { @b = 1; } END { @e = 2; printf("bye\\n"); }')
     with prog.start() as run:
@@ -63,6 +66,7 @@ def test_bad_program_is_a_pyebpf_error() -> None:
     assert "stdin:1:" in str(info.value)
 
 
+@pytest.mark.kernel
 def test_close_releases_everything(w: str, no_fd_leak: None) -> None:
     prog = lang.compile(f"uprobe:{w}:compute {{ @c = count(); }} "
                         f"usdt:{w}:btw:delta {{ printf(\"%d\\n\", arg0); }}")
@@ -70,6 +74,7 @@ def test_close_releases_everything(w: str, no_fd_leak: None) -> None:
         list(run)
 
 
+@pytest.mark.kernel
 def test_probes_keep_running_until_exit_is_read(w: str) -> None:
     # as in bpftrace, exit() stops nothing in the kernel: the probe declared
     # after it on the same call still runs (it printed nothing before issue 25)

@@ -1,16 +1,14 @@
 """The programs the issue names, on tests/lang/btworkload.c: a USDT filter
 with strings and variables, pthread_mutex_trylock failures by user stack,
 an entry/return latency histogram -- run by bpftrace (checked against what
-the workload is known to do) and compared with ``pyebpf bt`` (skipped while
-``pyebpf bt`` does not exist)."""
+the workload is known to do) and compared with ``pyebpf bt``."""
 from __future__ import annotations
 
 import re
 
 import pytest
 
-from .harness import (bt_workload, compare_with_bpftrace, expected_deltas, expected_requests,
-                      pyebpf_bt_available, run_bpftrace)
+from .harness import bt_workload, compare_with_bpftrace, expected_deltas, expected_requests, run_bpftrace
 
 pytestmark = pytest.mark.kernel
 
@@ -92,16 +90,10 @@ def test_bpftrace_latency(w):
 
 
 # ---- pyebpf bt against bpftrace
-needs_bt = pytest.mark.skipif(pyebpf_bt_available() is not None,
-                              reason=str(pyebpf_bt_available()))
-
-
-@needs_bt
 def test_usdt_filter_same_as_bpftrace(w):
     compare_with_bpftrace(USDT_FILTER % {"w": w}, command=f"{w} 24 100")
 
 
-@needs_bt
 def test_signed_usdt_arguments_same_as_bpftrace(w):
     compare_with_bpftrace(SIGNED % {"w": w}, command=f"{w} 14 100")
 
@@ -112,7 +104,6 @@ def _stacks(text: str) -> dict[int, list[str]]:
     return {int(n): [ln.strip() for ln in frames.splitlines()] for frames, n in found}
 
 
-@needs_bt
 def test_trylock_by_stack_same_as_bpftrace(w):
     """bpftrace 0.17 prints a user stack of a process that exited as bare
     addresses; pyebpf still names its frames (on purpose). So the counts per
@@ -137,7 +128,6 @@ def test_trylock_by_stack_same_as_bpftrace(w):
     assert len(bases) == 1 and bases.pop() % 4096 == 0, (ours, theirs)
 
 
-@needs_bt
 def test_latency_same_as_bpftrace(w):
     from .harness import run_pyebpf_bt
     _check_latency_run(run_pyebpf_bt(LATENCY % {"w": w}, command=f"{w} 48 2500"))

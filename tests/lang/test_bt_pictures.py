@@ -9,11 +9,9 @@ import sys
 
 import pytest
 
-from .harness import ROOT, bt_workload, pyebpf_bt_available
+from .harness import ROOT, bt_workload
 
-pytestmark = [pytest.mark.kernel,
-              pytest.mark.skipif(pyebpf_bt_available() is not None,
-                                 reason=str(pyebpf_bt_available()))]
+pytestmark = pytest.mark.kernel
 
 TRYLOCK = ("uretprobe:libc:pthread_mutex_trylock /retval != 0 && pid == cpid/ { "
            "@fail[ustack] = count(); }")

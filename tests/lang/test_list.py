@@ -7,13 +7,14 @@ import shutil
 import subprocess
 
 import pytest
+from systools import PYTHON as SYSTEM_PYTHON
 
 from pyebpf.lang.listing import list_probes
 from pyebpf.lang.probes import SOFTWARE_EVENTS, ProbeSpecError
 
 from .harness import bt_workload
 
-PYTHON = "/usr/bin/python3.11"
+PYTHON = SYSTEM_PYTHON
 
 
 def bpftrace_l(pattern: str) -> list[str]:

@@ -10,6 +10,8 @@ import subprocess
 import time
 
 import pytest
+from waiting import wait_exec
+from systools import PYTHON as SYSTEM_PYTHON
 
 from pyebpf.lang.ast import AttachPoint, Pos
 from pyebpf.lang.probes import (PerfEventSource, ProbeSpecError, RawTracepointSource,
@@ -119,8 +121,9 @@ def test_kprobes_and_kfuncs_refused_with_the_feature_probes_reason():
     from pyebpf.kernel.constants import ProgType
     kp = features.has_kprobe_pmu()
     for raw in ("kprobe:vfs_read", "kretprobe:vfs_read"):
-        if kp:
-            pytest.skip("this kernel has kprobes")
+        if kp:                          # a kernel with kprobes: they resolve
+            assert resolve(ap(raw))
+            continue
         with pytest.raises(ProbeSpecError) as info:
             resolve(ap(raw))
         assert kp.reason in str(info.value)
@@ -132,7 +135,8 @@ def test_kprobes_and_kfuncs_refused_with_the_feature_probes_reason():
 
 def test_hardware_refused_where_there_is_no_pmu():
     if os.path.isdir("/sys/bus/event_source/devices/cpu"):
-        pytest.skip("this machine has a CPU PMU")
+        assert resolve(ap("hardware:cycles:1000"))      # a PMU: it resolves
+        return
     with pytest.raises(ProbeSpecError, match="PMU"):
         resolve(ap("hardware:cycles:1000"))
 
@@ -174,6 +178,13 @@ def test_tracepoint_args_record():
 
 # ------------------------------------------------- the new sources, for real
 def _count(src, seconds: float, pid: int | None = None, busy: bool = True) -> int:
+    return _count_timed(src, seconds, pid, busy)[0]
+
+
+def _count_timed(src, seconds: float, pid: int | None = None,
+                 busy: bool = True) -> tuple[int, float]:
+    """(hits, seconds the probe was attached for): a bounded window, not a
+    wait for something."""
     from pyebpf.loader import load
     from pyebpf.maps import ArrayMap
     m = ArrayMap("u64", 1, name="hits")
@@ -181,6 +192,7 @@ def _count(src, seconds: float, pid: int | None = None, busy: bool = True) -> in
     opts = dict(src.load_options)
     prog = load(p, opts.pop("prog_type", src.prog_type), **opts)
     try:
+        t0 = time.monotonic()
         with src.attach(prog, pid):
             end = time.monotonic() + seconds
             while time.monotonic() < end:
@@ -188,7 +200,7 @@ def _count(src, seconds: float, pid: int | None = None, busy: bool = True) -> in
                     sum(range(10000))
                 else:
                     time.sleep(0.01)
-        return m[0]
+        return m[0], time.monotonic() - t0
     finally:
         prog.close()
         m.close()
@@ -206,8 +218,9 @@ def _counter(m):
 @pytest.mark.kernel
 def test_profile_interval_software_and_rawtracepoint_attach(no_fd_leak):
     assert _count(resolve(ap("profile:hz:199"))[0].source, 0.5) >= 10
-    n = _count(resolve(ap("interval:ms:50"))[0].source, 0.55, busy=False)
-    assert 5 <= n <= 14            # one CPU, every 50 ms: ~11 in 0.55 s
+    n, took = _count_timed(resolve(ap("interval:ms:50"))[0].source, 0.55, busy=False)
+    # one CPU, every 50 ms: never more than this run's own attached time allows
+    assert 1 <= n <= took / 0.05 + 1, (n, took)
     assert _count(resolve(ap("software:cpu-clock:1000000"))[0].source, 0.3) >= 5
     assert _count(resolve(ap("rawtracepoint:sched_switch"))[0].source, 0.2, busy=False) > 0
 
@@ -216,7 +229,7 @@ def test_profile_interval_software_and_rawtracepoint_attach(no_fd_leak):
 def test_usdt_with_pid_and_semaphore(no_fd_leak, w):
     proc = subprocess.Popen([w, "200000", "200"], stdout=subprocess.DEVNULL)
     try:
-        time.sleep(0.1)
+        wait_exec(proc.pid, w)
         probes = resolve(ap("usdt:*:btw:gated"), pid=proc.pid)
         assert [r.name for r in probes] == [f"usdt:/proc/{proc.pid}/root{w}:btw:gated"]
         # btw:gated fires only while its semaphore is raised, which attaching does
@@ -230,10 +243,11 @@ def test_usdt_with_pid_and_semaphore(no_fd_leak, w):
 def test_names_with_pid_are_bpftraces(w):
     proc = subprocess.Popen([w, "200000", "200"], stdout=subprocess.DEVNULL)
     try:
-        time.sleep(0.1)
+        wait_exec(proc.pid, w)
         points = ["usdt:*:btw:gated", "uprobe:libc:pthread_mutex_trylock", f"usdt:{w}:delta"]
         program = " ".join(f"{p} {{ @[probe] = count(); }}" for p in points)
-        text = run_bpftrace(program + " interval:ms:200 { exit(); }", "-p", str(proc.pid))
+        # (each point fires every 200 us: 1 s is ample on a loaded machine)
+        text = run_bpftrace(program + " interval:ms:1000 { exit(); }", "-p", str(proc.pid))
         theirs = set(re.findall(r"^@\[(.*)\]: \d+$", text, re.M))
         assert {n for p in points for n in names(p, pid=proc.pid)} == theirs
     finally:
@@ -256,7 +270,7 @@ def test_uprobe_arguments_and_retval_are_unsigned_as_in_bpftrace(tmp_path):
     """bpftrace 0.17 reads a uprobe's argN and retval as uint64: a negative
     offset prints as a huge value and is not < 0; the Resolver says so."""
     from pyebpf.lang import output
-    py = "/usr/bin/python3.11"
+    py = SYSTEM_PYTHON
     if not os.path.exists(py):
         pytest.skip(f"{py} is not installed")
     script = tmp_path / "ls.py"

@@ -12,11 +12,9 @@ import sys
 
 import pytest
 
-from .harness import ROOT, bt_workload, normalize, pyebpf_bt_available, run_bpftrace, run_pyebpf_bt
+from .harness import ROOT, bt_workload, normalize, run_bpftrace, run_pyebpf_bt
 
-pytestmark = [pytest.mark.kernel,
-              pytest.mark.skipif(pyebpf_bt_available() is not None,
-                                 reason=str(pyebpf_bt_available()))]
+pytestmark = pytest.mark.kernel
 
 #: the last iteration naps 320 ms (after 20 and 80): every event is read while the process
 #: is alive, by bpftrace and by pyebpf, on a loaded machine too (bpftrace prints the

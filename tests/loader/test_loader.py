@@ -163,8 +163,8 @@ def test_loaded_program_closes_on_gc(no_fd_leak):
     del prog  # the fd is released by garbage collection (checked by no_fd_leak)
 
 
-def test_conformance_command():
-    out = subprocess.run([sys.executable, "-m", "pyebpf", "conformance", str(ROOT.parent / "shared" / "conformance")],
+def test_conformance_command(conformance_dir):
+    out = subprocess.run([sys.executable, "-m", "pyebpf", "conformance", str(conformance_dir)],
                          capture_output=True, text=True, cwd=ROOT, timeout=300)
     lines = out.stdout.strip().splitlines()
     last = lines[-1]

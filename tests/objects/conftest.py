@@ -41,7 +41,8 @@ def objects(tmp_path_factory) -> dict[str, str]:
     with open(out / "vmlinux.h", "w") as fh:
         subprocess.run([BPFTOOL, "btf", "dump", "file", VMLINUX, "format", "c"], stdout=fh,
                        check=True)
-    built = {src.name.removesuffix(".bpf.c"): compile_bpf(src, out, src.name[:-2] + ".o")
+    built = {src.name.removesuffix(".bpf.c"): compile_bpf(src, out, src.name[:-2] + ".o",
+                                                          f"-DPINNED={PINNED}")
              for src in sorted((HERE / "c").glob("*.bpf.c"))}
     for i in range(1, KINDS + 1):
         built[f"kinds{i}"] = compile_bpf(HERE / "c" / "kinds.bpf.c", out, f"kinds{i}.o",
@@ -71,9 +72,14 @@ def libbpf_loads(path: str) -> tuple[bool, str]:
         unpin_by_name()
 
 
+#: the name of multi.bpf.c's map pinned by name: /sys/fs/bpf/PINNED, one per
+#: test run (two runs at once must not share it; under 16 characters)
+PINNED = f"pc_{os.getpid()}"
+
+
 def unpin_by_name() -> None:
     """Remove what the test objects pin by name (LIBBPF_PIN_BY_NAME)."""
     try:
-        os.unlink("/sys/fs/bpf/pinned_counts")
+        os.unlink(f"/sys/fs/bpf/{PINNED}")
     except OSError:
         pass

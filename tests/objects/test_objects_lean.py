@@ -48,7 +48,7 @@ from pyebpf.objects import open_object
 
 from .conftest import unpin_by_name
 
-pytestmark = pytest.mark.kernel
+# (each test that needs the kernel is marked `kernel`; the others run under every Python)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -97,6 +97,7 @@ def _imported(code: str, *argv: str) -> tuple[subprocess.CompletedProcess, set[s
     return proc, names - bare
 
 
+@pytest.mark.kernel
 @pytest.mark.parametrize("name", ["execsnoop", "uprobe", "multi", "kinds1"])
 def test_open_and_load_import_no_module_the_path_does_not_need(objects, name):
     proc, names = _imported(_LOAD.format(after=""), objects[name])
@@ -106,6 +107,7 @@ def test_open_and_load_import_no_module_the_path_does_not_need(objects, name):
     assert not names & FORBIDDEN, sorted(names & FORBIDDEN)
 
 
+@pytest.mark.kernel
 def test_the_maps_python_objects_are_made_on_first_use(objects):
     after = ("assert 'pyebpf.maps' not in sys.modules\n"
              "p = next(iter(obj.programs.values()))\n"
@@ -118,6 +120,7 @@ def test_the_maps_python_objects_are_made_on_first_use(objects):
             "('events', 'RingBuf')]") in proc.stdout
 
 
+@pytest.mark.kernel
 def test_closing_closes_maps_never_used(objects):
     obj = open_object(objects["execsnoop"]).load()
     fds = [m.fileno() for m in obj._maps.values()]
@@ -128,6 +131,7 @@ def test_closing_closes_maps_never_used(objects):
             not os.readlink(f"/proc/self/fd/{fd}").startswith("anon_inode:bpf-map")
 
 
+@pytest.mark.kernel
 def test_a_loaded_programs_instructions_are_decoded_on_first_use(objects):
     after = ("assert 'pyebpf.isa' not in sys.modules\n"
              "p = next(iter(obj.programs.values()))\n"
@@ -139,6 +143,7 @@ def test_a_loaded_programs_instructions_are_decoded_on_first_use(objects):
     assert "decoded " in proc.stdout
 
 
+@pytest.mark.kernel
 @pytest.mark.parametrize("name", ["execsnoop", "multi", "uprobe", "kinds1", "kinds2"])
 def test_loaded_instructions_are_the_programs_bytes(objects, name):
     with open_object(objects[name]) as obj:
@@ -151,6 +156,7 @@ def test_loaded_instructions_are_the_programs_bytes(objects, name):
             assert decode(raw) == insns
 
 
+@pytest.mark.kernel
 @pytest.mark.parametrize("name", ["execsnoop", "multi", "uprobe", "kinds1", "kinds2"])
 def test_created_maps_have_the_shape_the_kernel_reports(objects, name):
     with open_object(objects[name]) as obj:
@@ -168,6 +174,7 @@ def test_created_maps_have_the_shape_the_kernel_reports(objects, name):
         assert wrapped
 
 
+@pytest.mark.kernel
 def test_a_write_only_map_does_not_keep_the_fds_access_flag(objects):
     """BPF_F_RDONLY/WRONLY are the fd's, not the map's: the kernel does not
     report them, nor does the wrapped map."""
@@ -179,6 +186,7 @@ def test_a_write_only_map_does_not_keep_the_fds_access_flag(objects):
         assert not m.flags & (1 << 4)
 
 
+@pytest.mark.kernel
 def test_memlock_is_raised_on_the_first_eperm_only(objects):
     """A kernel with memcg accounting never needs RLIMIT_MEMLOCK: the load
     leaves it alone; the first EPERM (here: fentry, which this kernel

@@ -11,9 +11,9 @@ import pyebpf
 from pyebpf.errors import VerifierError
 from pyebpf.objects import ObjectError, ObjectFileError, open_object
 
-from .conftest import KINDS, libbpf_loads, unpin_by_name
+from .conftest import KINDS, PINNED, libbpf_loads, unpin_by_name
 
-pytestmark = pytest.mark.kernel
+# (each test that needs the kernel is marked `kernel`; the others run under every Python)
 
 #: what each kinds.bpf.c program is, and what this kernel does with it
 KIND_SECTIONS = {1: "tp_btf", 2: "iter", 3: "fentry", 4: "lsm", 5: "kprobe", 6: "xdp",
@@ -27,6 +27,7 @@ def _no_pins():
     unpin_by_name()
 
 
+@pytest.mark.kernel
 @pytest.mark.parametrize("index", range(1, KINDS + 1), ids=lambda i: KIND_SECTIONS[i])
 def test_program_kinds_match_libbpf(objects, index):
     ok, err = libbpf_loads(objects[f"kinds{index}"])
@@ -43,6 +44,7 @@ def test_program_kinds_match_libbpf(objects, index):
             assert "EPERM" in prog.reason and "probe" in prog.reason
 
 
+@pytest.mark.kernel
 @pytest.mark.parametrize("name", ["execsnoop", "multi", "uprobe", "opensnoop", "bootstrap"])
 def test_whole_objects_load_as_libbpf_loads_them(objects, name):
     ok, err = libbpf_loads(objects[name])
@@ -54,6 +56,7 @@ def test_whole_objects_load_as_libbpf_loads_them(objects, name):
             assert p.loaded.info().id > 0
 
 
+@pytest.mark.kernel
 def test_hidden_global_subprogram_is_verified_as_static(objects):
     # libbpf marks a __hidden global subprogram static in the BTF it loads,
     # so the kernel verifies it with its caller's stack pointer, not a
@@ -66,6 +69,7 @@ def test_hidden_global_subprogram_is_verified_as_static(objects):
         assert sym.is_hidden_global
 
 
+@pytest.mark.kernel
 def test_rejected_program_names_the_c_line(objects):
     ok, err = libbpf_loads(objects["broken"])
     assert not ok and "bad_read" in err
@@ -93,7 +97,7 @@ def test_object_model(objects):
         assert d["counts"].value_size == 8 and d["counts"].max_entries == 128
         assert d["outer"].inner is not None and d["outer"].inner.max_entries == 4
         assert d["outer"].init_slots == {}
-        assert d["pinned_counts"].pinning == 1
+        assert d[PINNED].pinning == 1
         assert d[".rodata.cfg"].frozen and not d[".data.stats"].frozen
         assert obj.externs == {"_stext": "ksym", "LINUX_KERNEL_VERSION": "kconfig",
                                "CONFIG_HZ": "kconfig"}
@@ -104,14 +108,15 @@ def test_object_model(objects):
         assert obj.needs()[".text"]["CO-RE"] >= 2     # parent_tgid(): real_parent, tgid
 
 
+@pytest.mark.kernel
 def test_loading_pins_by_name_and_reuses_the_pin(objects):
     with pyebpf.load_object(objects["multi"]) as obj:
-        assert os.path.exists("/sys/fs/bpf/pinned_counts")
-        obj.maps["pinned_counts"][7] = 70
-        first_id = obj.maps["pinned_counts"].info().id
+        assert os.path.exists(f"/sys/fs/bpf/{PINNED}")
+        obj.maps[PINNED][7] = 70
+        first_id = obj.maps[PINNED].info().id
     with pyebpf.load_object(objects["multi"]) as obj:
-        assert obj.maps["pinned_counts"].info().id == first_id
-        assert obj.maps["pinned_counts"][7] == 70
+        assert obj.maps[PINNED].info().id == first_id
+        assert obj.maps[PINNED][7] == 70
 
 
 def test_bad_input_is_a_clear_error(tmp_path, objects):
@@ -137,6 +142,7 @@ def test_bad_input_is_a_clear_error(tmp_path, objects):
             obj.programs["handle_execve"].fileno()
 
 
+@pytest.mark.kernel
 def test_nothing_leaks(objects, no_fd_leak):
     for _ in range(3):
         with pyebpf.load_object(objects["multi"]) as obj:

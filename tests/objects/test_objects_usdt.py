@@ -16,6 +16,7 @@ import subprocess
 import time
 
 import pytest
+from systools import PYTHON as SYSTEM_PYTHON
 
 import pyebpf
 from pyebpf.errors import UsdtProbeLookupError, UsdtSpecError, UsdtTargetError
@@ -30,9 +31,9 @@ from waiting import read_line
 
 from .conftest import GCC, HERE, compile_bpf, libbpf_loads
 
-pytestmark = pytest.mark.kernel
+# (each test that needs the kernel is marked `kernel`; the others run under every Python)
 
-PYTHON = "/usr/bin/python3.11"
+PYTHON = SYSTEM_PYTHON
 U64 = (1 << 64) - 1
 #: struct args_event of usdt_progs.c
 ARGS_EVENT = struct.Struct("<IiQI12i4x12q")
@@ -124,6 +125,7 @@ def _semaphore(pid: int, path: str) -> int:
 # ---------------------------------------------------------------------------
 # loading: libbpf's verdict
 
+@pytest.mark.kernel
 def test_usdt_objects_load_as_libbpf_loads_them(usdt_obj, targets, tmp_path):
     sec_obj = compile_bpf(HERE / "c" / "usdt_progs.c", tmp_path, "usdt_sec.o", MULTIARCH,
                           f'-DTARGET="{targets["O2"]}"',
@@ -142,6 +144,7 @@ def test_usdt_objects_load_as_libbpf_loads_them(usdt_obj, targets, tmp_path):
 # ---------------------------------------------------------------------------
 # arguments
 
+@pytest.mark.kernel
 @pytest.mark.parametrize("opt", ["O0", "O2"])
 def test_every_argument_reads_the_value_passed(usdt_obj, targets, opt):
     """bpf_usdt_arg() of each argument of each probe equals what the target
@@ -179,6 +182,7 @@ def test_every_argument_reads_the_value_passed(usdt_obj, targets, opt):
         assert sorted(seen.get(name, [])) == sorted(expected), name
 
 
+@pytest.mark.kernel
 def test_sites_with_different_specs_share_nothing_and_equal_specs_share_ids(usdt_obj,
                                                                            targets):
     """tgt:site has two sites whose specs differ: two spec ids.  Attaching it
@@ -208,6 +212,7 @@ def test_sites_with_different_specs_share_nothing_and_equal_specs_share_ids(usdt
         d.detach()
 
 
+@pytest.mark.kernel
 def test_python_function_entry_by_section_name_for_one_pid(usdt_obj, tmp_path):
     """CPython 3.11's function__entry read with BPF_USDT (two strings and an
     int) by programs attached by their section names, for the child's pid
@@ -242,6 +247,7 @@ def test_python_function_entry_by_section_name_for_one_pid(usdt_obj, tmp_path):
 # ---------------------------------------------------------------------------
 # pid, semaphores, attach_all
 
+@pytest.mark.kernel
 def test_pid_attaches_to_one_process(usdt_obj, targets):
     """``pid=``: only that process's hits arrive (the binary given, or none:
     every module of the process)."""
@@ -263,6 +269,7 @@ def test_pid_attaches_to_one_process(usdt_obj, targets):
     assert got[0][4 + 12] in (-5, 42)
 
 
+@pytest.mark.kernel
 def test_semaphores_enabled_while_attached_restored_on_detach(usdt_obj, targets):
     """tgt:guarded is semaphore-guarded: attaching raises it in a running
     process (the probe fires), detaching or closing the object restores it."""
@@ -290,6 +297,7 @@ def test_semaphores_enabled_while_attached_restored_on_detach(usdt_obj, targets)
         second.kill()
 
 
+@pytest.mark.kernel
 def test_attach_all_by_section_names(usdt_obj, targets, tmp_path):
     """SEC("usdt/PATH:tgt:ints") and SEC("usdt/PATH:tgt:guarded"): attach_all()
     attaches them, and leaves the bare SEC("usdt") alone (it raised)."""
@@ -312,6 +320,7 @@ def test_attach_all_by_section_names(usdt_obj, targets, tmp_path):
 # ---------------------------------------------------------------------------
 # errors
 
+@pytest.mark.kernel
 def test_errors(usdt_obj, targets, objects):
     exe = targets["O2"]
     with pyebpf.load_object(usdt_obj) as obj:
@@ -420,6 +429,7 @@ def test_sib_and_symbols_with_a_sib_header_layout(targets):
     assert (r.kind, r.reg_off, r.val_off) == ("REG_DEREF", 128, (g - note.address) & U64)
 
 
+@pytest.mark.kernel
 def test_link_owns_what_it_is_given(targets):
     """Link.own: closed after the link's fds on detach, and when the link is
     collected without a detach; refused on a detached link."""
@@ -451,6 +461,7 @@ def test_link_owns_what_it_is_given(targets):
     assert Thing.closed == 2
 
 
+@pytest.mark.kernel
 def test_usdt_attach_cookies_one_per_location(targets):
     from pyebpf.usdt import usdt
     u = usdt(targets["O2"], "tgt:site")
@@ -458,6 +469,7 @@ def test_usdt_attach_cookies_one_per_location(targets):
         u.attach(None, cookies=[1])
 
 
+@pytest.mark.kernel
 def test_attach_all_leaves_bare_uprobes_alone(objects):
     """uprobe.bpf.c's SEC("uprobe")/SEC("uretprobe") name no target:
     attach_all() leaves them for attach(binary, where) (it raised)."""

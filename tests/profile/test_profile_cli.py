@@ -20,7 +20,7 @@ from pyebpf.profile import parse_folded
 from .conftest import BUILD, CFLAGS, HERE, ROOT, build, cli, svg_frames
 from .test_drawing import check_speedscope, speedscope_stacks
 
-pytestmark = pytest.mark.kernel
+# (each test that needs the kernel is marked `kernel`; the others run under every Python)
 
 HZ = "499"
 ROUNDS = "40"        # ~1.5 s of spinning: ~700 samples at 499 Hz
@@ -50,6 +50,7 @@ def run_ok(*args: str) -> subprocess.CompletedProcess:
     return proc
 
 
+@pytest.mark.kernel
 def test_folded_counts_follow_the_run_times(shapes):
     proc = run_ok("-F", HZ, "-c", f"{shapes} {ROUNDS}")
     stacks = parse_folded(proc.stdout)
@@ -58,6 +59,7 @@ def test_folded_counts_follow_the_run_times(shapes):
     assert "samples" in proc.stderr and "distinct stacks" in proc.stderr
 
 
+@pytest.mark.kernel
 def test_flame_graph_widths_follow_the_same_proportions(shapes, tmp_path):
     out = tmp_path / "shapes.svg"
     run_ok("-F", HZ, "-c", f"{shapes} {ROUNDS}", "-o", str(out), "-q")
@@ -70,6 +72,7 @@ def test_flame_graph_widths_follow_the_same_proportions(shapes, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["shapes.svg"]
 
 
+@pytest.mark.kernel
 def test_speedscope_output(shapes, tmp_path):
     out = tmp_path / "shapes.json"
     run_ok("-F", HZ, "-c", f"{shapes} {ROUNDS}", "-o", str(out))
@@ -79,6 +82,7 @@ def test_speedscope_output(shapes, tmp_path):
     check_shape(speedscope_stacks(doc))
 
 
+@pytest.mark.kernel
 def test_a_running_process_for_a_duration(shapes):
     worker = subprocess.Popen([shapes, "100000"])
     try:
@@ -93,6 +97,7 @@ def test_a_running_process_for_a_duration(shapes):
     check_shape(parse_folded(proc.stdout), scale=2)
 
 
+@pytest.mark.kernel
 def test_every_process_until_ctrl_c(shapes, tmp_path):
     out = tmp_path / "all.folded"
     worker = subprocess.Popen([shapes, "100000"])
@@ -114,6 +119,7 @@ def test_every_process_until_ctrl_c(shapes, tmp_path):
     check_shape(mine, scale=2)
 
 
+@pytest.mark.kernel
 def test_kernel_stacks(tmp_path):
     dd = shutil.which("dd")
     proc = run_ok("-F", "999", "--kernel", "-c",
@@ -127,6 +133,7 @@ def test_kernel_stacks(tmp_path):
     assert under(kernel, "vfs_read_[k]", "read_zero_[k]") > 0, list(kernel)[:5]
 
 
+@pytest.mark.kernel
 def test_unknown_frames_name_their_module(shapes, tmp_path):
     stripped = tmp_path / "shapes-stripped"
     subprocess.run(["strip", "-o", str(stripped), shapes], check=True)
@@ -137,6 +144,7 @@ def test_unknown_frames_name_their_module(shapes, tmp_path):
     assert "hot" not in {f for s in stacks for f in s}
 
 
+@pytest.mark.kernel
 def test_cxx_names_are_demangled_without_cxxfilt(tmp_path):
     if shutil.which("g++") is None:
         pytest.skip("g++ is not installed")
@@ -154,6 +162,7 @@ def test_cxx_names_are_demangled_without_cxxfilt(tmp_path):
 
 
 # ------------------------------------------------------------------ bad input
+@pytest.mark.kernel
 @pytest.mark.parametrize("args, status, message", [
     (["-o", "x.png", "-d", "1"], 2, "unknown output format '.png'"),
     (["-F", "0"], 2, "expected a positive integer"),
@@ -175,6 +184,7 @@ def test_a_process_that_is_not_there():
     assert proc.returncode == 1 and f"no process {p.pid}" in proc.stderr
 
 
+@pytest.mark.kernel
 def test_an_unwritable_output_still_gives_the_stacks(shapes):
     proc = cli("profile", "-F", HZ, "-c", f"{shapes} 10", "-o", "/nonexistent/dir/x.svg")
     assert proc.returncode == 1
@@ -207,6 +217,7 @@ def test_stacks_stdout_cannot_take_land_in_a_named_file(shapes, tmp_path, output
 
 
 # ------------------------------------------------------------------ in process
+@pytest.mark.kernel
 def test_the_profiler_leaves_nothing_behind(no_fd_leak, shapes):
     from pyebpf import attach
     from pyebpf.profile.sampler import Profiler

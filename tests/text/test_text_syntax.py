@@ -1,23 +1,17 @@
 """Spellings checked against real tool output: the kernel 6.18 verifier log and
-LLVM 14 (llvm-objdump, llvm-mc) in /work/shared/reference/examples/."""
+LLVM 14 (llvm-objdump, llvm-mc) in $PYEBPF_SHARED/reference/examples/ (tests/outside.py)."""
 from __future__ import annotations
 
-import pathlib
 import re
 
 import pytest
+from outside import shared
 
 from pyebpf.isa import Insn, classify, decode, opcodes as op
 from pyebpf.text import assemble, format_insn, get_instructions, parse_insn
 
-EXAMPLES = pathlib.Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "examples"
-
-
 def _read(name: str) -> str:
-    path = EXAMPLES / name
-    if not path.exists():
-        pytest.fail(f"reference example {path} is missing")
-    return path.read_text()
+    return shared(f"reference/examples/{name}").read_text()
 
 
 # ---------------------------------------------------------------------------

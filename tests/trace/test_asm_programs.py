@@ -11,7 +11,7 @@ from pyebpf.trace.asmfile import read_asm_file
 
 from .conftest import ROOT, cli, expected
 
-pytestmark = pytest.mark.kernel
+# (each test that needs the kernel is marked `kernel`; the others run under every Python)
 ASM = ROOT / "asm"
 N = 200
 
@@ -33,6 +33,7 @@ def test_every_file_is_documented():
         assert f.read_text().startswith(f"# {f.name} -- "), f
 
 
+@pytest.mark.kernel
 def test_count_calls(workload):
     out, err = run("count_calls.s", "-D", f"BINARY={workload}", "-D", "FUNC=work",
                    "-c", f"{workload} {N}")
@@ -41,6 +42,7 @@ def test_count_calls(workload):
     assert "Attached 1 program" in err
 
 
+@pytest.mark.kernel
 def test_latency_hist(workload):
     out, _ = run("latency_hist.s", "-D", f"BINARY={workload}", "-D", "FUNC=slow",
                  "-c", f"{workload} {N} 300")
@@ -52,6 +54,7 @@ def test_latency_hist(workload):
     assert "@usecs: \n" in out
 
 
+@pytest.mark.kernel
 def test_latency_hist_json(workload):
     out, _ = run("latency_hist.s", "-D", f"BINARY={workload}", "-D", "FUNC=slow",
                  "-c", f"{workload} 40 100", "--json", "-q")
@@ -60,6 +63,7 @@ def test_latency_hist_json(workload):
     assert sum(b["count"] for b in h["data"]["@usecs"]) == 5
 
 
+@pytest.mark.kernel
 def test_usdt_args(workload):
     out, _ = run("usdt_args.s", "-D", f"BINARY={workload}", "-c", f"{workload} 30")
     lines = [x for x in out.splitlines() if not x.startswith("total")]
@@ -70,6 +74,7 @@ def test_usdt_args(workload):
     assert lines == [f"{i} {i % 10} {['alice', 'bob', 'carol'][i % 3]}" for i in range(30)]
 
 
+@pytest.mark.kernel
 def test_opensnoop(workload):
     out, _ = run("opensnoop.s", "-c", f"{workload} {N}", "--json")
     evs = [json.loads(x)["fields"] for x in out.splitlines() if x.startswith("{")]
@@ -81,6 +86,7 @@ def test_opensnoop(workload):
     assert re.search(r"^\d+ +0 +workload +/dev/null$", text, re.M), text
 
 
+@pytest.mark.kernel
 def test_execsnoop():
     out, _ = run("execsnoop.s", "-c", "/bin/echo hello-from-execsnoop", "--json")
     evs = [json.loads(x)["fields"] for x in out.splitlines() if x.startswith("{")]
@@ -88,6 +94,7 @@ def test_execsnoop():
     assert evs[0]["uid"] == 0
 
 
+@pytest.mark.kernel
 def test_parameters_and_errors(workload, tmp_path):
     proc = cli("run", str(ASM / "count_calls.s"), "-c", "true")
     assert proc.returncode == 1 and "BINARY" in proc.stderr and "-D BINARY=VALUE" in proc.stderr

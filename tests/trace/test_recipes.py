@@ -15,7 +15,7 @@ from pyebpf.trace.probes import ProbeSpecError
 
 from .conftest import NAMES, expected
 
-pytestmark = pytest.mark.kernel
+# (each test that needs the kernel is marked `kernel`; the others run under every Python)
 N = 200
 
 
@@ -41,6 +41,7 @@ def buckets(values, bucket=log2_bucket):
     return out
 
 
+@pytest.mark.kernel
 def test_count_hist_stats_exact(workload, no_fd_leak):
     t = (Trace(f"uprobe:{workload}:work").count(by="arg0").hist("arg1").lhist("arg1", 0, 5000, 1000)
          .sum("arg0").min("arg1").max("arg1").avg("arg1").stats("arg1").count())
@@ -61,6 +62,7 @@ def test_count_hist_stats_exact(workload, no_fd_leak):
         assert text.index("@avg") < text.index("@count[") < text.index("@hist:")
 
 
+@pytest.mark.kernel
 def test_string_keys_comm_and_filters(workload, no_fd_leak):
     t = (Trace(f"uprobe:{workload}:greet", filters=["arg1 >= 3"])
          .count(by="str(arg0)").count(by="comm, arg1 % 2"))
@@ -74,6 +76,7 @@ def test_string_keys_comm_and_filters(workload, no_fd_leak):
         assert f"@count2[{comm}, 1]: " in s.format_text()
 
 
+@pytest.mark.kernel
 def test_string_filter(workload):
     t = Trace(f"uprobe:{workload}:greet", filters=['str(arg0) == "bob"', "arg1 < 100"]).count()
     s, res = run(t, [workload, str(N)])
@@ -81,6 +84,7 @@ def test_string_filter(workload):
         assert res["@"] == sum(1 for i in range(100) if i % 3 == 1)
 
 
+@pytest.mark.kernel
 def test_latency_and_retval(workload, no_fd_leak):
     t = Trace(f"uprobe:{workload}:slow").hist("latency / 1000").count(by="retval, arg0")
     s, res = run(t, [workload, str(N), "300"])
@@ -93,6 +97,7 @@ def test_latency_and_retval(workload, no_fd_leak):
         assert [b.role for b in t.built] == ["entry", "return"]
 
 
+@pytest.mark.kernel
 def test_uretprobe_retval(workload):
     t = Trace(f"uretprobe:{workload}:work").sum("retval")
     s, res = run(t, [workload, str(N)])
@@ -100,6 +105,7 @@ def test_uretprobe_retval(workload):
         assert res["@"] == sum((i % 10) * 3 + i * 37 % 5000 for i in range(N))
 
 
+@pytest.mark.kernel
 def test_user_stacks_are_symbolized_after_exit(workload, no_fd_leak):
     t = recipes.stacks(f"uprobe:{workload}:work")
     s, res = run(t, [workload, "50"])
@@ -114,6 +120,7 @@ def test_user_stacks_are_symbolized_after_exit(workload, no_fd_leak):
         assert ";outer+" in str(s.json_objects())
 
 
+@pytest.mark.kernel
 def test_events_perf_and_ring(workload, no_fd_leak):
     for ring in (False, True):
         t = Trace(f"uprobe:{workload}:greet", ring=ring).print(
@@ -132,6 +139,7 @@ def test_events_perf_and_ring(workload, no_fd_leak):
             assert s.lost == 0
 
 
+@pytest.mark.kernel
 def test_timestamps(workload):
     import time
     t = Trace(f"uprobe:{workload}:slow").print(None, "nsecs", "elapsed", "tid", "pid", "cpu", "uid")
@@ -149,6 +157,7 @@ def test_timestamps(workload):
         assert all(g >= 2_000_000 for g in gaps)         # slow(2000 us) in between
 
 
+@pytest.mark.kernel
 def test_several_probes_glob_and_func(workload):
     t = Trace(f"uprobe:{workload}:work", f"uprobe:{workload}:greet").count(by="probe")
     s, res = run(t, [workload, "40"])
@@ -160,6 +169,7 @@ def test_several_probes_glob_and_func(workload):
         assert res["@"] == {("work",): 40, ("greet",): 40}
 
 
+@pytest.mark.kernel
 def test_pid_filter_keeps_other_processes_out(workload):
     other = subprocess.Popen([workload, "100000", "1000"], stdout=subprocess.DEVNULL)
     try:
@@ -172,6 +182,7 @@ def test_pid_filter_keeps_other_processes_out(workload):
         other.wait()
 
 
+@pytest.mark.kernel
 def test_tracepoint_fields(workload):
     t = (Trace("tracepoint:syscalls:sys_enter_openat", filters=['str(args.filename) == "/dev/null"'])
          .count(by="args.dfd").count(by="str(args.filename)"))
@@ -182,6 +193,7 @@ def test_tracepoint_fields(workload):
         assert res["@count2"] == {("/dev/null",): opens}
 
 
+@pytest.mark.kernel
 def test_usdt_probe(workload):
     t = Trace(f"usdt:{workload}:pyebpf_test:tick").count(by="arg1").hist("arg0")
     s, res = run(t, [workload, str(N)])
@@ -216,6 +228,7 @@ def test_errors_before_loading(workload):
         Trace(f"uprobe:{workload}:work").print("%d %d", "arg0")
 
 
+@pytest.mark.kernel
 def test_cxx_stacks_are_demangled(tmp_path):
     import shutil
     if shutil.which("g++") is None or shutil.which("c++filt") is None:

@@ -8,6 +8,7 @@ import random
 import struct
 
 import pytest
+from systools import PYTHON as SYSTEM_PYTHON
 from budget import SCALE, fuzz_settings
 from fuzz_notes import check_one, fuzz, mutate, seed_corpus
 from hypothesis import given
@@ -85,7 +86,7 @@ def test_mutation_fuzzer(tmp_path):
 
 
 def test_truncated_real_files():
-    path = "/usr/bin/python3.11"
+    path = SYSTEM_PYTHON
     if not os.path.exists(path):
         pytest.skip(f"{path} is not installed")
     with open(path, "rb") as f:

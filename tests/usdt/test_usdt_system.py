@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import collections
 import os
-import time
 
 import pytest
+from systools import POSTGRES
 from usdt_testlib import JVM_LIBS, KNOWN_FILES, all_note_files, has_readelf, readelf_notes
 
 from pyebpf.usdt import ArgKind, UsdtFile
@@ -98,7 +98,7 @@ def test_forms_in_this_machines_binaries(parsed):
     if not kinds:
         pytest.skip("no USDT binaries installed")
     assert kinds[ArgKind.REG] and kinds[ArgKind.CONST]
-    if os.path.exists("/usr/lib/postgresql/15/bin/postgres"):
+    if os.path.exists(POSTGRES):
         assert kinds[ArgKind.RIP] >= 6 and kinds[ArgKind.DEREF]
 
 
@@ -115,15 +115,12 @@ def test_multi_location_probes_with_differing_specs(parsed):
 
 
 @pytest.mark.parametrize("path", JVM_LIBS)
-def test_libjvm_parses_quickly(path):
+def test_libjvm_parses(path):
+    # (how fast: benchmarks/bench_usdt_parse.py, not a test on a loaded machine)
     _need(path)
-    best = float("inf")
-    for _ in range(3):
-        t0 = time.perf_counter()
-        notes = UsdtFile(path).notes()
-        best = min(best, time.perf_counter() - t0)
+    notes = UsdtFile(path).notes()
     assert len(notes) > 500
-    assert best < 0.25, f"{len(notes)} notes took {best * 1000:.1f} ms"
+    assert len({(n.provider, n.name) for n in notes}) > 100
 
 
 @pytest.mark.parametrize("path", [p for p in KNOWN_FILES])

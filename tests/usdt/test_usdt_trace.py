@@ -9,6 +9,7 @@ import shutil
 import subprocess
 
 import pytest
+from systools import LIBJVM, LIBPYTHON_NAME
 
 from pyebpf.errors import UsdtProbeLookupError, UsdtSpecError, UsdtTargetError
 from pyebpf.maps import HashMap
@@ -20,7 +21,7 @@ from usdt_testlib import FORMS_MAIN_C, VARIANTS, build_forms, expected_table
 from usdt_tracelib import (DUP_C, HAND_C, HAND_VARIANTS, PYTHON, Waiting, as_int, compile_c,
                            need, parse_lines, read_u16, runtime_address, wait_events)
 
-pytestmark = pytest.mark.kernel
+# (each test that needs the kernel is marked `kernel`; the others run under every Python)
 
 FORM_PROBES = ["consts", "params", "globals", "arrays", "index", "struct_ptr", "pointers",
                "many", "sema"]
@@ -58,6 +59,7 @@ def _close_all(objs) -> None:
 # ---------------------------------------------------------------------------
 # argument forms: compiler output
 
+@pytest.mark.kernel
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_every_form_reads_the_value_passed(variant, build_dir):
     """usdt_forms in every build (gcc -O0/-O2, -no-pie, -fPIC -shared, clang):
@@ -108,6 +110,7 @@ def test_globals_use_every_symbol_form(build_dir):
 # ---------------------------------------------------------------------------
 # hand-written specs and multi-location probes
 
+@pytest.mark.kernel
 @pytest.mark.parametrize("variant", list(HAND_VARIANTS))
 def test_hand_written_forms_and_multi_location(variant, build_dir):
     """%ah-style high bytes, every sub-register width, SIB without a base,
@@ -134,11 +137,12 @@ def test_hand_written_forms_and_multi_location(variant, build_dir):
         _close_all(t for _n, t in traces)
 
 
+@pytest.mark.kernel
 def test_multi_location_cookies_and_dispatch():
     """The dispatch code reads the cookie only where specs differ; cookies
     carry the spec group in their low 16 bits and the location's address above."""
     from pyebpf.usdt.args import cookie_address, cookie_group
-    path = "/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so"
+    path = LIBJVM
     if not os.path.exists(path):
         pytest.skip("no libjvm.so")
     # a libjvm probe with many locations and differing specs
@@ -162,6 +166,7 @@ def test_multi_location_cookies_and_dispatch():
         pass
 
 
+@pytest.mark.kernel
 def test_ambiguous_static_needs_a_choice(build_dir):
     """Two static variables named s_dup: reading -4@s_dup(%rip) names both
     (libbpf/usdt#13); symbols={...} picks one and reads it without a PID."""
@@ -197,6 +202,7 @@ def _python() -> str:
     return PYTHON
 
 
+@pytest.mark.kernel
 def test_python_gc_start_counted_exactly_without_pid():
     """python:gc__start (semaphore-guarded) counted in the kernel, no PID:
     N gc.collect() calls give exactly N generation-2 hits from the child
@@ -225,6 +231,7 @@ def test_python_gc_start_counted_exactly_without_pid():
         assert counts[pid] == n
 
 
+@pytest.mark.kernel
 def test_python_function_entry_strings(tmp_path):
     """function__entry with its filename and function name read as strings
     (probe_read_user_str) and its line number.  CPython 3.11 fires it only
@@ -258,14 +265,15 @@ def test_python_function_entry_strings(tmp_path):
     assert all(e[0] != str(script) or e[1] in ("traced_fn", "<module>") for e in events)
 
 
+@pytest.mark.kernel
 def test_library_name_and_pid_targets(build_dir):
     """A library name resolves like bpftrace (libpython3.11), and with a pid
     alone every module of the process that has the probe is found."""
     try:
-        u = usdt("libpython3.11", "python:gc__start")
+        u = usdt(LIBPYTHON_NAME, "python:gc__start")
     except UsdtTargetError:
-        pytest.skip("no libpython3.11")
-    assert "libpython3.11" in u.paths[0]
+        pytest.skip(f"no {LIBPYTHON_NAME}")
+    assert LIBPYTHON_NAME in u.paths[0]
     exe, traced = forms_build("gcc-O2-shared", build_dir)
     w = Waiting([exe, "1"], env={**os.environ, "USDT_FORMS_WAIT": "1"})
     try:
@@ -304,6 +312,7 @@ def _sema_case(exe: str, traced: str, probe: str, argv_tail: list[str], env: dic
             w.kill()
 
 
+@pytest.mark.kernel
 @pytest.mark.parametrize("variant", ["gcc-O2", "gcc-O0-nopie", "gcc-O2-shared"])
 def test_semaphore_through_ref_ctr(variant, build_dir):
     """forms:sema's semaphore: 0 before, 1 while attached in a process
@@ -313,14 +322,16 @@ def test_semaphore_through_ref_ctr(variant, build_dir):
     _sema_case(exe, traced, "forms:sema", ["1"], {**os.environ, "USDT_FORMS_WAIT": "1"})
 
 
+@pytest.mark.kernel
 def test_python_semaphore_through_ref_ctr(tmp_path):
     """The same for python:gc__start, on a private copy of python3.11 (so
     that tracers of the system's python elsewhere cannot change the count)."""
-    py = shutil.copy(_python(), tmp_path / "python3.11")
+    py = shutil.copy(_python(), tmp_path / os.path.basename(_python()))
     _sema_case(py, py, "python:gc__start",
                ["-c", "import sys; print('ready', flush=True); sys.stdin.readline()"], None)
 
 
+@pytest.mark.kernel
 def test_semaphore_hits_fire_only_while_attached(build_dir):
     exe, traced = forms_build("gcc-O2", build_dir)
     u = usdt(traced, "forms:sema")
@@ -433,6 +444,7 @@ def test_tls_and_unknown_symbol_raise_when_read():
 # ---------------------------------------------------------------------------
 # lifetime
 
+@pytest.mark.kernel
 def test_no_fd_leak_and_semaphore_restored(no_fd_leak, build_dir):
     exe, traced = forms_build("gcc-O2", build_dir)
     w = Waiting([exe, "1"], env={**os.environ, "USDT_FORMS_WAIT": "1"})
@@ -464,6 +476,7 @@ def _noop() -> Program:
 # ---------------------------------------------------------------------------
 # the trace-source contract
 
+@pytest.mark.kernel
 def test_usdt_probe_source_contract():
     from pyebpf.loader import load
     py = _python()

@@ -4,6 +4,7 @@ program (tests/usdt/usdt_forms.c) in its variants."""
 from __future__ import annotations
 
 import functools
+import glob
 import os
 import pathlib
 import re
@@ -12,6 +13,8 @@ import struct
 import subprocess
 from dataclasses import dataclass, field
 
+import systools
+
 HERE = pathlib.Path(__file__).resolve().parent
 FORMS_C = HERE / "usdt_forms.c"
 FORMS_SEMA_C = HERE / "usdt_forms_sema.c"
@@ -19,15 +22,14 @@ FORMS_MAIN_C = HERE / "usdt_forms_main.c"
 
 # The files the brief names; each test skips the absent ones with a reason.
 KNOWN_FILES = [
-    "/usr/bin/python3.11",
-    "/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0",
-    "/usr/lib/postgresql/15/bin/postgres",
-    "/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so",
-    "/usr/lib/jvm/temurin-25-jdk-amd64/lib/server/libjvm.so",
-    "/usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.30",
+    systools.PYTHON,
+    systools.LIBPYTHON,
+    systools.POSTGRES,
+    *systools.JVM_LIBS,
+    *sorted(glob.glob("/usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.*"))[-1:],
 ]
 SCAN_DIRS = ["/usr/bin", "/usr/lib/gcc"]
-JVM_LIBS = [p for p in KNOWN_FILES if p.endswith("libjvm.so")]
+JVM_LIBS = systools.JVM_LIBS
 
 
 # ---------------------------------------------------------------------------

@@ -10,13 +10,14 @@ import time
 from typing import Any
 
 import pytest
+from systools import PYTHON as SYSTEM_PYTHON
 
 from waiting import read_line
 
 HERE = pathlib.Path(__file__).resolve().parent
 HAND_C = HERE / "usdt_hand.c"
 DUP_C = (HERE / "usdt_dup.c", HERE / "usdt_dup2.c")
-PYTHON = "/usr/bin/python3.11"
+PYTHON = SYSTEM_PYTHON
 
 #: usdt_hand variants: name -> (compiler, flags)
 HAND_VARIANTS = {

@@ -17,9 +17,6 @@ from pyebpf.vm.conformance import run_test
 
 # (not "from conftest import": another directory's conftest module may hold that name)
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-CONFORMANCE_DIR = ROOT.parent / "shared" / "conformance"
-
-needs_suite = pytest.mark.skipif(not CONFORMANCE_DIR.is_dir(), reason="no conformance suite")
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
@@ -29,9 +26,8 @@ def cli(*args: str, prefix: list[str] | None = None, stdin: bytes | None = None
                           capture_output=True, env=ENV, cwd="/", timeout=120)
 
 
-@needs_suite
-def test_every_conformance_program_passes_in_the_vm() -> None:
-    outcomes = [run_test(load_conformance(p)) for p in data_files(CONFORMANCE_DIR)]
+def test_every_conformance_program_passes_in_the_vm(conformance_dir) -> None:
+    outcomes = [run_test(load_conformance(p)) for p in data_files(conformance_dir)]
     bad = [o for o in outcomes if o.status != "pass"]
     assert len(outcomes) == 313 and not bad, bad[:5]
     # including the ones the kernel refuses to load
@@ -39,9 +35,8 @@ def test_every_conformance_program_passes_in_the_vm() -> None:
     assert {"callx", "lsh64-imm-high", "arsh32-imm-neg"} <= names
 
 
-@needs_suite
-def test_conformance_vm_command_line() -> None:
-    proc = cli("conformance", "--vm", "-q", str(CONFORMANCE_DIR))
+def test_conformance_vm_command_line(conformance_dir) -> None:
+    proc = cli("conformance", "--vm", "-q", str(conformance_dir))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.decode().splitlines()[-1] == "313 passed, 0 failed"
 
@@ -74,9 +69,8 @@ def test_vm_run_text_both_dialects_and_raw(tmp_path) -> None:
     assert proc.stdout.decode() == "r0 = 254 (0xfe)\n", proc.stderr
 
 
-@needs_suite
-def test_vm_run_a_data_file_uses_its_memory() -> None:
-    proc = cli("vm", "run", str(CONFORMANCE_DIR / "ldxw.data"))
+def test_vm_run_a_data_file_uses_its_memory(conformance_dir) -> None:
+    proc = cli("vm", "run", str(conformance_dir / "ldxw.data"))
     assert proc.stdout.decode() == "r0 = 1144201745 (0x44332211)\n"
 
 
@@ -120,10 +114,9 @@ def test_vm_table() -> None:
     assert "sdiv" in out and "cmpxchg" in out and "may_goto" in out
 
 
-@needs_suite
-def test_runs_unprivileged() -> None:
+def test_runs_unprivileged(conformance_dir) -> None:
     prefix = unprivileged.python_argv()
     proc = cli("vm", "run", "-", prefix=prefix, stdin=b"r0 = 6\nr0 *= 7\nexit\n")
     assert proc.stdout.decode() == "r0 = 42 (0x2a)\n", proc.stderr
-    proc = cli("conformance", "--vm", "-q", str(CONFORMANCE_DIR), prefix=prefix)
+    proc = cli("conformance", "--vm", "-q", str(conformance_dir), prefix=prefix)
     assert proc.stdout.decode().splitlines()[-1] == "313 passed, 0 failed", proc.stderr

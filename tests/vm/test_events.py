@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 
 import pytest
+from waiting import wait_blocked_in_poll
 
 from pyebpf.events import PerfBuffer, RingBufferReader
 from pyebpf.maps import ArrayMap, MapSpec, PerCpuArrayMap, PerfEventArray, RingBuf
@@ -294,11 +294,12 @@ def test_a_waiting_reader_is_woken(kind: str) -> None:
     with reader:
         t = threading.Thread(target=lambda: got.extend(reader.read_batch(timeout=20)))
         t.start()
-        time.sleep(0.2)
-        t0 = time.monotonic()
+        wait_blocked_in_poll(t)           # the reader waits before the event comes
         assert vm.run(ctx=b"") == 0
-        t.join(10)
-        assert not t.is_alive() and time.monotonic() - t0 < 5
+        t.join(30)
+        # woken by the event: a reader not woken would return [] after 20 s
+        # (the flush interval, 30 s, is longer)
+        assert not t.is_alive()
     assert [bytes(g[:4]) for g in got] == [b"dcba"]
 
 

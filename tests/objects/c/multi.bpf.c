@@ -40,13 +40,17 @@ struct {
 	.values = { [0] = 0 },
 };
 
+/* pinned as /sys/fs/bpf/PINNED: the tests give each run its own name */
+#ifndef PINNED
+#define PINNED pinned_counts
+#endif
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16);
 	__type(key, __u32);
 	__type(value, __u32);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} pinned_counts SEC(".maps");
+} PINNED SEC(".maps");
 
 const volatile __u64 scale SEC(".rodata.cfg") = 3;
 __u64 extra SEC(".data.stats") = 5;

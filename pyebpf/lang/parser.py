@@ -237,9 +237,15 @@ class Parser:
                 return ast.AttachPoint(_pos(span), text, text)
         ap = split_attach_point(text, _pos(span))
         if isinstance(ap, str):
-            self._error(ap, span)
+            if not self._lexer_erred_in(span):     # (a number the lexer refused is
+                self._error(ap, span)             # not also an invalid offset)
             return ast.AttachPoint(_pos(span), text, text)
         return ap
+
+    def _lexer_erred_in(self, span: Span) -> bool:
+        """Whether the lexer reported an error inside ``span`` (the token it
+        refused is missing from the text built from the tokens)."""
+        return any(span[:2] <= _where(d) <= span[2:] for d in self.lex_errors)
 
     # -- statements ------------------------------------------------------
     def _block(self) -> ast.Block:

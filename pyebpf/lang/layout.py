@@ -11,6 +11,8 @@ two halves live together here:
   counted buffer: one length byte more, first);
 - a tuple is a C struct of its elements (each aligned as above, the whole
   rounded up to its largest alignment);
+- a C struct or union (``record`` with a ``struct``) takes its C size and
+  alignment, a C array its elements' (laid out one after the other);
 - a user symbol (``usym()``, ``func`` in a uprobe) is two 8-byte integers,
   the address and the process id, as bpftrace 0.17 stores one: it is named
   in that process, whichever process it was;
@@ -20,7 +22,8 @@ two halves live together here:
 :func:`decode` gives ints (signed as the type says; a user symbol's is a
 :class:`UserAddress`, an int with its ``pid``), ``str`` for strings (up to
 the first NUL, undecodable bytes replaced), ``bytes`` for buffers, tuples
-for tuples.
+for tuples, a dict (field name -> value) for a C struct or union and a
+list for a C array.
 """
 from __future__ import annotations
 
@@ -28,7 +31,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .types import Type
 
-__all__ = ["size_align", "tuple_layout", "stored_size", "decode", "decode_int", "UserAddress"]
+__all__ = ["size_align", "tuple_layout", "stored_size", "decode", "decode_int", "decode_record",
+           "UserAddress"]
 
 #: the bytes of a user symbol: its address, then the process id
 USYM_SIZE = 16
@@ -59,6 +63,10 @@ def size_align(t: Type) -> tuple[int, int]:
         return size, align
     if kind == "usym":
         return USYM_SIZE, 8
+    if kind == "record" and t.struct is not None:
+        return t.struct.size, t.struct.align
+    if kind == "array" and t.elem is not None:
+        return t.size, size_align(t.elem)[1]
     return 8, 8
 
 
@@ -112,4 +120,30 @@ def decode(t: Type, raw: bytes | memoryview, *, whole: bool = False) -> object:
         return decode_int(raw, 8, t.signed)
     if kind == "usym":
         return UserAddress(decode_int(raw, 8, False), decode_int(raw[8:], 8, False))
+    if kind == "record" and t.struct is not None:
+        return decode_record(t, raw)
+    if kind == "array" and t.elem is not None:
+        n = t.elem.size
+        return [decode(t.elem, raw[i * n:]) for i in range(t.count)]
     return decode_int(raw, 8, False)
+
+
+def decode_record(t: Type, raw: bytes | memoryview) -> dict[str, object]:
+    """A C struct or union's fields (name -> value), bit fields extracted;
+    an anonymous member's fields in its place."""
+    assert t.struct is not None
+    out: dict[str, object] = {}
+    for f in t.struct.fields:
+        if f.bitfield is not None:
+            word = decode_int(raw[f.offset:], f.type.size, False)
+            v = (word >> f.bitfield.shift) & ((1 << f.bitfield.width) - 1)
+            if f.type.signed and v >> (f.bitfield.width - 1):
+                v -= 1 << f.bitfield.width
+            out[f.name] = v
+            continue
+        v = decode(f.type, raw[f.offset:f.offset + max(f.type.size, 1)])
+        if not f.name and isinstance(v, dict):
+            out.update(v)
+        else:
+            out[f.name] = v
+    return out

@@ -184,9 +184,11 @@ class Cast(Expr):
 
 @dataclass(eq=False)
 class Sizeof(Expr):
-    """``sizeof(typename)`` (``typename`` set) or ``sizeof(expr)``."""
+    """``sizeof(typename)`` (``typename`` set) or ``sizeof(expr)``;
+    ``size``: the value, once the semantic pass has typed what it names."""
     typename: str | None = None
     expr: Expr | None = None
+    size: int | None = None
 
 
 @dataclass(eq=False)

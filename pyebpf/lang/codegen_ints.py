@@ -29,7 +29,8 @@ class _IntGen(_GenBase):
     #: constant one is loaded: see :meth:`int_expr`)
     _INT_EXPRS = {
         A.Binop: "binop", A.Unop: "unop", A.Ternary: "ternary", A.Cast: "cast",
-        A.FieldAccess: "field_read", A.PositionalParameter: "positional"}
+        A.FieldAccess: "field_read", A.PositionalParameter: "positional",
+        A.ArrayAccess: "index_read"}
     #: the method that reads each of these kinds into a register taken for it
     #: (``method(e, r)``)
     _INT_LOADS = {
@@ -79,13 +80,19 @@ class _IntGen(_GenBase):
 
     def field_read(self, e: A.FieldAccess) -> Reg:
         """A kernel struct's member, or a tracepoint's field (``args.f``)."""
-        if self.struct_of(e) is not None:
-            return self.member_read(e)
+        if self.located(e):
+            return self.element_read(e)
         if not self._is_args(e.expr):
             raise _no_value(e)
         r = self._need(e.pos)
         self._need_source(e, "emit_field").emit_field(self.p, r, e.field, self.ctx_reg)
         return r
+
+    def index_read(self, e: A.ArrayAccess) -> Reg:
+        """An element of a C array (:mod:`~pyebpf.lang.codegen_records`)."""
+        if not self.located(e):
+            raise _no_value(e)
+        return self.element_read(e)
 
     def positional(self, e: A.PositionalParameter) -> Reg:
         """``$N`` (its number: the script is compiled for its parameters) or ``$#``."""
@@ -221,6 +228,10 @@ class _IntGen(_GenBase):
         p = self.p
         op = e.op
         lt, rt = type_of(e.left), type_of(e.right)
+        if op in ("==", "!=") and lt.kind in ("array", "record") and lt == rt:
+            r = self._need(e.pos)
+            self.compare_bytes(e.left, e.right, r, negate=op == "!=")
+            return r
         if op in ("==", "!=") and (lt.kind == "string" or rt.kind == "string"):
             r = self._need(e.pos)
             size = max(size_align(lt)[0], size_align(rt)[0])
@@ -301,6 +312,8 @@ class _IntGen(_GenBase):
                     p.mov(r, R1)
                 return r
             raise CodegenError(f"{e.op} needs a variable or a map", e.pos)
+        if e.op == "*" and self.located(e):        # *p of a pointer to an integer
+            return self.element_read(e)
         r = self.int_expr(e.operand)
         if e.op == "-":
             p.neg(r)

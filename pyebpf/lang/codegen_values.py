@@ -27,6 +27,8 @@ class _ValueGen(_GenBase):
             self.tuple_into(e, off, t)
         elif t.kind == "usym":
             self.usym_into(e, off)
+        elif t.kind in ("record", "array"):
+            self.record_into(e, off, t)
         else:
             size, _ = size_align(t)
             r = self.int_expr(e)
@@ -109,15 +111,10 @@ class _ValueGen(_GenBase):
         if isinstance(e, A.Ternary):
             self._either(e, lambda x: self.string_into(x, off, size))
             return
-        if isinstance(e, A.FieldAccess) and self.struct_of(e) is not None:
-            r = self.member_address(e)
+        if self.located(e):           # a char array member (read whole, as bpftrace)
             t = type_of(e)
             self._zero(off, size)
-            p.stack_pointer(R1, off)
-            p.mov(R2, min(size, t.size))
-            p.mov(R3, r)
-            self.release(r)
-            p.call(self._read_helper(e) + ("_str" if t.kind == "string" else ""))
+            self.fetch(self.location(e), off, min(size, t.size))
             return
         if isinstance(e, A.FieldAccess) and self._is_args(e.expr):
             src = self._need_source(e, "emit_field_string")
@@ -203,54 +200,7 @@ class _ValueGen(_GenBase):
         fill(e.else_)
         p.label(end)
 
-    # ---------------------------------------------------------- kernel structs
-    def struct_of(self, e: A.FieldAccess) -> Type | None:
-        """The kernel struct ``e`` is a member of (``p->m`` of a pointer to
-        one, ``r.m`` of one), or None."""
-        t = type_of(e.expr)
-        if t.kind == "pointer" and t.elem is not None and t.elem.btf and e.arrow:
-            return t.elem
-        if t.kind == "record" and t.btf:
-            return t
-        return None
-
-    def member_address(self, e: A.FieldAccess) -> Reg:
-        """A register of the pool holding the address of the member ``e``."""
-        from .btftypes import member
-        rec = self.struct_of(e)
-        assert rec is not None
-        if type_of(e.expr).kind == "pointer":
-            r = self.int_expr(e.expr)
-        elif isinstance(e.expr, A.FieldAccess) and self.struct_of(e.expr) is not None:
-            r = self.member_address(e.expr)
-        else:
-            raise CodegenError(f"{e.field}: the struct is not in memory", e.pos)
-        got = member(rec, e.field)
-        if got is None:
-            raise CodegenError(f"no member {e.field}", e.pos)
-        if got[0]:
-            self.p.add(r, got[0])
-        return r
-
-    def member_read(self, e: A.FieldAccess) -> Reg:
-        """An integer or pointer member read from memory into a register of
-        the pool (sign-extended when signed)."""
-        p = self.p
-        t = type_of(e)
-        if t.kind not in ("int", "pointer"):
-            raise CodegenError(f"{e.field} is a {t.kind}, not an integer", e.pos)
-        size = t.size if t.kind == "int" else 8
-        r = self.member_address(e)
-        slot = p.stack.alloc(8)
-        p.stack_pointer(R1, slot)
-        p.mov(R2, size)
-        p.mov(R3, r)
-        p.call(self._read_helper(e))
-        p.load(r, R10, slot, size)
-        if t.kind == "int" and t.signed and size < 8:
-            p.movsx(r, r, size * 8)
-        return r
-
+    # ---------------------------------------------------------- probed memory
     def _read_helper(self, e: A.Expr) -> str:
         """``probe_read_user`` or ``probe_read_kernel`` for memory reached from
         ``e``: what ``curtask`` reaches is the kernel's, what a syscall

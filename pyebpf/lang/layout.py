@@ -22,8 +22,8 @@ two halves live together here:
 :func:`decode` gives ints (signed as the type says; a user symbol's is a
 :class:`UserAddress`, an int with its ``pid``), ``str`` for strings (up to
 the first NUL, undecodable bytes replaced), ``bytes`` for buffers, tuples
-for tuples, a dict (field name -> value) for a C struct or union and a
-list for a C array.
+for tuples, a :class:`StructValue` (a tuple of the field values that
+knows their names) for a C struct or union and a tuple for a C array.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from .types import Type
 
 __all__ = ["size_align", "tuple_layout", "stored_size", "decode", "decode_int", "decode_record",
-           "UserAddress"]
+           "UserAddress", "StructValue"]
 
 #: the bytes of a user symbol: its address, then the process id
 USYM_SIZE = 16
@@ -124,13 +124,32 @@ def decode(t: Type, raw: bytes | memoryview, *, whole: bool = False) -> object:
         return decode_record(t, raw)
     if kind == "array" and t.elem is not None:
         n = t.elem.size
-        return [decode(t.elem, raw[i * n:]) for i in range(t.count)]
+        return tuple(decode(t.elem, raw[i * n:]) for i in range(t.count))
     return decode_int(raw, 8, False)
 
 
-def decode_record(t: Type, raw: bytes | memoryview) -> dict[str, object]:
-    """A C struct or union's fields (name -> value), bit fields extracted;
-    an anonymous member's fields in its place."""
+class StructValue(tuple):  # type: ignore[type-arg]
+    """A C struct or union read back: its field values in order (a tuple:
+    hashable, so it can be a map's key), ``names`` the fields' names."""
+
+    names: tuple[str, ...]
+
+    def __new__(cls, values: dict[str, object]) -> StructValue:
+        self = super().__new__(cls, values.values())
+        self.names = tuple(values)
+        return self
+
+    def asdict(self) -> dict[str, object]:
+        """The fields, name -> value."""
+        return dict(zip(self.names, self))
+
+    def __repr__(self) -> str:
+        return "{" + ", ".join(f"{n}={v!r}" for n, v in zip(self.names, self)) + "}"
+
+
+def decode_record(t: Type, raw: bytes | memoryview) -> StructValue:
+    """A C struct or union's fields, bit fields extracted; an anonymous
+    member's fields in its place."""
     assert t.struct is not None
     out: dict[str, object] = {}
     for f in t.struct.fields:
@@ -142,8 +161,8 @@ def decode_record(t: Type, raw: bytes | memoryview) -> dict[str, object]:
             out[f.name] = v
             continue
         v = decode(f.type, raw[f.offset:f.offset + max(f.type.size, 1)])
-        if not f.name and isinstance(v, dict):
-            out.update(v)
+        if not f.name and isinstance(v, StructValue):
+            out.update(v.asdict())
         else:
             out[f.name] = v
-    return out
+    return StructValue(out)

@@ -147,6 +147,10 @@ def _tstr(t: Type) -> str:
         return "(" + ",".join(_tstr(e) for e in t.elems) + ")"
     if t.kind == "pointer":
         return f"{_tstr(t.elem) if t.elem else 'void'} *"
+    if t.kind == "record" and t.struct is not None:
+        return t.struct.name
+    if t.kind == "array" and t.elem is not None:
+        return f"{_tstr(t.elem)}[{t.count}]"
     return t.kind
 
 
@@ -223,9 +227,12 @@ class _AnalyserBase:
 
     def __init__(self, script: ast.Script, resolver: TypeResolver | None,
                  params: Sequence[str]) -> None:
+        from .cdefs import definitions
         self.script = script
         self.resolver = resolver
         self.params = tuple(params)
+        #: the script's C definitions (its structs, unions, enums; the kernel's behind)
+        self.cdefs = definitions(script)
         self.maps: dict[str, MapInfo] = {}
         self.variables: dict[ast.Probe, dict[str, Type]] = {}
         self.errors: list[Diagnostic] = []

@@ -24,6 +24,8 @@ class _CallGen(_GenBase):
         if isinstance(e, A.Call):
             self.call_stmt(e)
             return
+        if type_of(e).kind in ("string", "array", "record") and self.located(e):
+            return          # a member read for nothing (bpftrace's value is unused)
         r = self.int_expr(e)
         self.release(r)
 

@@ -155,6 +155,8 @@ class _IntGen(_GenBase):
             self.source.emit_arg(p, r, int(n[3:]), self.ctx_reg)
         elif n == "ustack":                      # pid << 32 | stack id
             emit_ustack_key(p, r, self.ctx_reg, self.unit.stacks("ustack"))
+        elif n == "ctx":                         # the probe's context pointer
+            p.mov(r, self.ctx_reg)
         elif n == "kstack":
             p.mov(R1, self.ctx_reg)
             p.ld_map(R2, self.unit.stacks("kstack"))

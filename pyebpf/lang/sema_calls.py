@@ -221,7 +221,9 @@ def _str(a: Analyser, c: ast.Call, to: str | None) -> Type:
         return string_type(STRLEN)
     arg = c.args[0]
     t = arg.type or NONE
-    if t.kind not in ("int", "pointer", "none"):
+    data_loc = t.kind == "string" and isinstance(arg, ast.FieldAccess) and \
+        isinstance(arg.expr, ast.Builtin) and arg.expr.name == "args"
+    if t.kind not in ("int", "pointer", "none") and not data_loc:
         a.error(f"str() expects an integer or a pointer type as first argument "
                 f"({_tstr(t)} provided)", c.pos)
     if a.str_param and not isinstance(arg, ast.PositionalParameter) and not (

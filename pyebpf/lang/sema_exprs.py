@@ -156,7 +156,10 @@ class _ExprTyping(_AnalyserBase):
             return self.args_builtin(e)
         if name.startswith(("arg", "sarg")):
             return self.arg(e)
-        if name in ("curtask", "ctx"):
+        if name == "curtask":       # a task_struct pointer where the type is known
+            rec = self.cdefs.record("struct task_struct")
+            return U64 if rec is None else Type("pointer", 8, elem=record_type(rec))
+        if name == "ctx":
             return U64
         self.error(f"Unknown builtin variable: '{name}'", e.pos)
         return NONE

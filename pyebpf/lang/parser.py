@@ -103,6 +103,7 @@ class Parser:
         self.errors: list[Diagnostic] = []
         self.c_definitions: list[ast.CDefinition] = []
         self.includes: list[str] = []
+        self.macros: dict[str, str] = {}
 
     def _directive(self, t: Token) -> None:
         """``#define NAME BODY``: the later ``NAME`` s become ``BODY``'s
@@ -125,6 +126,8 @@ class Parser:
         too, a few levels deep)."""
         if not macros:
             return
+        self.macros.update(macros)
+        macros = self.macros
         for _ in range(8):
             out = self.toks[:self.k]
             changed = False

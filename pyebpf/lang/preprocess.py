@@ -17,6 +17,8 @@ from __future__ import annotations
 import os
 import re
 
+from ..errors import PyebpfError
+
 __all__ = ["INCLUDE_DIRS", "directive", "header_macros", "HeaderNotFound"]
 
 #: where ``#include <...>`` looks, in order (clang's on Debian x86-64)
@@ -28,7 +30,7 @@ _NUMBER = re.compile(r"\(?\s*-?\s*(0[xX][0-9a-fA-F]+|\d+)[uUlL]*\s*\)?")
 _MAX_HEADERS = 200
 
 
-class HeaderNotFound(LookupError):
+class HeaderNotFound(PyebpfError, LookupError):
     """An ``#include`` names a header none of :data:`INCLUDE_DIRS` has."""
 
 

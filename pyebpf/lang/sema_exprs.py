@@ -381,8 +381,9 @@ class _ExprTyping(_AnalyserBase):
         if named is not None and named.kind == "int":
             t = named if name == base else Type("pointer", 8, elem=named)
             return Type("pointer", 8, elem=t) if stars else t
-        if base.startswith(("struct ", "union ")) and name == base:
-            self.error(f"Cannot cast to \"{base}\"", e.pos)
+        if base.startswith(("struct ", "union ")) and name == base and \
+                self.cdefs.record(base) is not None:
+            self.error(f"Cannot cast to struct type \"{base}\"", e.pos)
             return NONE
         self.error(f"Unknown struct/union: '{base}'", e.pos)
         return NONE

@@ -22,8 +22,6 @@ incomplete type 'struct x'``), at the definition's line in the script.
 """
 from __future__ import annotations
 
-import re
-
 from . import ast
 from .errors import LangError
 from .records import CField, Record, Records, layout
@@ -113,6 +111,7 @@ def definitions(script: ast.Script) -> CDefinitions:
     out = CDefinitions(Records(_kernel_record))
     if not script.c_definitions:
         return out
+    import re          # (here: a script without C definitions does not pay for it)
     redefines_kernel = False
     for d in script.c_definitions:
         m = re.match(r"\s*(struct|union)\s+(\w+)", d.text)
@@ -129,6 +128,7 @@ def definitions(script: ast.Script) -> CDefinitions:
 def _clean(text: str) -> str:
     """Comments and ``__attribute__`` out (newlines kept), a ``;`` where
     clang would forgive its absence (before ``}``, after the last ``}``)."""
+    import re
     text = re.sub(r"/\*.*?\*/", lambda m: re.sub(r"[^\n]", " ", m.group()), text, flags=re.S)
     text = re.sub(r"//[^\n]*", "", text)
     text = re.sub(r"__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)", "", text)
@@ -158,6 +158,7 @@ class _Builder:
     def parse(self, d: ast.CDefinition) -> None:
         from pycparser import c_parser
         from pycparser.c_parser import ParseError
+        import re
         self.pos = (d.pos.line, d.pos.column)
         text = " " * (d.pos.column - 1) + _clean(d.text)
         src = f"{_PRELUDE}# {d.pos.line} \"{self.filename}\"\n{text}\n"

@@ -246,6 +246,8 @@ class _Builder:
         from pycparser import c_ast
         if isinstance(node, c_ast.TypeDecl):
             return self.base(node.type)
+        if isinstance(node, (c_ast.Struct, c_ast.Union)):      # an anonymous member
+            return self.base(node)
         if isinstance(node, c_ast.PtrDecl):
             inner = node.type
             if isinstance(inner, c_ast.FuncDecl):

@@ -151,7 +151,8 @@ class _RecordGen(_GenBase):
     def element_read(self, e: A.Expr) -> Reg:
         """An integer or pointer member or element (or ``*p`` of an integer
         pointer) read into a register of the pool: its C width, extended by
-        its sign; a bit field shifted and masked."""
+        its sign; a bit field shifted and masked (not sign-extended: bpftrace
+        0.17 reads ``int x : 5`` holding -3 as 29)."""
         p = self.p
         t = type_of(e)
         if t.kind not in ("int", "pointer"):
@@ -175,19 +176,15 @@ class _RecordGen(_GenBase):
                     p.or_(r, R1)
             else:
                 p.load(r, R10, loc.off, size)
-        if bits is not None:
+        if bits is not None:           # zero-extended even when signed, as bpftrace 0.17
             shift, width = bits
-            if t.signed:
-                p.lsh(r, 64 - shift - width)
-                p.arsh(r, 64 - width)
+            if shift:
+                p.rsh(r, shift)
+            if width < 32:
+                p.and_(r, (1 << width) - 1)
             else:
-                if shift:
-                    p.rsh(r, shift)
-                if width < 32:
-                    p.and_(r, (1 << width) - 1)
-                else:
-                    p.lsh(r, 64 - width)
-                    p.rsh(r, 64 - width)
+                p.lsh(r, 64 - width)
+                p.rsh(r, 64 - width)
         elif t.kind == "int" and t.signed and size < 8:
             p.movsx(r, r, size * 8)
         return r

@@ -155,10 +155,8 @@ def decode_record(t: Type, raw: bytes | memoryview) -> StructValue:
     for f in t.struct.fields:
         if f.bitfield is not None:
             word = decode_int(raw[f.offset:], f.type.size, False)
-            v = (word >> f.bitfield.shift) & ((1 << f.bitfield.width) - 1)
-            if f.type.signed and v >> (f.bitfield.width - 1):
-                v -= 1 << f.bitfield.width
-            out[f.name] = v
+            # (zero-extended, as the language reads a bit field: bpftrace 0.17's rule)
+            out[f.name] = (word >> f.bitfield.shift) & ((1 << f.bitfield.width) - 1)
             continue
         v = decode(f.type, raw[f.offset:f.offset + max(f.type.size, 1)])
         if not f.name and isinstance(v, StructValue):

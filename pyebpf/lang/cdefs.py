@@ -132,11 +132,31 @@ def _clean(text: str) -> str:
     text = re.sub(r"/\*.*?\*/", lambda m: re.sub(r"[^\n]", " ", m.group()), text, flags=re.S)
     text = re.sub(r"//[^\n]*", "", text)
     text = re.sub(r"__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)", "", text)
-    text = re.sub(r"([^;{}\s])(\s*)}", r"\1;\2}", text)
+    text = _close_members(text)
     text = text.rstrip()
     if not text.endswith(";"):
         text += ";"
     return text
+
+
+def _close_members(text: str) -> str:
+    """A ``;`` after the last member of a struct or union body that lacks
+    one (not in an enum's body, where ``,`` separates)."""
+    out: list[str] = []
+    opened: list[bool] = []          # per open brace: an enum's body?
+    for i, c in enumerate(text):
+        if c == "{":
+            before = "".join(out).rstrip()
+            words = before.replace("{", " ").replace("}", " ").replace(";", " ").split()
+            opened.append(len(words) >= 1 and (words[-1] == "enum" or
+                                               (len(words) >= 2 and words[-2] == "enum")))
+        elif c == "}":
+            is_enum = opened.pop() if opened else False
+            body = "".join(out).rstrip()
+            if not is_enum and body and body[-1] not in ";{}":
+                out.append(";")
+        out.append(c)
+    return "".join(out)
 
 
 class _Builder:
@@ -148,6 +168,8 @@ class _Builder:
         self.kernel = kernel
         self.pos = (1, 1)
         self.anon = 0
+        #: records named before their definition (``struct s *next``), filled in then
+        self.forward: dict[str, Record] = {}
 
     def error(self, message: str, coord: Any = None) -> CDefinitionError:
         line, col = self.pos
@@ -168,11 +190,16 @@ class _Builder:
             m = re.match(r"[^:]*:(\d+):(\d+): (.*)", str(exc))
             if m:
                 what = m.group(3)
+                if "Invalid specifier list" in what:
+                    what = "unknown type name in a declaration"
                 if what.startswith("before: "):
                     what = f"syntax error before '{what[8:]}'"
                 raise CDefinitionError(what, int(m.group(1)), int(m.group(2)),
                                        self.filename) from None
-            raise self.error(str(exc)) from None
+            what = str(exc)
+            if "Invalid specifier list" in what:
+                what = "unknown type name in a declaration"
+            raise self.error(what) from None
         for node in tree.ext[_PRELUDE_LINES:]:
             self.top(node)
 
@@ -200,13 +227,17 @@ class _Builder:
         else:
             name = f"{word} {node.name}"
         if node.decls is None:           # a use: struct X
-            rec = self.out.records.get(name) if (self.kernel or
-                                                 self.out.records.defined(name)) else None
-            if rec is None:
-                return Record(name, 0, 0, ())      # incomplete
+            rec = self.forward.get(name)
+            if rec is None and (self.kernel or self.out.records.defined(name)):
+                rec = self.out.records.get(name)
+            if rec is None:              # incomplete until defined (if ever)
+                rec = self.forward[name] = Record(name, 0, 0, ())
             return rec
+        rec = self.forward.setdefault(name, Record(name, 0, 0, ()))
         members = [self.member(decl) for decl in node.decls]
-        rec = layout(name, members)
+        done = layout(name, members)
+        rec.size, rec.align, rec._fields = done.size, done.align, done.fields
+        del self.forward[name]
         self.out.records.define(rec)
         return rec
 

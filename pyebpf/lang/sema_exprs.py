@@ -401,11 +401,11 @@ class _ExprTyping(_AnalyserBase):
                     self.error(f"Unknown struct/union: '{e.typename}'", e.pos)
                 else:
                     e.size = named.size
+        elif isinstance(e.expr, ast.Identifier) and \
+                self.cdefs.type_named(e.expr.name) is not None:     # sizeof(uint32_t)
+            named = self.cdefs.type_named(e.expr.name)
+            e.size = named.size if named is not None else 0
         elif e.expr is not None:
             t = self.expr(e.expr)
-            if isinstance(e.expr, ast.Identifier) and t.kind == "none":
-                named = self.cdefs.type_named(e.expr.name)
-                e.size = named.size if named is not None else 0
-            else:
-                e.size = t.size + t.counted
+            e.size = t.size + t.counted
         return U64

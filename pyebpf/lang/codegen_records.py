@@ -15,7 +15,7 @@ widest aligned stack accesses.
 """
 from __future__ import annotations
 
-from ..program import R0, R1, R2, R3, R10, Reg
+from ..program import R1, R2, R3, R10, Reg
 from . import ast as A
 from .codegen_base import CodegenError, _const, _GenBase, type_of
 from .layout import stored_size
@@ -135,18 +135,10 @@ class _RecordGen(_GenBase):
 
     def record_into(self, e: A.Expr, off: int, t: Type) -> None:
         """A struct, union or array value at ``r10 + off``."""
-        p = self.p
-        size = t.size
         if isinstance(e, A.Map):
-            plan = self.plan(e)
-            key = self.key(e, plan)
-            self._zero(off, size)
-            miss = p.fresh_label("rmiss")
-            p.map_lookup(plan.spec, key, miss)
-            self.copy_bytes(R0, 0, off, min(size, plan.value_size))
-            p.label(miss)
+            self.map_bytes_into(e, off, t.size)
             return
-        self.fetch(self.location(e), off, size)
+        self.fetch(self.location(e), off, t.size)
 
     def element_read(self, e: A.Expr) -> Reg:
         """An integer or pointer member or element (or ``*p`` of an integer

@@ -121,13 +121,7 @@ class _ValueGen(_GenBase):
             src.emit_field_string(p, e.field, off, size, self.ctx_reg)
             return
         if isinstance(e, A.Map):
-            plan = self.plan(e)
-            key = self.key(e, plan)
-            self._zero(off, size)
-            miss = p.fresh_label("smiss")
-            p.map_lookup(plan.spec, key, miss)
-            self.copy_bytes(R0, 0, off, min(size, plan.value_size))
-            p.label(miss)
+            self.map_bytes_into(e, off, size)
             return
         if isinstance(e, A.Call) and e.name == "str":
             self.str_call(e, off, size)
@@ -178,16 +172,22 @@ class _ValueGen(_GenBase):
             self.copy_stack(off, self.vars[e.name][0], size + 1, size + 1)
             return
         if t.kind == "buffer" and t.counted and isinstance(e, A.Map):
-            plan = self.plan(e)
-            key = self.key(e, plan)
-            self._zero(off, size + 1)
-            miss = p.fresh_label("bmiss")
-            p.map_lookup(plan.spec, key, miss)
-            self.copy_bytes(R0, 0, off, min(size + 1, plan.value_size))
-            p.label(miss)
+            self.map_bytes_into(e, off, size + 1)
             return
         p.stb(R10, off, min(t.size, size))
         self.string_into(e, off + 1, size)
+
+    def map_bytes_into(self, m: A.Map, off: int, size: int) -> None:
+        """The first ``size`` bytes of ``m``'s value at ``r10 + off`` (zeros
+        when the key is absent)."""
+        p = self.p
+        plan = self.plan(m)
+        key = self.key(m, plan)
+        self._zero(off, size)
+        miss = p.fresh_label("vmiss")
+        p.map_lookup(plan.spec, key, miss)
+        self.copy_bytes(R0, 0, off, min(size, plan.value_size))
+        p.label(miss)
 
     def _either(self, e: A.Ternary, fill: Callable[[A.Expr], None]) -> None:
         """``fill(e.then)`` or ``fill(e.else_)``, as ``e.cond`` decides."""

@@ -29,6 +29,8 @@ class _ValueGen(_GenBase):
             self.usym_into(e, off)
         elif t.kind in ("record", "array"):
             self.record_into(e, off, t)
+        elif t.kind == "macaddr":
+            self.macaddr_into(e, off)
         else:
             size, _ = size_align(t)
             r = self.int_expr(e)
@@ -176,6 +178,23 @@ class _ValueGen(_GenBase):
             return
         p.stb(R10, off, min(t.size, size))
         self.string_into(e, off + 1, size)
+
+    def macaddr_into(self, e: A.Expr, off: int) -> None:
+        """``macaddr(x)``'s 6 bytes at ``r10 + off``: a 6-byte array's, or
+        those a pointer points to; a stored one copied."""
+        if isinstance(e, A.Call) and e.name == "macaddr" and e.args:
+            arg = e.args[0]
+            if type_of(arg).kind in ("int", "pointer"):
+                p = self.p
+                r = self.int_expr(arg)
+                p.mov(R3, r)
+                self.release(r)
+                p.stack_pointer(R1, off)
+                p.mov(R2, 6)
+                p.call(self._read_helper(arg))
+                return
+            e = arg
+        self.string_into(e, off, 6)
 
     def map_bytes_into(self, m: A.Map, off: int, size: int) -> None:
         """The first ``size`` bytes of ``m``'s value at ``r10 + off`` (zeros

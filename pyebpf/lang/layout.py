@@ -65,6 +65,8 @@ def size_align(t: Type) -> tuple[int, int]:
         return USYM_SIZE, 8
     if kind == "record" and t.struct is not None:
         return t.struct.size, t.struct.align
+    if kind == "macaddr":
+        return 6, 1
     if kind == "array" and t.elem is not None:
         return t.size, size_align(t.elem)[1]
     return 8, 8
@@ -111,7 +113,7 @@ def decode(t: Type, raw: bytes | memoryview, *, whole: bool = False) -> object:
     if kind == "buffer" and t.counted:
         n = t.size if whole or not len(raw) else min(raw[0], t.size)
         return bytes(raw[1:1 + n])
-    if kind == "buffer":
+    if kind in ("buffer", "macaddr"):
         return bytes(raw[:t.size])
     if kind == "tuple":
         offsets, _, _ = tuple_layout(t.elems)

@@ -314,6 +314,8 @@ def format_value(t: Type, value: Any, *, stacks: StackFormatter | None = None,
         return syms(value, t)
     if k == "inet":
         return _inet_text(value)
+    if k == "macaddr":
+        return ":".join(f"{b:02X}" for b in bytes(value))
     if k == "timestamp":
         if isinstance(value, str):
             return value
@@ -368,6 +370,10 @@ class _JsonObject(dict):  # type: ignore[type-arg]
     """A struct in ``-f json``: bpftrace writes ``{ "a": 1 }`` (spaces in)."""
 
 
+class _JsonBare(str):
+    """Text bpftrace 0.17 writes into JSON without quotes (a MAC address)."""
+
+
 def _avg(count: int, total: int) -> int:
     return _cdiv(total, count) if count else 0
 
@@ -381,6 +387,8 @@ def _json_value(t: Type, value: Any, *, stacks: StackFormatter | None = None,
         return tuple(_json_value(e, v, stacks=stacks, syms=syms) for e, v in zip(t.elems, value))
     if k == "array" and t.elem is not None:
         return tuple(_json_value(t.elem, v, stacks=stacks, syms=syms) for v in value)
+    if k == "macaddr":
+        return _JsonBare(format_value(t, value))
     if k == "record":
         return _JsonObject((n, int(v) if ft.kind == "pointer" else
                             _json_value(ft, v, stacks=stacks, syms=syms))
@@ -422,6 +430,8 @@ def _dumps(obj: Any) -> str:
                                for k, v in obj.items()) + "}"
     if isinstance(obj, (list, tuple)):
         return "[" + ("," if isinstance(obj, tuple) else ", ").join(_dumps(v) for v in obj) + "]"
+    if isinstance(obj, _JsonBare):
+        return str(obj)
     if isinstance(obj, str):
         return _json_str(obj)
     if obj is None:

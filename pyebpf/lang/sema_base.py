@@ -31,7 +31,7 @@ USYM = Type("usym", 16)
 _KIND_NAMES = {"int": "integer", "pointer": "pointer", "record": "record"}
 _AGG_FUNCS = frozenset({"count", "sum", "min", "max", "avg", "stats", "hist", "lhist"})
 _KNOWN_FUNCS = frozenset(
-    "avg buf cat cgroupid clear count delete exit hist join kaddr ksym lhist max min ntop "
+    "avg buf cat cgroupid clear count delete exit hist join kaddr ksym lhist macaddr max min ntop "
     "print printf cgroup_path reg signal sizeof stats str strftime strncmp sum system time "
     "uaddr usym zero kstack ustack".split())
 #: the signals bpftrace 0.17 knows by name (x86_64 numbers)

@@ -284,6 +284,20 @@ def _ntop(a: Analyser, c: ast.Call, to: str | None) -> Type:
     return Type("inet", 24)
 
 
+@_call("macaddr")
+def _macaddr(a: Analyser, c: ast.Call, to: str | None) -> Type:
+    """``macaddr(x)``: 6 bytes printed ``05:04:03:02:01:02`` -- of a 6-byte
+    array, or read where a pointer points."""
+    if _varargs(a, c, 1, 1):
+        t = c.args[0].type or NONE
+        if t.kind in ("array", "string", "buffer"):
+            if t.size != 6:
+                a.error("macaddr() argument must be 6 bytes in size", c.pos)
+        elif t.kind not in ("int", "pointer", "none"):
+            a.error("macaddr() only supports array or pointer arguments", c.pos)
+    return Type("macaddr", 6)
+
+
 @_call("join")
 def _join(a: Analyser, c: ast.Call, to: str | None) -> Type:
     if _statement(a, c, to, 1, 2):
@@ -424,7 +438,7 @@ for _len in ("", "hh", "h", "l", "ll", "j", "z", "t"):
         _PRINTF_TYPES[_len + _conv] = "int"
 #: kinds printf shows as strings
 _AS_STRING = frozenset({"ksym", "usym", "probe", "username", "kstack", "ustack", "inet",
-                        "timestamp"})
+                        "timestamp", "macaddr"})
 
 
 def printf_specs(fmt: str) -> list[str]:

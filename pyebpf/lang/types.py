@@ -32,6 +32,7 @@ KINDS = frozenset({
     "ustack", "kstack",   # a stack id (``stack_mode``, ``stack_limit``)
     "usym", "ksym",       # an address printed as a symbol
     "inet",        # ntop(): an IPv4/IPv6 address
+    "macaddr",     # macaddr(): the 6 bytes of a MAC address
     "timestamp",   # strftime(): a time printed with a format
     "username",    # username: a uid printed as a name
     "probe",       # the probe builtin: an index into the probes' names
@@ -150,6 +151,8 @@ def alignment(t: Type) -> int:
         return t.struct.align
     if t.kind == "array" and t.elem is not None:
         return alignment(t.elem)
+    if t.kind == "macaddr":
+        return 1
     if t.size <= 2:
         return max(t.size, 1)
     if t.kind in ("buffer", "inet") or t.size <= 4:

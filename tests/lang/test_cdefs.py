@@ -226,3 +226,20 @@ def test_a_script_struct_node_keeps_its_text_and_place() -> None:
     d = s.c_definitions[0]
     assert isinstance(d, ast.CDefinition) and d.text == "struct P { int q; };"
     assert (d.pos.line, d.pos.column) == (2, 3)
+
+
+@pytest.mark.parametrize("program, message", [
+    ("struct A { int x[4]; } BEGIN { @m = macaddr(((struct A *)0)->x); }",
+     "macaddr() argument must be 6 bytes in size"),
+    ('BEGIN { @m = macaddr(("a", 1)); }', "macaddr() only supports array or pointer arguments"),
+])
+def test_macaddr_arguments_are_checked(program: str, message: str) -> None:
+    with pytest.raises(LangError) as e:
+        _analysed(program)
+    assert message in str(e.value)
+
+
+def test_a_mac_address_prints_in_upper_case_hex() -> None:
+    from pyebpf.lang.types import Type
+    assert format_value(Type("macaddr", 6), bytes([5, 4, 0xab, 2, 1, 0xff])) == \
+        "05:04:AB:02:01:FF"

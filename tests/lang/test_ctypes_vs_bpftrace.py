@@ -91,3 +91,16 @@ def test_the_same_through_the_python_api(w: str) -> None:
     assert maps["@s"].asdict() == {"m": 2, "n": 3}
     assert maps["@a"] == ((10, 11, 12), (13, 14, 15))
     assert maps["@u"].asdict() == {"word": 0x04030201, "bytes": (1, 2, 3, 4)}
+
+
+MAC = ("struct mac { char tag; char pad[3]; unsigned char mac[6]; }; ")
+
+
+@pytest.mark.parametrize("args", [(), ("-f", "json")])
+def test_macaddr_of_an_array_and_of_a_pointer(w: str, args: tuple[str, ...]) -> None:
+    # (bpftrace 0.17 writes a MAC address into JSON without quotes: so does pyebpf)
+    compare_with_bpftrace(
+        MAC + f"uprobe:{w}:take {{ $s = (struct mac *)arg0; "
+        'printf("%s %s\\n", macaddr($s->mac), macaddr(arg1)); '
+        "@[macaddr($s->mac)] = macaddr(arg0); @t = (1, macaddr($s->mac)); "
+        "$m = macaddr(arg1); print($m); exit(); }", *args, command=w, exact=True)

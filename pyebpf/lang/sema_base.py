@@ -170,6 +170,8 @@ def _same_kind(a: Type, b: Type) -> bool:
     if a.kind == "tuple":
         return len(a.elems) == len(b.elems) and all(
             _same_kind(x, y) for x, y in zip(a.elems, b.elems))
+    if a.kind in ("record", "array"):       # one struct, one array shape
+        return a == b or (a.struct is not None and a.struct is b.struct)
     return True
 
 

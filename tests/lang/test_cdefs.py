@@ -243,3 +243,13 @@ def test_a_mac_address_prints_in_upper_case_hex() -> None:
     from pyebpf.lang.types import Type
     assert format_value(Type("macaddr", 6), bytes([5, 4, 0xab, 2, 1, 0xff])) == \
         "05:04:AB:02:01:FF"
+
+
+def test_one_map_holds_one_struct_type() -> None:
+    # bpftrace 0.17's words (its doubled closing quote included) and place
+    with pytest.raises(LangError) as e:
+        _analysed("struct A { int x; } struct B { int y; } BEGIN { @a = *(struct A *)0; "
+                  "@a   =   (*(struct B *)0); }")
+    assert str(e.value).startswith(
+        "stdin:1:76-77: ERROR: Type mismatch for @a: trying to assign value of type "
+        "'struct B' when map already contains a value of type 'struct A''")

@@ -102,8 +102,11 @@ class Builtin(Expr):
 @dataclass(eq=False)
 class Identifier(Expr):
     """A bare name where the language allows one: a stack mode
-    (``ustack(perf)``), a type in ``sizeof``, an enum-like argument."""
+    (``ustack(perf)``), a type in ``sizeof``, an enum-like argument, an
+    enumerator; ``value``: an enumerator of the script's C definitions, once
+    the semantic pass has found it."""
     name: str
+    value: int | None = None
 
 
 @dataclass(eq=False)

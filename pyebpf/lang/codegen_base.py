@@ -80,6 +80,8 @@ def _const(e: A.Expr) -> int | None:
         return e.value
     if isinstance(e, A.Sizeof):
         return e.size
+    if isinstance(e, A.Identifier) and e.value is not None:
+        return e.value                   # an enumerator of the script's
     if isinstance(e, A.Identifier) and type_of(e).kind == "int":
         from .btftypes import enum_value
         return enum_value(e.name)        # a kernel enumerator

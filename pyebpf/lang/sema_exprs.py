@@ -78,6 +78,7 @@ class _ExprTyping(_AnalyserBase):
         if e.name in INT_NAMES:
             return NONE
         if e.name in self.cdefs.enums:
+            e.value = self.cdefs.enums[e.name]
             return U64           # an enumerator of the script's enums
         from .btftypes import enum_value
         if enum_value(e.name) is not None:

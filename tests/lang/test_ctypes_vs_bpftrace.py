@@ -104,3 +104,8 @@ def test_macaddr_of_an_array_and_of_a_pointer(w: str, args: tuple[str, ...]) -> 
         'printf("%s %s\\n", macaddr($s->mac), macaddr(arg1)); '
         "@[macaddr($s->mac)] = macaddr(arg0); @t = (1, macaddr($s->mac)); "
         "$m = macaddr(arg1); print($m); exit(); }", *args, command=w, exact=True)
+
+
+def test_enumerators_of_the_script() -> None:
+    compare_with_bpftrace('enum Color { RED, GREEN = 5, BLUE }; BEGIN { printf("%d %d\\n", '
+                          "GREEN, BLUE); @[BLUE] = RED; exit(); }")

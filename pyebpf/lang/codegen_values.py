@@ -133,6 +133,10 @@ class _ValueGen(_GenBase):
             if n is None and len(e.args) > 1:
                 raise CodegenError("buf() needs a constant length", e.args[1].pos)
             self._zero(off, size)
+            if type_of(e.args[0]).kind in ("array", "string") and self.located(e.args[0]):
+                # a C array member: its bytes
+                self.fetch(self.location(e.args[0]), off, min(n or size, size))
+                return
             r = self.int_expr(e.args[0])
             p.mov(R3, r)
             self.release(r)

@@ -245,6 +245,9 @@ def _buf(a: Analyser, c: ast.Call, to: str | None) -> Type:
     if not _varargs(a, c, 1, 2):
         return Type("buffer", STRLEN)
     size = STRLEN
+    t = c.args[0].type or NONE
+    if len(c.args) == 1 and t.kind in ("array", "string", "buffer"):
+        return Type("buffer", t.size)            # a C array: all of it
     if len(c.args) == 1:
         a.error("buf() expects a length argument for non-array type "
                 f"{_kind_name(c.args[0].type)}", c.pos)

@@ -109,3 +109,10 @@ def test_macaddr_of_an_array_and_of_a_pointer(w: str, args: tuple[str, ...]) -> 
 def test_enumerators_of_the_script() -> None:
     compare_with_bpftrace('enum Color { RED, GREEN = 5, BLUE }; BEGIN { printf("%d %d\\n", '
                           "GREEN, BLUE); @[BLUE] = RED; exit(); }")
+
+
+def test_buf_of_array_members(w: str) -> None:
+    compare_with_bpftrace(
+        DEFS + f"uprobe:{w}:take {{ $s = (struct ctw_sample *)arg0; "
+        'printf("%r %r %r\\n", buf($s->raw), buf($s->nums), buf($s->name, 3)); exit(); }',
+        command=w)

@@ -55,8 +55,6 @@ C_INT_NAMES = {
 #: the typedef names above that are not C keywords (declared before parsing)
 _TYPEDEFS = [n for n in C_INT_NAMES if " " not in n and n not in (
     "char", "short", "int", "long", "_Bool", "float", "double")]
-_PRELUDE = "".join(f"typedef int {n};\n" for n in _TYPEDEFS)
-_PRELUDE_LINES = _PRELUDE.count("\n")
 
 
 class CDefinitionError(LangError):
@@ -119,9 +117,7 @@ def definitions(script: ast.Script) -> CDefinitions:
             redefines_kernel = True
     # a script that redefines a kernel struct gets no kernel types for the
     # members of its own (bpftrace then has no BTF definitions to add)
-    builder = _Builder(out, script.filename, kernel=not redefines_kernel)
-    for d in script.c_definitions:
-        builder.parse(d)
+    _Builder(out, script.filename, kernel=not redefines_kernel).parse(script.c_definitions)
     return out
 
 
@@ -177,13 +173,18 @@ class _Builder:
             line, col = coord.line, coord.column or 1
         return CDefinitionError(message, line, col, self.filename)
 
-    def parse(self, d: ast.CDefinition) -> None:
+    def parse(self, defs: list[ast.CDefinition]) -> None:
+        """Parse every definition (one pycparser run: each placed at its
+        line and column of the script) and define what they define."""
         from pycparser import c_parser
         from pycparser.c_parser import ParseError
         import re
-        self.pos = (d.pos.line, d.pos.column)
-        text = " " * (d.pos.column - 1) + _clean(d.text)
-        src = f"{_PRELUDE}# {d.pos.line} \"{self.filename}\"\n{text}\n"
+        self.pos = (defs[0].pos.line, defs[0].pos.column)
+        words = set(re.findall(r"\w+", " ".join(d.text for d in defs)))
+        used = [n for n in _TYPEDEFS if n in words]    # (each typedef parsed costs)
+        prelude = "".join(f"typedef int {n};\n" for n in used)
+        src = prelude + "".join(f"# {d.pos.line} \"{self.filename}\"\n"
+                                 f"{' ' * (d.pos.column - 1)}{_clean(d.text)}\n" for d in defs)
         try:
             tree = c_parser.CParser().parse(src, self.filename)
         except ParseError as exc:
@@ -200,7 +201,7 @@ class _Builder:
             if "Invalid specifier list" in what:
                 what = "unknown type name in a declaration"
             raise self.error(what) from None
-        for node in tree.ext[_PRELUDE_LINES:]:
+        for node in tree.ext[len(used):]:
             self.top(node)
 
     def top(self, node: Any) -> None:

@@ -29,7 +29,7 @@ from .._record import record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, Iterable
+    from typing import Callable, Iterable, Iterator
 
     from .types import Type
 
@@ -135,7 +135,7 @@ class Records:
             rec = self.fallback(name)
         return rec
 
-    def __iter__(self) -> Iterable[Record]:
+    def __iter__(self) -> Iterator[Record]:
         return iter(self._own.values())
 
 

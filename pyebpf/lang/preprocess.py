@@ -23,7 +23,7 @@ __all__ = ["INCLUDE_DIRS", "directive", "header_macros", "HeaderNotFound"]
 
 #: where ``#include <...>`` looks, in order (clang's on Debian x86-64)
 INCLUDE_DIRS = ("/usr/local/include", "/usr/include/x86_64-linux-gnu", "/usr/include")
-_DEFINE = re.compile(r"#\s*define\s+([A-Za-z_]\w*)(?!\()\s*(.*)")
+_DEFINE = re.compile(r"#\s*define\s+([A-Za-z_]\w*)(?![\w(])\s*(.*)")
 _INCLUDE = re.compile(r"#\s*include\s*[<\"]([^>\"]+)[>\"]")
 _NUMBER = re.compile(r"\(?\s*-?\s*(0[xX][0-9a-fA-F]+|\d+)[uUlL]*\s*\)?")
 #: at most this many headers read for one ``#include`` (a guard, not a limit met)

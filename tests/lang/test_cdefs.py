@@ -253,3 +253,15 @@ def test_one_map_holds_one_struct_type() -> None:
     assert str(e.value).startswith(
         "stdin:1:76-77: ERROR: Type mismatch for @a: trying to assign value of type "
         "'struct B' when map already contains a value of type 'struct A''")
+
+
+def test_directives_the_preprocessor_pass_reads() -> None:
+    from pyebpf.lang.preprocess import HeaderNotFound, directive, header_macros
+    assert directive("#define FOO 3") == ("define", "FOO", "3")
+    assert directive("# define  FOO (1 << 2) // why") == ("define", "FOO", "(1 << 2)")
+    assert directive("#define FOO(x) x")[0] == "other"        # function-like: not read
+    assert directive('#include "a/b.h"') == ("include", "a/b.h", "")
+    errno = header_macros("errno.h")           # through the headers it includes
+    assert errno["EPERM"] == "1" and errno["EWOULDBLOCK"] == errno["EAGAIN"]
+    with pytest.raises(HeaderNotFound):
+        header_macros("lol/no.h")

@@ -278,7 +278,8 @@ class LostEventsWarning(UserWarning):
 
 class BtfWarning(UserWarning):
     """The kernel refused the BTF pyebpf adds to its own maps and programs
-    (key/value types, line info): they were created without it (said once)."""
+    (key/value types, line info), or the BTF of a clang-built object: they
+    were created without it (said once, with the kernel's reason)."""
 
 
 class UsdtProbeLookupError(UsdtTargetError, LookupError):

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from .perf_event import attach_kprobe as attach_kprobe
     from .perf_event import attach_kretprobe as attach_kretprobe
     from .perf_event import attach_perf_event as attach_perf_event
+    from .perf_event import attach_breakpoint as attach_breakpoint
     from .tracefs import tracefs_dir as tracefs_dir
     from .tracepoint import TracepointField as TracepointField
     from .tracepoint import TracepointFormat as TracepointFormat
@@ -67,7 +68,7 @@ __all__ = [
     "parse_tracepoint_format",
     "TracepointField", "TracepointFormat", "attach_tracepoint",
     "list_raw_tracepoints", "attach_raw_tracepoint",
-    "attach_perf_event", "PERF_EVENTS",
+    "attach_perf_event", "PERF_EVENTS", "attach_breakpoint",
     "attach_kprobe", "attach_kretprobe",
     "link_ids",
 ]
@@ -85,7 +86,8 @@ _LAZY = {
                      "parse_tracepoint_format", "TracepointField", "TracepointFormat",
                      "attach_tracepoint", "list_raw_tracepoints", "attach_raw_tracepoint"),
                     "tracepoint"),
-    **dict.fromkeys(("PERF_EVENTS", "attach_perf_event", "attach_kprobe", "attach_kretprobe"),
+    **dict.fromkeys(("PERF_EVENTS", "attach_perf_event", "attach_kprobe", "attach_kretprobe",
+                     "attach_breakpoint"),
                     "perf_event"),
 }
 

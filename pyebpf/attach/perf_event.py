@@ -22,7 +22,11 @@ from ..kernel.syscall import Fd
 from ._programs import prepare
 from .link import Link, close_groups, attach_perf_fd, perf_method
 
-__all__ = ["PERF_EVENTS", "attach_perf_event", "attach_kprobe", "attach_kretprobe"]
+__all__ = ["PERF_EVENTS", "attach_perf_event", "attach_kprobe", "attach_kretprobe",
+           "attach_breakpoint", "BREAKPOINT_MODES"]
+
+#: hardware breakpoint access kinds (``HW_BREAKPOINT_R``/``W``/``X``), by letter
+BREAKPOINT_MODES = {"r": 1, "w": 2, "x": 4}
 
 
 #: Named perf events for :func:`attach_perf_event`: ``(perf type, config)``.
@@ -65,21 +69,35 @@ def attach_perf_event(prog: Any, frequency: int | None = 99, *, period: int | No
     cpu_list = list(cpus) if cpus is not None else online_cpus()
     if not cpu_list:
         raise OptionError("no CPUs to sample on")
+
+    def fill(p: Any) -> None:
+        p.type = ptype
+        p.config = config
+        if frequency is not None:
+            p.sample_freq = frequency
+            p.flags = PERF_ATTR_FLAG_FREQ
+        else:
+            p.sample_period = period
+    what = f"{event if isinstance(event, str) else event} " + \
+        (f"@{frequency}Hz" if frequency is not None else f"every {period}") + \
+        f" on CPUs {','.join(map(str, cpu_list))}"
+    return _attach_each(prog, "perf_event", what, method, cpu_list, pid, fill)
+
+
+def _attach_each(prog: Any, kind: str, what: str, method: str, cpus: list[int], pid: int,
+                 fill: Callable[[Any], None]) -> Link:
+    """Open one perf event per CPU of ``cpus`` (for process ``pid``; -1:
+    every process), its attr set by ``fill(attr)``, and attach ``prog`` (a
+    PERF_EVENT program) to each; on a failure everything opened here is
+    closed."""
     t0 = time.perf_counter()
-    chosen = perf_method(method, "attach_perf_event")
-    prog, owned = prepare(prog, ProgType.PERF_EVENT, "attach_perf_event")
+    chosen = perf_method(method, f"attach_{kind}")
+    prog, owned = prepare(prog, ProgType.PERF_EVENT, f"attach_{kind}")
     groups: list[list[Fd]] = []
     try:
-        for cpu in cpu_list:
+        for cpu in cpus:
             a = perf.PerfAttr()
-            p = a.ptr
-            p.type = ptype
-            p.config = config
-            if frequency is not None:
-                p.sample_freq = frequency
-                p.flags = PERF_ATTR_FLAG_FREQ
-            else:
-                p.sample_period = period
+            fill(a.ptr)
             pfd = a.open(pid=pid, cpu=cpu)
             group = [pfd]
             groups.append(group)
@@ -89,11 +107,41 @@ def attach_perf_event(prog: Any, frequency: int | None = 99, *, period: int | No
         if owned:
             prog.close()
         raise
-    what = f"{event if isinstance(event, str) else event} " + \
-        (f"@{frequency}Hz" if frequency is not None else f"every {period}") + \
-        f" on CPUs {','.join(map(str, cpu_list))}"
-    return Link("perf_event", what, chosen, groups, program=prog, owns_program=owned,
+    return Link(kind, what, chosen, groups, program=prog, owns_program=owned,
                 pid=None if pid == -1 else pid, attach_seconds=time.perf_counter() - t0)
+
+
+def attach_breakpoint(prog: Any, address: int, length: int, mode: str = "w", *,
+                      pid: int = -1, cpus: Iterable[int] | None = None) -> Link:
+    """Attach a PERF_EVENT program to a hardware breakpoint (a watchpoint):
+    it runs after each access of ``mode`` (``r``, ``w``, ``x`` or a
+    combination such as ``rw``) to the ``length`` bytes (1, 2, 4 or 8) at
+    ``address`` -- in process ``pid``'s address space (any CPU), or, with
+    ``pid`` -1, on each CPU of ``cpus`` (default: every online one; a kernel
+    address).
+
+    The CPU has few debug registers (four on x86-64): when they are all
+    taken, perf_event_open fails with ENOSPC, raised as a
+    :class:`~pyebpf.errors.KernelError` whose ``errno`` is 28."""
+    from ..kernel.constants import PERF_TYPE_BREAKPOINT
+    bits = 0
+    for c in mode:
+        if c not in BREAKPOINT_MODES:
+            raise OptionError(f"watchpoint mode {mode!r}: each letter one of r, w, x")
+        bits |= BREAKPOINT_MODES[c]
+    if not bits or length not in (1, 2, 4, 8):
+        raise OptionError(f"a watchpoint is 1, 2, 4 or 8 bytes ({length} asked) with a mode "
+                          f"of r, w, x ({mode!r} asked)")
+    cpu_list = [-1] if pid != -1 else (list(cpus) if cpus is not None else online_cpus())
+
+    def fill(p: Any) -> None:
+        p.type = PERF_TYPE_BREAKPOINT
+        p.bp_type = bits
+        p.bp_addr = address
+        p.bp_len = length
+        p.sample_period = 1
+    return _attach_each(prog, "breakpoint", f"{address:#x}:{length}:{mode}", "auto", cpu_list,
+                        pid, fill)
 
 
 def attach_one_event(prog: Any, prog_type: int, kind: str, what: str, method: str,

@@ -127,7 +127,7 @@ def quick_args(argv: list[str]) -> Any:
 def run(args: argparse.Namespace) -> int:
     """``pyebpf bt``: the exit status."""
     if args.list:
-        return _list(args.program or args.file)
+        return _list(args.program or args.file, args.pid, getattr(args, "verbose", False))
     from .runner import program_text, target_error
     got = program_text("bt", args)
     if got is None:
@@ -143,16 +143,18 @@ def run(args: argparse.Namespace) -> int:
     from ..lang.api import compile
     # (a script error is a PyebpfError: reported as 'pyebpf bt: FILE:LINE:COL-END:
     # ERROR: ...', bpftrace's text, then the line and the caret)
-    prog = compile(text, filename=filename, pid=args.pid, params=params)
+    prog = compile(text, filename=filename, pid=args.pid, params=params, command=args.cmd)
+    for warning in prog.warnings:
+        print(warning, file=sys.stderr)
     if args.show_program:
         sys.stdout.write(prog.show())
         return 0
     return _run(prog, args)
 
 
-def _list(pattern: str | None) -> int:
-    from ..lang.probes import list_probes
-    for name in list_probes(pattern):
+def _list(pattern: str | None, pid: int | None = None, verbose: bool = False) -> int:
+    from ..lang.listing import list_probes
+    for name in list_probes(pattern, pid=pid, verbose=bool(verbose)):
         print(name)
     return 0
 
@@ -169,7 +171,7 @@ def _run(prog: Any, args: argparse.Namespace) -> int:
         child = guard.child = _spawn(args.cmd) if args.cmd else None
         stops.hold()
         run = guard.resource = prog.start(child=child, json=json_mode, release=False)
-        n = sum(1 for p in run.unit.probes)
+        n = run.attached_count()
         if json_mode:
             out.write('{"type": "attached_probes", "data": {"probes": %d}}\n' % n)
         else:
@@ -261,5 +263,7 @@ def _emit(events: Any, out: TextIO) -> None:
     for ev in events:
         if ev.text:
             out.write(ev.text)
+        if ev.error:
+            sys.stderr.write(ev.error)
     out.flush()
 

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import struct
 import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, BinaryIO
+    from ..objects.elfobj import ObjElf
 
 from .parser import Subparsers, add_command   # (Subparsers: at run time too, for the docs)
 
@@ -64,72 +65,45 @@ def register(subparsers: Subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def elf_section(path: str, section: str | None = None) -> tuple[str, bytes, dict[int, str]]:
-    """(name, bytes, relocations) of ``section`` of the ELF object at ``path``,
-    or of its first executable section with code.  ``relocations`` maps slot
-    indexes to ``"R_BPF_64_64 symbol"`` notes.  A file that is not a whole,
-    well-formed ELF object is an :class:`~pyebpf.elf.ElfError`."""
-    import struct
+def elf_section(elf: ObjElf, section: str | None = None) -> tuple[str, bytes, dict[int, str]]:
+    """(name, bytes, relocations) of ``section`` of ``elf`` (any ELF file, read
+    as :class:`~pyebpf.objects.elfobj.ObjElf` reads BPF objects, with
+    ``bpf=False``), or of its first executable section with code.
+    ``relocations`` maps slot indexes to ``"R_BPF_64_64 symbol"`` notes.  A
+    missing section is an :class:`~pyebpf.objects.ObjectError`."""
+    from ..objects import ObjectError, ObjectFileError
 
-    from elftools.common.exceptions import ELFError
-
-    from ..elf import ElfError
-
-    with open(path, "rb") as f:
-        try:
-            return _read_section(f, path, section)
-        except ElfError:
-            raise
-        except (ELFError, struct.error, ValueError, LookupError, AttributeError,
-                TypeError) as exc:
-            # pyelftools reads lazily: a truncated or corrupt file fails anywhere
-            raise ElfError(f"{path}: a damaged or truncated ELF object ({type(exc).__name__}: "
-                           f"{exc or 'malformed'})") from None
-
-
-def _read_section(f: BinaryIO, path: str, section: str | None
-                  ) -> tuple[str, bytes, dict[int, str]]:
-    from elftools.common.exceptions import ELFError
-    from elftools.elf.constants import SH_FLAGS
-    from elftools.elf.elffile import ELFFile
-    from elftools.elf.relocation import RelocationSection
-
-    from ..elf import ElfError
-
-    try:
-        elf = ELFFile(f)
-    except ELFError as exc:
-        raise ElfError(f"{path}: not an ELF object ({exc})") from None
     if section is not None:
-        sec = elf.get_section_by_name(section)
+        sec = elf.section(section)
         if sec is None:
-            names = ", ".join(s.name for s in elf.iter_sections() if s.name) or "none"
-            raise ElfError(f"{path}: no section {section!r} (sections: {names})")
+            names = ", ".join(s.name for s in elf.sections if s.name) or "none"
+            raise ObjectError(f"{elf.path}: no section {section!r} (sections: {names})")
     else:
-        sec = next((s for s in elf.iter_sections()
-                    if s["sh_flags"] & SH_FLAGS.SHF_EXECINSTR and s["sh_size"] > 0
-                    and s["sh_type"] == "SHT_PROGBITS"), None)
+        sec = next((s for s in elf.sections if s.is_code and s.size > 0), None)
         if sec is None:
-            raise ElfError(f"{path}: no executable section with code")
-    index = elf.get_section_index(sec.name)
+            raise ObjectError(f"{elf.path}: no executable section with code")
     notes: dict[int, str] = {}
-    for rel in elf.iter_sections():
-        if not isinstance(rel, RelocationSection) or rel["sh_info"] != index:
+    for rel in elf.sections:
+        if rel.type not in _REL_SIZES or rel.info != sec.index:
             continue
-        symtab: Any = elf.get_section(rel["sh_link"])   # (a symbol table)
-        for r in rel.iter_relocations():
-            sym = symtab.get_symbol(r["r_info_sym"])
-            name = sym.name or (elf.get_section(sym["st_shndx"]).name
-                                if isinstance(sym["st_shndx"], int) else "?")
-            kind = _RELOC_NAMES.get(r["r_info_type"], f"type {r['r_info_type']}")
-            notes[r["r_offset"] // 8] = f"{kind} {name}"
-    data = sec.data()
-    if len(data) != sec["sh_size"] and sec["sh_type"] != "SHT_NOBITS":
-        raise ElfError(f"{path}: section {sec.name!r} is cut short ({len(data)} of "
-                       f"{sec['sh_size']} bytes: is the file truncated?)")
-    return sec.name, data, notes
+        size = _REL_SIZES[rel.type]
+        symbols = elf.symbols if rel.link < len(elf.sections) and \
+            elf.sections[rel.link].type == _SHT_SYMTAB else []
+        body = rel.data
+        for at in range(0, len(body) - size + 1, size):
+            r_offset, r_info = struct.unpack_from("<QQ", body, at)
+            symi, kind = r_info >> 32, r_info & 0xFFFFFFFF
+            if symi >= len(symbols) and symi:
+                raise ObjectFileError(f"{elf.path}: relocation in {rel.name} names symbol "
+                                      f"{symi} of {len(symbols)}")
+            name = symbols[symi].name if symi else ""
+            notes[r_offset // 8] = f"{_RELOC_NAMES.get(kind, f'type {kind}')} {name or '?'}"
+    return sec.name, sec.data, notes
 
 
+#: SHT_REL and SHT_RELA: the size of one entry
+_REL_SIZES = {9: 16, 4: 24}
+_SHT_SYMTAB = 2
 _RELOC_NAMES = {1: "R_BPF_64_64", 2: "R_BPF_64_ABS64", 3: "R_BPF_64_ABS32", 4: "R_BPF_64_NODYLD32",
                 10: "R_BPF_64_32"}
 
@@ -179,21 +153,21 @@ def _read(path: str) -> bytes:
 
 
 def _object(args: argparse.Namespace, path: str, data: bytes | None = None) -> str:
-    """The listing of the object at ``path`` (its bytes ``data`` if read already).
-    An ELF file that is not a BPF object (another machine, not relocatable)
-    has the raw bytes of one section disassembled, its relocations as comments."""
-    from ..objects import ObjectFileError
+    """The listing of the ELF file at ``path`` (its bytes ``data`` if read
+    already).  The file is read once, by the reader ``pyebpf object`` uses
+    (a damaged file: the same message).  A BPF object is listed whole; another
+    ELF file (another machine, not relocatable) has the raw bytes of one
+    section disassembled, its relocations as comments."""
+    from ..objects.elfobj import ObjElf
     from ..objects.listing import disassemble_object
     from ..text import disassemble
 
-    try:
-        return disassemble_object("<stdin>" if path == "-" else path, args.section, data=data,
+    elf = ObjElf.read("<stdin>" if path == "-" else path, data, bpf=False)
+    if elf.is_bpf:
+        return disassemble_object(elf.path, args.section, data=elf.data,
                                   annotate=args.annotate, dialect=args.dialect,
                                   style=args.style, labels=args.labels,
                                   show_index=args.index or args.annotate)
-    except ObjectFileError:
-        if path == "-":
-            raise
-    _, code, notes = elf_section(path, args.section)
+    _, code, notes = elf_section(elf, args.section)
     return disassemble(code, args.dialect, args.style, labels=args.labels,
                        show_index=args.index, comments=notes)

@@ -16,6 +16,8 @@ With --load, everything is loaded into the kernel as libbpf would load it,
 and one line per program says 'loaded', 'rejected: MESSAGE' (the verifier's
 words, with the C source line) or 'skipped: REASON' (this kernel refuses
 every program of that type, found by a probe load); a last line counts them.
+When the kernel refuses the object's BTF, a warning on stderr says why, the
+object is loaded without it, and a rejection it causes says so.
 Nothing stays in the kernel afterwards (except maps pinned by name, as
 libbpf pins them under /sys/fs/bpf).
 """
@@ -76,6 +78,27 @@ def _show(obj: object) -> None:
         print("externs: " + ", ".join(f"{n} ({k})" for n, k in obj.externs.items()))
 
 
+def _load(obj: object) -> None:
+    """Load ``obj`` (strict=False); its warnings (the kernel refused the
+    object's BTF) as ``pyebpf object: warning: ...`` lines on stderr, once each."""
+    import warnings
+
+    from . import report
+    from ..objects import BpfObject
+    assert isinstance(obj, BpfObject)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            obj.load(strict=False)
+        finally:
+            said = set()
+            for w in caught:
+                text = str(w.message)
+                if text not in said:
+                    said.add(text)
+                    report("object", f"warning: {text}")
+
+
 def run(args: argparse.Namespace) -> int:
     """Show (or load) the object; the exit status."""
     from ..objects import open_object
@@ -86,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.load:
             _show(obj)
             return 0
-        obj.load(strict=False)
+        _load(obj)
         counts = {"loaded": 0, "rejected": 0, "skipped": 0}
         for p in obj.programs.values():
             counts[p.status] = counts.get(p.status, 0) + 1

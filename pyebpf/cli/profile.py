@@ -3,12 +3,13 @@ stacks or a speedscope file."""
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 import time
 
-from . import (FAILURE, OK, USAGE, StopSignals, command_line, describe_os_error, pid,
-               positive_int, process_exists, report, seconds)
+from . import (FAILURE, OK, USAGE, StopSignals, _silence_stdout, command_line,
+               describe_os_error, pid, positive_int, process_exists, report, seconds)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -42,8 +43,10 @@ examples:
 
 stops at Ctrl-C or SIGTERM, after -d seconds, or when the -c command / -p
 process exits; then writes the output.  If drawing fails, the folded text is
-written to FILE.folded instead and the error reported (exit status 1): what
-was collected is never lost.
+written to FILE.folded instead and the error reported (exit status 1); if
+FILE cannot be written, the folded text goes to stdout, and if stdout fails
+too (a full disk), to a new $TMPDIR/pyebpf-profile-PID-*.folded that stderr
+names: what was collected is never lost.
 """
 
 #: the highest sampling frequency accepted (the kernel's own limit is
@@ -183,26 +186,56 @@ def _write(args: argparse.Namespace, fmt: str, stacks: dict[tuple[str, ...], int
            title: str, elapsed: float) -> int:
     """Write the output (stdout without -o); on a failure the folded text
     still lands somewhere (see the epilog)."""
-    from ..profile.folded import folded_text
     from ..profile.output import ProfileWriteError, write_profile
     total = sum(stacks.values())
     if not args.output:
-        sys.stdout.write(folded_text(stacks))
-        sys.stdout.flush()
+        if not _to_stdout(stacks, ""):
+            return FAILURE
     else:
         subtitle = f"{total} samples at {args.frequency} Hz over {elapsed:.1f} s"
         try:
             write_profile(stacks, args.output, title, subtitle, fmt)
         except ProfileWriteError as exc:
-            report("profile", str(exc))
-            if exc.saved is None:
-                sys.stdout.write(folded_text(stacks))
+            if exc.saved is not None:
+                report("profile", str(exc))
+            else:
+                _to_stdout(stacks, str(exc))
             return FAILURE
         except OSError as exc:
-            report("profile", f"{describe_os_error(exc)}; the folded stacks follow on stdout")
-            sys.stdout.write(folded_text(stacks))
+            _to_stdout(stacks, describe_os_error(exc))
             return FAILURE
     if not args.quiet:
         where = f" to {args.output}" if args.output else ""
         print(f"{total} samples, {len(stacks)} distinct stacks{where}.", file=sys.stderr)
     return OK
+
+
+def _to_stdout(stacks: dict[tuple[str, ...], int], failed: str) -> bool:
+    """The folded text on standard output, after reporting ``failed`` (why
+    the file asked for was not written, if it was not); when standard output
+    fails too (a full disk, closed), the text goes to a new file in $TMPDIR
+    and stderr says where: the stacks are never lost.  True when stdout took it."""
+    from ..profile.folded import folded_text
+    from ..profile.output import write_fallback
+    text = folded_text(stacks)
+    if failed:
+        report("profile", f"{failed}; the folded stacks follow on stdout")
+    try:
+        if sys.stdout is None:
+            raise OSError(errno.EBADF, "closed")
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return True
+    except BrokenPipeError:
+        raise                         # (the reader left: as for any command, not an error)
+    except (OSError, ValueError) as exc:    # (ValueError: a closed sys.stdout)
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        _silence_stdout()           # (what is still buffered: the flush at exit must not fail)
+    try:
+        saved = write_fallback(text)
+    except OSError as exc:
+        report("profile", f"standard output: {why}; the stacks could not be saved "
+                          f"({describe_os_error(exc)})")
+    else:
+        report("profile", f"standard output: {why}; the folded stacks were written to {saved}")
+    return False

@@ -90,7 +90,8 @@ if TYPE_CHECKING:       # what __getattr__ imports on first use, as type checker
     # ("X as X": an explicit re-export, as mypy --strict wants it)
     from .ehframe import parse_eh_frame as parse_eh_frame
     from .libs import (ld_so_cache as ld_so_cache, library_search_dirs as library_search_dirs,
-                       resolve_library as resolve_library)
+                       resolve_library as resolve_library, expand_path as expand_path,
+                       path_for_pid as path_for_pid)
     from .procmaps import (MapEntry as MapEntry, Module as Module, process_maps as process_maps,
                            process_modules as process_modules)
     from .relocs import Relocation as Relocation, relocations as relocations
@@ -99,6 +100,7 @@ if TYPE_CHECKING:       # what __getattr__ imports on first use, as type checker
 _LAZY = {
     "parse_eh_frame": "ehframe",
     "resolve_library": "libs", "ld_so_cache": "libs", "library_search_dirs": "libs",
+    "expand_path": "libs", "path_for_pid": "libs",
     "MapEntry": "procmaps", "Module": "procmaps", "process_maps": "procmaps",
     "process_modules": "procmaps",
     "Relocation": "relocs", "relocations": "relocs",

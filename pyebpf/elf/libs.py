@@ -12,7 +12,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Iterable
 
-__all__ = ["resolve_library", "ld_so_cache", "library_search_dirs"]
+__all__ = ["resolve_library", "ld_so_cache", "library_search_dirs", "expand_path",
+           "path_for_pid"]
 
 _LD_CACHE_NEW = b"glibc-ld.so.cache1.1"
 _LD_CACHE_OLD = b"ld.so-1.7.0"
@@ -147,6 +148,31 @@ def library_search_dirs() -> list[str]:
     return out
 
 
+def path_for_pid(path: str, pid: int) -> str:
+    """``path`` as process ``pid`` sees it, usable from here: through
+    ``/proc/PID/root`` when the process lives in another mount namespace
+    (a relative path is taken from this process's directory, as bpftrace
+    takes it), else ``path`` itself."""
+    try:
+        if os.stat(f"/proc/{pid}/ns/mnt").st_ino == os.stat("/proc/self/ns/mnt").st_ino:
+            return path
+    except OSError:
+        return path
+    return f"/proc/{pid}/root{os.path.abspath(path)}"
+
+
+def expand_path(pattern: str, pid: int | None = None) -> list[str]:
+    """The ELF files a path with ``*`` wildcards names (``./bin/app*``),
+    sorted, as written (``./bin/app``); with ``pid``, as that process sees
+    them (:func:`path_for_pid`).  A path without wildcards comes back as
+    the one-element list, whether it exists or not."""
+    import glob
+    if "*" not in pattern:
+        return [pattern]
+    full = path_for_pid(pattern, pid) if pid is not None else pattern
+    return sorted(p for p in glob.glob(full) if os.path.isfile(p) and _elf_ident(p) is not None)
+
+
 def _soname_matches(soname: str, name: str) -> int | None:
     """Rank how well a file name matches a library name (lower is better)."""
     if soname == name:
@@ -197,6 +223,8 @@ def resolve_library(name: str, pid: int | None = None) -> str:
     if not name:
         raise LibraryNotFoundError("empty library/program name")
     if "/" in name:
+        if pid is not None:
+            name = path_for_pid(name, pid)
         if not os.path.exists(name):
             raise LibraryNotFoundError(f"{name} does not exist", name)
         return name

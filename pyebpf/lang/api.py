@@ -29,34 +29,60 @@ __all__ = ["compile", "BtProgram", "resolver_for"]
 
 
 def compile(text: str, *, filename: str = "stdin", pid: int | None = None,
-            params: Sequence[str] = (), unsafe: bool = False) -> BtProgram:
+            params: Sequence[str] = (), unsafe: bool = False,
+            command: Sequence[str] | None = None) -> BtProgram:
     """Parse, analyse and resolve the bpftrace program ``text``.
 
     ``pid`` restricts uprobes/USDT to that process (``-p``); ``params`` are
-    the positional parameters ``$1``...; ``unsafe``: uprobes may go where
-    no instruction start is proven. Raises
+    the positional parameters ``$1``...; ``unsafe`` (bpftrace's ``--unsafe``):
+    uprobes may go where no instruction start is proven, and ``system()``
+    runs its commands; ``command``: the argv that :meth:`BtProgram.start`
+    will run (a watchpoint on a function's argument watches that program).
+    Raises
     :class:`~pyebpf.lang.errors.LangError` (pointing at the script) for an
     invalid program, and the probe layer's errors for missing probes."""
     from .parser import parse
     script = parse(text, filename)
-    return BtProgram(script, pid=pid, params=params, unsafe=unsafe)
+    return BtProgram(script, pid=pid, params=params, unsafe=unsafe, command=command)
 
 
 class BtProgram:
     """A compiled program (see the module docs)."""
 
     def __init__(self, script: Script, *, pid: int | None = None,
-                 params: Sequence[str] = (), unsafe: bool = False) -> None:
+                 params: Sequence[str] = (), unsafe: bool = False,
+                 command: Sequence[str] | None = None) -> None:
         self.script = script
         self.pid = pid
         self.params = list(params)
+        self.unsafe = unsafe
         self._resolved: dict[int, list[tuple[str, Any]]] = {}
-        self.resolver = resolver_for(pid, unsafe)
-        self.analysis = _analyse(script, self.resolver, self.params)
+        self.resolver = resolver_for(pid, unsafe, command)
+        #: what does not stop the program, as bpftrace warns of it (its text)
+        self.warnings: list[str] = []
+        self.analysis = _analyse(script, self.resolver, self.params, unsafe)
         for probe in script.probes:          # resolve now: a missing probe fails here
             for ap in probe.attach_points:
                 if ap.provider not in ("BEGIN", "END"):
-                    self._resolve(ap)
+                    self._resolve_or_skip(ap, len(probe.attach_points) > 1)
+
+    def _resolve_or_skip(self, ap: AttachPoint, shared: bool) -> None:
+        """Resolve ``ap``; a missing tracepoint that shares its probe with
+        other attach points is left out with a warning, as bpftrace 0.17
+        does (alone, it is an error)."""
+        from .probes import ProbeSpecError, missing_tracepoint
+        try:
+            self._resolve(ap)
+        except ProbeSpecError:
+            name = missing_tracepoint(ap) if shared else None
+            if name is None:
+                raise
+            from .errors import Diagnostic
+            ap.missing = f"tracepoint not found: {name}"
+            self._resolved[id(ap)] = []
+            self.warnings.append(str(Diagnostic(ap.missing, ap.pos, level="WARNING",
+                                                filename=self.script.filename,
+                                                source=self.script.source)))
 
     def _resolve(self, ap: AttachPoint) -> list[tuple[str, Any]]:
         got = self._resolved.get(id(ap))
@@ -114,16 +140,17 @@ class BtProgram:
             raise
 
 
-def _analyse(script: Script, resolver: Any, params: list[str]) -> Any:
+def _analyse(script: Script, resolver: Any, params: list[str], unsafe: bool = False) -> Any:
     """The semantic pass's analysis of ``script`` (types set in the tree)."""
     from .sema import analyse
-    return analyse(script, resolver, params=params)
+    return analyse(script, resolver, params=params, unsafe=unsafe)
 
 
-def resolver_for(pid: int | None, unsafe: bool = False) -> Any:
+def resolver_for(pid: int | None, unsafe: bool = False,
+                 command: Sequence[str] | None = None) -> Any:
     """The semantic pass's type resolver (bt-runtime's probes module)."""
     from .probes import Resolver
-    return Resolver(pid=pid, unsafe=unsafe)
+    return Resolver(pid=pid, unsafe=unsafe, command=command)
 
 
 def resolve_point(ap: AttachPoint, pid: int | None) -> list[tuple[str, Any]]:

@@ -27,11 +27,10 @@ Decisions (issue 14):
   of events across CPUs, which the printing must follow, and BEGIN/END may
   use it (``bpf_perf_event_output`` needs a perf-event context). A record
   is an 8-byte action id then the arguments as a tuple of their types.
-- **exit()** sets a one-element array flag that every probe program checks
-  first (three instructions, no helper call), so that nothing runs after
-  it -- deterministically, where bpftrace stops only once its reader has
-  seen the event -- then sends its event; user space stops, runs END and
-  prints the maps.
+- **exit()** sends its event and ends the probe; the probes keep running
+  until user space reads that event and detaches them (as in bpftrace:
+  counts taken after an exit() still count), the events sent after it are
+  dropped, then END runs and the maps are printed.
 - **Conditions** (predicates, ``if``, ``while``, ``?:``) compile to
   conditional jumps, ``&&``/``||``/``!`` short-circuiting, without a 0/1
   value; ``%``, ``/``, ``*`` by a power of two become and/shifts (BPF's
@@ -59,7 +58,7 @@ from __future__ import annotations
 
 from .._record import dataclass, field
 from ..errors import PyebpfError
-from ..program import R0, R1, R6, Program
+from ..program import R1, R6, Program
 from . import ast as A
 from .codegen_base import (I64, JOIN_ARGS, JOIN_STRLEN, CodegenError, _const, _stored_value_type,
                            type_of)
@@ -214,12 +213,6 @@ class Unit:
         self.skipped: list[str] = []
         #: a per-CPU u64 counting the events the ring buffer refused (None: not counted)
         self.drops: Any = None
-        #: set by exit(): a one-element array every probe checks first, so
-        #: that nothing runs after exit() (described when the script exits)
-        self.exit_flag: Any = None
-        if _calls_exit(script):
-            from ..maps import ArrayMap
-            self.exit_flag = MapSpec(ArrayMap, "u64", 1, name="bt_exit")
 
     def action(self, kind: str, pos: A.Pos, **kw: Any) -> Action:
         """A new action (its id is its index)."""
@@ -256,24 +249,7 @@ class Unit:
         for m in (self.stack_map, self.kstack_map, self.join_map, self.drops):
             if m is not None:
                 out[m.name] = m
-        if self.exit_flag is not None:
-            out[self.exit_flag.name] = self.exit_flag
         return out
-
-
-def _calls_exit(script: A.Script) -> bool:
-    """True when ``exit()`` appears in ``script``."""
-    def visit(stmts: list[A.Stmt]) -> bool:
-        for s in stmts:
-            if isinstance(s, A.ExprStmt) and isinstance(s.expr, A.Call) and s.expr.name == "exit":
-                return True
-            if isinstance(s, A.If) and (visit(s.then.stmts) or
-                                        (s.else_ is not None and visit(s.else_.stmts))):
-                return True
-            if isinstance(s, (A.Unroll, A.While)) and visit(s.body.stmts):
-                return True
-        return False
-    return any(visit(p.block.stmts) for p in script.probes)
 
 
 # ============================================================== entry point
@@ -317,10 +293,30 @@ def generate(script: A.Script, analysis: Any = None, *, resolve: Any = None,
                     except PyebpfError:    # (a source that wants the context in r6-r9)
                         pass
                 unit.probes.append(ProbePlan(name, kind, source, prog, probe))
+                if getattr(source, "setup", None) is not None:
+                    unit.probes.append(_watch_setup(ctx, probe, name, index, source,
+                                                    len(unit.probes) - 1))
     unit.skipped = [ap.missing for p in script.probes for ap in p.attach_points if ap.missing]
     if not unit.probes and unit.skipped:      # (bpftrace 0.17 skips them, unless all are)
         raise CodegenError("No probes to attach: " + "; ".join(unit.skipped))
     return unit
+
+
+def _watch_setup(ctx: _Context, probe: A.Probe, name: str, index: int, source: Any,
+                 watch: int) -> ProbePlan:
+    """The setup uprobe of the watchpoint ``source`` on ``FUNC+argN`` (the
+    program of ``unit.probes[watch]``): it stops the process (SIGSTOP; not
+    for an asyncwatchpoint), then sends ``watch`` and the argument's value
+    for user space to place the watchpoint (:mod:`pyebpf.lang.watchpoints`)."""
+    pos = probe.pos
+    stmts: list[A.Stmt] = []
+    if not source.asynchronous:
+        stmts.append(A.ExprStmt(pos, A.Call(pos, "signal", [A.Integer(pos, 19)])))
+    arg = A.Builtin(pos, f"arg{source.arg}", type=int_type(8, False))
+    stmts.append(A.ExprStmt(pos, A.Call(pos, "__watch", [A.Integer(pos, watch), arg])))
+    node = A.Probe(pos, probe.attach_points, None, A.Block(pos, stmts))
+    prog = _ProbeGen(ctx, node, name, index, source.setup, "watch_setup").build()
+    return ProbePlan(name, "watch_setup", source.setup, prog, node)
 
 
 class _MapInfo:
@@ -404,10 +400,6 @@ class _ProbeGen(_ControlGen, _MapGen, _CallGen, _ValueGen, _RecordGen, _IntGen):
         self._comment_line(self.node.pos, f"{self.name}")
         if self.ctx_reg is R6:
             p.mov(R6, R1)
-        if self.unit.exit_flag is not None and self.source is not None:
-            p.ld_map_value(R0, self.unit.exit_flag)      # exit() has run: nothing more
-            p.ldxdw(R0, R0, 0)
-            p.jne(R0, 0, "out")
         self._declare_vars(self.node.block.stmts)
         if self.node.predicate is not None:
             start = len(p.insns)

@@ -91,6 +91,12 @@ def _const(e: A.Expr) -> int | None:
     return None
 
 
+def pointee_size(t: Type) -> int:
+    """The size of what pointer type ``t`` points to: the step of ``p + 1``
+    and ``p[1]`` (1 for an unknown pointee)."""
+    return max(t.elem.size, 1) if t.elem is not None else 1
+
+
 def _wrap64(v: int) -> int:
     v &= (1 << 64) - 1
     return v - (1 << 64) if v >= 1 << 63 else v
@@ -221,3 +227,5 @@ class _GenBase:
         def copy_bytes(self, base: Reg, src: int, dst: int, n: int) -> None: ...
         def map_bytes_into(self, m: A.Map, off: int, size: int) -> None: ...
         def _read_helper(self, e: A.Expr) -> str: ...
+        def bytes_source(self, e: A.Expr, size: int) -> int: ...
+        def element_source(self, e: A.FieldAccess) -> int: ...

@@ -24,6 +24,16 @@ class _CallGen(_GenBase):
         if isinstance(e, A.Call):
             self.call_stmt(e)
             return
+        if isinstance(e, A.Ternary) and type_of(e).kind == "none":
+            p = self.p                  # c ? printf(..) : printf(..): an if/else
+            els, end = p.fresh_label("else"), p.fresh_label("endif")
+            self.jump_if_false(e.cond, els)
+            self.expr_stmt(e.then)
+            p.ja(end)
+            p.label(els)
+            self.expr_stmt(e.else_)
+            p.label(end)
+            return
         if type_of(e).kind in ("string", "array", "record") and self.located(e):
             return          # a member read for nothing (bpftrace's value is unused)
         r = self.int_expr(e)
@@ -32,10 +42,10 @@ class _CallGen(_GenBase):
     def call_stmt(self, c: A.Call) -> None:
         p = self.p
         name = c.name
-        if name == "printf":
+        if name in ("printf", "cat", "system"):    # cat/system: user space formats, then acts
             if not c.args or not isinstance(c.args[0], A.String):
-                raise CodegenError("printf needs a format string", c.pos)
-            action = self.unit.action("printf", c.pos, fmt=c.args[0].value,
+                raise CodegenError(f"{name} needs a format string", c.pos)
+            action = self.unit.action(name, c.pos, fmt=c.args[0].value,
                                       args=[self.arg_type(a) for a in c.args[1:]])
             action.strftime = {i: a.args[0].value for i, a in enumerate(c.args[1:])
                                if isinstance(a, A.Call) and a.name == "strftime" and a.args
@@ -45,8 +55,6 @@ class _CallGen(_GenBase):
             fmt = c.args[0].value if c.args and isinstance(c.args[0], A.String) else "%H:%M:%S\n"
             self.output(self.unit.action("time", c.pos, fmt=fmt), [])
         elif name == "exit":
-            p.ld_map_value(R1, self.unit.exit_flag)
-            p.stdw(R1, 0, 1)
             self.output(self.unit.action("exit", c.pos), [])
             p.ja("out")
         elif name in ("print", "clear", "zero"):
@@ -77,6 +85,10 @@ class _CallGen(_GenBase):
                 p.call("map_delete_elem")
         elif name == "join":
             self.join(c)
+        elif name in ("__watch", "unwatch"):      # (__watch: a watchpoint's setup probe)
+            kind = "watch" if name == "__watch" else "unwatch"
+            self.output(self.unit.action(kind, c.pos, args=[int_type(8, False)] * len(c.args)),
+                        c.args)
         elif name == "signal":
             sig = _const(c.args[0]) if c.args else None
             if sig is None:

@@ -4,12 +4,13 @@ and unary operators, casts, ternaries, string comparisons -- each into a
 register of the pool."""
 from __future__ import annotations
 
-from ..program import R0, R1, R2, R3, R10, W0, Reg
+from ..program import R0, R1, R2, R3, R4, R5, R10, W0, Reg
 from ..trace.expr import HELPER_BUILTINS, emit_elapsed, emit_helper_builtin, emit_ustack_key
 from . import ast as A
-from .codegen_base import CodegenError, _const, _describe, _GenBase, _wrap64, type_of
+from .codegen_base import CodegenError, _const, _describe, _GenBase, _wrap64, pointee_size, type_of
 from .layout import size_align
 from .sema_base import param_int
+from .types import Type
 
 #: bpftrace's reg() names (pt_regs' field names) -> the 64-bit registers
 _BPFTRACE_REGS = {"ip": "rip", "sp": "rsp", "ax": "rax", "bx": "rbx", "cx": "rcx",
@@ -79,7 +80,15 @@ class _IntGen(_GenBase):
         return r
 
     def field_read(self, e: A.FieldAccess) -> Reg:
-        """A kernel struct's member, or a tracepoint's field (``args.f``)."""
+        """A C struct's member or array's element, a tuple's element
+        (``$t.0``), or a tracepoint's field (``args.f``)."""
+        t = type_of(e)
+        if type_of(e.expr).kind == "tuple" and t.kind in ("int", "pointer"):
+            r = self._need(e.pos)
+            size = t.size if t.kind == "int" and t.size in (1, 2, 4) else 8
+            self.p.load(r, R10, self.element_source(e), size,
+                        signed=t.kind == "int" and t.signed and size < 8)
+            return r
         if self.located(e):
             return self.element_read(e)
         if not self._is_args(e.expr):
@@ -87,12 +96,6 @@ class _IntGen(_GenBase):
         r = self._need(e.pos)
         self._need_source(e, "emit_field").emit_field(self.p, r, e.field, self.ctx_reg)
         return r
-
-    def index_read(self, e: A.ArrayAccess) -> Reg:
-        """An element of a C array (:mod:`~pyebpf.lang.codegen_records`)."""
-        if not self.located(e):
-            raise _no_value(e)
-        return self.element_read(e)
 
     def positional(self, e: A.PositionalParameter) -> Reg:
         """``$N`` (its number: the script is compiled for its parameters) or ``$#``."""
@@ -138,6 +141,11 @@ class _IntGen(_GenBase):
         elif n == "curtask":
             p.call("get_current_task")
             p.mov(r, R0)
+        elif n == "numaid":
+            p.call("get_numa_node_id")
+            p.mov(r, R0)
+        elif n == "username":                    # the uid, named when printed
+            emit_helper_builtin(p, "uid", r)
         elif n == "cpid":
             self._load_const(r, self.ctx.cpid)
         elif n == "func" and self.source is not None and not self.unit_prog_is_raw():
@@ -149,6 +157,13 @@ class _IntGen(_GenBase):
             p.mov(r, self.index)
         elif n == "retval":
             self._need_source(e, "emit_retval").emit_retval(p, r, self.ctx_reg)
+        elif n.startswith("sarg") and n[4:].isdigit() and self.source is not None \
+                and not self.unit_prog_is_raw():
+            # a stack argument: past the return address at the stack pointer
+            from .. import ptregs
+            ptregs.load_reg(p, r, "rsp", ctx=self.ctx_reg)
+            p.add(r, 8 * (int(n[4:]) + 1))
+            self._deref(r, Type("int", 8))
         elif n.startswith("arg") and n[3:].isdigit():
             if self.source is None:
                 raise CodegenError(f"{n} is not available in {self.kind}", e.pos)
@@ -202,11 +217,25 @@ class _IntGen(_GenBase):
                 ptregs.load_reg(p, r, _BPFTRACE_REGS.get(name, name), ctx=self.ctx_reg)
             except Exception as exc:
                 raise CodegenError(f"reg(): {exc}", e.args[0].pos) from None
-        elif e.name == "ntop" and len(e.args) == 1:       # an IPv4 address as an integer
-            x = self.int_expr(e.args[0])
+        elif e.name == "ntop" and type_of(e.args[-1]).kind == "buffer":   # pton()'s 4 bytes
+            src = self.bytes_source(e.args[-1], 4)
+            p.ldxw(r, R10, src)
+        elif e.name == "ntop":                            # an IPv4 address as an integer
+            x = self.int_expr(e.args[-1])
             p.mov(r, x)
             p.mov(r.w, r.w)
             self.release(x)
+        elif e.name == "bswap" and len(e.args) == 1:
+            x = self.int_expr(e.args[0])
+            size = type_of(e.args[0]).size if type_of(e.args[0]).kind == "int" else 8
+            if size == 1:
+                p.and_(x, 0xFF)
+            else:
+                p.be(x, size * 8)           # (x86 is little-endian: a byte swap)
+            p.mov(r, x)
+            self.release(x)
+        elif e.name == "strcontains" and len(e.args) == 2:
+            self.str_contains(e.args[0], e.args[1], r)
         elif e.name == "strftime" and len(e.args) == 2:
             x = self.int_expr(e.args[1])
             p.mov(r, x)
@@ -219,7 +248,8 @@ class _IntGen(_GenBase):
             self._load_const(r, addr)
         elif e.name == "uaddr" and e.args and isinstance(e.args[0], A.String):
             self._load_const(r, self._user_address(e.args[0], e.pos))
-        elif e.name in ("usym", "uaddr", "ksym", "kaddr") and e.args:
+        elif e.name in ("usym", "uaddr", "ksym", "kaddr", "uptr", "kptr", "cgroup_path") \
+                and e.args:
             x = self.int_expr(e.args[0])
             p.mov(r, x)
             self.release(x)
@@ -239,6 +269,14 @@ class _IntGen(_GenBase):
             size = max(size_align(lt)[0], size_align(rt)[0])
             self.str_compare(e.left, e.right, r, size, negate=op == "!=")
             return r
+        if op in ("==", "!=") and lt.kind == rt.kind == "buffer":
+            r = self._need(e.pos)           # equal: of one size, every byte the same
+            if size_align(lt)[0] != size_align(rt)[0]:
+                self._load_const(r, int(op == "!="))
+            else:
+                self.str_compare(e.left, e.right, r, size_align(lt)[0], negate=op == "!=",
+                                 whole=True)
+            return r
         if op in ("&&", "||"):
             r = self.int_expr(e.left)
             short, end = p.fresh_label("sc"), p.fresh_label("scend")
@@ -256,6 +294,12 @@ class _IntGen(_GenBase):
             return r2
         signed = lt.signed and rt.signed
         left, right, spilled = self._operands(e)
+        if "pointer" in (lt.kind, rt.kind) and op in ("+", "-"):
+            # C's pointer arithmetic: the integer side counts pointees
+            if lt.kind == "pointer":
+                right = self._scaled(right, lt)
+            else:
+                self._apply("*", left, pointee_size(rt), False, e.pos)
         self._apply(op, left, right, signed, e.pos)
         if isinstance(right, int):
             return left
@@ -264,6 +308,55 @@ class _IntGen(_GenBase):
             return right
         self.release(right)
         return left
+
+    def _scaled(self, n: Reg | int, ptr: Type) -> Reg | int:
+        """``n`` times the size of what ``ptr`` points to."""
+        size = pointee_size(ptr)
+        if isinstance(n, int):
+            scaled = _wrap64(n * size)
+            if -(1 << 31) <= scaled < (1 << 31):
+                return scaled
+            r = self._need(A.Pos(0, 0))
+            self._load_const(r, scaled)
+            return r
+        self._apply("*", n, size, False, A.Pos(0, 0))
+        return n
+
+    def index_read(self, e: A.ArrayAccess) -> Reg:
+        """``a[i]``: an element of a C array (:mod:`~pyebpf.lang.codegen_records`);
+        ``p[i]``: the ``i``-th element after the one ``p`` points to."""
+        if self.located(e):
+            return self.element_read(e)
+        pt = type_of(e.expr)
+        et = pt.elem
+        if pt.kind != "pointer" or et is None or et.kind not in ("int", "pointer"):
+            raise _no_value(e)
+        r = self.int_expr(e.expr)
+        i = _const(e.index)
+        if i is not None:
+            off = self._scaled(i, pt)
+            self._apply("+", r, off, False, e.pos)
+            if not isinstance(off, int):
+                self.release(off)
+        else:
+            x = self.int_expr(e.index)
+            self._apply("*", x, pointee_size(pt), False, e.pos)
+            self.p.add(r, x)
+            self.release(x)
+        self._deref(r, et)
+        return r
+
+    def _deref(self, r: Reg, t: Type) -> None:
+        """``r = *(t *)r``: user memory at a uprobe/USDT, else kernel memory;
+        an integer of less than 8 bytes is extended by its sign."""
+        p = self.p
+        size = t.size if t.kind == "int" and t.size in (1, 2, 4) else 8
+        p.mov(R3, r)
+        slot = p.stack.alloc(8)
+        p.stack_pointer(R1, slot)
+        p.mov(R2, size)
+        p.call("probe_read_user" if self._user_space() else "probe_read_kernel")
+        p.load(r, R10, slot, size, signed=t.kind == "int" and t.signed and size < 8)
 
     _ALU = {"+": "add", "-": "sub", "*": "mul", "/": "div", "%": "mod", "&": "and_",
             "|": "or_", "^": "xor", "<<": "lsh"}
@@ -306,16 +399,15 @@ class _IntGen(_GenBase):
                 return r
             if isinstance(target, A.Variable) and target.name in self.vars:
                 off, _ = self.vars[target.name]
+                step = pointee_size(type_of(target)) if type_of(target).kind == "pointer" else 1
                 p.ldxdw(r, R10, off)
                 p.mov(R1, r)
-                p.add(R1, 1 if e.op == "++" else -1)
+                p.add(R1, step if e.op == "++" else -step)
                 p.stxdw(R10, off, R1)
                 if not e.postfix:
                     p.mov(r, R1)
                 return r
             raise CodegenError(f"{e.op} needs a variable or a map", e.pos)
-        if e.op == "*" and self.located(e):        # *p of a pointer to an integer
-            return self.element_read(e)
         r = self.int_expr(e.operand)
         if e.op == "-":
             p.neg(r)
@@ -330,20 +422,57 @@ class _IntGen(_GenBase):
             p.mov(r, 1)
             p.label(end)
         elif e.op == "*":                 # user memory at a uprobe/USDT, else kernel memory
-            p.mov(R3, r)
-            slot = p.stack.alloc(8)
-            p.stack_pointer(R1, slot)
-            p.mov(R2, 8)
-            p.call("probe_read_user" if self._user_space() else "probe_read_kernel")
-            p.ldxdw(r, R10, slot)
+            t = type_of(e.operand)
+            self._deref(r, t.elem if t.kind == "pointer" and t.elem is not None else t)
         else:
             raise CodegenError(f"operator {e.op} is not supported", e.pos)
         return r
 
+    def str_contains(self, hay: A.Expr, needle: A.Expr, dst: Reg) -> None:
+        """``dst = strcontains(hay, needle)``: 1 when the string ``needle``
+        is in ``hay`` (an empty needle is in every string). Two literals are
+        decided here; else a bounded loop over both strings on the stack."""
+        p = self.p
+        if isinstance(hay, A.String) and isinstance(needle, A.String):
+            self._load_const(dst, int(needle.value in hay.value))
+            return
+        hs, ns = type_of(hay).size, type_of(needle).size
+        h = self.string_source(hay, hs)
+        n = self.string_source(needle, ns)
+        outer, inner, step, found, done = (p.fresh_label(x) for x in (
+            "sc_at", "sc_cmp", "sc_next", "sc_yes", "sc_end"))
+        p.mov(dst, 0)
+        p.mov(R4, 0)                        # r4: where in hay
+        p.label(outer)
+        p.jge(R4, hs, done)
+        p.mov(R5, 0)                        # r5: where in needle
+        p.label(inner)
+        p.jge(R5, ns, found)
+        p.mov(R1, R10)
+        p.add(R1, R5)
+        p.ldxb(R2, R1, n)                   # r2 = needle[r5]
+        p.jeq(R2, 0, found)
+        p.mov(R3, R4)
+        p.add(R3, R5)
+        p.jge(R3, hs, done)
+        p.add(R3, R10)
+        p.ldxb(R3, R3, h)                   # r3 = hay[r4 + r5]
+        p.jne(R2, R3, step)
+        p.add(R5, 1)
+        p.ja(inner)
+        p.label(step)
+        p.jeq(R3, 0, done)                  # hay ended
+        p.add(R4, 1)
+        p.ja(outer)
+        p.label(found)
+        p.mov(dst, 1)
+        p.label(done)
+
     def str_compare(self, a: A.Expr, b: A.Expr, dst: Reg, size: int, negate: bool,
-                    prefix: bool = False) -> None:
+                    prefix: bool = False, whole: bool = False) -> None:
         """``dst = (a == b)`` on strings, up to ``size`` bytes (``negate``:
-        !=; ``prefix``: equal when the first ``size`` bytes are, strncmp)."""
+        !=; ``prefix``: equal when the first ``size`` bytes are, strncmp;
+        ``whole``: every byte compared, NULs too, as buffers are)."""
         p = self.p
         if isinstance(a, A.String) and not isinstance(b, A.String):
             a, b = b, a
@@ -369,7 +498,8 @@ class _IntGen(_GenBase):
                 p.ldxb(R1, R10, aoff + i)
                 p.ldxb(R2, R10, boff + i)
                 p.jne(R1, R2, diff)
-                p.jeq(R1, 0, same)
+                if not whole:
+                    p.jeq(R1, 0, same)
             p.label(same)
             p.mov(dst, same_value)
             p.ja(end)

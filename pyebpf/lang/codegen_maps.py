@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..program import R0, R1, R2, R3, R10, Reg
 from . import ast as A
-from .codegen_base import CodegenError, _GenBase, _stored_value_type
+from .codegen_base import CodegenError, _GenBase, _stored_value_type, pointee_size
 from .layout import size_align, tuple_layout
 
 TYPE_CHECKING = False
@@ -176,8 +176,10 @@ class _MapGen(_GenBase):
         self.map_read(m, dst)
         key = self.key(m, plan)
         val = p.stack.alloc(8)
+        t = plan.value
+        step = pointee_size(t) if t is not None and t.kind == "pointer" else 1
         p.mov(R1, dst)
-        p.add(R1, 1 if e.op == "++" else -1)
+        p.add(R1, step if e.op == "++" else -step)
         p.stxdw(R10, val, R1)
         if not e.postfix:
             p.mov(dst, R1)

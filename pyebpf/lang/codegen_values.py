@@ -23,6 +23,8 @@ class _ValueGen(_GenBase):
             self.counted_into(e, off, t.size)
         elif t.kind in ("string", "buffer"):
             self.string_into(e, off, t.size)
+        elif t.kind == "inet" and t.size == 16 and isinstance(e, A.Call) and e.args:
+            self.string_into(e.args[-1], off, 16)       # ntop(AF_INET6, 16 bytes)
         elif t.kind == "tuple":
             self.tuple_into(e, off, t)
         elif t.kind == "usym":
@@ -58,6 +60,9 @@ class _ValueGen(_GenBase):
             for x, et, o in zip(e.elems, t.elems, offsets):
                 self.value_into(x, off + o, et)
             return
+        if isinstance(e, A.Map):            # its bytes, copied
+            self.string_into(e, off, size)
+            return
         src = self.bytes_source(e, size)
         self.copy_stack(off, src, size, size)
 
@@ -81,15 +86,34 @@ class _ValueGen(_GenBase):
 
     def bytes_source(self, e: A.Expr, size: int) -> int:
         """The stack offset where the bytes of ``e`` (a string or tuple
-        variable) are; other expressions are built into a new slot."""
+        variable, a tuple's element) are; other expressions are built into
+        a new slot."""
         if isinstance(e, A.Variable) and e.name in self.vars:
             return self.vars[e.name][0]
+        if isinstance(e, A.FieldAccess) and type_of(e.expr).kind == "tuple":
+            return self.element_source(e)
         off = self.p.stack.alloc((size + 7) // 8 * 8)
         self.value_into(e, off, type_of(e))
         return off
 
+    def element_source(self, e: A.FieldAccess) -> int:
+        """The stack offset of the tuple element ``e`` (``$t.1``, ``@t.0.2``)."""
+        t = type_of(e.expr)
+        offsets, size, _ = tuple_layout(t.elems)
+        return self.bytes_source(e.expr, size) + offsets[int(e.field)]
+
     def string_into(self, e: A.Expr, off: int, size: int) -> None:
         p = self.p
+        if isinstance(e, A.FieldAccess) and type_of(e.expr).kind == "tuple":
+            t = type_of(e)
+            self.copy_stack(off, self.element_source(e), min(size_align(t)[0], size), size)
+            return
+        if isinstance(e, A.Call) and e.name == "pton" and e.args and \
+                isinstance(e.args[0], A.String):
+            from .sema_calls import pton_bytes
+            data = pton_bytes(e.args[0].value) or b""
+            self.raw_bytes_into(data, off, min(len(data), size), size)
+            return
         if isinstance(e, A.String):
             data = e.value.encode()[:size - 1] + b"\0"
             pos = 0
@@ -132,6 +156,10 @@ class _ValueGen(_GenBase):
             n = _const(e.args[1]) if len(e.args) > 1 else None
             if n is None and len(e.args) > 1:
                 raise CodegenError("buf() needs a constant length", e.args[1].pos)
+            if type_of(e.args[0]).kind in ("string", "buffer"):     # buf("text", n)
+                self.raw_bytes_into(e.args[0], off, min(n if n is not None else size, size),
+                                    size)
+                return
             self._zero(off, size)
             if type_of(e.args[0]).kind in ("array", "string") and self.located(e.args[0]):
                 # a C array member: its bytes
@@ -146,6 +174,19 @@ class _ValueGen(_GenBase):
             return
         raise CodegenError(f"cannot make a string of {type(e).__name__}", e.pos)
 
+    def raw_bytes_into(self, e: A.Expr | bytes, off: int, n: int, size: int) -> None:
+        """The first ``n`` bytes of the string ``e`` or of the bytes ``e``
+        (NULs too: a literal's NUL is kept when ``n`` reaches it), zeros
+        to ``size``."""
+        if isinstance(e, (A.String, bytes)):
+            data = (e if isinstance(e, bytes) else e.value.encode() + b"\0")[:n]
+            for pos, byte in enumerate(data):
+                self.p.stb(R10, off + pos, byte)
+            self._zero(off + len(data), size - len(data))
+            return
+        src = self.bytes_source(e, max(n, 1))
+        self.copy_stack(off, src, n, size)
+
     def counted_into(self, e: A.Expr, off: int, size: int) -> None:
         """A counted buffer at ``r10 + off``: its length byte, then up to
         ``size`` bytes (zero-padded): ``buf(p, n)`` reads ``min(n, size)``
@@ -153,7 +194,8 @@ class _ValueGen(_GenBase):
         or map value is copied whole; any other buffer or string gets its
         own size as the length."""
         p = self.p
-        if isinstance(e, A.Call) and e.name == "buf" and len(e.args) == 2:
+        if isinstance(e, A.Call) and e.name == "buf" and len(e.args) == 2 and \
+                type_of(e.args[0]).kind not in ("string", "buffer"):
             self._zero(off, size + 1)
             r = self.int_expr(e.args[0])
             n = _const(e.args[1])

@@ -27,13 +27,16 @@ __all__ = ["LangError", "Diagnostic", "format_diagnostic"]
 @record
 class Diagnostic(Record):
     """One error: its ``message``, where (``pos``, and ``end_line`` when the
-    span ends on a later line, else 0) and the script it is about."""
+    span ends on a later line, else 0) and the script it is about;
+    ``level`` is ``ERROR``, or ``WARNING`` for what does not stop the
+    program."""
 
     message: str
     pos: Pos | None
     end_line: int = 0
     filename: str = "stdin"
     source: str = ""
+    level: str = "ERROR"
 
     @property
     def source_line(self) -> str:
@@ -55,13 +58,14 @@ def _line(source: str, n: int) -> str:
 def format_diagnostic(d: Diagnostic) -> str:
     """The text bpftrace prints for one error (no trailing newline)."""
     prefix = f"{d.filename}:" if d.filename else ""
+    level = d.level
     if d.pos is None:
-        return f"{prefix}ERROR: {d.message}" if prefix else f"ERROR: {d.message}"
+        return f"{prefix}{level}: {d.message}" if prefix else f"{level}: {d.message}"
     pos = d.pos
     end = pos.end if pos.end else pos.column + 1
     if d.end_line and d.end_line > pos.line:
-        return f"{prefix}{pos.line}-{d.end_line}: ERROR: {d.message}"
-    head = f"{prefix}{pos.line}:{pos.column}-{end}: ERROR: {d.message}"
+        return f"{prefix}{pos.line}-{d.end_line}: {level}: {d.message}"
+    head = f"{prefix}{pos.line}:{pos.column}-{end}: {level}: {d.message}"
     src = d.source_line
     if not src:
         return head

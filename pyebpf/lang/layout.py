@@ -69,6 +69,8 @@ def size_align(t: Type) -> tuple[int, int]:
         return 6, 1
     if kind == "array" and t.elem is not None:
         return t.size, size_align(t.elem)[1]
+    if kind == "inet" and t.size == 16:       # ntop() of 16 bytes: they are kept
+        return 16, 1
     return 8, 8
 
 
@@ -113,7 +115,7 @@ def decode(t: Type, raw: bytes | memoryview, *, whole: bool = False) -> object:
     if kind == "buffer" and t.counted:
         n = t.size if whole or not len(raw) else min(raw[0], t.size)
         return bytes(raw[1:1 + n])
-    if kind in ("buffer", "macaddr"):
+    if kind in ("buffer", "macaddr") or (kind == "inet" and t.size == 16):
         return bytes(raw[:t.size])
     if kind == "tuple":
         offsets, _, _ = tuple_layout(t.elems)

@@ -82,7 +82,7 @@ class OutputError(PyebpfError, ValueError):
 #: first: zero padding), a precision, a length modifier, a conversion.
 #: (no ``+``, space or ``#`` flag; no ``%i``, no floats.)
 PRINTF_SPEC = (r"%(?P<minus>-?)(?P<width>[0-9]*)(?:\.(?P<prec>[0-9]*))?"
-               r"(?P<len>hh|h|ll|l|j|z|t)?(?P<conv>[duxXocspr])")
+               r"(?P<len>hh|h|ll|l|j|z|t)?(?P<conv>[duxXocsp]|r[xh]?)")
 BAR_WIDTH = 52
 _INT_CONVS = frozenset("duxXo")
 _MASK64 = (1 << 64) - 1
@@ -129,7 +129,10 @@ def _printf_specs(fmt: str) -> Iterator[tuple[int, int, _Spec | None]]:
                        and j + len(ln) < n and fmt[j + len(ln)] in _CONVS), None)
         j += len(length or "")
         if j < n and fmt[j] in _CONVS:
-            yield i, j + 1, _Spec(minus, width, prec, length, fmt[j])
+            conv = fmt[j]
+            if conv == "r" and fmt.startswith(("x", "h"), j + 1):    # %rx, %rh: in hex
+                conv, j = fmt[j:j + 2], j + 1
+            yield i, j + 1, _Spec(minus, width, prec, length, conv)
             i = fmt.find("%", j + 1)
         elif fmt.startswith("%", i + 1):
             yield i, i + 2, None
@@ -253,6 +256,42 @@ def _username(value: Any) -> str:
         return str(value)
 
 
+def cgroup_path_text(cgroup_id: int, pattern: str = "*") -> str:
+    """cgroup_path(): ``name:/path`` in each mounted cgroup hierarchy whose
+    name matches ``pattern`` (``unified`` for cgroup2, else its
+    controllers) and where a cgroup has inode ``cgroup_id``; ``unified``
+    first, the others by name, joined by commas (bpftrace 0.17's text)."""
+    import fnmatch
+    import os
+    found = []
+    try:
+        with open("/proc/self/mountinfo") as f:
+            mounts = [line.split() for line in f]
+    except OSError:
+        mounts = []
+    for fields in mounts:
+        if "-" not in fields:
+            continue
+        sep = fields.index("-")
+        fstype, opts = fields[sep + 1], fields[sep + 3] if len(fields) > sep + 3 else ""
+        if fstype == "cgroup2":
+            name = "unified"
+        elif fstype == "cgroup":
+            name = ",".join(o.removeprefix("name=") for o in opts.split(",")
+                            if o not in ("rw", "ro") and "=" not in o or o.startswith("name="))
+        else:
+            continue
+        if not fnmatch.fnmatchcase(name, pattern):
+            continue
+        root = fields[4]
+        for top, dirs, _ in os.walk(root):
+            if os.stat(top).st_ino == cgroup_id:
+                found.append((name != "unified", name, "/" + os.path.relpath(top, root)
+                              .removeprefix(".")))
+                break
+    return ",".join(f"{name}:{path}" for _, name, path in sorted(found))
+
+
 def format_stack(frames: Iterable[tuple[int, str | None, str | None]], mode: str = "bpftrace",
                  indent: int = 8, kernel: bool = False) -> str:
     """A stack as bpftrace prints it, from its frames ``(address, symbol+offset
@@ -319,12 +358,16 @@ def format_value(t: Type, value: Any, *, stacks: StackFormatter | None = None,
     if k == "timestamp":
         if isinstance(value, str):
             return value
+        if isinstance(value, int):          # the nsecs of a stored strftime()
+            return format_strftime(t.fmt, value)
         fmt, ns = value
         return format_strftime(fmt, ns)
     if k == "username":
         return _username(value)
-    if k == "pointer":
-        return f"0x{int(value) & _MASK64:x}"
+    if k == "cgroup_path":
+        return value if isinstance(value, str) else cgroup_path_text(int(value), t.fmt or "*")
+    if k == "pointer":      # bpftrace 0.17: in hex in a map key, else in decimal
+        return f"0x{int(value) & _MASK64:x}" if key else str(int(value) & _MASK64)
     if k in ("avg", "stats"):
         count, total = value
         avg = _avg(count, total)
@@ -383,6 +426,8 @@ def _json_value(t: Type, value: Any, *, stacks: StackFormatter | None = None,
     k = t.kind
     if k == "int" or k in ("count", "sum", "min", "max"):
         return int(value)
+    if k == "pointer":                  # a number, as bpftrace 0.17 writes a pointer value
+        return int(value) & _MASK64
     if k == "tuple":
         return tuple(_json_value(e, v, stacks=stacks, syms=syms) for e, v in zip(t.elems, value))
     if k == "array" and t.elem is not None:
@@ -477,6 +522,10 @@ def _conv_text(m: _Spec, t: Type | None, value: Any, stacks: Any, syms: Any) -> 
                                                               else f"0x{addr:x}"))
     if conv == "r":
         body = format_buffer(bytes(value)) if not isinstance(value, str) else value
+    elif conv == "rx":          # every byte escaped
+        body = "".join(f"\\x{b:02x}" for b in bytes(value))
+    elif conv == "rh":          # every byte in hex, one space apart
+        body = " ".join(f"{b:02x}" for b in bytes(value))
     elif t is not None:
         body = format_value(t, value, stacks=stacks, syms=syms)
     elif isinstance(value, (bytes, bytearray)):
@@ -522,9 +571,10 @@ def json_attached(n: int) -> str:
     return _dumps({"type": "attached_probes", "data": {"probes": n}})
 
 
-def json_printf(text: str) -> str:
-    """The ``-f json`` line of a printed ``printf`` text."""
-    return _dumps({"type": "printf", "data": text})
+def json_printf(text: str, kind: str = "printf") -> str:
+    """The ``-f json`` line of a printed ``printf`` text (or of ``kind``:
+    ``cat``, ``system``)."""
+    return _dumps({"type": kind, "data": text})
 
 
 # ================================================================== time

@@ -32,15 +32,15 @@ from .types import Type, int_type, string_type
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Sequence
 
     from ..attach import Link
     from ..program import Program, Reg
     from .ast import AttachPoint
 
-__all__ = ["ResolvedProbe", "resolve", "Resolver", "list_probes", "PerfEventSource",
+__all__ = ["ResolvedProbe", "resolve", "Resolver", "PerfEventSource",
            "RawTracepointSource", "ProbeSpecError", "SOFTWARE_EVENTS", "HARDWARE_EVENTS",
-           "probe_name"]
+           "probe_name", "missing_tracepoint"]
 
 # (duplicates: deliberate, the two event tables are data of the same shape)
 #: bpftrace's software events: name -> (aliases, perf config, default count)
@@ -75,7 +75,8 @@ _UNITS_NS = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000}
 _CPU_PMU = "/sys/bus/event_source/devices/cpu"
 _SHORT = {"u": "uprobe", "ur": "uretprobe", "U": "usdt", "t": "tracepoint",
           "rt": "rawtracepoint", "p": "profile", "i": "interval", "s": "software",
-          "h": "hardware", "k": "kprobe", "kr": "kretprobe", "f": "kfunc", "fr": "kretfunc"}
+          "h": "hardware", "k": "kprobe", "kr": "kretprobe", "f": "kfunc", "fr": "kretfunc",
+          "w": "watchpoint", "aw": "asyncwatchpoint"}
 
 
 class ResolvedProbe:
@@ -138,9 +139,22 @@ def _uprobes(ap: AttachPoint, pid: int | None, unsafe: bool = False) -> list[Res
         raise ProbeSpecError(f"{ap.raw}: a {kind} is {kind}:PATH:FUNCTION (PATH a file or a "
                              f"library name such as libc), e.g. {kind}:/bin/bash:readline")
     path, func = ap.parts
-    real, shown = _shown_path(path, pid)
     if ap.func_offset is not None and "+" not in func:
         func = f"{func}+{ap.func_offset}"
+    if _is_glob(path):                 # every ELF file the wildcard matches
+        import copy
+        from .. import elf
+        out: list[ResolvedProbe] = []
+        why = f"{kind}:{path}: no ELF file matches {path!r}"
+        for f in elf.expand_path(path, pid):
+            one = copy.copy(ap)
+            one.parts = [f, ap.parts[1]]
+            out += _uprobes(one, pid, unsafe)
+            why = one.missing or why
+        if not out:
+            ap.missing = why
+        return out
+    real, shown = _shown_path(path, pid)
     ret = kind == "uretprobe"
     if _is_glob(func):
         names = [n for n in _functions(real) if _match(func, n)]
@@ -175,6 +189,12 @@ def _usdt_files(path: str, pid: int | None) -> list[tuple[str, str]]:
                     for f in usdt_files(None, pid)]
         except UsdtError as exc:
             raise ProbeSpecError(str(exc)) from None
+    if _is_glob(path):                 # every ELF file the wildcard matches
+        from .. import elf
+        files = elf.expand_path(path, pid)
+        if not files:
+            raise ProbeSpecError(f"usdt:{path}: no ELF file matches {path!r}")
+        return [(f, f) for f in files]
     real, shown = _shown_path(path, pid)
     if pid is not None and not real.startswith("/proc/"):
         shown = f"/proc/{pid}/root{os.path.abspath(real)}"
@@ -208,7 +228,8 @@ def _usdt(ap: AttachPoint, pid: int | None) -> list[ResolvedProbe]:
                 continue
             if _match(provider, pr.provider) and _match(name, pr.name):
                 seen.append((pr.provider, pr.name))
-        for prov, nm in sorted(seen):
+        # (in bpftrace's order, "PROVIDER:NAME" strings sorted: tracetest2:b before tracetest:a)
+        for prov, nm in sorted(seen, key=lambda pn: f"{pn[0]}:{pn[1]}"):
             try:
                 src = usdt_probe_source(real, prov, nm, pid=pid)
             except UsdtError as exc:
@@ -433,15 +454,17 @@ def _canonical(provider: str) -> str:
     return _SHORT.get(provider, provider)
 
 
-def resolve(ap: AttachPoint, *, pid: int | None = None,
-            unsafe: bool = False) -> list[ResolvedProbe]:
+def resolve(ap: AttachPoint, *, pid: int | None = None, unsafe: bool = False,
+            command: Sequence[str] | None = None) -> list[ResolvedProbe]:
     """The concrete probes attach point ``ap`` names (one per wildcard
     match), each with its name as bpftrace prints it and its probe source.
 
     Raises :class:`~pyebpf.trace.probes.ProbeSpecError` (a ``ValueError``)
     for a malformed attach point, one that matches nothing (listing close
     matches), or a kind this kernel or pyebpf cannot attach.  ``unsafe``: a
-    uprobe may go where no instruction start is proven (``--unsafe``)."""
+    uprobe may go where no instruction start is proven (``--unsafe``);
+    ``command``: the ``-c`` command's argv (a watchpoint on a function's
+    argument watches that program)."""
     kind = _canonical(ap.provider)
     if kind != ap.provider:
         import copy
@@ -459,11 +482,24 @@ def resolve(ap: AttachPoint, *, pid: int | None = None,
         return _timed(ap)
     if kind in ("software", "hardware"):
         return _perf_counted(ap)
+    if kind in ("watchpoint", "asyncwatchpoint"):
+        from .watchpoints import resolve_watchpoint
+        return resolve_watchpoint(ap, pid, command)
     if kind in ("kprobe", "kretprobe", "kfunc", "kretfunc"):
         raise _refused(ap)
     if kind in ("BEGIN", "END"):
         raise ProbeSpecError(f"{kind} is not a kernel probe (the runtime runs it)")
     raise ProbeSpecError(f"{ap.raw}: unknown probe type {ap.provider!r}")
+
+
+def missing_tracepoint(ap: AttachPoint) -> str | None:
+    """``CATEGORY:NAME`` when ``ap`` names one tracepoint (no wildcard) that
+    does not exist, else None."""
+    if _canonical(ap.provider) != "tracepoint" or len(ap.parts) != 2 or \
+            any(_is_glob(p) or not p for p in ap.parts):
+        return None
+    name = ":".join(ap.parts)
+    return None if name in _tracepoint_names() else name
 
 
 def probe_name(ap: AttachPoint, *, pid: int | None = None) -> list[str]:
@@ -498,9 +534,11 @@ class Resolver:
     of ``argN``, ``args`` and ``retval`` at an attach point (resolving it
     once, with ``pid`` as ``-p`` gives it)."""
 
-    def __init__(self, pid: int | None = None, unsafe: bool = False) -> None:
+    def __init__(self, pid: int | None = None, unsafe: bool = False,
+                 command: Sequence[str] | None = None) -> None:
         self.pid = pid
         self.unsafe = unsafe
+        self.command = list(command) if command else None
         self._cache: dict[tuple[str, str, tuple[str, ...], int | None], list[ResolvedProbe]] = {}
 
     def probes(self, ap: AttachPoint) -> list[ResolvedProbe]:
@@ -508,7 +546,8 @@ class Resolver:
         key = (_canonical(ap.provider), ap.raw, tuple(ap.parts), ap.func_offset)
         hit = self._cache.get(key)
         if hit is None:
-            hit = self._cache[key] = resolve(ap, pid=self.pid, unsafe=self.unsafe)
+            hit = self._cache[key] = resolve(ap, pid=self.pid, unsafe=self.unsafe,
+                                             command=self.command)
         return hit
 
     def arg_type(self, ap: AttachPoint, n: int) -> Type:
@@ -527,8 +566,16 @@ class Resolver:
 
     def args_record(self, ap: AttachPoint) -> Type | None:
         """A tracepoint's ``args``: a record of its fields (name, offset,
-        type), the common ones included; None for other kinds."""
-        if _canonical(ap.provider) != "tracepoint":
+        type), the common ones included; a uprobe's: its function's
+        parameters from the program's DWARF
+        (:func:`pyebpf.lang.dwarftypes.args_record`); None for other kinds
+        (and a uprobe without debug information)."""
+        kind = _canonical(ap.provider)
+        if kind == "uprobe":
+            from .dwarftypes import args_record
+            probes = self.probes(ap)
+            return args_record(probes[0].source) if probes else None
+        if kind != "tracepoint":
             return None
         src = self.probes(ap)[0].source
         fields = tuple((f.name, f.offset, _field_type(f))
@@ -536,68 +583,19 @@ class Resolver:
         size = max((f.offset + f.size for f in src.format.fields), default=0)
         return Type("record", size, fields=fields)
 
+    def struct_type(self, ap: AttachPoint, name: str) -> Type | None:
+        """``struct NAME`` as the program a uprobe's ``ap`` names defines it
+        in its DWARF, else None (then the kernel's BTF is asked)."""
+        if _canonical(ap.provider) not in ("uprobe", "uretprobe"):
+            return None
+        probes = self.probes(ap)
+        path = getattr(probes[0].source, "path", None) if probes else None
+        if path is None:
+            return None
+        from .dwarftypes import struct_type
+        return struct_type(path, name)
+
     def retval_type(self, ap: AttachPoint) -> Type:
         """``retval``: uint64 (a uretprobe's rax), as bpftrace 0.17 types it:
         a -1 returned prints 18446744073709551615 and is not ``< 0``."""
         return int_type(8, False)
-
-
-# ================================================================ listing
-def _split_pattern(pattern: str) -> tuple[str, list[str]]:
-    kind, _, rest = pattern.partition(":")
-    return _canonical(kind), rest.split(":") if rest else []
-
-
-def list_probes(pattern: str | None = None) -> list[str]:
-    """What ``bpftrace -l [PATTERN]`` lists: ``tracepoint:CAT:NAME``,
-    ``rawtracepoint``-less (as bpftrace 0.17), ``software:EVENT:``,
-    ``hardware:EVENT:`` (where there is a PMU), ``uprobe:PATH:FUNC`` and
-    ``usdt:PATH:PROVIDER:NAME`` (those two only for a pattern naming a file).
-    ``*`` matches anything; a pattern without a kind matches every kind."""
-    if not pattern:
-        return _list_kind("tracepoint", ["*", "*"]) + _list_kind("software", ["*"]) + \
-            _list_kind("hardware", ["*"])
-    if ":" not in pattern:
-        out = []
-        for kind in ("tracepoint", "software", "hardware"):
-            out += [p for p in _list_kind(kind, ["*"] * (2 if kind == "tracepoint" else 1))
-                    if _match(pattern, p.split(":", 1)[1].rstrip(":"))
-                    or _match(pattern, p)]
-        return out
-    kind, parts = _split_pattern(pattern)
-    return _list_kind(kind, parts)
-
-
-def _list_kind(kind: str, parts: list[str]) -> list[str]:
-    if kind == "tracepoint":
-        if len(parts) == 1:
-            parts = ["*", parts[0]] if parts[0] else ["*", "*"]
-        pat = ":".join(parts[:2]) if parts else "*:*"
-        return [f"tracepoint:{t}" for t in _tracepoint_names() if _match(pat, t)]
-    if kind in ("software", "hardware"):
-        if kind == "hardware" and not os.path.isdir(_CPU_PMU):
-            return []
-        table = HARDWARE_EVENTS if kind == "hardware" else SOFTWARE_EVENTS
-        pat = parts[0] if parts and parts[0] else "*"
-        return [f"{kind}:{n}:" for n in sorted(table)
-                if _match(pat, n) or any(_match(pat, a) for a in table[n][0])]
-    if kind in ("uprobe", "uretprobe"):
-        if not parts or not parts[0]:
-            raise ProbeSpecError(f"{kind} probe type requires 2 arguments: {kind}:PATH:FUNCTION")
-        real, shown = _shown_path(parts[0], None)
-        pat = parts[1] if len(parts) > 1 and parts[1] else "*"
-        return [f"{kind}:{shown}:{n}" for n in _functions(real) if _match(pat, n)]
-    if kind == "usdt":
-        if not parts or not parts[0]:
-            raise ProbeSpecError("usdt probe type requires 2 or 3 arguments: "
-                                 "usdt:PATH[:PROVIDER]:NAME")
-        from ..usdt.notes import UsdtFile
-        real, shown = _shown_path(parts[0], None)
-        prov, name = ("*", parts[1] or "*") if len(parts) == 2 else \
-            ((parts[1] or "*"), (parts[2] or "*")) if len(parts) >= 3 else ("*", "*")
-        found = sorted({(p.provider, p.name) for p in UsdtFile(real).probes()})
-        return [f"usdt:{shown}:{p}:{n}" for p, n in found if _match(prov, p) and _match(name, n)]
-    if kind in ("kprobe", "kretprobe", "kfunc", "kretfunc", "rawtracepoint"):
-        return []
-    raise ProbeSpecError(f"{kind!r} is not a probe type bpftrace -l lists (tracepoint, "
-                         "software, hardware, uprobe, usdt)")

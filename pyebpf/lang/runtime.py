@@ -4,9 +4,11 @@ END, read the maps -- and print all of it as bpftrace 0.17 does.
 
 Order of a run (:meth:`BtRun.start`): maps and the ring buffer are created,
 every program is loaded (a verifier rejection points at the script's
-line), the probes are attached, BEGIN runs (``BPF_PROG_TEST_RUN`` of its
-raw-tracepoint program, in this process: its ``pid``/``comm`` are the
-tracer's, as bpftrace's are), and only then is the ``-c`` command released.
+line), BEGIN runs (``BPF_PROG_TEST_RUN`` of its raw-tracepoint program, in
+this process: its ``pid``/``comm`` are the tracer's, as bpftrace's are), so
+that its events come before any probe's, then the probes are attached --
+in bpftrace's order, so that probes of one event fire in the order they are
+declared -- and only then is the ``-c`` command released.
 :meth:`BtRun.stop` detaches the probes, runs END, drains the events left
 and keeps the maps readable until :meth:`BtRun.close`.
 
@@ -33,15 +35,18 @@ __all__ = ["BtEvent", "BtRun", "map_entries"]
 @record
 class BtEvent(Record):
     """One event of a running program: ``kind`` (``printf``, ``print``,
-    ``time``, ``exit``, ``clear``, ``zero``), its ``values`` (Python values
-    of the arguments), the ``text`` bpftrace would print for it (``""`` for
-    silent ones) and ``fmt`` (printf's and time's format)."""
+    ``time``, ``exit``, ``clear``, ``zero``, ``cat``, ``system``), its
+    ``values`` (Python values of the arguments), the ``text`` bpftrace would
+    print for it (``""`` for silent ones), ``fmt`` (printf's and time's
+    format) and ``error``: what bpftrace prints on stderr for it (``cat``
+    of a file it cannot read), else ``""``."""
 
     kind: str
     values: tuple[Any, ...]
     text: str
     fmt: str = ""
     map: str | None = None
+    error: str = ""
 
     def __repr__(self) -> str:
         return f"BtEvent({self.kind!r}, {self.values!r}, {self.text!r})"
@@ -130,6 +135,8 @@ class BtRun(Owner):
         self.stacks: Any = None
         #: names user addresses (usym, func), made on first use
         self._usyms: Any = None
+        #: watched address -> the watchpoints placed on it (unwatch() removes them)
+        self._watches: dict[int, list[Any]] = {}
 
     # ---------------------------------------------------------- lifetime
     def start(self, release: bool = True) -> BtRun:
@@ -138,8 +145,8 @@ class BtRun(Owner):
         try:
             self._create()
             self._load()
-            self._attach()
             self._run_special("BEGIN")
+            self._attach()
             if self.child is not None and release:
                 self.child.go()
                 self.child_started()
@@ -197,9 +204,82 @@ class BtRun(Owner):
                 raise _script_error(self.unit, exc, plan.name) from exc
 
     def _attach(self) -> None:
-        for plan, loaded in zip(self.unit.probes, self.loaded):
-            if plan.source is not None:
-                self.links.append(plan.source.attach(loaded, self.pid))
+        """Attach every probe: first, in script order, those whose kind the
+        kernel runs in the order they were attached; then, in reverse, those
+        it runs last-attached first (uprobes, USDT, software events) -- as
+        bpftrace 0.17 does, so that the probes of one event fire in the
+        order they are declared."""
+        pairs = [(plan, loaded) for plan, loaded in zip(self.unit.probes, self.loaded)
+                 if plan.source is not None and getattr(plan.source, "setup", None) is None]
+        first = [pair for pair in pairs if not _attached_in_reverse(pair[0].source)]
+        late = [pair for pair in pairs if _attached_in_reverse(pair[0].source)]
+        for plan, loaded in first + late[::-1]:
+            pid = self._watched_pid() if _is_watchpoint(plan.source) else self.pid
+            self.links.append(plan.source.attach(loaded, pid))
+
+    def _watched_pid(self) -> int | None:
+        """The process watchpoints watch: ``-p``'s, else the ``-c`` command's."""
+        return self.pid if self.pid is not None else getattr(self.child, "pid", None) or None
+
+    def attached_count(self) -> int:
+        """How many probes bpftrace's ``Attaching N probes...`` counts: one
+        per program, BEGIN and END included, a USDT probe once per location."""
+        return sum(len(getattr(getattr(plan.source, "usdt", None), "locations", None) or (1,))
+                   for plan in self.unit.probes
+                   if getattr(plan.source, "setup", None) is None)   # (placed later)
+
+    def _place_watchpoint(self, watch: int, address: int) -> BtEvent | None:
+        """The setup probe of ``unit.probes[watch]`` sent ``address``: watch it
+        (once per address and probe), then let the stopped process go on; an
+        event saying so when the CPU has no debug register left."""
+        import os
+        import signal
+
+        from ..errors import KernelError
+        from .watchpoints import OUT_OF_REGISTERS
+        plan = self.unit.probes[watch]
+        source = plan.source
+        pid = self._watched_pid()
+        out = None
+        if source.placed != address:
+            source.placed = address
+            try:
+                link = source.attach_at(self.loaded[watch], address, pid)
+                self.links.append(link)
+                self._watches.setdefault(address, []).append(link)
+            except KernelError as exc:
+                if exc.errno == 3:             # ESRCH: the process is gone already
+                    return None
+                if exc.errno != 28:            # ENOSPC: every debug register taken
+                    raise
+                out = BtEvent("printf", (), OUT_OF_REGISTERS + "\n")
+        if not source.asynchronous and pid is not None:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        return out
+
+    def _release_watched(self) -> None:
+        """A setup probe may have stopped the process for a watchpoint whose
+        event came after exit(): let it go on (SIGCONT)."""
+        pid = self._watched_pid()
+        if pid is not None and any(plan.kind == "watch_setup" and
+                                   not self.unit.probes[i - 1].source.asynchronous
+                                   for i, plan in enumerate(self.unit.probes)):
+            import os
+            import signal
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+
+    def _unwatch(self, address: int) -> None:
+        """Remove every watchpoint on ``address`` (none: nothing)."""
+        for link in self._watches.pop(address, []):
+            if link in self.links:
+                self.links.remove(link)
+            link.close()
 
     def _run_special(self, kind: str) -> None:
         for plan, loaded in zip(self.unit.probes, self.loaded):
@@ -212,6 +292,7 @@ class BtRun(Owner):
             return
         self.stopped = True
         self._detach()
+        self._release_watched()
         if not self._end_done and self.loaded:
             self._end_done = True
             if self.exited and self.reader is not None:
@@ -301,6 +382,13 @@ class BtRun(Owner):
             if self.json_mode:
                 text = output.json_printf(text) + "\n"
             return BtEvent("printf", values, text, a.fmt)
+        if kind in ("cat", "system"):
+            text = output.format_printf(a.fmt, list(zip(self._printed_types(a), values)),
+                                        stacks=self._stack_fmt(8), syms=self._event_sym_text)
+            text, error = _cat(text) if kind == "cat" else _system(text)
+            if self.json_mode:      # (bpftrace 0.17 names system()'s output "syscall")
+                text = output.json_printf(text, "cat" if kind == "cat" else "syscall") + "\n"
+            return BtEvent(kind, values, text, a.fmt, error=error)
         if kind == "time":
             text = output.format_time(a.fmt)
             if self.json_mode:
@@ -317,6 +405,12 @@ class BtRun(Owner):
             return BtEvent("print", values, text)
         if kind == "exit":
             return BtEvent("exit", (), "")
+        if kind == "watch":
+            placed = self._place_watchpoint(int(values[0]), int(values[1]))
+            return placed or BtEvent("watch", values, "")
+        if kind == "unwatch":
+            self._unwatch(int(values[0]))
+            return BtEvent("unwatch", values, "")
         if kind == "join":
             parts = []
             for v in values:
@@ -454,6 +548,45 @@ class BtRun(Owner):
                     live[k] = [zero] * len(cur)
             except KeyError:
                 pass
+
+
+def _is_watchpoint(source: Any) -> bool:
+    return getattr(source, "kind", None) in ("watchpoint", "asyncwatchpoint")
+
+
+def _attached_in_reverse(source: Any) -> bool:
+    """The kernel runs the programs of this kind of probe last-attached
+    first: uprobes and USDT (a uprobe's consumers are a list pushed at its
+    head) and software perf events."""
+    return getattr(source, "kind", None) in ("uprobe", "uretprobe", "software") or \
+        hasattr(source, "usdt")
+
+
+def _cat(path: str) -> tuple[str, str]:
+    """cat(): the file's text (``BPFTRACE_CAT_BYTES_MAX`` bytes at most,
+    10240 by default, as bpftrace 0.17), or an error as bpftrace words it."""
+    import os
+    try:
+        limit = int(os.environ.get("BPFTRACE_CAT_BYTES_MAX", "10240"))
+    except ValueError:
+        limit = 10240
+    try:
+        with open(path, "rb") as f:
+            data = f.read(max(limit, 0))
+    except OSError as exc:
+        return "", f"ERROR: failed to open file '{path}': {exc.strerror}\n"
+    return data.decode("utf-8", "surrogateescape"), ""
+
+
+def _system(command: str) -> tuple[str, str]:
+    """system(): the shell command's standard output (its standard error
+    goes where this process's goes), as bpftrace 0.17 runs it."""
+    import subprocess
+    try:
+        done = subprocess.run(command, shell=True, stdout=subprocess.PIPE, check=False)
+    except OSError as exc:
+        return "", f"ERROR: system() failed: {exc.strerror}\n"
+    return done.stdout.decode("utf-8", "surrogateescape"), ""
 
 
 def _printed(t: Type | None) -> Type | None:

@@ -56,7 +56,12 @@ if TYPE_CHECKING:
             """The type of ``argN`` (int64 by default; USDT: the spec's)."""
 
         def args_record(self, ap: ast.AttachPoint) -> Type | None:
-            """A tracepoint's ``args``: a ``record`` Type, or None."""
+            """A tracepoint's (or a uprobe's, from DWARF) ``args``: a
+            ``record`` Type, or None."""
+
+        def struct_type(self, ap: ast.AttachPoint, name: str) -> Type | None:
+            """``struct NAME`` as the probed program defines it (DWARF), or
+            None (optional: the kernel's BTF is asked next)."""
 
         def retval_type(self, ap: ast.AttachPoint) -> Type:
             """The type of ``retval``."""
@@ -373,12 +378,13 @@ class Analyser(_ExprTyping):
 
 
 def analyse(script: ast.Script, resolver: TypeResolver | None = None, *,
-            params: Sequence[str] = ()) -> Analysis:
+            params: Sequence[str] = (), unsafe: bool = False) -> Analysis:
     """Type ``script`` in place (``expr.type``) and return its
     :class:`Analysis`; raises :class:`~pyebpf.lang.errors.LangError` with
     every semantic error found (bpftrace's messages and positions).
 
     ``resolver`` types ``argN``, ``retval`` and a tracepoint's ``args`` (see
     :class:`TypeResolver`); ``params`` are the positional parameters
-    (``$1``...; a number is an integer, else a string)."""
-    return Analyser(script, resolver, params).run()
+    (``$1``...; a number is an integer, else a string); ``unsafe``: the
+    unsafe functions (``system``) are allowed, as bpftrace's ``--unsafe``."""
+    return Analyser(script, resolver, params, unsafe).run()

@@ -33,7 +33,7 @@ _AGG_FUNCS = frozenset({"count", "sum", "min", "max", "avg", "stats", "hist", "l
 _KNOWN_FUNCS = frozenset(
     "avg buf cat cgroupid clear count delete exit hist join kaddr ksym lhist macaddr max min ntop "
     "print printf cgroup_path reg signal sizeof stats str strftime strncmp sum system time "
-    "uaddr usym zero kstack ustack".split())
+    "uaddr usym zero kstack ustack bswap uptr kptr pton strcontains unwatch".split())
 #: the signals bpftrace 0.17 knows by name (x86_64 numbers)
 _SIGNALS = {"SIGABRT": 6, "SIGALRM": 14, "SIGBUS": 7, "SIGCHLD": 17, "SIGCONT": 18,
             "SIGFPE": 8, "SIGHUP": 1, "SIGILL": 4, "SIGINT": 2, "SIGKILL": 9, "SIGPIPE": 13,
@@ -228,11 +228,12 @@ class _AnalyserBase:
     analyser calls in another are declared here."""
 
     def __init__(self, script: ast.Script, resolver: TypeResolver | None,
-                 params: Sequence[str]) -> None:
+                 params: Sequence[str], unsafe: bool = False) -> None:
         from .cdefs import definitions
         self.script = script
         self.resolver = resolver
         self.params = tuple(params)
+        self.unsafe = unsafe          # bpftrace's --unsafe: system() allowed
         #: the script's C definitions (its structs, unions, enums; the kernel's behind)
         self.cdefs = definitions(script)
         self.maps: dict[str, MapInfo] = {}

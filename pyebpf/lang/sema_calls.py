@@ -7,7 +7,7 @@ from __future__ import annotations
 from . import ast
 from .sema_base import (_KIND_NAMES, _KNOWN_FUNCS, _ONLY_IN, _X86_REGS, STRLEN, U64, USYM,
                         _kind_name, _tstr, signal_number)
-from .types import NONE, Type, string_type
+from .types import NONE, Type, int_type, string_type
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -284,6 +284,8 @@ def _ntop(a: Analyser, c: ast.Call, to: str | None) -> Type:
         a.error(f"ntop() expects an integer or array argument, got {t.kind}", c.pos)
     elif t.kind in ("buffer", "string") and t.size not in (4, 16):
         a.error("ntop() argument must be 4 or 16 bytes in size", c.pos)
+    elif t.kind in ("buffer", "string") and t.size == 16:
+        return Type("inet", 16)     # an IPv6 address's bytes
     return Type("inet", 24)
 
 
@@ -322,19 +324,114 @@ def _reg(a: Analyser, c: ast.Call, to: str | None) -> Type:
     return U64
 
 
+@_call("bswap")
+def _bswap(a: Analyser, c: ast.Call, to: str | None) -> Type:
+    """bswap(n): the bytes of an integer reversed, unsigned of its size."""
+    size = 8
+    if _nargs(a, c, 1):
+        t = c.args[0].type or NONE
+        if t.kind == "int":
+            size = t.size
+        elif t.kind != "none":
+            a.error(f"bswap() only supports integer arguments ({_kind_name(t)} provided)",
+                    c.pos)
+    return int_type(size, False)
+
+
+@_call("uptr")
+@_call("kptr")
+def _addrspace(a: Analyser, c: ast.Call, to: str | None) -> Type:
+    """uptr(p)/kptr(p): ``p``, read as a user (kernel) address."""
+    if not _nargs(a, c, 1):
+        return U64
+    t = c.args[0].type or NONE
+    if t.kind not in ("int", "pointer", "none"):
+        a.error(f"{c.name}() only supports integer or pointer arguments "
+                f"({_kind_name(t)} provided)", c.pos)
+    return t if t.kind != "none" else U64
+
+
+@_call("pton")
+def _pton(a: Analyser, c: ast.Call, to: str | None) -> Type:
+    """pton("addr"): an IPv4 (4 bytes) or IPv6 (16 bytes) address's bytes."""
+    if not _nargs(a, c, 1) or not _arg(a, c, "string", 0, literal=True):
+        return Type("buffer", 4)
+    text = c.args[0].value if isinstance(c.args[0], ast.String) else ""
+    data = pton_bytes(text)
+    if data is None:
+        a.error(f"pton() expects a valid IPv4/IPv6 address, got {text}", c.pos)
+        return Type("buffer", 4)
+    return Type("buffer", len(data))
+
+
+def pton_bytes(text: str) -> bytes | None:
+    """The bytes of an IPv4 (with a ``.``) or IPv6 (with a ``:``) address, or None."""
+    import socket
+    family = socket.AF_INET6 if ":" in text else socket.AF_INET
+    try:
+        return socket.inet_pton(family, text)
+    except OSError:
+        return None
+
+
+@_call("cgroup_path")
+def _cgroup_path(a: Analyser, c: ast.Call, to: str | None) -> Type:
+    """cgroup_path(id[, "filter"]): a cgroup id, printed as its paths."""
+    flt = "*"
+    if _varargs(a, c, 1, 2):
+        _arg(a, c, "int", 0)
+        if len(c.args) == 2 and _arg(a, c, "string", 1, literal=True) and \
+                isinstance(c.args[1], ast.String):
+            flt = c.args[1].value
+    return Type("cgroup_path", 8, fmt=flt)
+
+
+@_call("strcontains")
+def _strcontains(a: Analyser, c: ast.Call, to: str | None) -> Type:
+    """strcontains(haystack, needle): 1 when ``needle`` is in ``haystack``."""
+    if _nargs(a, c, 2):
+        _arg(a, c, "string", 0)
+        _arg(a, c, "string", 1)
+    return U64
+
+
 @_call("kaddr")
 @_call("uaddr")
 @_call("cgroupid")
 def _addr(a: Analyser, c: ast.Call, to: str | None) -> Type:
     if _nargs(a, c, 1):
         _arg(a, c, "string", 0, literal=True)
+        if c.name == "uaddr" and a.p is not None and isinstance(c.args[0], ast.String):
+            # a pointer to the symbol's own size, as bpftrace 0.17 types it
+            size = _user_symbol_size(a.p.probe.attach_points, c.args[0].value)
+            elem = int_type(size, True) if size in (1, 2, 4, 8) else U64
+            return Type("pointer", 8, elem=elem)
     return U64
+
+
+def _user_symbol_size(points: list[ast.AttachPoint], name: str) -> int:
+    """The size of the data symbol ``name`` in the binary of the first
+    uprobe/USDT attach point (0 when it cannot be read here)."""
+    import os
+    for ap in points:
+        if ap.provider in ("uprobe", "uretprobe", "usdt") and ap.parts and \
+                os.path.isfile(ap.parts[0]):
+            from ..elf import STT_OBJECT, open_elf
+            try:
+                syms = [s for s in open_elf(ap.parts[0]).find_symbols(name)
+                        if s.type == STT_OBJECT]
+            except Exception:
+                return 0
+            return int(syms[0].size) if syms else 0
+    return 0
 
 
 @_call("printf")
 @_call("system")
 @_call("cat")
 def _printf(a: Analyser, c: ast.Call, to: str | None) -> Type:
+    if c.name == "system" and not a.unsafe:
+        a.error("system() is an unsafe function being used in safe mode", c.pos)
     if not _statement(a, c, to, 1, 128) or not _arg(a, c, "string", 0, literal=True):
         return NONE
     fmt = c.args[0]
@@ -373,10 +470,12 @@ def _time(a: Analyser, c: ast.Call, to: str | None) -> Type:
 
 @_call("strftime")
 def _strftime(a: Analyser, c: ast.Call, to: str | None) -> Type:
+    fmt = ""
     if _varargs(a, c, 2, 2):
-        _arg(a, c, "string", 0, literal=True)
+        if _arg(a, c, "string", 0, literal=True) and isinstance(c.args[0], ast.String):
+            fmt = c.args[0].value
         _arg(a, c, "int", 1)
-    return Type("timestamp", 16)
+    return Type("timestamp", 16, fmt=fmt)
 
 
 @_call("strncmp")
@@ -389,6 +488,13 @@ def _strncmp(a: Analyser, c: ast.Call, to: str | None) -> Type:
             if n is not None and n < 0:
                 a.error("Builtin strncmp requires a non-negative size", c.pos)
     return U64
+
+
+@_call("unwatch")
+def _unwatch(a: Analyser, c: ast.Call, to: str | None) -> Type:
+    if _nargs(a, c, 1):
+        _arg(a, c, "int", 0)
+    return NONE
 
 
 @_call("signal")
@@ -441,7 +547,7 @@ for _len in ("", "hh", "h", "l", "ll", "j", "z", "t"):
         _PRINTF_TYPES[_len + _conv] = "int"
 #: kinds printf shows as strings
 _AS_STRING = frozenset({"ksym", "usym", "probe", "username", "kstack", "ustack", "inet",
-                        "timestamp", "macaddr"})
+                        "timestamp", "macaddr", "cgroup_path"})
 
 
 def printf_specs(fmt: str) -> list[str]:

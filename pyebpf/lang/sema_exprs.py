@@ -68,6 +68,9 @@ class _ExprTyping(_AnalyserBase):
                            e.pos)
             return base.elem
         if base.kind == "pointer" and base.elem is not None:
+            if self.const_int(e.index) is None:
+                self.error("The array index operator [] only accepts literal integer indices.",
+                           e.pos)
             return base.elem
         self.error("The array index operator [] can only be used on arrays and pointers, "
                    f"found {_kind_name(base)}.", e.pos)
@@ -191,10 +194,17 @@ class _ExprTyping(_AnalyserBase):
         p = self.p
         assert p is not None
         kind = p.single_provider()
-        if kind in ("uprobe", "kfunc", "kretfunc"):
-            # bpftrace reads these from DWARF or BTF
-            self.error(f"args in {kind} probes needs the function's debug information, which "
-                       "pyebpf does not read: use arg0, arg1...", e.pos)
+        if kind == "uprobe":          # bpftrace reads it from the program's DWARF
+            ap = p.probe.attach_points[0]
+            rec = self.resolver.args_record(ap) if self.resolver is not None else None
+            if rec is None:
+                self.error(f"No debuginfo found for {ap.parts[0] if ap.parts else ap.raw}",
+                           ap.pos)
+                return NONE
+            return rec
+        if kind in ("kfunc", "kretfunc"):
+            self.error(f"args in {kind} probes needs the function's debug information "
+                       "(BTF of kernel functions): use arg0, arg1...", e.pos)
             return NONE
         if kind != "tracepoint":
             self.error("The args builtin can only be used with tracepoint/kfunc/uprobe"
@@ -245,6 +255,10 @@ class _ExprTyping(_AnalyserBase):
             if fname == e.field:
                 return ftype
         ap = self.p.probe.attach_points[0] if self.p else None
+        if ap is not None and ap.provider in ("uprobe", "u") and \
+                isinstance(e.expr, ast.Builtin) and e.expr.name == "args":
+            self.error(f"Can't find function parameter {e.field}", e.pos)
+            return NONE
         name = "_tracepoint_" + "_".join(ap.parts) if ap and ap.parts else "args"
         self.error(f"Struct/union of type 'struct {name}' does not contain a field named "
                    f"'{e.field}'", e.pos)
@@ -275,7 +289,9 @@ class _ExprTyping(_AnalyserBase):
         ``at`` is the operator."""
         signed = lt.signed if op in ("<<", ">>") else (lt.signed and rt.signed)
         result = int_type(8, signed)
-        if (lt.kind == "int" and rt.kind == "int") or "pointer" in (lt.kind, rt.kind):
+        if "pointer" in (lt.kind, rt.kind):
+            return self.pointer_binop(op, lt, rt, at)
+        if lt.kind == "int" and rt.kind == "int":
             return result
         if lt.kind != rt.kind:
             self.error(f"Type mismatch for '{op}': comparing '{_tstr(lt)}' with "
@@ -284,6 +300,23 @@ class _ExprTyping(_AnalyserBase):
             self.error(f"The {op} operator can not be used on expressions of types "
                        f"{_tstr(lt)}, {_tstr(rt)}", at, final=True)
         return result
+
+    def pointer_binop(self, op: str, lt: Type, rt: Type, at: ast.Pos) -> Type:
+        """An operation on a pointer, as C (and bpftrace) allow it: ``p + n``,
+        ``n + p`` and ``p - n`` are pointers (the code scales ``n`` by the
+        pointee's size); a comparison with an integer is an ``int64``, of
+        two pointers a ``uint64``; anything else is refused."""
+        ptr, other = (lt, rt) if lt.kind == "pointer" else (rt, lt)
+        compare = op in ("==", "!=", "<", "<=", ">", ">=")
+        if other.kind == "pointer" and compare:
+            return U64          # (bpftrace warns of distinct pointee types; not here)
+        if other.kind == "int" and (op == "+" or (op == "-" and ptr is lt)):
+            return ptr
+        if other.kind == "int" and compare:
+            return I64
+        self.error(f"The {op} operator can not be used on expressions of types "
+                   f"{_tstr(lt)}, {_tstr(rt)}", at, final=True)
+        return I64
 
     def str_offset(self, e: ast.Binop) -> None:
         """Inside ``str()``, a parameter may only be offset by a constant
@@ -374,9 +407,14 @@ class _ExprTyping(_AnalyserBase):
                 self.error(f'Casts are not supported for type: "{_tstr(inner)}"', e.pos)
             return t
         if base.startswith(("struct ", "union ")) and name != base:
-            rec = self.cdefs.record(base)
-            if rec is not None:
-                t = Type("pointer", 8, elem=record_type(rec))
+            # the script's definition, else the probed program's DWARF, else the kernel's
+            rec = self.cdefs.record(base) if self.cdefs.records.defined(base) else None
+            found = record_type(rec) if rec is not None else self.program_struct(base)
+            if found is None:
+                rec = self.cdefs.record(base)
+                found = record_type(rec) if rec is not None else None
+            if found is not None:
+                t = Type("pointer", 8, elem=found)
                 return Type("pointer", 8, elem=t) if stars else t
         named = self.cdefs.type_named(base)
         if named is not None and named.kind == "int":
@@ -388,6 +426,18 @@ class _ExprTyping(_AnalyserBase):
             return NONE
         self.error(f"Unknown struct/union: '{base}'", e.pos)
         return NONE
+
+    def program_struct(self, name: str) -> Type | None:
+        """``struct NAME`` as the probed program's DWARF defines it (a uprobe
+        on a program built with ``-g``), else None."""
+        find = getattr(self.resolver, "struct_type", None)
+        if find is None or self.p is None:
+            return None
+        for ap in self.p.probe.attach_points:
+            got = find(ap, name)
+            if got is not None:
+                return got  # type: ignore[no-any-return]
+        return None
 
     def sizeof(self, e: ast.Sizeof) -> Type:
         """``sizeof(T)`` or ``sizeof(e)``: a ``uint64``, the size of the named

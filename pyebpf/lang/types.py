@@ -35,6 +35,7 @@ KINDS = frozenset({
     "macaddr",     # macaddr(): the 6 bytes of a MAC address
     "timestamp",   # strftime(): a time printed with a format
     "username",    # username: a uid printed as a name
+    "cgroup_path", # cgroup_path(): a cgroup id printed as its paths (``fmt``: the filter)
     "probe",       # the probe builtin: an index into the probes' names
     "pointer",     # ``elem``: what it points to (casts, args fields)
     "record",      # ``args`` of a tracepoint: ``fields`` name -> (offset, Type);
@@ -65,8 +66,9 @@ class Type:
     (a buffer of ``size`` bytes at most that carries its length: a length
     byte, then the bytes -- as bpftrace keeps ``buf(p, n)`` of a run-time
     ``n``), ``struct`` (a record that is a C struct or union: its
-    :class:`~pyebpf.lang.records.Record`, from the script's definitions or
-    the kernel's BTF)."""
+    :class:`~pyebpf.lang.records.Record`, from the script's definitions, the
+    probed program's DWARF or the kernel's BTF), ``fmt`` (a timestamp: its
+    strftime format; a cgroup_path: its hierarchy filter)."""
     kind: str
     size: int = 0
     signed: bool = False
@@ -78,6 +80,7 @@ class Type:
     lhist: tuple[int, int, int] | None = None
     counted: bool = False
     struct: Record | None = None
+    fmt: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

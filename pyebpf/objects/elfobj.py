@@ -92,18 +92,23 @@ class ObjElf:
     """A parsed BPF object file (see the module docstring)."""
 
     @classmethod
-    def read(cls, path: str, data: bytes | None = None) -> ObjElf:
+    def read(cls, path: str, data: bytes | None = None, *, bpf: bool = True) -> ObjElf:
         """The object file at ``path``, parsed from ``data`` when given (else
-        read from the file: one that cannot be read is an :class:`ObjectError`)."""
+        read from the file: one that cannot be read is an :class:`ObjectError`).
+        ``bpf``: as for the constructor."""
         if data is None:
             try:
                 with open(path, "rb") as fh:
                     data = fh.read()
             except OSError as exc:
                 raise ObjectError(f"cannot read {path}: {exc.strerror or exc}") from None
-        return cls(data, path)
+        return cls(data, path, bpf=bpf)
 
-    def __init__(self, data: bytes, path: str = "<bytes>") -> None:
+    def __init__(self, data: bytes, path: str = "<bytes>", *, bpf: bool = True) -> None:
+        """Parse ``data`` (``path`` names it in messages).  With ``bpf`` (the
+        default) an object of another machine or ELF type is refused; without,
+        any 64-bit little-endian ELF file is read, checked as strictly (the
+        disassembler lists a section of any such file): :attr:`is_bpf` tells."""
         self.path = path
         self.data = data
         if len(data) < _EHDR.size or data[:4] != b"\x7fELF":
@@ -113,10 +118,12 @@ class ObjElf:
                                   "(build it with clang -target bpf)")
         (_, e_type, machine, _, _, _, shoff, _, _, _, _, shentsize, shnum,
          shstrndx) = _EHDR.unpack_from(data, 0)
-        if machine != EM_BPF:
+        #: a relocatable BPF object (ELF machine 247, type ET_REL)
+        self.is_bpf = machine == EM_BPF and e_type == 1
+        if bpf and machine != EM_BPF:
             raise ObjectFileError(f"{path}: ELF machine {machine} is not BPF (247); "
                                   "build it with clang -target bpf")
-        if e_type != 1:
+        if bpf and e_type != 1:
             raise ObjectFileError(f"{path}: not a relocatable object (ELF type {e_type})")
         if shentsize != _SHDR.size or shoff + shnum * shentsize > len(data):
             raise ObjectFileError(f"{path}: the section table runs past the end of the file")
@@ -129,10 +136,13 @@ class ObjElf:
             if typ == SHT_NOBITS and size > _NOBITS_MAX:
                 raise ObjectFileError(f"{path}: section {i} claims {size} bytes of zeros "
                                       f"(at most {_NOBITS_MAX} make sense in a BPF object)")
+            sname = _cstr(names, name)
             if typ != SHT_NOBITS and off + size > len(data):
-                raise ObjectFileError(f"{path}: a section runs past the end of the file")
-            self.sections.append(ObjSection(i, _cstr(names, name), typ, flags, size, None,
-                                            link, info, data, off))
+                raise ObjectFileError(f"{path}: section {i} ({sname or 'unnamed'}) runs past the "
+                                      f"end of the file (bytes {off} to {off + size} of "
+                                      f"{len(data)}: is it truncated?)")
+            self.sections.append(ObjSection(i, sname, typ, flags, size, None, link, info,
+                                            data, off))
         self.symbols: list[ObjSymbol] = []
         for sec in self.sections:
             if sec.type == SHT_SYMTAB:
@@ -156,7 +166,8 @@ class ObjElf:
     def _bytes(self, hdr: tuple) -> bytes:  # type: ignore[type-arg]
         off, size = hdr[4], hdr[5]
         if off + size > len(self.data):
-            raise ObjectFileError(f"{self.path}: a section runs past the end of the file")
+            raise ObjectFileError(f"{self.path}: the section-name table runs past the end of "
+                                  f"the file (bytes {off} to {off + size} of {len(self.data)})")
         return self.data[off:off + size]
 
     def _read_symbols(self, symtab: ObjSection) -> None:

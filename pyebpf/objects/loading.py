@@ -64,12 +64,55 @@ def _load_btf(obj: BpfObject) -> PreparedBtf | None:
     try:
         obj._btf_fd = btf_load(prepared.blob)
     except KernelError as exc:
-        # libbpf goes on without BTF; so does pyebpf (no func/line info, no typed maps)
+        # libbpf goes on without BTF; so does pyebpf (no func/line info, no typed
+        # maps), and says so once, with the kernel's reason
         obj.btf_error = exc
         obj._btf_fd = None
+        import warnings
+        from ..errors import BtfWarning
+        warnings.warn(BtfWarning(
+            f"{obj.path}: the kernel refused the object's BTF ({btf_refusal(obj)}); loading "
+            "without it: maps get no key/value types (task storage and the like fail), "
+            "verifier messages no C source lines, global functions are verified as static, "
+            "callbacks (bpf_loop, timers) are refused"),
+            stacklevel=4)
         return None
     obj._owned.append(obj._btf_fd)
     return prepared
+
+
+def btf_refusal(obj: BpfObject) -> str:
+    """Why the kernel refused ``obj``'s BTF: the last line of its BTF log
+    (``[311] FUNC bpf_task_acquire type_id=8 Invalid arg#1``), else the
+    error; empty when it was not refused."""
+    exc = obj.btf_error
+    if exc is None:
+        return ""
+    lines = [ln.strip() for ln in (getattr(exc, "log", "") or "").splitlines() if ln.strip()]
+    return lines[-1] if lines else (str(exc).splitlines() or [type(exc).__name__])[0]
+
+
+#: words of a rejection (verifier or map creation) that BTF can be the cause of
+_BTF_WORDS = ("btf", "func_info", "line_info")
+
+
+def _btf_note(obj: BpfObject, text: str) -> str:
+    """`` (the object's BTF was refused by the kernel: REASON)`` when it was
+    and ``text`` (a rejection) is one its missing BTF can cause; else ``""``."""
+    if obj.btf_error is None or not any(w in text.lower() for w in _BTF_WORDS):
+        return ""
+    return f" (the object's BTF was refused by the kernel: {btf_refusal(obj)})"
+
+
+def _with_btf_note(obj: BpfObject, exc: KernelError) -> KernelError:
+    """``exc`` (a map creation refused) saying that the map was created
+    without the types the object's refused BTF would have given it."""
+    detail = (f"{exc.detail}; created without its BTF key/value types: the object's BTF "
+              f"was refused by the kernel: {btf_refusal(obj)}")
+    try:
+        return type(exc)(exc.errno or 0, exc.operation, detail, exc.hint)
+    except TypeError:                 # (a subclass built otherwise)
+        return KernelError(exc.errno or 0, exc.operation, detail, exc.hint)
 
 
 def _hidden_subprograms(obj: BpfObject) -> frozenset[str]:
@@ -262,8 +305,11 @@ def _create_map(obj: BpfObject, d: MapDef) -> Any:
     try:
         fd = _sys.map_create(d.type, d.key_size, d.value_size, max_entries, btf_fd=btf_fd,
                              btf_key_type_id=key_id, btf_value_type_id=value_id, **kw)
-    except KernelError:
+    except KernelError as exc:
         if not btf_fd:
+            if obj.btf_error is not None and d.key_type_id | d.value_type_id and \
+                    d.type not in _NO_BTF_MAPS:
+                raise _with_btf_note(obj, exc) from None
             raise
         fd = _sys.map_create(d.type, d.key_size, d.value_size, max_entries, **kw)
     flags = d.flags | (4 if d.numa_node else 0)          # (map_create's BPF_F_NUMA_NODE)
@@ -566,7 +612,8 @@ def _load_program(obj: BpfObject, prog: ObjectProgram, code: dict[int, list[Slot
                                 attach_btf_id=btf_id, kern_version=obj.kern_version,
                                 prog_flags=flags, log_level=log_level)
     except VerifierError as exc:
-        prog.status, prog.error = "rejected", _explain(exc, insns, lines)
+        prog.status, prog.error = "rejected", _explain(exc, insns, lines,
+                                                       _btf_note(obj, exc.message))
         prog.reason = prog.error.summary.splitlines()[0]
         return
     except KernelError as exc:
@@ -584,8 +631,10 @@ def _load_program(obj: BpfObject, prog: ObjectProgram, code: dict[int, list[Slot
     prog.status, prog.reason = "loaded", ""
 
 
-def _explain(exc: VerifierError, insns: bytes, lines: list[Any]) -> VerifierError:
-    """The error with the failing instruction and its C source line."""
+def _explain(exc: VerifierError, insns: bytes, lines: list[Any], note: str = ""
+             ) -> VerifierError:
+    """The error with the failing instruction and its C source line (and
+    ``note`` after the verifier's words: why the object's BTF is missing)."""
     from ..loader import failing_instruction
     index, text = failing_instruction(exc.log, exc.message)
     origin = None
@@ -601,8 +650,8 @@ def _explain(exc: VerifierError, insns: bytes, lines: list[Any]) -> VerifierErro
             src = best.line_text.strip()
             if src:
                 text = f"{text}; {src}" if text else src
-    return VerifierError(exc.errno or 0, exc.log, exc.message, index=index, origin=origin,
-                         instruction=text, hint=exc.hint)
+    return VerifierError(exc.errno or 0, exc.log, exc.message + note, index=index,
+                         origin=origin, instruction=text, hint=exc.hint)
 
 
 _PROBES: dict[tuple[int, int, int], str | None] = {}

@@ -277,7 +277,8 @@ class BpfObject(Owner):
         self._links: list[Any] = []
         #: the spec ids of libbpf's USDT protocol (pyebpf.objects.usdt), on first use
         self._usdt_specs: Any = None
-        #: why the object's BTF was not loaded (the load went on without it)
+        #: why the kernel refused the object's BTF (the load went on without it;
+        #: its ``.log`` is the kernel's BTF log)
         self.btf_error: Exception | None = None
         #: (section, relocation, result) of every CO-RE relocation, after load
         self.core_results: list[Any] = []
@@ -411,6 +412,12 @@ class BpfObject(Owner):
         raises its error (a :class:`~pyebpf.errors.VerifierError` naming the C
         source line); with ``strict=False`` each program records its
         ``status`` and the others load.  Returns the object.
+
+        When the kernel refuses the object's BTF, the load goes on without it
+        (as libbpf's does); a :class:`~pyebpf.errors.BtfWarning` says so once,
+        with the kernel's reason (kept in :attr:`btf_error`), and a rejection
+        the missing BTF causes (a callback's "missing btf func_info", a map
+        that needs its types) ends with that reason too.
         """
         if self.loaded:
             raise ObjectError(f"{self.path} is loaded already")

@@ -16,7 +16,7 @@ from ..errors import OptionError, PyebpfError
 from .folded import Stacks, folded_text
 
 __all__ = ["FORMATS", "ProfileWriteError", "format_of", "render", "write_profile",
-           "write_histogram", "write_text"]
+           "write_histogram", "write_text", "write_fallback"]
 
 #: extension -> format name
 FORMATS = {".svg": "svg", ".folded": "folded", ".txt": "folded", ".json": "speedscope"}
@@ -62,12 +62,34 @@ def write_text(path: str, text: str) -> None:
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError) and exc.filename == tmp and exc.errno is not None:
+            raise OSError(exc.errno, exc.strerror, path) from None   # (name the file asked for)
         raise
+
+
+def write_fallback(text: str, stem: str = "pyebpf-profile", suffix: str = ".folded") -> str:
+    """Write ``text`` to a new file in the temporary directory (``$TMPDIR``,
+    else ``/tmp``) named ``STEM-PID-XXXXXXXX.SUFFIX`` -- created anew, never
+    an existing file or link followed -- and return its path: where the data
+    goes when neither the file asked for nor standard output takes it.
+    OSError when it cannot be written either (the file is then removed)."""
+    import tempfile
+    fd, path = tempfile.mkstemp(prefix=f"{stem}-{os.getpid()}-", suffix=suffix)
+    try:
+        with open(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+    except BaseException:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        raise
+    return path
 
 
 def write_profile(stacks: Stacks, path: str, title: str = "Flame graph", subtitle: str = "",

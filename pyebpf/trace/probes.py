@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
     from ..attach import Link, TracepointField, TracepointFormat
     from ..elf import Location
+    from ..elf.dwarf import CParam
     from ..loader import LoadedProgram
     from ..program import Program, Reg
     from .usdt_source import UsdtProbeSource
@@ -259,6 +260,39 @@ class UprobeSource:
         p.mov(R2, 8)
         p.call("probe_read_user")
         p.load(dst, R10, slot, 8)
+
+    def params(self) -> list[CParam] | None:
+        """The first function's parameters from the binary's DWARF debug
+        information (:class:`pyebpf.elf.dwarf.CParam`: name and C type), None
+        when it has none for that function."""
+        if not hasattr(self, "_params"):
+            from ..elf.dwarf import dwarf_types
+            try:
+                got = dwarf_types(self.path).function_params(self.functions[0])
+            except OSError:
+                got = None
+            self._params: list[CParam] | None = got
+        return self._params
+
+    def emit_field(self, p: Program, dst: Reg, name: str, ctx: Reg) -> None:
+        """``dst = the parameter called name`` (``args->name``, from DWARF),
+        extended from its C size as its type's sign says."""
+        params = self.params() or []
+        for n, param in enumerate(params):
+            if param.name == name:
+                self.emit_arg(p, dst, n, ctx)
+                size = param.type.size if param.type.kind in ("int", "bool", "enum") else 8
+                if size < 8:
+                    if param.type.signed:
+                        p.movsx(dst, dst, size * 8)
+                    elif size == 4:
+                        p.mov(dst.w, dst.w)
+                    else:
+                        p.and_(dst, (1 << size * 8) - 1)
+                return
+        raise ProbeSpecError(f"{self.kind}:{self.path}:{self.functions[0]} has no parameter "
+                             f"{name!r} (its parameters: "
+                             f"{', '.join(x.name for x in params) or 'none known'})")
 
     def emit_retval(self, p: Program, dst: Reg, ctx: Reg) -> None:
         """``dst = return value`` (rax); only at a uretprobe."""

@@ -53,7 +53,11 @@ file cannot be sealed: its owner and root could still change it).
 
 Firing: each :class:`ProviderProbe` caches its ctypes function with its
 prototype, so ``probe.fire(...)`` is one ctypes call (plus one ``encode``
-per ``str`` argument).  ``probe.enabled`` reads the semaphore: the kernel
+per ``str`` argument), after the arguments are checked against the declared
+types -- the count, the type, and the range of each integer: a value its
+type cannot hold is refused (:class:`~pyebpf.errors.UsdtError`), never
+truncated, and a wrong type is an :class:`~pyebpf.errors.ArgumentTypeError`,
+both naming the probe and the argument, before anything is loaded.  ``probe.enabled`` reads the semaphore: the kernel
 keeps it non-zero while a tracer is attached with ``ref_ctr_offset``
 (pyebpf always does; bpftrace does when its libbcc supports it).
 
@@ -78,7 +82,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..codecs import INT_ALIASES, INT_TYPES
-from ..errors import ArgumentTypeError, UsdtError
+from ..errors import ArgumentTypeError, UsdtError, UsdtProbeLookupError
 from ..kernel.lifetime import Owner, close_fd
 
 if TYPE_CHECKING:
@@ -364,6 +368,70 @@ class _Loaded:
             self.file = None
 
 
+def _bounds(t: ArgType) -> tuple[int, int]:
+    """The smallest and largest integer an argument of type ``t`` holds."""
+    bits = 8 * t.size
+    return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if t.signed else (0, (1 << bits) - 1)
+
+
+def _checked(probe: str, index: int, t: ArgType, v: Any) -> Any:
+    """Argument ``index`` of ``probe``, ``v``, as its stub takes it (see
+    :meth:`ProviderProbe.check`)."""
+    where = f"probe {probe}: argument {index} ({t.name})"
+    if t.string:
+        if isinstance(v, str):
+            try:
+                return v.encode()
+            except UnicodeEncodeError as exc:
+                raise UsdtError(f"{where}: {v[:40]!r} cannot be encoded as UTF-8 "
+                                f"({exc.reason})") from None
+        if v is None or isinstance(v, bytes):
+            return bytes(v) if v is not None else None
+        raise ArgumentTypeError(f"{where} takes str or bytes (or None: a NULL pointer), not "
+                                f"{type(v).__name__}")
+    if not isinstance(v, int):
+        import operator
+        try:
+            v = operator.index(v)         # (an int-like: numpy's, IntEnum...)
+        except TypeError:
+            raise ArgumentTypeError(f"{where} takes an int, not {type(v).__name__}") from None
+    lo, hi = _bounds(t)
+    if not lo <= v <= hi:
+        raise UsdtError(f"{where}: {v} is out of range ({lo} to {hi})")
+    return int(v)
+
+
+def _fast_fire(fn: Any, types: Sequence[ArgType], check: Callable[[Sequence[Any]], list[Any]]
+               ) -> Callable[..., None]:
+    """``fire`` for the stub ``fn``: the common case -- the right count of
+    ints in range and of ``str``/``bytes`` -- tested inline, in one function
+    written for these types (as :mod:`dataclasses` writes ``__init__``: a
+    loop over the arguments would double the cost of a fire); anything else
+    goes through ``check``, which raises or converts (a bool, an IntEnum)."""
+    names = [f"a{i}" for i in range(len(types))]
+    tests, passed = [], []
+    for a, t in zip(names, types):
+        if t.string:
+            tests.append(f"(type({a}) is str or type({a}) is bytes)")
+            passed.append(f"{a}.encode() if type({a}) is str else {a}")
+        else:
+            lo, hi = _bounds(t)
+            tests.append(f"type({a}) is int and {lo} <= {a} <= {hi}")
+            passed.append(a)
+    unpack = f"    {', '.join(names)}, = args\n" if names else ""
+    src = (f"def fire(*args):\n"
+           f"    if len(args) == {len(types)}:\n"
+           f"    {unpack}"
+           f"        if {' and '.join(tests) or 'True'}:\n"
+           f"            fn({', '.join(passed)})\n"
+           f"            return\n"
+           f"    fn(*check(args))\n")
+    scope: dict[str, Any] = {"fn": fn, "check": check}
+    exec(src, scope)                  # noqa: S102 - text made here from ints and names only
+    fire: Callable[..., None] = scope["fire"]
+    return fire
+
+
 def _not_loaded(*_args: Any) -> None:
     raise UsdtError("the provider is closed: its probes cannot fire any more")
 
@@ -371,10 +439,11 @@ def _not_loaded(*_args: Any) -> None:
 class ProviderProbe:
     """One probe of a :class:`Provider`.
 
-    ``fire(*args)`` calls the probe's stub (one ctypes call); ``enabled``
+    ``fire(*args)`` checks the arguments (:meth:`check`) and calls the
+    probe's stub (one ctypes call); ``enabled``
     reads its semaphore (True while a tracer is attached with ref_ctr).
     ``name``, ``types`` (:class:`ArgType` list), ``specs`` (the note's
-    argument string), ``provider``.
+    argument string), ``provider``, ``address`` (of the stub, once loaded).
     """
 
     def __init__(self, provider: "Provider", name: str, types: Sequence[ArgType]) -> None:
@@ -383,40 +452,45 @@ class ProviderProbe:
         self.types = tuple(types)
         self.specs = " ".join(t.spec(i) for i, t in enumerate(self.types))
         self._sema: Any = None
+        #: the address of the probe's stub, its first instruction the probe
+        #: location (None until loaded)
+        self.address: int | None = None
         #: fire the probe (replaced by the ctypes call at load)
         self.fire: Callable[..., None] = self._fire_lazy
 
     def _fire_lazy(self, *args: Any) -> None:
+        self.check(args)                 # (a bad fire loads nothing)
         self.provider.load()
         self.fire(*args)
+
+    def check(self, args: Sequence[Any]) -> list[Any]:
+        """``args`` as the stub takes them (``str`` encoded), checked against
+        the declared types first: a wrong count or type is an
+        :class:`~pyebpf.errors.ArgumentTypeError`, an integer its type
+        cannot hold a :class:`~pyebpf.errors.UsdtError` (never truncated);
+        both name the probe and the argument.  (``fire`` calls it.)"""
+        if len(args) != len(self.types):
+            raise ArgumentTypeError(f"probe {self.probe} takes {len(self.types)} argument(s) "
+                                    f"({', '.join(t.name for t in self.types) or 'none'}), "
+                                    f"{len(args)} given")
+        out = list(args)
+        for i, (v, t) in enumerate(zip(args, self.types)):
+            out[i] = _checked(self.probe, i, t, v)
+        return out
 
     def _bind(self, lib: Any, layout: _Layout, base: int) -> None:
         fn_name, _sem_name = layout.symbols[self.name]
         fn = getattr(lib, fn_name)
         fn.argtypes = [t.ctype for t in self.types]
         fn.restype = None
-        strings = [i for i, t in enumerate(self.types) if t.string]
-        if not strings:
-            self.fire = fn
-        else:
-            n = len(self.types)
-
-            def fire(*args: Any, _fn: Any = fn, _strings: tuple[int, ...] = tuple(strings)) -> None:
-                if len(args) != n:
-                    raise ArgumentTypeError(f"{self.provider.name}:{self.name} takes {n} argument(s), "
-                                    f"{len(args)} given")
-                a = list(args)
-                for i in _strings:
-                    v = a[i]
-                    if isinstance(v, str):
-                        a[i] = v.encode()
-                _fn(*a)
-            self.fire = fire
+        self.fire = _fast_fire(fn, self.types, self.check)
+        self.address = ctypes.cast(fn, ctypes.c_void_p).value
         self._sema = ctypes.c_uint16.from_address(base + layout.semaphores[self.name])
 
     def _unbind(self) -> None:
         self.fire = _not_loaded
         self._sema = None
+        self.address = None
 
     @property
     def enabled(self) -> bool:
@@ -493,7 +567,16 @@ class Provider(Owner):
         return dict(self._probes)
 
     def __getitem__(self, name: str) -> ProviderProbe:
-        return self._probes[name]
+        """The probe called ``name``; an unknown name is a
+        :class:`~pyebpf.errors.UsdtProbeLookupError` listing the defined ones."""
+        try:
+            return self._probes[name]
+        except (KeyError, TypeError):
+            known = ", ".join(self._probes) or "none yet"
+            raise UsdtProbeLookupError(f"provider {self.name!r} has no probe {name!r} "
+                                       f"(defined: {known})", probe=str(name), target=self.name,
+                                       candidates=[f"{self.name}:{n}" for n in self._probes]
+                                       ) from None
 
     # -- lifetime
     @property
@@ -579,7 +662,7 @@ class Provider(Owner):
     def usdt(self, probe: str) -> Usdt:
         """Probe ``probe`` of this provider as a :class:`~pyebpf.usdt.attach.Usdt`
         (for pyebpf programs: ``.count()``, ``.trace()``, ``.read_arg()``)."""
-        return self._probes[probe].usdt()
+        return self[probe].usdt()
 
     def __repr__(self) -> str:
         state = f"loaded at {self.path}" if self.loaded else \

@@ -56,6 +56,23 @@ def bt_workload() -> str:
     return str(out)
 
 
+def build_c(name: str, source: str, *flags: str) -> str:
+    """The C program ``source`` built as ``BUILD/name`` with gcc ``flags``
+    (skips without gcc, or without sys/sdt.h when it includes it)."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    BUILD.mkdir(parents=True, exist_ok=True)
+    src, out = BUILD / f"{name}.c", BUILD / name
+    src.write_text(source)
+    proc = subprocess.run(["gcc", *flags, "-o", str(out), str(src)], capture_output=True,
+                          text=True)
+    if proc.returncode != 0:
+        if "sys/sdt.h" in proc.stderr:
+            pytest.skip("sys/sdt.h is not installed (systemtap-sdt-dev)")
+        raise AssertionError(f"building {name} failed:\n{proc.stderr}")
+    return str(out)
+
+
 def expected_requests(n: int) -> list[tuple[str, str | None]]:
     """(host, path) of each btw:request of ``btworkload n`` (path None: NULL)."""
     return [(HOSTS[i % 3], PATHS[i % 4]) for i in range(n)]

@@ -70,15 +70,38 @@ def test_close_releases_everything(w: str, no_fd_leak: None) -> None:
         list(run)
 
 
-def test_exit_stops_every_probe_in_the_kernel(w: str) -> None:
-    # nothing runs after exit(): the probe that counts every call stops at i = 7
+def test_probes_keep_running_until_exit_is_read(w: str) -> None:
+    # as in bpftrace, exit() stops nothing in the kernel: the probe declared
+    # after it on the same call still runs (it printed nothing before issue 25)
     prog = lang.compile(f"uprobe:{w}:compute /arg0 == 7/ {{ exit(); }} "
-                        f"uprobe:{w}:compute {{ @all = count(); }}")
+                        f"uprobe:{w}:compute /arg0 == 7/ {{ @after = 1; }}")
     with prog.start([w, "400", "1"]) as run:
         events = list(run)
         run.stop()
-        assert 7 <= run.maps()["@all"] <= 8
+        assert run.maps()["@after"] == 1
     assert [e.kind for e in events] == ["exit"]
+
+
+def test_probes_of_one_event_fire_in_the_declared_order(w: str) -> None:
+    for second in ("uprobe", "uretprobe"):
+        prog = lang.compile(f'{second}:{w}:compute {{ @seen = 1; }} '
+                            f'{second}:{w}:compute /@seen/ {{ printf("first\\n"); }} '
+                            f'{second}:{w}:compute /@seen/ {{ printf("second\\n"); exit(); }}')
+        with prog.start([w, "50", "1"]) as run:
+            texts = [e.text for e in run]
+        assert texts[:2] == ["first\n", "second\n"], (second, texts)
+
+
+def test_begin_runs_before_any_probe_is_attached() -> None:
+    import os
+    # BEGIN runs through a bpf() call of this process: attached before it, the
+    # tracepoint would see @began still 0
+    prog = lang.compile("BEGIN { @began = 1; } tracepoint:syscalls:sys_enter_bpf "
+                        f"/pid == {os.getpid()}/ {{ @seen[@began] = count(); }}")
+    with prog.start() as run:
+        run.poll(0)
+        run.stop()
+        assert 0 not in (run.maps().get("@seen") or {})
 
 
 def test_show_names_skipped_probes_and_the_deepest_stack() -> None:

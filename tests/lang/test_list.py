@@ -1,4 +1,4 @@
-"""``bt -l``: pyebpf.lang.probes.list_probes prints what ``bpftrace -l`` prints
+"""``bt -l``: pyebpf.lang.listing.list_probes prints what ``bpftrace -l`` prints
 for tracepoints, a binary's functions and USDT probes (the installed
 bpftrace 0.17 is the reference)."""
 from __future__ import annotations
@@ -8,7 +8,8 @@ import subprocess
 
 import pytest
 
-from pyebpf.lang.probes import SOFTWARE_EVENTS, ProbeSpecError, list_probes
+from pyebpf.lang.listing import list_probes
+from pyebpf.lang.probes import SOFTWARE_EVENTS, ProbeSpecError
 
 from .harness import bt_workload
 
@@ -81,8 +82,97 @@ def test_no_pattern_and_bare_patterns():
 
 
 def test_bad_patterns_are_clear_errors():
-    for pattern in ("uprobe:", "usdt:", "nosuch:*"):
+    for pattern in ("uprobe:", "usdt:", "nosuch:*", "uprobe:*", "uprobe:/bin/sh"):
         with pytest.raises(ProbeSpecError):
             list_probes(pattern)
     with pytest.raises(ProbeSpecError, match="does not exist"):
         list_probes("uprobe:/no/such/file:*")
+
+
+def _bpftrace_l_pid(pattern: str, pid: int) -> list[str]:
+    if shutil.which("bpftrace") is None:
+        pytest.skip("bpftrace is not installed")
+    proc = subprocess.run(["bpftrace", "-l", pattern, "-p", str(pid)], capture_output=True,
+                          text=True, timeout=120)
+    return proc.stdout.splitlines()
+
+
+@pytest.mark.parametrize("form", ["*:{w}:*", "uprobe:{d}/btwork*:comp*", "usdt:{d}/btwo*:btw:*",
+                                  "*:{d}/btworkload:lock*", "u*:{w}:*"])
+def test_wildcard_kinds_and_files_like_bpftrace(form):
+    import os
+    w = bt_workload()
+    pattern = form.format(w=w, d=os.path.dirname(w))
+    ours = list_probes(pattern)
+    assert ours and ours == bpftrace_l(pattern)
+
+
+def test_kind_wildcards_without_a_path_are_the_kernels():
+    got = list_probes("*ware:*")
+    assert "software:cpu-clock:" in got and "hardware:cpu-cycles:" in got
+    assert {p.split(":")[0] for p in got} == {"software", "hardware"}
+    # hardware events are listed as bpftrace lists them, PMU or not
+    assert [p for p in list_probes() if p.startswith("hardware:")]
+    with pytest.raises(ProbeSpecError, match="No probe type matched for x\\*"):
+        list_probes("x*:*")
+
+
+def test_invalid_characters_are_refused_as_bpftrace_refuses_them():
+    from pyebpf.lang.errors import LangError
+    with pytest.raises(LangError) as info:
+        list_probes("\\n")
+    assert str(info.value).startswith("stdin:1:1-2: ERROR: invalid character '\\'")
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("pattern", ["*:*", "uprobe:*", "usdt:*", "usdt:*:btw:*", "uprobe:lock*",
+                                     "usdt:{w}:*"])
+def test_a_process_s_probes_like_bpftrace(pattern):
+    w = bt_workload()
+    pattern = pattern.format(w=w)
+    proc = subprocess.Popen([w, "1000000", "1000"], stdout=subprocess.DEVNULL)
+    try:
+        ours = list_probes(pattern, pid=proc.pid)
+        assert ours and ours == _bpftrace_l_pid(pattern, proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.kernel
+def test_a_process_in_another_mount_namespace(tmp_path):
+    """-p of a process whose binary only its own mount namespace sees: listed,
+    and attached, through /proc/PID/root."""
+    import os
+    import sys
+    w = bt_workload()
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0:
+        pytest.skip("needs unshare(1) and root")
+    root = tmp_path / "private"
+    root.mkdir()
+    script = (f"mount -t tmpfs none {root} && cp {w} {root}/hidden_w && "
+              f"exec {root}/hidden_w 1000000 1000")
+    proc = subprocess.Popen([unshare, "-m", "--propagation", "private", "sh", "-c", script],
+                            stdout=subprocess.DEVNULL)
+    try:
+        for _ in range(200):             # (bounded: until it has exec'ed)
+            try:
+                if os.readlink(f"/proc/{proc.pid}/exe").endswith("hidden_w"):
+                    break
+            except OSError:
+                pass
+            subprocess.run(["sleep", "0.01"])
+        assert not os.path.exists(f"{root}/hidden_w")
+        shown = f"/proc/{proc.pid}/root{root}/hidden_w"
+        assert f"uprobe:{shown}:compute" in list_probes("uprobe:*", pid=proc.pid)
+        assert f"usdt:{shown}:btw:request" in list_probes("usdt:*", pid=proc.pid)
+        from .harness import ROOT
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        run = subprocess.run([sys.executable, "-m", "pyebpf", "bt", "-p", str(proc.pid), "-e",
+                              f"uprobe:{root}/hidden_w:compute {{ printf(\"hit\\n\"); exit(); }}"],
+                             capture_output=True, text=True, timeout=60, env=env)
+        assert run.stdout.startswith("Attaching 1 probe...\nhit\n"), run.stderr
+    finally:
+        proc.kill()
+        proc.wait()

@@ -152,7 +152,10 @@ def test_usdt_arguments_are_uint64_as_in_bpftrace(w):
     assert r.arg_type(ap(f"usdt:{w}:btw:request"), 0) == int_type(8, False)   # a pointer
     assert r.arg_type(ap(f"uprobe:{w}:compute"), 0) == int_type(8, False)
     assert r.retval_type(ap(f"uretprobe:{w}:compute")) == int_type(8, False)
-    assert r.args_record(ap(f"uprobe:{w}:compute")) is None
+    # (the workload is built with -g: compute(long a, long b) from its DWARF)
+    rec = r.args_record(ap(f"uprobe:{w}:compute"))
+    assert rec is not None and [(n, t) for n, _, t in rec.fields] == [
+        ("a", int_type(8, True)), ("b", int_type(8, True))]
 
 
 def test_tracepoint_args_record():

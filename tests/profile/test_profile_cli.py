@@ -182,6 +182,30 @@ def test_an_unwritable_output_still_gives_the_stacks(shapes):
     assert under(parse_folded(proc.stdout), "work", "hot") > 0
 
 
+@pytest.mark.parametrize("output", [["-o", "/nonexistent/dir/x.svg"], []],
+                         ids=["unwritable-file", "stdout-only"])
+def test_stacks_stdout_cannot_take_land_in_a_named_file(shapes, tmp_path, output):
+    """-o to an unwritable path (or no -o) and stdout failing too (/dev/full):
+    the stacks go to a new file in $TMPDIR, and stderr says where (before,
+    they were lost with only 'No space left on device')."""
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "pyebpf", "profile", "-q", "-F", HZ, "-c",
+                               f"{shapes} 10", *output], stdout=full, stderr=subprocess.PIPE,
+                              text=True, timeout=120, env=env, cwd=str(ROOT))
+    assert proc.returncode == 1, proc.stderr
+    saved = list(tmp_path.glob("pyebpf-profile-*.folded"))
+    assert len(saved) == 1, proc.stderr
+    assert saved[0].name.startswith(f"pyebpf-profile-") and saved[0].stat().st_mode & 0o077 == 0
+    assert proc.stderr.endswith(f"pyebpf profile: standard output: No space left on device; "
+                                f"the folded stacks were written to {saved[0]}\n"), proc.stderr
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr
+    if output:
+        assert "pyebpf profile: /nonexistent/dir/x.svg: No such file or directory" in proc.stderr
+    assert under(parse_folded(saved[0].read_text()), "work", "hot") > 0
+
+
 # ------------------------------------------------------------------ in process
 def test_the_profiler_leaves_nothing_behind(no_fd_leak, shapes):
     from pyebpf import attach

@@ -130,4 +130,4 @@ def test_disasm_elf(tmp_path):
     r = pyebpf("disasm", "--elf", str(obj), "--section", "nope")
     assert r.returncode == 1 and b"no section 'nope'" in r.stderr and b"xdp" in r.stderr
     r = pyebpf("disasm", "--elf", str(src))
-    assert r.returncode == 1 and b"not an ELF object" in r.stderr
+    assert r.returncode == 1 and b"not an ELF file" in r.stderr

@@ -30,7 +30,7 @@ TARGET = textwrap.dedent("""
     app = Provider("stopscn")
     tick = app.probe("tick", "u64")
     app.load()
-    site = ctypes.c_uint8.from_address(ctypes.cast(tick.fire, ctypes.c_void_p).value)
+    site = ctypes.c_uint8.from_address(tick.address)
     print(app.path, site.value, flush=True)
     for line in sys.stdin:               # each request: fire some, then report
         for i in range(int(line)):

@@ -14,7 +14,8 @@ LAYERS = [
     "errors", "_record", "_lazy", "isa", "codecs",
     "uapi",            # pyebpf.kernel.constants: the UAPI numbers, pure Python
     "syntax",          # the bpftrace language's front end (lang.lexer, parser, ast, errors,
-                       # types): text -> tree, on errors/_record only; trace reads its
+                       # types, records, preprocess, includes): text -> tree, on errors/_record
+                       # only; trace reads its
                        # expressions with it, below the rest of lang
     "program", "ptregs", "text", "vm", "elf", "btf",
     "kernel", "maps", "loader", "explain", "conformance", "attach", "events", "usdt",
@@ -24,7 +25,8 @@ LAYERS = [
 ]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 #: the modules of pyebpf.lang that form the "syntax" unit
-SYNTAX = frozenset({"lexer", "parser", "ast", "errors", "types"})
+SYNTAX = frozenset({"lexer", "parser", "ast", "errors", "types", "records", "preprocess",
+                    "includes"})
 
 
 def unit(module: str) -> str:

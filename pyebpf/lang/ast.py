@@ -38,7 +38,7 @@ __all__ = ["Pos", "Node", "Expr", "Integer", "String", "Builtin", "Identifier",
            "PositionalParameter", "Variable", "Map", "Call", "Binop", "Unop", "Ternary",
            "FieldAccess", "ArrayAccess", "Cast", "Sizeof", "Tuple", "Stmt", "ExprStmt",
            "AssignMap", "AssignVar", "Block", "If", "Unroll", "While", "Jump",
-           "AttachPoint", "Probe", "Script", "BINARY_OPS", "UNARY_OPS", "ASSIGN_OPS"]
+           "AttachPoint", "Probe", "CDefinition", "Script", "BINARY_OPS", "UNARY_OPS", "ASSIGN_OPS"]
 
 #: binary operators, C's set; the parser gives them C's precedence
 BINARY_OPS = frozenset({"||", "&&", "|", "^", "&", "==", "!=", "<", "<=", ">", ">=",
@@ -102,8 +102,11 @@ class Builtin(Expr):
 @dataclass(eq=False)
 class Identifier(Expr):
     """A bare name where the language allows one: a stack mode
-    (``ustack(perf)``), a type in ``sizeof``, an enum-like argument."""
+    (``ustack(perf)``), a type in ``sizeof``, an enum-like argument, an
+    enumerator; ``value``: an enumerator of the script's C definitions, once
+    the semantic pass has found it."""
     name: str
+    value: int | None = None
 
 
 @dataclass(eq=False)
@@ -188,9 +191,11 @@ class Cast(Expr):
 
 @dataclass(eq=False)
 class Sizeof(Expr):
-    """``sizeof(typename)`` (``typename`` set) or ``sizeof(expr)``."""
+    """``sizeof(typename)`` (``typename`` set) or ``sizeof(expr)``;
+    ``size``: the value, once the semantic pass has typed what it names."""
     typename: str | None = None
     expr: Expr | None = None
+    size: int | None = None
 
 
 @dataclass(eq=False)
@@ -298,12 +303,23 @@ class Probe(Node):
 
 
 @dataclass(eq=False)
+class CDefinition(Node):
+    """A C ``struct``/``union``/``enum`` definition written before the
+    probes, kept as its text (:mod:`~pyebpf.lang.cdefs` parses it)."""
+    text: str
+
+
+@dataclass(eq=False)
 class Script(Node):
     """A whole program: its probes in order, and the source text (for error
-    carets and for commenting generated code with the line it comes from)."""
+    carets and for commenting generated code with the line it comes from);
+    the C definitions written before the probes, and the headers it
+    ``#include`` s."""
     probes: list[Probe]
     source: str = ""
     filename: str = "<stdin>"
+    c_definitions: list[CDefinition] = field(default_factory=list)
+    includes: list[str] = field(default_factory=list)
 
     def line(self, n: int) -> str:
         """Source line ``n`` (1-based), ``""`` past the end."""

@@ -2,12 +2,13 @@
 (``/sys/kernel/btf/vmlinux``), as bpftrace 0.17 types them with BTF:
 
 - ``(struct task_struct *)curtask`` is a pointer to a ``record`` whose
-  ``btf`` is the struct's type id (its members are looked up when used);
+  ``struct`` is a :class:`~pyebpf.lang.records.Record` filled from the BTF
+  (its fields read from the BTF when first used);
 - ``p->member`` / ``rec.member``: the member's type -- an integer of its C
   size and signedness (enums too), a pointer (to a record, a ``char`` for
-  ``char *``, else a ``uint64``), a string for a ``char`` array, a buffer
-  for another array, a record for an embedded struct or union; anonymous
-  members are searched through as C does; bit fields are refused.
+  ``char *``, else a ``uint64``), a string for a ``char`` array, an array
+  of another, a record for an embedded struct or union; anonymous members
+  are searched through as C does; bit fields are read as C reads them.
 
 Kernel enumerators (``TCP_FIN_WAIT1``) are constants of type ``uint64``, as
 bpftrace 0.17 resolves a bare name that is no builtin.
@@ -17,15 +18,18 @@ identifier.
 """
 from __future__ import annotations
 
-from .types import Type, int_type, string_type
+from .records import Bitfield, Field, Record
+from .types import Type, array_type, int_type, record_type, string_type
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..btf.reader import Btf
 
-__all__ = ["struct_type", "member", "type_name", "enum_value"]
+__all__ = ["struct_type", "record", "enum_value"]
 
 _VMLINUX: list[Btf] = []
+#: kernel type id -> its record (made once)
+_RECORDS: dict[int, Record] = {}
 #: every enumerator of the kernel's BTF -> its value (built on first use)
 _ENUMERATORS: dict[str, int] = {}
 
@@ -37,16 +41,23 @@ def _btf() -> Btf:
     return _VMLINUX[0]
 
 
-def struct_type(name: str) -> Type | None:
-    """``struct NAME`` / ``union NAME`` as a record type, None when the
-    kernel's BTF has no such type (or there is no BTF)."""
+def record(name: str) -> Record | None:
+    """The kernel's ``struct NAME`` / ``union NAME`` as a record, None when
+    the kernel's BTF has no such type (or there is no BTF)."""
     from ..errors import PyebpfError
     try:
         btf = _btf()
         tid = btf.type_id(name)
-        return Type("record", btf.size_of(tid), btf=tid)
     except (PyebpfError, OSError):
         return None
+    return _record(btf, btf.resolve(tid))
+
+
+def struct_type(name: str) -> Type | None:
+    """``struct NAME`` / ``union NAME`` as a record type, None when the
+    kernel's BTF has no such type (or there is no BTF)."""
+    rec = record(name)
+    return None if rec is None else record_type(rec)
 
 
 def enum_value(name: str) -> int | None:
@@ -69,25 +80,36 @@ def enum_value(name: str) -> int | None:
     return _ENUMERATORS.get(name)
 
 
-def type_name(rec: Type) -> str:
-    """A BTF record's C name (``struct task_struct``)."""
-    return _btf().format(rec.btf)
+def _record(btf: Btf, tid: int) -> Record:
+    rec = _RECORDS.get(tid)
+    if rec is None:
+        t = btf[tid]
+        name = btf.format(tid) if t.name else f"{btf.format(tid)} (anonymous)"
+        rec = _RECORDS[tid] = Record(name, t.size, btf.align_of(tid), origin="btf",
+                                     load=lambda: _fields(btf, tid))
+    return rec
 
 
-def member(rec: Type, name: str) -> tuple[int, Type] | None:
-    """``(byte offset, type)`` of member ``name`` of the BTF record ``rec``;
-    None when it has no such member. A bit field's type is ``none``."""
-    from ..btf.errors import BtfError
-    btf = _btf()
-    try:
-        chain = btf.member_path(rec.btf, name)
-    except BtfError:
-        return None
-    bits = sum(m.bit_offset for _, m in chain)
-    last = chain[-1][1]
-    if last.bitfield_size or bits % 8:
-        return bits // 8, Type("none")
-    return bits // 8, _lang_type(btf, last.type)
+def _fields(btf: Btf, tid: int) -> list[Field]:
+    out = []
+    for m in btf[tid].members:
+        if m.bitfield_size:
+            signed = _signed(btf, btf.resolve(m.type))
+            shift = m.bit_offset % 8
+            width = next((w for w in (1, 2, 4, 8) if w * 8 >= shift + m.bitfield_size), 8)
+            out.append(Field(m.name, m.bit_offset // 8, int_type(width, signed),
+                             Bitfield(shift, m.bitfield_size)))
+        else:
+            out.append(Field(m.name, m.bit_offset // 8, _lang_type(btf, m.type)))
+    return out
+
+
+def _signed(btf: Btf, tid: int) -> bool:
+    from ..btf.types import INT_SIGNED, Kind
+    t = btf[tid]
+    if t.kind == Kind.INT:
+        return bool(t.encoding & INT_SIGNED)
+    return t.kind in (Kind.ENUM, Kind.ENUM64) and bool(t.kind_flag)
 
 
 def _lang_type(btf: Btf, type_id: int) -> Type:
@@ -102,15 +124,19 @@ def _lang_type(btf: Btf, type_id: int) -> Type:
         target = btf.resolve(t.ref) if t.ref else 0
         tt = btf[target] if target else None
         if tt is not None and tt.is_composite:
-            return Type("pointer", 8, elem=Type("record", tt.size, btf=target))
+            return Type("pointer", 8, elem=record_type(_record(btf, target)))
         if tt is not None and tt.kind == Kind.INT and tt.size == 1:
             return Type("pointer", 8, elem=int_type(1, bool(tt.encoding & INT_SIGNED)))
         return Type("pointer", 8, elem=int_type(8, False))
     if t.kind == Kind.ARRAY:
-        elem = btf[btf.resolve(t.elem)]
-        if elem.kind == Kind.INT and elem.size == 1:
+        etid = btf.resolve(t.elem)
+        elem = btf[etid]
+        if elem.kind == Kind.INT and elem.size == 1:      # char[N]: a string
             return string_type(t.nelems)
-        return Type("buffer", btf.size_of(tid))
+        et = _lang_type(btf, etid)
+        if et.size == 0:
+            return Type("buffer", btf.size_of(tid))
+        return array_type(et, t.nelems)
     if t.is_composite:
-        return Type("record", t.size, btf=tid)
+        return record_type(_record(btf, tid))
     return Type("none")

@@ -66,6 +66,7 @@ from .codegen_calls import _CallGen
 from .codegen_control import _ControlGen
 from .codegen_ints import _IntGen
 from .codegen_maps import _MapGen
+from .codegen_records import _RecordGen
 from .codegen_values import _ValueGen
 from .layout import stored_size
 from .types import Type, int_type, string_type
@@ -394,7 +395,7 @@ class _Context:
 
 
 # ============================================================== one probe
-class _ProbeGen(_ControlGen, _MapGen, _CallGen, _ValueGen, _IntGen):
+class _ProbeGen(_ControlGen, _MapGen, _CallGen, _ValueGen, _RecordGen, _IntGen):
     """Generates the program of one resolved probe (its parts: statements,
     maps, calls, values, integers; the state: :class:`_GenBase`)."""
 

@@ -34,6 +34,8 @@ class _CallGen(_GenBase):
             self.expr_stmt(e.else_)
             p.label(end)
             return
+        if type_of(e).kind in ("string", "array", "record") and self.located(e):
+            return          # a member read for nothing (bpftrace's value is unused)
         r = self.int_expr(e)
         self.release(r)
 

@@ -125,7 +125,8 @@ class _ControlGen(_GenBase):
         self.release(r)
 
     def _int_compare(self, e: A.Binop) -> bool:
-        return type_of(e.left).kind != "string" and type_of(e.right).kind != "string"
+        return type_of(e.left).kind not in ("string", "array", "record") and \
+            type_of(e.right).kind not in ("string", "array", "record")
 
     def _compare_jump(self, e: A.Binop, op: str, target: str) -> None:
         """``if left <op> right goto target`` (signed when both sides are)."""

@@ -80,10 +80,8 @@ class _IntGen(_GenBase):
         return r
 
     def field_read(self, e: A.FieldAccess) -> Reg:
-        """A kernel struct's member, a tuple's element (``$t.0``), or a
-        tracepoint's field (``args.f``)."""
-        if self.struct_of(e) is not None:
-            return self.member_read(e)
+        """A C struct's member or array's element, a tuple's element
+        (``$t.0``), or a tracepoint's field (``args.f``)."""
         t = type_of(e)
         if type_of(e.expr).kind == "tuple" and t.kind in ("int", "pointer"):
             r = self._need(e.pos)
@@ -91,6 +89,8 @@ class _IntGen(_GenBase):
             self.p.load(r, R10, self.element_source(e), size,
                         signed=t.kind == "int" and t.signed and size < 8)
             return r
+        if self.located(e):
+            return self.element_read(e)
         if not self._is_args(e.expr):
             raise _no_value(e)
         r = self._need(e.pos)
@@ -170,6 +170,8 @@ class _IntGen(_GenBase):
             self.source.emit_arg(p, r, int(n[3:]), self.ctx_reg)
         elif n == "ustack":                      # pid << 32 | stack id
             emit_ustack_key(p, r, self.ctx_reg, self.unit.stacks("ustack"))
+        elif n == "ctx":                         # the probe's context pointer
+            p.mov(r, self.ctx_reg)
         elif n == "kstack":
             p.mov(R1, self.ctx_reg)
             p.ld_map(R2, self.unit.stacks("kstack"))
@@ -269,6 +271,10 @@ class _IntGen(_GenBase):
         p = self.p
         op = e.op
         lt, rt = type_of(e.left), type_of(e.right)
+        if op in ("==", "!=") and lt.kind in ("array", "record") and lt == rt:
+            r = self._need(e.pos)
+            self.compare_bytes(e.left, e.right, r, negate=op == "!=")
+            return r
         if op in ("==", "!=") and (lt.kind == "string" or rt.kind == "string"):
             r = self._need(e.pos)
             size = max(size_align(lt)[0], size_align(rt)[0])
@@ -328,7 +334,10 @@ class _IntGen(_GenBase):
         return n
 
     def index_read(self, e: A.ArrayAccess) -> Reg:
-        """``p[i]``: the ``i``-th element after the one ``p`` points to."""
+        """``a[i]``: an element of a C array (:mod:`~pyebpf.lang.codegen_records`);
+        ``p[i]``: the ``i``-th element after the one ``p`` points to."""
+        if self.located(e):
+            return self.element_read(e)
         pt = type_of(e.expr)
         et = pt.elem
         if pt.kind != "pointer" or et is None or et.kind not in ("int", "pointer"):

@@ -29,6 +29,10 @@ class _ValueGen(_GenBase):
             self.tuple_into(e, off, t)
         elif t.kind == "usym":
             self.usym_into(e, off)
+        elif t.kind in ("record", "array"):
+            self.record_into(e, off, t)
+        elif t.kind == "macaddr":
+            self.macaddr_into(e, off)
         else:
             size, _ = size_align(t)
             r = self.int_expr(e)
@@ -133,30 +137,17 @@ class _ValueGen(_GenBase):
         if isinstance(e, A.Ternary):
             self._either(e, lambda x: self.string_into(x, off, size))
             return
-        if isinstance(e, A.FieldAccess) and self.struct_of(e) is not None:
-            r = self.member_address(e)
+        if self.located(e):           # a char array member (read whole, as bpftrace)
             t = type_of(e)
             self._zero(off, size)
-            p.stack_pointer(R1, off)
-            p.mov(R2, min(size, t.size))
-            p.mov(R3, r)
-            self.release(r)
-            helper = self._read_helper(e) + ("_str" if t.kind == "string" else "")
-            p.call(helper)
-            self.check_helper(helper, e.pos, 2)
+            self.fetch(self.location(e), off, min(size, t.size), pos=e.pos)
             return
         if isinstance(e, A.FieldAccess) and self._is_args(e.expr):
             src = self._need_source(e, "emit_field_string")
             src.emit_field_string(p, e.field, off, size, self.ctx_reg)
             return
         if isinstance(e, A.Map):
-            plan = self.plan(e)
-            key = self.key(e, plan)
-            self._zero(off, size)
-            miss = p.fresh_label("smiss")
-            p.map_lookup(plan.spec, key, miss)
-            self.copy_bytes(R0, 0, off, min(size, plan.value_size))
-            p.label(miss)
+            self.map_bytes_into(e, off, size)
             return
         if isinstance(e, A.Call) and e.name == "str":
             self.str_call(e, off, size)
@@ -170,6 +161,10 @@ class _ValueGen(_GenBase):
                                     size)
                 return
             self._zero(off, size)
+            if type_of(e.args[0]).kind in ("array", "string") and self.located(e.args[0]):
+                # a C array member: its bytes
+                self.fetch(self.location(e.args[0]), off, min(n or size, size))
+                return
             r = self.int_expr(e.args[0])
             p.mov(R3, r)
             self.release(r)
@@ -225,16 +220,39 @@ class _ValueGen(_GenBase):
             self.copy_stack(off, self.vars[e.name][0], size + 1, size + 1)
             return
         if t.kind == "buffer" and t.counted and isinstance(e, A.Map):
-            plan = self.plan(e)
-            key = self.key(e, plan)
-            self._zero(off, size + 1)
-            miss = p.fresh_label("bmiss")
-            p.map_lookup(plan.spec, key, miss)
-            self.copy_bytes(R0, 0, off, min(size + 1, plan.value_size))
-            p.label(miss)
+            self.map_bytes_into(e, off, size + 1)
             return
         p.stb(R10, off, min(t.size, size))
         self.string_into(e, off + 1, size)
+
+    def macaddr_into(self, e: A.Expr, off: int) -> None:
+        """``macaddr(x)``'s 6 bytes at ``r10 + off``: a 6-byte array's, or
+        those a pointer points to; a stored one copied."""
+        if isinstance(e, A.Call) and e.name == "macaddr" and e.args:
+            arg = e.args[0]
+            if type_of(arg).kind in ("int", "pointer"):
+                p = self.p
+                r = self.int_expr(arg)
+                p.mov(R3, r)
+                self.release(r)
+                p.stack_pointer(R1, off)
+                p.mov(R2, 6)
+                p.call(self._read_helper(arg))
+                return
+            e = arg
+        self.string_into(e, off, 6)
+
+    def map_bytes_into(self, m: A.Map, off: int, size: int) -> None:
+        """The first ``size`` bytes of ``m``'s value at ``r10 + off`` (zeros
+        when the key is absent)."""
+        p = self.p
+        plan = self.plan(m)
+        key = self.key(m, plan)
+        self._zero(off, size)
+        miss = p.fresh_label("vmiss")
+        p.map_lookup(plan.spec, key, miss)
+        self.copy_bytes(R0, 0, off, min(size, plan.value_size))
+        p.label(miss)
 
     def _either(self, e: A.Ternary, fill: Callable[[A.Expr], None]) -> None:
         """``fill(e.then)`` or ``fill(e.else_)``, as ``e.cond`` decides."""
@@ -247,60 +265,7 @@ class _ValueGen(_GenBase):
         fill(e.else_)
         p.label(end)
 
-    # ---------------------------------------------------------- kernel structs
-    def struct_of(self, e: A.FieldAccess) -> Type | None:
-        """The kernel struct ``e`` is a member of (``p->m`` of a pointer to
-        one, ``r.m`` of one), or None."""
-        t = type_of(e.expr)
-        if t.kind == "pointer" and t.elem is not None and t.elem.kind == "record" and \
-                (t.elem.btf or t.elem.fields) and e.arrow:
-            return t.elem
-        if t.kind == "record" and t.btf:
-            return t
-        if t.kind == "record" and t.fields and isinstance(e.expr, A.FieldAccess) and \
-                self.struct_of(e.expr) is not None:     # (a struct member of a program's struct)
-            return t
-        return None
-
-    def member_address(self, e: A.FieldAccess) -> Reg:
-        """A register of the pool holding the address of the member ``e``."""
-        from .btftypes import member
-        rec = self.struct_of(e)
-        assert rec is not None
-        if type_of(e.expr).kind == "pointer":
-            r = self.int_expr(e.expr)
-        elif isinstance(e.expr, A.FieldAccess) and self.struct_of(e.expr) is not None:
-            r = self.member_address(e.expr)
-        else:
-            raise CodegenError(f"{e.field}: the struct is not in memory", e.pos)
-        got = member(rec, e.field) if rec.btf else \
-            next(((off, t) for name, off, t in rec.fields if name == e.field), None)
-        if got is None:
-            raise CodegenError(f"no member {e.field}", e.pos)
-        if got[0]:
-            self.p.add(r, got[0])
-        return r
-
-    def member_read(self, e: A.FieldAccess) -> Reg:
-        """An integer or pointer member read from memory into a register of
-        the pool (sign-extended when signed)."""
-        p = self.p
-        t = type_of(e)
-        if t.kind not in ("int", "pointer"):
-            raise CodegenError(f"{e.field} is a {t.kind}, not an integer", e.pos)
-        size = t.size if t.kind == "int" else 8
-        r = self.member_address(e)
-        slot = p.stack.alloc(8)
-        p.stack_pointer(R1, slot)
-        p.mov(R2, size)
-        p.mov(R3, r)
-        p.call(self._read_helper(e))
-        self.check_helper(self._read_helper(e), e.pos, 2)
-        p.load(r, R10, slot, size)
-        if t.kind == "int" and t.signed and size < 8:
-            p.movsx(r, r, size * 8)
-        return r
-
+    # ---------------------------------------------------------- probed memory
     def _read_helper(self, e: A.Expr) -> str:
         """``probe_read_user`` or ``probe_read_kernel`` for memory reached from
         ``e``: what ``curtask`` reaches is the kernel's, what a syscall

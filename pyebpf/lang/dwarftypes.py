@@ -9,18 +9,16 @@ information (:mod:`pyebpf.elf.dwarf`), as bpftrace 0.17 types them:
 
 A C type becomes: an integer of its size and sign (enums, bool and char
 too), a pointer (to a record for a struct or union, to its integer for an
-integer, else a ``uint64``), a string for a ``char`` array, a buffer for
-another array, a record whose ``fields`` are the members (name, byte offset,
-type) for a struct or union. A bit field or a float is ``none`` (refused
-where it is read). Records nest up to :data:`DEPTH` pointers deep (a linked
-list's ``next->next->...`` stops there).
-
-(A small module on purpose: when the language's record model for C types
-arrives, this fills it instead of ``fields``.)
+integer, else a ``uint64``), a string for a ``char`` array, an array of
+another, a record for a struct or union: a
+:class:`~pyebpf.lang.records.Record` (``origin="dwarf"``) whose fields are
+read from the DWARF when first used, bit fields included. A float is
+``none`` (refused where it is read).
 """
 from __future__ import annotations
 
-from .types import Type, int_type, string_type
+from .records import Bitfield, Field, Record
+from .types import Type, array_type, int_type, record_type, string_type
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,37 +26,64 @@ if TYPE_CHECKING:
 
     from ..elf.dwarf import CType
 
-__all__ = ["lang_type", "args_record", "struct_type", "DEPTH"]
+__all__ = ["lang_type", "args_record", "struct_type"]
 
-#: how many pointers deep records keep their fields
-DEPTH = 4
+#: the record made of each struct or union met (one per C type: members
+#: point to the same record, a linked list's ``next`` to its own)
+_RECORDS: dict[CType, Record] = {}
 
 
-def lang_type(ct: CType, depth: int = 0) -> Type:
+def lang_type(ct: CType) -> Type:
     """The language's type of the C type ``ct`` (see the module docs)."""
     if ct.kind in ("int", "bool", "enum"):
         return int_type(ct.size if ct.size in (1, 2, 4, 8) else 8, ct.signed)
     if ct.kind == "pointer":
         target = ct.target
-        if target.kind in ("struct", "union") and depth < DEPTH:
-            return Type("pointer", 8, elem=_record(target, depth + 1))
-        if target.kind in ("int", "bool", "enum", "pointer"):
-            return Type("pointer", 8, elem=lang_type(target, depth + 1))
+        if target.kind in ("struct", "union", "int", "bool", "enum", "pointer"):
+            return Type("pointer", 8, elem=lang_type(target))
         return Type("pointer", 8, elem=int_type(8, False))
     if ct.kind == "array":
         elem = ct.target
         if elem.kind == "int" and elem.size == 1:
             return string_type(ct.count)
-        return Type("buffer", ct.size)
+        et = lang_type(elem)
+        if et.kind == "none" or not et.size or et.size * ct.count != ct.size:
+            return Type("buffer", ct.size)
+        return array_type(et, ct.count)
     if ct.kind in ("struct", "union"):
-        return _record(ct, depth)
+        return record_type(_record(ct))
     return Type("none")
 
 
-def _record(ct: CType, depth: int) -> Type:
-    fields = tuple((m.name, m.offset, Type("none") if m.bits else lang_type(m.type, depth))
-                   for m in ct.members if m.name)
-    return Type("record", ct.size, fields=fields)
+def _align(ct: CType) -> int:
+    """A C type's alignment (x86-64: its size for scalars, its largest
+    member's for a struct)."""
+    if ct.kind in ("struct", "union"):
+        return max((_align(m.type) for m in ct.members), default=1)
+    if ct.kind == "array":
+        return _align(ct.target)
+    return min(max(ct.size, 1), 16)
+
+
+def _record(ct: CType) -> Record:
+    rec = _RECORDS.get(ct)
+    if rec is None:
+        name = f"{ct.kind} {ct.name}" if ct.name else f"{ct.kind} (anonymous)"
+        rec = _RECORDS[ct] = Record(name, ct.size, _align(ct), origin="dwarf",
+                                    load=lambda: _fields(ct))
+    return rec
+
+
+def _fields(ct: CType) -> list[Field]:
+    out = []
+    for m in ct.members:
+        if m.bits:
+            width = next((w for w in (1, 2, 4, 8) if w * 8 >= m.bit_offset + m.bits), 8)
+            out.append(Field(m.name, m.offset, int_type(width, m.type.signed),
+                             Bitfield(m.bit_offset, m.bits)))
+        else:
+            out.append(Field(m.name, m.offset, lang_type(m.type)))
+    return out
 
 
 def args_record(source: Any) -> Type | None:

@@ -35,9 +35,18 @@ class Header:
         return f"Header({self.name!r}, {self.path!r}, line={self.line})"
 
 
+_SYSTEM_DIRS: list[str] = []
+
+
 def system_include_dirs() -> list[str]:
     """The directories searched after ``-I`` ones, as GCC and clang search
-    them on this machine (those that exist)."""
+    them on this machine (those that exist; looked up once)."""
+    if not _SYSTEM_DIRS:
+        _SYSTEM_DIRS.extend(_system_include_dirs())
+    return list(_SYSTEM_DIRS)
+
+
+def _system_include_dirs() -> list[str]:
     machine = os.uname().machine
     dirs = ["/usr/local/include", f"/usr/include/{machine}-linux-gnu", "/usr/include"]
     gcc = f"/usr/lib/gcc/{machine}-linux-gnu"

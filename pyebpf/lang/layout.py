@@ -11,6 +11,8 @@ two halves live together here:
   counted buffer: one length byte more, first);
 - a tuple is a C struct of its elements (each aligned as above, the whole
   rounded up to its largest alignment);
+- a C struct or union (``record`` with a ``struct``) takes its C size and
+  alignment, a C array its elements' (laid out one after the other);
 - a user symbol (``usym()``, ``func`` in a uprobe) is two 8-byte integers,
   the address and the process id, as bpftrace 0.17 stores one: it is named
   in that process, whichever process it was;
@@ -20,7 +22,8 @@ two halves live together here:
 :func:`decode` gives ints (signed as the type says; a user symbol's is a
 :class:`UserAddress`, an int with its ``pid``), ``str`` for strings (up to
 the first NUL, undecodable bytes replaced), ``bytes`` for buffers, tuples
-for tuples.
+for tuples, a :class:`StructValue` (a tuple of the field values that
+knows their names) for a C struct or union and a tuple for a C array.
 """
 from __future__ import annotations
 
@@ -28,7 +31,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .types import Type
 
-__all__ = ["size_align", "tuple_layout", "stored_size", "decode", "decode_int", "UserAddress"]
+__all__ = ["size_align", "tuple_layout", "stored_size", "decode", "decode_int", "decode_record",
+           "UserAddress", "StructValue"]
 
 #: the bytes of a user symbol: its address, then the process id
 USYM_SIZE = 16
@@ -59,6 +63,12 @@ def size_align(t: Type) -> tuple[int, int]:
         return size, align
     if kind == "usym":
         return USYM_SIZE, 8
+    if kind == "record" and t.struct is not None:
+        return t.struct.size, t.struct.align
+    if kind == "macaddr":
+        return 6, 1
+    if kind == "array" and t.elem is not None:
+        return t.size, size_align(t.elem)[1]
     if kind == "inet" and t.size == 16:       # ntop() of 16 bytes: they are kept
         return 16, 1
     return 8, 8
@@ -105,7 +115,7 @@ def decode(t: Type, raw: bytes | memoryview, *, whole: bool = False) -> object:
     if kind == "buffer" and t.counted:
         n = t.size if whole or not len(raw) else min(raw[0], t.size)
         return bytes(raw[1:1 + n])
-    if kind == "buffer" or (kind == "inet" and t.size == 16):
+    if kind in ("buffer", "macaddr") or (kind == "inet" and t.size == 16):
         return bytes(raw[:t.size])
     if kind == "tuple":
         offsets, _, _ = tuple_layout(t.elems)
@@ -114,4 +124,47 @@ def decode(t: Type, raw: bytes | memoryview, *, whole: bool = False) -> object:
         return decode_int(raw, 8, t.signed)
     if kind == "usym":
         return UserAddress(decode_int(raw, 8, False), decode_int(raw[8:], 8, False))
+    if kind == "record" and t.struct is not None:
+        return decode_record(t, raw)
+    if kind == "array" and t.elem is not None:
+        n = t.elem.size
+        return tuple(decode(t.elem, raw[i * n:]) for i in range(t.count))
     return decode_int(raw, 8, False)
+
+
+class StructValue(tuple):  # type: ignore[type-arg]
+    """A C struct or union read back: its field values in order (a tuple:
+    hashable, so it can be a map's key), ``names`` the fields' names."""
+
+    names: tuple[str, ...]
+
+    def __new__(cls, values: dict[str, object]) -> StructValue:
+        self = super().__new__(cls, values.values())
+        self.names = tuple(values)
+        return self
+
+    def asdict(self) -> dict[str, object]:
+        """The fields, name -> value."""
+        return dict(zip(self.names, self))
+
+    def __repr__(self) -> str:
+        return "{" + ", ".join(f"{n}={v!r}" for n, v in zip(self.names, self)) + "}"
+
+
+def decode_record(t: Type, raw: bytes | memoryview) -> StructValue:
+    """A C struct or union's fields, bit fields extracted; an anonymous
+    member's fields in its place."""
+    assert t.struct is not None
+    out: dict[str, object] = {}
+    for f in t.struct.fields:
+        if f.bitfield is not None:
+            word = decode_int(raw[f.offset:], f.type.size, False)
+            # (zero-extended, as the language reads a bit field: bpftrace 0.17's rule)
+            out[f.name] = (word >> f.bitfield.shift) & ((1 << f.bitfield.width) - 1)
+            continue
+        v = decode(f.type, raw[f.offset:f.offset + max(f.type.size, 1)])
+        if not f.name and isinstance(v, StructValue):
+            out.update(v.asdict())
+        else:
+            out[f.name] = v
+    return StructValue(out)

@@ -330,6 +330,11 @@ def format_value(t: Type, value: Any, *, stacks: StackFormatter | None = None,
     if k == "tuple":
         return "(" + ", ".join(format_value(e, v, stacks=stacks, syms=syms, key=key)
                                for e, v in zip(t.elems, value)) + ")"
+    if k == "array" and t.elem is not None:
+        return "[" + ",".join(format_value(t.elem, v, stacks=stacks, syms=syms, key=key)
+                              for v in value) + "]"
+    if k == "record":
+        return _record_text(t, value, key)
     if k in ("ustack", "kstack"):
         if isinstance(value, str):
             return value
@@ -348,6 +353,8 @@ def format_value(t: Type, value: Any, *, stacks: StackFormatter | None = None,
         return syms(value, t)
     if k == "inet":
         return _inet_text(value)
+    if k == "macaddr":
+        return ":".join(f"{b:02X}" for b in bytes(value))
     if k == "timestamp":
         if isinstance(value, str):
             return value
@@ -368,6 +375,48 @@ def format_value(t: Type, value: Any, *, stacks: StackFormatter | None = None,
     return str(value)
 
 
+def _record_fields(t: Type, value: Any) -> list[tuple[str, Type, Any]]:
+    """``(name, type, value)`` of each field of a C struct value (an
+    anonymous member's fields in its place)."""
+    out: list[tuple[str, Type, Any]] = []
+    names = getattr(value, "names", None)
+    types: dict[str, Type] = {}
+
+    def collect(rec: Any) -> None:
+        for f in rec.fields:
+            if not f.name and f.type.struct is not None:
+                collect(f.type.struct)
+            else:
+                types[f.name] = f.type
+
+    if t.struct is not None:
+        collect(t.struct)
+    for n, v in zip(names or types, value):
+        out.append((n, types.get(n, t), v))
+    return out
+
+
+def _record_text(t: Type, value: Any, key: bool) -> str:
+    """A struct as bpftrace 0.17 prints it: ``{ .a = 1, .b = x }``; in a map
+    key ``{.a=1,.b=x}`` (a pointer member in hex there, in decimal else)."""
+    parts = []
+    for name, ft, v in _record_fields(t, value):
+        if ft.kind == "pointer":
+            text = f"0x{int(v) & _MASK64:x}" if key else str(int(v))
+        else:
+            text = format_value(ft, v, key=key)
+        parts.append(f".{name}={text}" if key else f".{name} = {text}")
+    return "{" + ",".join(parts) + "}" if key else "{ " + ", ".join(parts) + " }"
+
+
+class _JsonObject(dict):  # type: ignore[type-arg]
+    """A struct in ``-f json``: bpftrace writes ``{ "a": 1 }`` (spaces in)."""
+
+
+class _JsonBare(str):
+    """Text bpftrace 0.17 writes into JSON without quotes (a MAC address)."""
+
+
 def _avg(count: int, total: int) -> int:
     return _cdiv(total, count) if count else 0
 
@@ -381,6 +430,14 @@ def _json_value(t: Type, value: Any, *, stacks: StackFormatter | None = None,
         return int(value) & _MASK64
     if k == "tuple":
         return tuple(_json_value(e, v, stacks=stacks, syms=syms) for e, v in zip(t.elems, value))
+    if k == "array" and t.elem is not None:
+        return tuple(_json_value(t.elem, v, stacks=stacks, syms=syms) for v in value)
+    if k == "macaddr":
+        return _JsonBare(format_value(t, value))
+    if k == "record":
+        return _JsonObject((n, int(v) if ft.kind == "pointer" else
+                            _json_value(ft, v, stacks=stacks, syms=syms))
+                           for n, ft, v in _record_fields(t, value))
     return format_value(t, value, stacks=stacks, syms=syms)
 
 
@@ -410,11 +467,16 @@ def _dumps(obj: Any) -> str:
     """JSON as bpftrace writes it: ``", "``/``": "`` in objects and in a
     histogram's list, ``,`` in a tuple's array (a Python tuple here), its
     string escapes (:func:`_json_str`)."""
+    if isinstance(obj, _JsonObject):
+        return "{ " + ", ".join(f"{_json_str(str(k))}: {_dumps(v)}"
+                                for k, v in obj.items()) + " }"
     if isinstance(obj, dict):
         return "{" + ", ".join(f"{_json_str(str(k))}: {_dumps(v)}"
                                for k, v in obj.items()) + "}"
     if isinstance(obj, (list, tuple)):
         return "[" + ("," if isinstance(obj, tuple) else ", ").join(_dumps(v) for v in obj) + "]"
+    if isinstance(obj, _JsonBare):
+        return str(obj)
     if isinstance(obj, str):
         return _json_str(obj)
     if obj is None:

@@ -106,6 +106,48 @@ class Parser:
         self.toks, self.lex_errors = tokenize(text, filename)
         self.k = 0
         self.errors: list[Diagnostic] = []
+        self.c_definitions: list[ast.CDefinition] = []
+        self.includes: list[str] = []
+        self.macros: dict[str, str] = {}
+
+    def _directive(self, t: Token) -> None:
+        """``#define NAME BODY``: the later ``NAME`` s become ``BODY``'s
+        tokens; ``#include <h>``: the header's numeric macros too
+        (:mod:`~pyebpf.lang.preprocess`); other directives are ignored."""
+        from .preprocess import HeaderNotFound, directive, header_macros
+        what, name, body = directive(str(t.value))
+        if what == "define":
+            self._expand({name: body})
+        elif what == "include":
+            self.includes.append(name)
+            try:
+                self._expand(header_macros(name))
+            except HeaderNotFound:     # (compile() refuses it, with the -I
+                pass                   # directories: includes.find_headers)
+
+    def _expand(self, macros: dict[str, str]) -> None:
+        """Replace every later identifier named in ``macros`` by its body's
+        tokens, placed where the name was (bodies naming macros expanded
+        too, a few levels deep)."""
+        if not macros:
+            return
+        self.macros.update(macros)
+        macros = self.macros
+        for _ in range(8):
+            out = self.toks[:self.k]
+            changed = False
+            for tok in self.toks[self.k:]:
+                body = macros.get(tok.value) if tok.kind == "identifier" else None
+                if body is None:
+                    out.append(tok)
+                    continue
+                changed = True
+                new, _ = tokenize(body, self.filename)
+                out.extend(Token(n.kind, n.value, tok.line, tok.col, tok.end_line, tok.end_col)
+                           for n in new if n.kind != "end of file")
+            self.toks = out
+            if not changed:
+                return
 
     # -- tokens ----------------------------------------------------------
     @property
@@ -159,14 +201,16 @@ class Parser:
                           key=_where)
         if problems:
             raise LangError.collected(problems)
-        return ast.Script(ast.Pos(1, 1, 2), probes, source=self.text, filename=self.filename)
+        return ast.Script(ast.Pos(1, 1, 2), probes, source=self.text, filename=self.filename,
+                          c_definitions=self.c_definitions, includes=self.includes)
 
     def _program(self) -> list[ast.Probe]:
         while self.tok.kind in ("preprocessor directive", "struct definition"):
             t = self._take()
             if t.kind == "struct definition":
-                self._error("C struct, union and enum definitions are not supported: "
-                            "pyebpf has no C parser nor kernel headers", _tspan(t))
+                self.c_definitions.append(ast.CDefinition(t.pos, str(t.value)))
+            else:
+                self._directive(t)
         probes = [self._probe()]
         while self.tok.kind != "end of file":
             probes.append(self._probe())

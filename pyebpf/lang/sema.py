@@ -241,6 +241,12 @@ class Analyser(_ExprTyping):
                 self.error(f"Undefined map: {name}", m.pos)
             else:
                 info.value = int_type(8, value.signed) if value.kind == "int" else value
+        elif shown.kind in ("record", "array") and shown.kind == info.value.kind and \
+                not _same_kind(info.value, shown):        # (bpftrace's words, its quotes)
+            self.error(f"Type mismatch for {name}: trying to assign value of type "
+                       f"'{_tstr(shown)}' when map already contains a value of type "
+                       f"'{_tstr(info.value)}''",
+                       ast.Pos(s.pos.line, s.pos.column + 1, s.pos.column + 2))
         elif self.copies.get(name, info.value).kind != shown.kind:
             self.error(f"Type mismatch for {name}: trying to assign value of type "
                        f"'{_tstr(shown)}' when map already contains a value of type "

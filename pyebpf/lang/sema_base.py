@@ -31,7 +31,7 @@ USYM = Type("usym", 16)
 _KIND_NAMES = {"int": "integer", "pointer": "pointer", "record": "record"}
 _AGG_FUNCS = frozenset({"count", "sum", "min", "max", "avg", "stats", "hist", "lhist"})
 _KNOWN_FUNCS = frozenset(
-    "avg buf cat cgroupid clear count delete exit hist join kaddr ksym lhist max min ntop "
+    "avg buf cat cgroupid clear count delete exit hist join kaddr ksym lhist macaddr max min ntop "
     "print printf cgroup_path reg signal sizeof stats str strftime strncmp sum system time "
     "uaddr usym zero kstack ustack bswap uptr kptr pton strcontains unwatch".split())
 #: the signals bpftrace 0.17 knows by name (x86_64 numbers)
@@ -153,6 +153,10 @@ def _tstr(t: Type) -> str:
         return "(" + ",".join(_tstr(e) for e in t.elems) + ")"
     if t.kind == "pointer":
         return f"{_tstr(t.elem) if t.elem else 'void'} *"
+    if t.kind == "record" and t.struct is not None:
+        return t.struct.name
+    if t.kind == "array" and t.elem is not None:
+        return f"{_tstr(t.elem)}[{t.count}]"
     return t.kind
 
 
@@ -172,6 +176,8 @@ def _same_kind(a: Type, b: Type) -> bool:
     if a.kind == "tuple":
         return len(a.elems) == len(b.elems) and all(
             _same_kind(x, y) for x, y in zip(a.elems, b.elems))
+    if a.kind in ("record", "array"):       # one struct, one array shape
+        return a == b or (a.struct is not None and a.struct is b.struct)
     return True
 
 
@@ -229,10 +235,13 @@ class _AnalyserBase:
 
     def __init__(self, script: ast.Script, resolver: TypeResolver | None,
                  params: Sequence[str], unsafe: bool = False) -> None:
+        from .cdefs import definitions
         self.script = script
         self.resolver = resolver
         self.params = tuple(params)
         self.unsafe = unsafe          # bpftrace's --unsafe: system() allowed
+        #: the script's C definitions (its structs, unions, enums; the kernel's behind)
+        self.cdefs = definitions(script)
         self.maps: dict[str, MapInfo] = {}
         self.variables: dict[ast.Probe, dict[str, Type]] = {}
         self.errors: list[Diagnostic] = []

@@ -221,7 +221,9 @@ def _str(a: Analyser, c: ast.Call, to: str | None) -> Type:
         return string_type(STRLEN)
     arg = c.args[0]
     t = arg.type or NONE
-    if t.kind not in ("int", "pointer", "none"):
+    data_loc = t.kind == "string" and isinstance(arg, ast.FieldAccess) and \
+        isinstance(arg.expr, ast.Builtin) and arg.expr.name == "args"
+    if t.kind not in ("int", "pointer", "none") and not data_loc:
         a.error(f"str() expects an integer or a pointer type as first argument "
                 f"({_tstr(t)} provided)", c.pos)
     if a.str_param and not isinstance(arg, ast.PositionalParameter) and not (
@@ -243,6 +245,9 @@ def _buf(a: Analyser, c: ast.Call, to: str | None) -> Type:
     if not _varargs(a, c, 1, 2):
         return Type("buffer", STRLEN)
     size = STRLEN
+    t = c.args[0].type or NONE
+    if len(c.args) == 1 and t.kind in ("array", "string", "buffer"):
+        return Type("buffer", t.size)            # a C array: all of it
     if len(c.args) == 1:
         a.error("buf() expects a length argument for non-array type "
                 f"{_kind_name(c.args[0].type)}", c.pos)
@@ -282,6 +287,20 @@ def _ntop(a: Analyser, c: ast.Call, to: str | None) -> Type:
     elif t.kind in ("buffer", "string") and t.size == 16:
         return Type("inet", 16)     # an IPv6 address's bytes
     return Type("inet", 24)
+
+
+@_call("macaddr")
+def _macaddr(a: Analyser, c: ast.Call, to: str | None) -> Type:
+    """``macaddr(x)``: 6 bytes printed ``05:04:03:02:01:02`` -- of a 6-byte
+    array, or read where a pointer points."""
+    if _varargs(a, c, 1, 1):
+        t = c.args[0].type or NONE
+        if t.kind in ("array", "string", "buffer"):
+            if t.size != 6:
+                a.error("macaddr() argument must be 6 bytes in size", c.pos)
+        elif t.kind not in ("int", "pointer", "none"):
+            a.error("macaddr() only supports array or pointer arguments", c.pos)
+    return Type("macaddr", 6)
 
 
 @_call("join")
@@ -536,7 +555,7 @@ for _len in ("", "hh", "h", "l", "ll", "j", "z", "t"):
         _PRINTF_TYPES[_len + _conv] = "int"
 #: kinds printf shows as strings
 _AS_STRING = frozenset({"ksym", "usym", "probe", "username", "kstack", "ustack", "inet",
-                        "timestamp", "cgroup_path"})
+                        "timestamp", "macaddr", "cgroup_path"})
 
 
 def printf_specs(fmt: str) -> list[str]:

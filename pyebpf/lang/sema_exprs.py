@@ -6,7 +6,7 @@ from __future__ import annotations
 from . import ast
 from .sema_base import (COMM_SIZE, I64, STRLEN, U32, U64, USYM, MapInfo, _AnalyserBase,
                         _kind_name, _span, _tstr, param_int)
-from .types import INT_NAMES, NONE, Type, int_type, string_type, tuple_type
+from .types import INT_NAMES, NONE, Type, int_type, record_type, string_type, tuple_type
 
 
 class _ExprTyping(_AnalyserBase):
@@ -61,6 +61,12 @@ class _ExprTyping(_AnalyserBase):
         """``p[i]``: an element of what a pointer points to."""
         base = self.expr(e.expr)
         self.expr(e.index)
+        if base.kind == "array" and base.elem is not None:
+            i = self.const_int(e.index)
+            if i is not None and not 0 <= i < base.count:
+                self.error(f"the index {i} is out of bounds for array of size {base.count}",
+                           e.pos)
+            return base.elem
         if base.kind == "pointer" and base.elem is not None:
             if self.const_int(e.index) is None:
                 self.error("The array index operator [] only accepts literal integer indices.",
@@ -74,6 +80,9 @@ class _ExprTyping(_AnalyserBase):
         """A bare name: a type name (as in ``sizeof``) or a kernel enumerator."""
         if e.name in INT_NAMES:
             return NONE
+        if e.name in self.cdefs.enums:
+            e.value = self.cdefs.enums[e.name]
+            return U64           # an enumerator of the script's enums
         from .btftypes import enum_value
         if enum_value(e.name) is not None:
             return U64           # a kernel enumerator: bpftrace 0.17's uint64
@@ -168,7 +177,10 @@ class _ExprTyping(_AnalyserBase):
             return self.args_builtin(e)
         if name.startswith(("arg", "sarg")):
             return self.arg(e)
-        if name in ("curtask", "ctx"):
+        if name == "curtask":       # a task_struct pointer where the type is known
+            rec = self.cdefs.record("struct task_struct")
+            return U64 if rec is None else Type("pointer", 8, elem=record_type(rec))
+        if name == "ctx":
             return U64
         self.error(f"Unknown builtin variable: '{name}'", e.pos)
         return NONE
@@ -235,10 +247,14 @@ class _ExprTyping(_AnalyserBase):
                            "tuple.", e.pos, final=True)
                 return NONE
             return base.elems[i]
-        if base.kind == "pointer" and base.elem is not None and base.elem.kind == "record" \
-                and (base.elem.btf or base.elem.fields) and not index:
+        if base.kind == "pointer" and base.elem is not None and base.elem.struct \
+                and not index:
             return self.record_field(e, base.elem)
         if base.kind == "record" and not index:
+            if e.arrow and base.struct is not None:
+                self.error(f"Can not access field '{e.field}' on type '{_tstr(base)}'. Try "
+                           "using '.'", e.pos)
+                return NONE
             return self.record_field(e, base)
         if base.kind != "none":
             what = f"index {e.field}" if index else f"field '{e.field}'"
@@ -248,7 +264,7 @@ class _ExprTyping(_AnalyserBase):
 
     def record_field(self, e: ast.FieldAccess, rec: Type) -> Type:
         """A field of a record (``args->filename``, ``task->comm``)."""
-        if rec.btf:
+        if rec.struct is not None:
             return self.struct_member(e, rec)
         if not rec.fields:     # no resolver: the fields are not known here
             return U64
@@ -266,17 +282,14 @@ class _ExprTyping(_AnalyserBase):
         return NONE
 
     def struct_member(self, e: ast.FieldAccess, rec: Type) -> Type:
-        """A member of a kernel struct (:mod:`pyebpf.lang.btftypes`)."""
-        from .btftypes import member, type_name
-        got = member(rec, e.field)
+        """A member of a C struct or union (:mod:`pyebpf.lang.records`)."""
+        assert rec.struct is not None
+        got = rec.struct.member(e.field)
         if got is None:
-            self.error(f"Struct/union of type '{type_name(rec)}' does not contain a field named "
-                       f"'{e.field}'", e.pos)
+            self.error(f"Struct/union of type '{rec.struct.name}' does not contain a field "
+                       f"named '{e.field}'", e.pos)
             return NONE
-        if got[1].kind == "none":
-            self.error(f"{type_name(rec)}.{e.field} is a bit field, which pyebpf does not "
-                       "read", e.pos)
-        return got[1]
+        return got.field.type
 
     def binop(self, e: ast.Binop) -> Type:
         """A binary operation: 64-bit, signed when both sides are (a shift: its
@@ -411,11 +424,23 @@ class _ExprTyping(_AnalyserBase):
                 self.error(f'Casts are not supported for type: "{_tstr(inner)}"', e.pos)
             return t
         if base.startswith(("struct ", "union ")) and name != base:
-            from .btftypes import struct_type
-            rec = self.program_struct(base) or struct_type(base)
-            if rec is not None:
-                t = Type("pointer", 8, elem=rec)
+            # the script's definition, else the probed program's DWARF, else the kernel's
+            rec = self.cdefs.record(base) if self.cdefs.records.defined(base) else None
+            found = record_type(rec) if rec is not None else self.program_struct(base)
+            if found is None:
+                rec = self.cdefs.record(base)
+                found = record_type(rec) if rec is not None else None
+            if found is not None:
+                t = Type("pointer", 8, elem=found)
                 return Type("pointer", 8, elem=t) if stars else t
+        named = self.cdefs.type_named(base)
+        if named is not None and named.kind == "int":
+            t = named if name == base else Type("pointer", 8, elem=named)
+            return Type("pointer", 8, elem=t) if stars else t
+        if base.startswith(("struct ", "union ")) and name == base and \
+                self.cdefs.record(base) is not None:
+            self.error(f"Cannot cast to struct type \"{base}\"", e.pos)
+            return NONE
         self.error(f"Unknown struct/union: '{base}'", e.pos)
         return NONE
 
@@ -432,10 +457,23 @@ class _ExprTyping(_AnalyserBase):
         return None
 
     def sizeof(self, e: ast.Sizeof) -> Type:
-        """``sizeof(T)`` or ``sizeof(e)``: a ``uint64``."""
+        """``sizeof(T)`` or ``sizeof(e)``: a ``uint64``, the size of the named
+        type (bpftrace's integers, C's, the script's and the kernel's structs)
+        or of the expression's type (a scratch integer: 8)."""
         if e.typename is not None:
-            if e.typename not in INT_NAMES:
-                self.error(f"Unknown struct/union: '{e.typename}'", e.pos)
+            if e.typename in INT_NAMES:
+                e.size = INT_NAMES[e.typename][0]
+            else:
+                named = self.cdefs.type_named(e.typename)
+                if named is None:
+                    self.error(f"Unknown struct/union: '{e.typename}'", e.pos)
+                else:
+                    e.size = named.size
+        elif isinstance(e.expr, ast.Identifier) and \
+                self.cdefs.type_named(e.expr.name) is not None:     # sizeof(uint32_t)
+            named = self.cdefs.type_named(e.expr.name)
+            e.size = named.size if named is not None else 0
         elif e.expr is not None:
-            self.expr(e.expr)
+            t = self.expr(e.expr)
+            e.size = t.size + t.counted
         return U64

@@ -13,7 +13,12 @@ from __future__ import annotations
 from .._record import dataclass
 from ..errors import OptionError
 
-__all__ = ["Type", "KINDS", "AGGREGATIONS", "NONE", "int_type", "string_type",
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .records import Record
+
+__all__ = ["Type", "KINDS", "AGGREGATIONS", "NONE", "int_type", "string_type", "array_type",
+           "record_type",
            "INT_NAMES", "tuple_type", "alignment"]
 
 #: every kind of value the language has
@@ -27,13 +32,16 @@ KINDS = frozenset({
     "ustack", "kstack",   # a stack id (``stack_mode``, ``stack_limit``)
     "usym", "ksym",       # an address printed as a symbol
     "inet",        # ntop(): an IPv4/IPv6 address
+    "macaddr",     # macaddr(): the 6 bytes of a MAC address
     "timestamp",   # strftime(): a time printed with a format
     "username",    # username: a uid printed as a name
     "cgroup_path", # cgroup_path(): a cgroup id printed as its paths (``fmt``: the filter)
     "probe",       # the probe builtin: an index into the probes' names
     "pointer",     # ``elem``: what it points to (casts, args fields)
     "record",      # ``args`` of a tracepoint: ``fields`` name -> (offset, Type);
-                   # a kernel struct: ``btf``, its members looked up in the BTF
+                   # a C struct or union (script, BTF or DWARF): ``struct``, a
+                   # :class:`~pyebpf.lang.records.Record`
+    "array",       # a C array: ``size // elem.size`` elements of type ``elem``
     # aggregations: only as map values
     "count", "sum", "min", "max", "avg", "stats", "hist", "lhist",
 })
@@ -57,9 +65,10 @@ class Type:
     perf or raw; frames kept), ``lhist`` ``(min, max, step)``, ``counted``
     (a buffer of ``size`` bytes at most that carries its length: a length
     byte, then the bytes -- as bpftrace keeps ``buf(p, n)`` of a run-time
-    ``n``), ``btf`` (a record that is a kernel struct or union: its type
-    id in the kernel's BTF, :mod:`pyebpf.lang.btftypes`), ``fmt`` (a
-    timestamp: its strftime format; a cgroup_path: its hierarchy filter)."""
+    ``n``), ``struct`` (a record that is a C struct or union: its
+    :class:`~pyebpf.lang.records.Record`, from the script's definitions, the
+    probed program's DWARF or the kernel's BTF), ``fmt`` (a timestamp: its
+    strftime format; a cgroup_path: its hierarchy filter)."""
     kind: str
     size: int = 0
     signed: bool = False
@@ -70,7 +79,7 @@ class Type:
     stack_limit: int = 127
     lhist: tuple[int, int, int] | None = None
     counted: bool = False
-    btf: int = 0
+    struct: Record | None = None
     fmt: str = ""
 
     def __post_init__(self) -> None:
@@ -97,7 +106,16 @@ class Type:
             return "(" + ", ".join(map(str, self.elems)) + ")"
         if self.kind == "pointer":
             return f"{self.elem} *"
+        if self.kind == "record" and self.struct is not None:
+            return self.struct.name
+        if self.kind == "array" and self.elem is not None:
+            return f"{self.elem}[{self.count}]"
         return self.kind
+
+    @property
+    def count(self) -> int:
+        """An array's number of elements."""
+        return self.size // self.elem.size if self.elem is not None and self.elem.size else 0
 
 
 #: the type of an expression with no value
@@ -107,6 +125,16 @@ NONE = Type("none")
 def int_type(size: int = 8, signed: bool = False) -> Type:
     """An integer type of ``size`` bytes."""
     return Type("int", size, signed)
+
+
+def array_type(elem: Type, count: int) -> Type:
+    """A C array of ``count`` elements of type ``elem``."""
+    return Type("array", elem.size * count, elem=elem)
+
+
+def record_type(rec: Record) -> Type:
+    """The type of a value of the C struct or union ``rec``."""
+    return Type("record", rec.size, struct=rec)
 
 
 def string_type(size: int = 64) -> Type:
@@ -122,6 +150,12 @@ def alignment(t: Type) -> int:
         return 1
     if t.kind == "tuple":
         return max((alignment(e) for e in t.elems), default=1)
+    if t.kind == "record" and t.struct is not None:
+        return t.struct.align
+    if t.kind == "array" and t.elem is not None:
+        return alignment(t.elem)
+    if t.kind == "macaddr":
+        return 1
     if t.size <= 2:
         return max(t.size, 1)
     if t.kind in ("buffer", "inet") or t.size <= 4:

@@ -28,7 +28,7 @@ FOLDED = [
     'while (1) { break; @never = 1 } exit() }',
     'BEGIN { $i = 0; while ($i < 3) { $i++; continue; @x = 1 } @i = $i; exit() }',
     # statements after exit()/return
-    'interval:ms:1 { exit(); return; @y = 2 }',
+    'interval:ms:1 { @x = 1; exit(); return; @y = 2 }',
 ]
 
 

@@ -149,17 +149,33 @@ def test_predicates_divide_as_bpftrace_does():
     assert shape(p.predicate) == ("/", 1, 2)
 
 
-def test_comments_and_includes_are_ignored():
-    s = parse("#include <linux/sched.h>\n#include <net/sock.h>\n"
+def test_comments_and_includes_are_kept_apart():
+    s = parse("#include <linux/sched.h>\n#include <sys/types.h>\n"
               "// a comment\nBEGIN /* here */ { /* and\nthere */ exit() // end\n}")
     assert shape(s.probes[0].block.stmts[0].expr) == ("exit()",)
+    assert s.includes == ["linux/sched.h", "sys/types.h"]
 
 
-def test_c_struct_definitions_are_refused_clearly():
+def test_a_missing_header_is_refused_as_bpftrace_refuses_it():
+    # (by compile(), which knows the -I directories: lang.includes)
+    from pyebpf.lang.api import compile as bt_compile
     with pytest.raises(LangError) as e:
-        parse("struct foo { int x; }\nBEGIN { }")
-    assert "struct" in e.value.message and "not supported" in e.value.message
-    assert e.value.pos.line == 1
+        bt_compile("#include <lol/no.h>\nBEGIN { }")
+    assert e.value.message == "'lol/no.h' file not found" and e.value.pos.line == 1
+
+
+def test_defines_replace_names_and_headers_bring_their_numbers():
+    s = parse("#define TEN 10\n#define TWICE (TEN * 2)\n#include <errno.h>\n"
+              "BEGIN { @a = TWICE; @b = EPERM; }")
+    first, second = s.probes[0].block.stmts
+    assert shape(first.value) == ("*", 10, 2) and shape(second.value) == 1
+
+
+def test_c_struct_definitions_are_kept_for_their_pass():
+    s = parse("struct foo { int x; }\nunion u { int a; char b; };\nBEGIN { }")
+    assert [d.text for d in s.c_definitions] == ["struct foo { int x; }",
+                                                "union u { int a; char b; };"]
+    assert [d.pos.line for d in s.c_definitions] == [1, 2]
 
 
 # ---- statements ------------------------------------------------------------------

@@ -692,7 +692,7 @@ def test_kernel_structs_are_typed_from_btf():
     assert v["p"] == int_type(4, True) and v["c"] == string_type(16)
     assert v["w"] == int_type(8, False)
     assert v["t"].kind == "pointer" and v["q"].kind == "pointer"
-    assert v["q"].elem == v["t"].elem and v["t"].elem.btf
+    assert v["q"].elem == v["t"].elem and v["t"].elem.struct.origin == "btf"
 
 
 @pytest.mark.parametrize("program, message", [

@@ -156,7 +156,8 @@ def _wait(prof: Profiler, child: Child | None, pid: int | None,
                 else:
                     prof.remember_seen()
                 next_snapshot = now + 1.0
-            waits = [max(0.0, next_snapshot - now)]
+            prof.drain()              # (the samples travel in a ring buffer)
+            waits = [max(0.0, next_snapshot - now), 0.05]
             if deadline is not None:
                 waits.append(deadline - now)
             ready = select.select([watch_fd] if watch_fd is not None else [], [], [],

@@ -288,6 +288,7 @@ def decode_line(table: bytes, first: int, offset: int, version: tuple[int, int])
     """The line of the instruction at byte ``offset`` of a code object, from its
     line table (3.10: ``co_linetable`` pairs; 3.11+: the location table)."""
     line, addr, i = first, 0, 0
+    cur: int | None
     if version < (3, 11):
         while i + 1 < len(table):
             sdelta, ldelta = table[i], struct.unpack("b", table[i + 1:i + 2])[0]
@@ -305,7 +306,7 @@ def decode_line(table: bytes, first: int, offset: int, version: tuple[int, int])
         b = table[i]
         i += 1
         code, length = (b >> 3) & 15, (b & 7) + 1
-        cur: int | None = line
+        cur = line
         if code == 15:
             cur = None
         elif code in (13, 14):

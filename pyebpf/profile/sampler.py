@@ -363,7 +363,7 @@ class Profiler(Owner):
             at += klen
         py = [struct.unpack_from("<QQ", rec, at + 16 * i) for i in range(npy)]
         name = comm.split(b"\0", 1)[0].decode("utf-8", "replace")
-        return pid, ulen, name, user, kern, py  # type: ignore[return-value]
+        return pid, ulen, name, user, kern, py
 
     def stacks(self) -> dict[tuple[str, ...], int]:
         """The samples as ``{(outermost, ..., innermost): count}`` (see the module docs)."""

@@ -16,9 +16,9 @@ import time
 import pytest
 
 from pyebpf.profile.folded import parse_folded
-from pyebpf.profile.python import LAYOUTS, decode_line
+from pyebpf.profile.python import LAYOUTS, decode_line, interleave, python_runs
 
-from .conftest import HERE, cli
+from .conftest import HERE, browse, cli
 
 WORKLOAD = str(HERE / "pyshapes.py")
 SHARES = {"hot": 3 / 7, "cold": 1 / 7, "recurse": 1 / 7, "numbers": 1 / 7, "by_key": 1 / 7}
@@ -121,6 +121,27 @@ def test_line_tables_decode_as_the_interpreter_does(exe):
                 (offset, line)
             checked += 1
     assert checked > 100
+
+
+@pytest.mark.parametrize("version, frames, runs", [
+    ((3, 10), [(1, 5), (2, 7)], [[(1, 5)], [(2, 7)]]),                   # one frame per call
+    ((3, 11), [(1, 5), (2, 7 | 1 << 56), (3, 9)], [[(1, 5), (2, 7)], [(3, 9)]]),  # is_entry
+    ((3, 12), [(1, 5), (2, 7), (9, 3 << 56), (3, 9)], [[(1, 5), (2, 7)], [(3, 9)]]),  # C shim
+    ((3, 13), [(9, 3 << 56), (1, 5), (9, 3 << 56)], [[(1, 5)]]),
+])
+def test_frames_cut_into_eval_loop_calls(version, frames, runs):
+    assert python_runs(frames, version) == runs
+
+
+def test_python_runs_replace_the_eval_loop_frames_in_order():
+    native = ["leaf", "_PyEval_EvalFrameDefault", "builtin_sorted", "_PyEval_EvalFrameDefault",
+              "main"]
+    assert interleave(native, [["key"], ["outer2", "outer1"]]) == \
+        ["leaf", "key", "builtin_sorted", "outer2", "outer1", "main"]
+    # a native stack cut short (no frame pointers): the rest goes outermost
+    assert interleave(["leaf", "_PyEval_EvalFrameDefault"], [["key"], ["outer"]]) == \
+        ["leaf", "key", "outer"]
+    assert interleave(["leaf"], []) == ["leaf"]
 
 
 # ------------------------------------------------------------ kernel
@@ -235,3 +256,15 @@ def test_speedscope_keeps_python_frames(tmp_path):
     assert proc.returncode == 0, proc.stderr
     names = {f["name"] for f in json.loads(out.read_text())["shared"]["frames"]}
     assert f"hot ({WORKLOAD}:{marked_lines()['hot']})" in names, sorted(names)[:30]
+
+
+@pytest.mark.kernel
+def test_chromium_opens_a_python_flame_graph(tmp_path):
+    exe = (_pythons() or [sys.executable])[-1]
+    out = tmp_path / "py.svg"
+    proc = cli("profile", "-F", "199", "-q", "-o", str(out), "-c", f"{exe} {WORKLOAD} 1")
+    assert proc.returncode == 0, proc.stderr
+    page = browse(f"file://{out}", "--dump-dom")
+    assert page.returncode == 0, page.stderr[-2000:]
+    assert "Uncaught" not in page.stderr, page.stderr[-2000:]
+    assert f"hot ({WORKLOAD}:{marked_lines()['hot']})" in page.stdout

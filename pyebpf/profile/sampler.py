@@ -109,8 +109,13 @@ def profile_frame(text: str) -> str:
 class Profiler(Owner):
     """Counts on-CPU stacks from perf events (see the module docs).
 
-    ``with Profiler(99, pid=1234) as p: ...; p.detach(); stacks = p.stacks()``.
-    ``python=False`` leaves Python frames out (native frames only).
+    ``with Profiler(99, pid=1234) as p: ...; p.detach(); stacks = p.stacks()``;
+    call :meth:`drain` while sampling, often enough that the ring
+    (``ring_size`` bytes, :attr:`record_size` per sample) never fills.
+    ``python=False`` leaves Python frames out (native frames only);
+    ``max_python_frames`` bounds the walk (deeper stacks keep their innermost
+    frames); ``max_stacks`` sizes the table of CPython processes
+    (``max_stacks // 16``, at least 16).
     """
 
     def __init__(self, frequency: int = 99, *, pid: int | None = None, kernel: bool = False,

@@ -268,3 +268,20 @@ def test_chromium_opens_a_python_flame_graph(tmp_path):
     assert page.returncode == 0, page.stderr[-2000:]
     assert "Uncaught" not in page.stderr, page.stderr[-2000:]
     assert f"hot ({WORKLOAD}:{marked_lines()['hot']})" in page.stdout
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("exe", PYTHONS)
+def test_each_thread_shows_its_own_python_frames(exe):
+    if _version(exe) < (3, 11):
+        pytest.skip("3.10 has no native thread id: its samples take the GIL holder's frames")
+    script = str(HERE / "pythreads.py")
+    proc = cli("profile", "-F", "499", "-q", "-c", f"{exe} {script} 2")
+    assert proc.returncode == 0, proc.stderr
+    stacks = parse_folded(proc.stdout)
+    hashing = {s: c for s, c in stacks.items() if any("(libcrypto" in f for f in s)}
+    if sum(hashing.values()) < 20:
+        pytest.skip(f"{exe}'s hashlib does not hash in libcrypto here")
+    mine = sum(c for s, c in hashing.items() if any(f.startswith("hashing (") for f in s))
+    assert mine >= 0.8 * sum(hashing.values()), hashing
+    assert not any(f.startswith("spinning (") for s in hashing for f in s), hashing

@@ -136,7 +136,11 @@ def _sample(args: argparse.Namespace) -> tuple[dict[tuple[str, ...], int], float
         prof.detach()
         if child is not None and not child.poll():
             child.kill()
-        return prof.stacks(), elapsed, prof.lost
+        stacks = prof.stacks()
+        if not args.quiet:
+            for note in prof.python_notes():
+                print(note, file=sys.stderr)
+        return stacks, elapsed, prof.lost
 
 
 def _wait(prof: Profiler, child: Child | None, pid: int | None,

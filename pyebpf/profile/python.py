@@ -45,6 +45,7 @@ import os
 import re
 import struct
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["PyLayout", "PythonProcess", "LAYOUTS", "find_python", "decode_line",
            "interleave", "EVAL_FUNCTIONS"]
@@ -150,9 +151,10 @@ def config_values(layout: PyLayout, runtime: int) -> list[int]:
 _VERSION_RE = re.compile(r"python(\d)\.(\d+)")
 
 
-def find_python(pid: int) -> PythonProcess | str:
-    """The CPython of process ``pid`` (see the module docs), or a sentence
-    saying why none can be walked."""
+def find_python(pid: int) -> PythonProcess | str | None:
+    """The CPython of process ``pid`` (see the module docs); a sentence saying
+    why its frames cannot be walked (a version or build not supported, the
+    process unreadable); None when it runs no CPython."""
     from .. import elf
     try:
         mods = elf.process_modules(pid)
@@ -170,7 +172,7 @@ def find_python(pid: int) -> PythonProcess | str:
         if not syms:
             continue
         try:
-            runtime = m.runtime_address(syms[0].address)
+            runtime = _runtime_address(m, syms[0].address)
         except Exception:
             continue
         match = _VERSION_RE.search(base)
@@ -186,7 +188,20 @@ def find_python(pid: int) -> PythonProcess | str:
         else:
             return f"{m.path}: CPython {version[0]}.{version[1]} is not supported (3.10-3.13 are)"
         return proc
-    return f"pid {pid} runs no CPython (no module defines _PyRuntime)"
+    return None                      # (no module defines _PyRuntime)
+
+
+def _runtime_address(module: Any, vaddr: int) -> int:
+    """Where the ELF address ``vaddr`` of ``module`` is in its process, also
+    in the zero-filled (.bss) part no file offset backs (3.9's
+    ``_PyRuntime``): the module's load bias from its first mapping."""
+    from .. import elf
+    try:
+        return int(module.runtime_address(vaddr))
+    except Exception:
+        first = module.maps[0]
+        base = elf.open_elf(module.open_path).offset_to_address(first.offset)
+        return int(vaddr + first.start - base)
 
 
 @dataclass

@@ -150,7 +150,7 @@ class Profiler(Owner):
         self.pyconf: HashMap[bytes, bytes] = HashMap(Bytes(4), Bytes(8 * len(CONFIG_FIELDS)),
                                                     max(16, max_stacks // 16), name="profile_pyconf")
         #: pid -> the CPython found in it (or why none)
-        self.pythons: dict[int, PythonProcess | str] = {}
+        self.pythons: dict[int, PythonProcess | str | None] = {}
 
     # ------------------------------------------------------------ the kernel side
     def program(self) -> object:
@@ -310,7 +310,7 @@ class Profiler(Owner):
             return                            # (the same: keep its code objects)
         self.pythons[pid] = got
         key = struct.pack("<I", pid)
-        if isinstance(got, str) or got.layout is None:
+        if not isinstance(got, PythonProcess) or got.layout is None:
             try:
                 del self.pyconf[key]
             except KeyError:
@@ -340,14 +340,21 @@ class Profiler(Owner):
             out[k] = out.get(k, 0) + count
         return out
 
+    def python_notes(self) -> list[str]:
+        """Why a CPython seen has no Python frames (an unsupported version or
+        build), one sentence per process."""
+        return [f"pid {pid}: no Python frames: {why}" for pid, why in sorted(self.pythons.items())
+                if isinstance(why, str)]
+
     def python_status(self) -> dict[str, int]:
         """Samples of CPython processes by how their Python walk ended
         (:data:`pyebpf.profile.pywalk.PY_STATUS`)."""
+        from .python import PythonProcess
         from .pywalk import PY_STATUS
         out: dict[str, int] = {}
         for rec, count in self.records.items():
             pid, _, _, _, _, status, _ = _HDR.unpack_from(rec, 0)
-            if isinstance(self.pythons.get(pid), str) or pid not in self.pythons:
+            if not isinstance(self.pythons.get(pid), PythonProcess):
                 continue
             name = PY_STATUS.get(status, str(status))
             out[name] = out.get(name, 0) + count

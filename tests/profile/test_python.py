@@ -285,3 +285,18 @@ def test_each_thread_shows_its_own_python_frames(exe):
     mine = sum(c for s, c in hashing.items() if any(f.startswith("hashing (") for f in s))
     assert mine >= 0.8 * sum(hashing.values()), hashing
     assert not any(f.startswith("spinning (") for s in hashing for f in s), hashing
+
+
+@pytest.mark.kernel
+def test_an_unsupported_cpython_says_so_and_keeps_its_native_frames():
+    old = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.[6-9].*/bin/python3")))
+    if not old:
+        pytest.skip("no CPython older than 3.10 here")
+    proc = cli("profile", "-F", "199", "-c", f"{old[-1]} {WORKLOAD} 1")
+    assert proc.returncode == 0, proc.stderr
+    version = re.search(r"versions/(3\.\d+)", old[-1]).group(1)
+    assert "no Python frames: " in proc.stderr and \
+        f"CPython {version} is not supported (3.10-3.13 are)" in proc.stderr, proc.stderr
+    stacks = parse_folded(proc.stdout)
+    assert sum(stacks.values()) > 0
+    assert not any(f"{WORKLOAD}:" in f for s in stacks for f in s)

@@ -106,6 +106,20 @@ def profile_frame(text: str) -> str:
 
 
 
+def _unexeced_child(pid: int) -> bool:
+    """Is ``pid`` a child of this process that has not run ``exec`` yet (a
+    ``-c`` command waiting to start: a copy of this interpreter)?"""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            ppid = int(f.read().rpartition(b")")[2].split()[1])
+        if ppid != os.getpid():
+            return False
+        with open(f"/proc/{pid}/cmdline", "rb") as a, open("/proc/self/cmdline", "rb") as b:
+            return a.read() == b.read()
+    except (OSError, ValueError, IndexError):
+        return False
+
+
 class Profiler(Owner):
     """Counts on-CPU stacks from perf events (see the module docs).
 
@@ -303,6 +317,8 @@ class Profiler(Owner):
     def _find_python(self, pid: int) -> None:
         """(Re)detect ``pid``'s CPython: after an ``exec`` it is another program."""
         from .python import PythonProcess, config_values, find_python
+        if _unexeced_child(pid):
+            return                            # (what it runs is not known yet)
         got = find_python(pid)
         old = self.pythons.get(pid)
         if isinstance(old, PythonProcess) and isinstance(got, PythonProcess) and \

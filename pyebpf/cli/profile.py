@@ -140,6 +140,11 @@ def _sample(args: argparse.Namespace) -> tuple[dict[tuple[str, ...], int], float
         if not args.quiet:
             for note in prof.python_notes():
                 print(note, file=sys.stderr)
+            walks = prof.python_status()
+            if set(walks) - {"ok"}:
+                print("Python frame walks: " + ", ".join(f"{n} {why}" for why, n in
+                                                        sorted(walks.items())),
+                      file=sys.stderr)
         return stacks, elapsed, prof.lost
 
 

@@ -135,7 +135,7 @@ class Profiler(Owner):
     def __init__(self, frequency: int = 99, *, pid: int | None = None, kernel: bool = False,
                  max_stacks: int = 4096, max_depth: int = 127,
                  symbolizer: Symbolizer | None = None, python: bool = True,
-                 max_python_frames: int = 64, ring_size: int = 8 << 20) -> None:
+                 max_python_frames: int = 64, ring_size: int = 16 << 20) -> None:
         from ..events import RingBufferReader
         from ..maps import Bytes, HashMap, PerCpuArrayMap, RingBuf
         from ..trace.stacks import Symbolizer

@@ -209,8 +209,14 @@ def test_the_same_shares_as_py_spy(exe, tmp_path):
     ours = shares(parse_folded(proc.stdout))
     spys = shares(theirs)
     assert max(ours, key=ours.get) == max(spys, key=spys.get) == "hot", (ours, spys)
-    for name in SHARES:
-        assert abs(ours[name] - spys[name]) <= 0.05, (name, ours, spys)
+    for name, truth in SHARES.items():
+        # Both within 5 points of each other, except where py-spy itself is
+        # off the workload's known share by more: it samples by the wall
+        # clock, so on a busy machine it counts the time a thread waits for a
+        # CPU (seen: recurse at 19-24% for 14%); there ours must hold the truth.
+        assert abs(ours[name] - truth) <= 0.05, (name, ours, truth)
+        if abs(spys[name] - truth) <= 0.05:
+            assert abs(ours[name] - spys[name]) <= 0.05, (name, ours, spys)
 
 
 @pytest.mark.kernel

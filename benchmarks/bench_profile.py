@@ -12,6 +12,18 @@
   @[ustack] = count(); }'`` (absent when bpftrace is not installed).
 * ``pyebpf_99hz_samples``: the workload's samples in pyebpf's profile
   (sanity: ~99 per second of its run).
+* ``python_alone_s``: a CPU-bound pure-Python workload (hot/cold spinning
+  loops, a fixed amount of work) on the newest CPython found (pyenv's 3.1x,
+  else this interpreter): its CPU time; ``python_pyebpf_99hz_slowdown`` /
+  ``python_pyebpf_999hz_slowdown``: the same while ``pyebpf profile -p PID``
+  samples it with its Python frames walked in the kernel;
+  ``python_pyspy_99hz_slowdown`` / ``python_pyspy_999hz_slowdown``: while
+  ``py-spy record -p PID`` samples it (absent without py-spy); the
+  ``_wall_slowdown`` twins compare wall times (py-spy stops the process to
+  read it: that costs wall time, not the workload's CPU time; a busy
+  machine makes wall times noisy).  The workload
+  waits on its stdin until the tool is sampling.  Run alone:
+  ``python benchmarks/bench_profile.py --python``.
 * ``<tool>_stop_to_output_s``: from Ctrl-C to the tool's exit with every
   process's stacks symbolized and printed (system-wide: every process that
   ran; bpftrace is killed after 60 s).
@@ -147,6 +159,101 @@ def _drawing(out: dict, rounds: int) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+PY_WORKLOAD = """
+import sys
+sys.stdin.readline()
+def spin(n):
+    for _ in range(n):
+        pass
+def hot():
+    spin(60000)
+def cold():
+    spin(20000)
+for _ in range(int(sys.argv[1])):
+    hot()
+    cold()
+"""
+
+
+def _newest_python() -> str:
+    import glob
+    found = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[0-9].*/bin/python3")),
+                   key=lambda p: [int(x) for x in p.split("/versions/")[1].split("/")[0]
+                                  .split(".")])
+    return found[-1] if found else sys.executable
+
+
+def _python_under(py: str, n: str, tool: list[str] | None,
+                  ready: str) -> tuple[float, float]:
+    """The Python workload's CPU time and wall time, sampled by ``tool + [pid]``
+    (None: alone)."""
+    work = subprocess.Popen([py, "-c", PY_WORKLOAD, n], stdin=subprocess.PIPE)
+    prof = None
+    try:
+        if tool is not None:
+            env = dict(os.environ, PYTHONPATH=str(ROOT))
+            prof = subprocess.Popen(tool + [str(work.pid)], stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, env=env)
+            assert prof.stdout is not None
+            while True:
+                line = prof.stdout.readline()
+                if not line:
+                    raise RuntimeError(f"{tool[0]} ended before sampling")
+                if ready in line:
+                    break
+        assert work.stdin is not None
+        t0 = time.perf_counter()
+        work.stdin.write(b"go\n")
+        work.stdin.close()
+        _, status, usage = os.wait4(work.pid, 0)
+        wall = time.perf_counter() - t0
+        work.returncode = os.waitstatus_to_exitcode(status)
+        return usage.ru_utime + usage.ru_stime, wall
+    finally:
+        if work.returncode is None:
+            work.kill()
+            work.wait()
+        if prof is not None:
+            prof.send_signal(2)
+            try:
+                prof.communicate(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                prof.kill()
+                prof.communicate()
+
+
+def run_python(rounds: int = 1, quick: bool = False) -> dict:
+    """The Python workload's slowdown under pyebpf and under py-spy (see the module docs)."""
+    py = _newest_python()
+    n = "150" if quick else "400"
+    spy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
+    tmp = tempfile.mkdtemp(prefix="pyebpf_bench_")
+    tools: dict[str, tuple[list[str], str]] = {}
+    for hz in ("99", "999"):
+        tools[f"python_pyebpf_{hz}hz"] = ([sys.executable, "-m", "pyebpf", "profile", "-F", hz,
+                                           "-o", os.path.join(tmp, "p.folded"), "-p"],
+                                          "Sampling at")
+        if os.access(spy, os.X_OK):
+            tools[f"python_pyspy_{hz}hz"] = ([spy, "record", "-r", hz, "-f", "raw", "-o",
+                                              os.path.join(tmp, "s.txt"), "-p"],
+                                             "Sampling process")
+    best = {name: (float("inf"), float("inf")) for name in ["alone", *tools]}
+    try:
+        _python_under(py, n, None, "")                  # warm the caches
+        for _ in range(rounds):
+            for name, (tool, ready) in [("alone", (None, "")), *tools.items()]:
+                cpu, wall = _python_under(py, n, tool, ready)     # type: ignore[arg-type]
+                best[name] = (min(best[name][0], cpu), min(best[name][1], wall))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    out: dict = {"python": py, "python_alone_s": best["alone"][0],
+                 "python_alone_wall_s": best["alone"][1]}
+    for name in tools:
+        out[f"{name}_slowdown"] = best[name][0] / best["alone"][0]
+        out[f"{name}_wall_slowdown"] = best[name][1] / best["alone"][1]
+    return out
+
+
 def run(quick: bool = False) -> dict:
     rounds = 1 if quick else 3
     out: dict = {}
@@ -181,9 +288,15 @@ def run(quick: bool = False) -> dict:
     for name in tools:
         out[f"{name}_stop_to_output_s"] = stop[name]
     out["pyebpf_99hz_samples"] = samples
+    out.update(run_python(rounds, quick))
     return out
 
 
 if __name__ == "__main__":
-    for key, value in run(quick="--quick" in sys.argv).items():
+    if "--python" in sys.argv:
+        results = run_python(quick="--quick" in sys.argv) if os.geteuid() == 0 else \
+            {"overhead": "skipped: needs root"}
+    else:
+        results = run(quick="--quick" in sys.argv)
+    for key, value in results.items():
         print(f"{key}: {value:.4g}" if isinstance(value, float) else f"{key}: {value}")

@@ -20,7 +20,8 @@ from .parser import Subparsers   # (at run time too, for documentation tools)
 
 DESCRIPTION = """\
 Sample the stacks running on the CPUs (perf cpu-clock events at HZ on every
-CPU), count them in the kernel and write them as a picture or as text.
+CPU), with the Python frames of CPython 3.10-3.13 processes walked in the
+kernel, and write them as a picture or as text.
 """
 
 EPILOG = """\
@@ -33,8 +34,10 @@ output formats, from -o FILE's extension:
 
 frames: C/C++ functions (demangled), kernel functions with --kernel marked
 _[k], [unknown] (MODULE) where no symbol covers an address.  Without -p/-c
-every process is sampled and its name is the outermost frame.  Python-level
-frames are not shown (the interpreter's C frames are).
+every process is sampled and its name is the outermost frame.  CPython
+3.10-3.13 processes show Python frames, "qualname (file:line)", in place of
+the interpreter's eval-loop frames (no restart, no -X perf); other versions
+show their C frames.
 
 examples:
   pyebpf profile -c './app 1000' -o app.svg
@@ -93,12 +96,13 @@ def run(args: argparse.Namespace) -> int:
         return FAILURE
     title = args.title or (" ".join(args.cmd) if args.cmd else
                            f"pid {args.pid}" if args.pid else "all processes")
-    stacks, seconds_run = _sample(args)
-    return _write(args, fmt, stacks, title, seconds_run)
+    stacks, seconds_run, lost = _sample(args)
+    return _write(args, fmt, stacks, title, seconds_run, lost)
 
 
-def _sample(args: argparse.Namespace) -> tuple[dict[tuple[str, ...], int], float]:
-    """Sample until a stop condition; the symbolized stacks and the seconds sampled."""
+def _sample(args: argparse.Namespace) -> tuple[dict[tuple[str, ...], int], float, int]:
+    """Sample until a stop condition; the symbolized stacks, the seconds
+    sampled and the samples lost (the ring buffer was full)."""
     import shutil
 
     from ..profile.sampler import Profiler
@@ -132,7 +136,16 @@ def _sample(args: argparse.Namespace) -> tuple[dict[tuple[str, ...], int], float
         prof.detach()
         if child is not None and not child.poll():
             child.kill()
-        return prof.stacks(), elapsed
+        stacks = prof.stacks()
+        if not args.quiet:
+            for note in prof.python_notes():
+                print(note, file=sys.stderr)
+            walks = prof.python_status()
+            if set(walks) - {"ok"}:
+                print("Python frame walks: " + ", ".join(f"{n} {why}" for why, n in
+                                                        sorted(walks.items())),
+                      file=sys.stderr)
+        return stacks, elapsed, prof.lost
 
 
 def _wait(prof: Profiler, child: Child | None, pid: int | None,
@@ -156,7 +169,8 @@ def _wait(prof: Profiler, child: Child | None, pid: int | None,
                 else:
                     prof.remember_seen()
                 next_snapshot = now + 1.0
-            waits = [max(0.0, next_snapshot - now)]
+            prof.drain()              # (the samples travel in a ring buffer)
+            waits = [max(0.0, next_snapshot - now), 0.05]
             if deadline is not None:
                 waits.append(deadline - now)
             ready = select.select([watch_fd] if watch_fd is not None else [], [], [],
@@ -183,7 +197,7 @@ def _pidfd(pid: int | None) -> int | None:
 
 
 def _write(args: argparse.Namespace, fmt: str, stacks: dict[tuple[str, ...], int],
-           title: str, elapsed: float) -> int:
+           title: str, elapsed: float, lost: int = 0) -> int:
     """Write the output (stdout without -o); on a failure the folded text
     still lands somewhere (see the epilog)."""
     from ..profile.output import ProfileWriteError, write_profile
@@ -207,6 +221,8 @@ def _write(args: argparse.Namespace, fmt: str, stacks: dict[tuple[str, ...], int
     if not args.quiet:
         where = f" to {args.output}" if args.output else ""
         print(f"{total} samples, {len(stacks)} distinct stacks{where}.", file=sys.stderr)
+        if lost:
+            print(f"{lost} more samples were lost: the ring buffer was full.", file=sys.stderr)
     return OK
 
 

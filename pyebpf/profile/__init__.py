@@ -17,7 +17,9 @@ names (``.svg``, ``.folded``, ``.json``) without ever losing it to a drawing
 error, and :func:`write_histogram` writes a chart.
 
 The sampling half (:mod:`pyebpf.profile.sampler`, behind ``pyebpf profile``)
-counts stacks in the kernel from perf events and symbolizes them.
+samples stacks from perf events, with CPython's Python frames walked in the
+kernel (:mod:`pyebpf.profile.python`, :mod:`pyebpf.profile.pywalk`), and
+symbolizes them.
 """
 from __future__ import annotations
 

@@ -21,6 +21,7 @@ names); without either they are shown mangled.
 """
 from __future__ import annotations
 
+import bisect
 import functools
 import os
 import shutil
@@ -33,7 +34,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..maps import MapSpec, StackTraceMap
 
-__all__ = ["Symbolizer", "demangle", "STACK_IP", "STACK_VALID", "make_stack_map"]
+__all__ = ["Symbolizer", "demangle", "STACK_IP", "STACK_VALID", "make_stack_map", "read_perf_map"]
 
 STACK_VALID = 1    # BPF_STACK_BUILD_ID_VALID: build id + file offset
 STACK_IP = 2       # BPF_STACK_BUILD_ID_IP: a plain address
@@ -132,22 +133,88 @@ DEBUG_DIR = "/usr/lib/debug"
 
 @functools.lru_cache(maxsize=256)
 def _debug_file(path: str) -> str | None:
-    """The separate debug file of ``path`` (``/usr/lib/debug/.build-id/xx/yyyy.debug``
-    or ``/usr/lib/debug/PATH.debug``), which has the full symbol table of a
-    stripped library (e.g. libc's local functions); None when not installed."""
+    """The separate debug file of ``path``, which has the full symbol table
+    of a stripped library (e.g. libc's local functions): by build id
+    (``/usr/lib/debug/.build-id/xx/yyyy.debug``), by the ``.gnu_debuglink``
+    name (beside the file, in its ``.debug/`` directory, or under
+    ``/usr/lib/debug`` + its directory), or ``/usr/lib/debug/PATH.debug``;
+    None when none is installed."""
     try:
-        bid = _elf.open_elf(path).build_id
+        ef = _elf.open_elf(path)
+        bid = ef.build_id
     except Exception:
         return None
     cands = []
     if bid:
         h = bid.hex()
         cands.append(os.path.join(DEBUG_DIR, ".build-id", h[:2], h[2:] + ".debug"))
-    cands.append(DEBUG_DIR + os.path.realpath(path) + ".debug")
+    real = os.path.realpath(path)
+    link = _debuglink_name(ef)
+    if link:
+        where = os.path.dirname(real)
+        cands += [os.path.join(where, link), os.path.join(where, ".debug", link),
+                  DEBUG_DIR + os.path.join(where, link)]
+    cands.append(DEBUG_DIR + real + ".debug")
     for c in cands:
-        if os.path.isfile(c):
+        if os.path.isfile(c) and os.path.realpath(c) != real:
             return c
     return None
+
+
+def _debuglink_name(ef: _elf.ElfFile) -> str | None:
+    """The file name in ``.gnu_debuglink`` (None without one)."""
+    try:
+        sec = ef.section(".gnu_debuglink")
+        if sec is None:
+            return None
+        name = ef.section_data(sec).split(b"\0", 1)[0].decode()
+    except Exception:
+        return None
+    return os.path.basename(name) or None
+
+
+def _minidebuginfo(path: str) -> _elf.ElfFile | None:
+    """The symbol table a stripped file carries xz-compressed in
+    ``.gnu_debugdata`` (MiniDebugInfo: an ELF file of its own, with the
+    local functions' symbols), or None (cached per path, size and mtime)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return _minidebuginfo_of(path, st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _minidebuginfo_of(path: str, size: int, mtime: int) -> _elf.ElfFile | None:
+    import lzma
+    try:
+        ef = _elf.open_elf(path)
+        sec = ef.section(".gnu_debugdata")
+        if sec is None:
+            return None
+        data = lzma.decompress(ef.section_data(sec))
+        return _elf.ElfFile.from_bytes(data, f"{path} (.gnu_debugdata)")
+    except Exception:
+        return None
+
+
+def read_perf_map(path: str) -> tuple[list[int], list[int], list[str]]:
+    """A ``/tmp/perf-PID.map`` (JIT code: ``START SIZE NAME`` lines, in hex)
+    as sorted ``(starts, sizes, names)``; an unreadable file gives none."""
+    rows: list[tuple[int, int, str]] = []
+    try:
+        with open(path, errors="replace") as f:
+            for line in f:
+                parts = line.rstrip("\n").split(" ", 2)
+                if len(parts) == 3:
+                    try:
+                        rows.append((int(parts[0], 16), int(parts[1], 16), parts[2]))
+                    except ValueError:
+                        continue
+    except OSError:
+        return [], [], []
+    rows.sort()
+    return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
 
 
 class Symbolizer:
@@ -160,6 +227,7 @@ class Symbolizer:
         self._by_build_id: dict[bytes, str] = {}
         self._indexed: set[str] = set()
         self._pids: dict[int, list[_elf.Module]] = {}
+        self._perf_maps: dict[int, tuple[list[int], list[int], list[str]]] = {}
         for f in files:
             self.add_file(f)
 
@@ -190,6 +258,7 @@ class Symbolizer:
         except (OSError, ProcessLookupError):
             return False
         self._pids[pid] = mods
+        self._perf_maps.pop(pid, None)       # (read again: JIT code may have grown)
         for m in mods:
             if m.open_path not in self._files:
                 self._files.append(m.open_path)
@@ -235,6 +304,9 @@ class Symbolizer:
         if hit is None:
             hit = ef.symbolize(look)
         if hit is None:
+            mini = _minidebuginfo(path)
+            hit = mini.symbolize(look) if mini is not None else None
+        if hit is None:
             return None
         sym, delta = hit
         return f"{sym.name}+{delta + (vaddr - look)}"
@@ -245,7 +317,7 @@ class Symbolizer:
         mods = self._pids.get(pid)
         if mods is None:
             if not self.remember_pid(pid):
-                return None
+                return self._jitted(pid, addr)
             mods = self._pids[pid]
         for m in mods:
             if m.contains(addr):
@@ -253,6 +325,19 @@ class Symbolizer:
                     return self._in_file(m.open_path, m.file_offset(addr), caller)
                 except Exception:
                     return None
+        return self._jitted(pid, addr)
+
+    def _jitted(self, pid: int, addr: int) -> str | None:
+        """``name+offset`` from ``/tmp/perf-PID.map`` (JIT code that no file
+        maps: CPython 3.12+'s perf trampolines, Node, Java agents), read
+        once per pid; None when no entry covers ``addr``."""
+        table = self._perf_maps.get(pid)
+        if table is None:
+            table = self._perf_maps[pid] = read_perf_map(f"/tmp/perf-{pid}.map")
+        starts, sizes, names = table
+        i = bisect.bisect_right(starts, addr) - 1
+        if i >= 0 and addr < starts[i] + max(sizes[i], 1):
+            return f"{names[i]}+{addr - starts[i]}"
         return None
 
     def frame(self, raw: RawFrame, pid: int | None = None, index: int = 0) -> str:

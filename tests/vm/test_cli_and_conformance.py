@@ -118,6 +118,10 @@ def test_raw_bytes_not_in_slots(tmp_path) -> None:
 def test_vm_table() -> None:
     out = cli("vm", "table").stdout.decode()
     assert "sdiv" in out and "cmpxchg" in out and "may_goto" in out
+    # every placeholder the rows use is explained by the legend under them
+    rows, legend = out.split("\nlegend:\n")
+    for placeholder in ("{d}", "{s}", "{sd}", "{ss}", "{sh}", "{r}", "{m}"):
+        assert placeholder in rows and placeholder in legend, placeholder
 
 
 @needs_suite

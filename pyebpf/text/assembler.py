@@ -230,7 +230,7 @@ def _unknown_target(insn: Insn, target: str, known: str) -> str:
         from ..isa.helpers import HELPERS
         names = [f"bpf_{h.name}" for h in HELPERS if h.name]
         word = target if target.startswith("bpf_") else f"bpf_{target}"
-        close = close_matches(word, names, n=3)
+        close = close_matches(word, names, n=3, cutoff=0.8)
         if close:
             return (f"unknown helper or function {target!r}; did you mean "
                     f"{', '.join(close)}? (functions defined: {known})")

@@ -226,9 +226,10 @@ def _syntax_error(toks: list[Tok], keys: tuple[str, ...]) -> TextError:
             if i == 0:
                 if k == "id":
                     from .mnemonic import is_mnemonic
-                    hint = (f" ({t.text!r} is the mnemonic dialect's, where registers are "
-                            "written %r0: 'mov %r0, 1'; this is read as the llvm dialect: "
-                            "'r0 = 1'; --dialect chooses)") if is_mnemonic(t.text) else ""
+                    hint = (f" ({t.text!r} is an instruction of the mnemonic dialect, "
+                            "'mov %r0, 1'; this text is read in the llvm dialect, 'r0 = 1': "
+                            "choose the dialect with --dialect mnemonic)"
+                            ) if is_mnemonic(t.text) else ""
                     return TextError(f"unknown instruction {t.text!r}{hint}", t.col)
                 return TextError(f"no instruction starts with {t.text!r}", t.col)
             if i == 1 and keys[0] == "id":

@@ -25,7 +25,7 @@ and the state the verifier had before it.
 
 FILE may carry an asm/ header (see 'pyebpf run'): its '# pyebpf: map' lines
 create the maps the program refers to, and its 'program ... attach=PROBE'
-line gives the program type.  Needs root (or CAP_BPF) and the kernel.
+line, if any, gives the program type.  Needs root (or CAP_BPF) and the kernel.
 """
 
 EPILOG = """\
@@ -99,7 +99,7 @@ def _header(text: str, name: str) -> tuple[str | None, dict[str, Any]]:
     if "# pyebpf:" not in text:
         return None, {}
     from ..trace.asmfile import parse_asm_file
-    af = parse_asm_file(text, name)
+    af = parse_asm_file(text, name, need_program=False)
     ptype = None
     if af.programs:
         pd = af.programs[0]

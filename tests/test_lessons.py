@@ -10,7 +10,8 @@ fenced blocks (also those indented in an exercise's solution) being:
   follows it;
 * a ``console`` block: ``$ COMMAND`` lines, each run by ``sh`` in the page's
   directory (``pyebpf`` is this checkout's), followed by what it prints
-  (standard output and error); a line ``...`` stands for any lines.
+  (standard output and error); a line ``...`` stands for any lines, a
+  ``...`` within a line for any text (a time in microseconds).
 
 An HTML comment just before a block qualifies it: ``<!-- test: kernel -->``
 (it needs the kernel: run by the page's kernel test), ``<!-- test: fails -->``
@@ -106,10 +107,12 @@ def steps(page: str) -> list[Step]:
 
 def matches(expected: str, actual: str) -> bool:
     """Whether ``actual`` is the ``expected`` lines (trailing blanks aside),
-    a line ``...`` matching any number of lines."""
+    a line ``...`` matching any number of lines, ``...`` in a line any text."""
     want = [line.rstrip() for line in expected.rstrip("\n").splitlines()]
     got = [line.rstrip() for line in actual.rstrip("\n").splitlines()]
-    pattern = "\n".join(".*?" if line == "..." else re.escape(line) for line in want)
+    pattern = "\n".join(".*?" if line == "..." else
+                        "[^\n]*?".join(re.escape(part) for part in line.split("..."))
+                        for line in want)
     pattern = pattern.replace("\n.*?\n", "(?:\n.*?)?\n")
     return re.fullmatch(pattern, "\n".join(got), flags=re.S) is not None
 
@@ -206,6 +209,8 @@ def test_the_checker_sees_a_wrong_output() -> None:
     assert matches("r0 = 1\n...\nend\n", "r0 = 1\nend\n")
     assert not matches("r0 = 1\n", "r0 = 2\n")
     assert not matches("r0 = 1\n", "r0 = 1\nmore\n")
+    assert matches("took ... us\n", "took 127 us\n")
+    assert not matches("took ... us\n", "took 1\n2 us\n")
     text = textwrap.dedent('''\
         <!-- test: fails -->
         ```console

@@ -131,3 +131,52 @@ def test_runs_unprivileged() -> None:
     assert proc.stdout.decode() == "r0 = 42 (0x2a)\n", proc.stderr
     proc = cli("conformance", "--vm", "-q", str(CONFORMANCE_DIR), prefix=prefix)
     assert proc.stdout.decode().splitlines()[-1] == "313 passed, 0 failed", proc.stderr
+
+
+TASK = """\
+call bpf_get_current_pid_tgid
+r6 = r0
+r1 = r10
+r1 += -16
+r2 = 16
+call bpf_get_current_comm
+r0 = *(u32 *)(r10 - 16)
+r0 <<= 32
+r6 &= 0xffff
+r0 |= r6
+exit
+"""
+
+
+def test_trace_and_step_name_helpers(tmp_path) -> None:
+    prog = tmp_path / "task.s"
+    prog.write_text(TASK)
+    lines = cli("vm", "run", "--trace", str(prog)).stdout.decode().splitlines()
+    assert lines[0].split()[:3] == ["0:", "call", "bpf_get_current_pid_tgid"], lines[0]
+    assert lines[5].split()[:3] == ["5:", "call", "bpf_get_current_comm"], lines[5]
+    out = cli("vm", "step", str(prog), stdin=b"step\n").stdout.decode()
+    assert out.startswith("=>    0: call bpf_get_current_pid_tgid "), out
+
+
+def test_pid_tgid_and_comm_are_settable(tmp_path) -> None:
+    prog = tmp_path / "task.s"
+    prog.write_text(TASK)
+    # r0: the comm's first 4 bytes, then the pid's low 16 bits
+    out = cli("vm", "run", str(prog)).stdout.decode()
+    assert out == f"r0 = {int.from_bytes(b'pyeb', 'little') << 32 | 1000} " \
+                  f"(0x{int.from_bytes(b'pyeb', 'little') << 32 | 1000:x})\n", out
+    value = int.from_bytes(b"bash", "little") << 32 | 4242
+    assert cli("vm", "run", "--pid", "4242", "--comm", "bash", str(prog)).stdout.decode() \
+        == f"r0 = {value} (0x{value:x})\n"
+    hits = tmp_path / "hits.s"
+    hits.write_text("# pyebpf: map hits hash key=u32 value=u32 entries=4 show=count\n"
+                    "# pyebpf: program p attach=uprobe:libc:getpid\n"
+                    "call bpf_get_current_pid_tgid\nr0 >>= 32\n*(u32 *)(r10 - 4) = r0\n"
+                    "*(u32 *)(r10 - 8) = 1\nr1 = hits ll\nr2 = r10\nr2 += -4\nr3 = r10\n"
+                    "r3 += -8\nr4 = 0\ncall bpf_map_update_elem\nr0 = 0\nexit\n")
+    out = cli("vm", "step", "--tgid", "77", "--pid", "78", str(hits)).stdout.decode()
+    assert "@hits[77]: 1" in out, out
+    bad = cli("vm", "run", "--pid", "-1", str(prog))
+    assert bad.returncode == 2 and b"'-1' is not an id" in bad.stderr
+    bad = cli("vm", "run", "--comm", "x" * 16, str(prog))
+    assert bad.returncode == 1 and b"1 to 15 bytes" in bad.stderr

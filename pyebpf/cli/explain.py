@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     name = "<stdin>" if args.file == "-" else args.file
     if not text.strip():
         raise OptionError(f"{name}: the file is empty")
-    ptype, maps = _header(text, name)
+    ptype, maps = header_maps(text, name)
     if args.prog_type is not None:
         ptype = args.prog_type
     ptype_num = prog_type_of(ptype or "socket_filter")
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _header(text: str, name: str) -> tuple[str | None, dict[str, Any]]:
+def header_maps(text: str, name: str) -> tuple[str | None, dict[str, Any]]:
     """The program type the asm header's probe needs (or None) and the maps its
     ``map`` lines declare (created; the caller closes them)."""
     if "# pyebpf:" not in text:

@@ -378,16 +378,16 @@ def _a(value: object) -> str:
     return f"{'an' if name[:1] in 'aeiou' else 'a'} {name}"
 
 
-class StringCodec(Codec):
+class StringCodec(BytesCodec):
     """``char[N]``: a ``str`` of at most :attr:`size` bytes in UTF-8 (``bytes``
     too), NUL-padded; read back as the ``str`` before the first NUL (bytes
-    that are not UTF-8 replaced)."""
+    that are not UTF-8 replaced).  Its BTF is the bytes' (a ``char`` array)."""
 
     def __init__(self, size: int) -> None:
-        if size <= 0:
-            raise SizeError(f"char[{size}]: the size must be positive")
-        self.size = size
+        super().__init__(size)
         self.label = f"char[{size}]"
+
+    unpack_many = Codec.unpack_many        # (each one a str: not the bytes' fast path)
 
     def pack_into(self, buf: _WBuf, offset: int, value: Any) -> None:
         """Write ``value`` NUL-padded to :attr:`size` bytes."""
@@ -403,7 +403,7 @@ class StringCodec(Codec):
                             f"at most {self.size})")
         buf[offset:offset + self.size] = data + bytes(self.size - len(data))
 
-    def unpack_from(self, buf: _RBuf, offset: int = 0) -> str:
+    def unpack_from(self, buf: _RBuf, offset: int = 0) -> str:  # type: ignore[override]
         """The string at ``offset``, up to its first NUL."""
         raw = bytes(buf[offset:offset + self.size])
         return raw.split(b"\0", 1)[0].decode("utf-8", "replace")

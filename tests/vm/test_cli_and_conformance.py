@@ -133,17 +133,17 @@ def test_runs_unprivileged() -> None:
     assert proc.stdout.decode().splitlines()[-1] == "313 passed, 0 failed", proc.stderr
 
 
+# r0: the task name's first 4 bytes, then the low 16 bits of the pid
 TASK = """\
-call bpf_get_current_pid_tgid
-r6 = r0
 r1 = r10
 r1 += -16
 r2 = 16
 call bpf_get_current_comm
-r0 = *(u32 *)(r10 - 16)
-r0 <<= 32
-r6 &= 0xffff
-r0 |= r6
+call bpf_get_current_pid_tgid
+r0 &= 0xffff
+r1 = *(u32 *)(r10 - 16)
+r1 <<= 32
+r0 |= r1
 exit
 """
 
@@ -152,10 +152,10 @@ def test_trace_and_step_name_helpers(tmp_path) -> None:
     prog = tmp_path / "task.s"
     prog.write_text(TASK)
     lines = cli("vm", "run", "--trace", str(prog)).stdout.decode().splitlines()
-    assert lines[0].split()[:3] == ["0:", "call", "bpf_get_current_pid_tgid"], lines[0]
-    assert lines[5].split()[:3] == ["5:", "call", "bpf_get_current_comm"], lines[5]
-    out = cli("vm", "step", str(prog), stdin=b"step\n").stdout.decode()
-    assert out.startswith("=>    0: call bpf_get_current_pid_tgid "), out
+    assert lines[3].split()[:3] == ["3:", "call", "bpf_get_current_comm"], lines[3]
+    assert lines[4].split()[:3] == ["4:", "call", "bpf_get_current_pid_tgid"], lines[4]
+    out = cli("vm", "step", "-b", "4", str(prog), stdin=b"continue\n").stdout.decode()
+    assert "=>    4: call bpf_get_current_pid_tgid " in out, out
 
 
 def test_pid_tgid_and_comm_are_settable(tmp_path) -> None:

@@ -208,3 +208,41 @@ if __name__ == "__main__":
         pathlib.Path(sys.argv[2]).write_text(man_page())
     else:
         sys.exit("usage: python docs/gen.py man OUT")
+
+
+# ---------------------------------------------------------------- docstring roles
+
+_ROLE = None
+
+
+def plain_roles(text: str) -> str:
+    """The docstrings' reStructuredText roles (``:class:`~a.b.C```,
+    ``:func:`f```, ``:data:`X```...) as Markdown code: ```C```, ```f```."""
+    global _ROLE
+    import re
+    if _ROLE is None:
+        _ROLE = re.compile(r":(?:py:)?(?:class|func|meth|mod|data|attr|exc|obj|const|term):"
+                           r"`(~?)([^`<]*?)(?:\s*<([^>`]+)>)?`")
+
+    def code(m: "re.Match[str]") -> str:
+        name = (m.group(2) or m.group(3) or "").strip()
+        if m.group(1) == "~":
+            name = name.rsplit(".", 1)[-1]
+        return f"`{name}`"
+    return _ROLE.sub(code, text)
+
+
+try:
+    import griffe as _griffe
+except ImportError:          # (python docs/gen.py man OUT needs no griffe)
+    _griffe = None
+
+if _griffe is not None:
+    class PlainRoles(_griffe.Extension):
+        """A griffe extension (``mkdocs.yml`` loads it): each docstring's
+        roles as Markdown code, so that the pages do not show ``:class:``."""
+
+        def on_object(self, *, obj, **kwargs):  # type: ignore[no-untyped-def]
+            """Rewrite ``obj``'s docstring."""
+            if obj.docstring is not None:
+                obj.docstring.value = plain_roles(obj.docstring.value)

@@ -60,3 +60,15 @@ def test_mnemonic_text_is_detected(tmp_path: pathlib.Path) -> None:
     prog.write_text("mov %r0, 1\nexit\n")
     r = cli(str(prog), "--test-run", "")
     assert r.returncode == 0 and "test run: r0 = 1 (0x1)" in r.stdout, r.stderr
+
+
+def test_jit_listing_names_call_targets_and_shows_jumps_as_offsets(tmp_path: pathlib.Path) -> None:
+    prog = tmp_path / "pid.s"
+    prog.write_text("call bpf_get_current_pid_tgid\nif r0 == 0 goto out\nr0 >>= 32\nout:\nexit\n")
+    r = cli(str(prog), "--type", "kprobe", "--jited")
+    assert r.returncode == 0, r.stderr
+    calls = [line for line in r.stdout.splitlines() if " call " in line]
+    assert any(line.endswith("<bpf_get_current_pid_tgid>") for line in calls), r.stdout
+    offsets = [int(line.split(":")[0], 16) for line in r.stdout.splitlines()[2:]]
+    jumps = [line.split()[-1] for line in r.stdout.splitlines() if " je " in line]
+    assert jumps and all(int(j, 16) in offsets for j in jumps), r.stdout

@@ -76,25 +76,23 @@ bench: debs venv-test
 	$(PY) -m benchmarks --readme
 
 clean:
-	rm -rf $(VENV) $(VENV)-3.* tests/build build dist *.egg-info $(DOCS_VENV) docs/api
+	rm -rf $(VENV) $(VENV)-3.* tests/build build dist *.egg-info $(DOCS_VENV) site
 
-# docs: the API reference, built from the docstrings by pdoc into docs/api/ (not
-# committed), in a venv of its own; a pdoc warning fails the build.
+# docs: the documentation site (MkDocs + Material; the API reference from the
+# docstrings by mkdocstrings; the command line's pages and the man page pyebpf(1)
+# from the argument parsers: docs/gen.py) into site/, in a venv of its own;
+# --strict: a warning (a broken link, a docstring that does not parse) fails it.
+# `make test` builds it too (tests/test_docs.py), with the test extra's copies.
 DOCS_VENV   := .docs-venv
-DOC_MODULES  = pyebpf $(shell find pyebpf -name '*.py' ! -name '_*' ! -path '*/_*' \
-                 | sed 's|/__init__.py$$||; s|\.py$$||; s|/|.|g' | sort)
+DOCS_DEPS   := 'mkdocs>=1.6' 'mkdocs-material>=9.5' 'mkdocstrings[python]>=0.26'
 
 $(DOCS_VENV)/.stamp: pyproject.toml
 	test -x $(DOCS_VENV)/bin/python || $(PYTHON) -m venv $(DOCS_VENV)
 	$(DOCS_VENV)/bin/python -m pip install -q --upgrade pip
-	$(DOCS_VENV)/bin/python -m pip install -q pdoc typing_extensions .
+	$(DOCS_VENV)/bin/python -m pip install -q $(DOCS_DEPS) .
 	touch $@
 
 .PHONY: docs
-docs: $(DOCS_VENV)/.stamp
-	rm -rf docs/api
-	@out=$$(PYTHONPATH=$(CURDIR) $(DOCS_VENV)/bin/pdoc -d restructuredtext -o docs/api \
-		$(DOC_MODULES) 2>&1) || { echo "$$out" >&2; exit 1; }; \
-	if [ -n "$$out" ]; then echo "$$out" >&2; echo "make docs: pdoc warned (above)" >&2; \
-		rm -rf docs/api; exit 1; fi
-	@echo "API reference: docs/api/index.html"
+docs: python-venv $(DOCS_VENV)/.stamp
+	PYTHONPATH=$(CURDIR) NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/python -m mkdocs build --strict --quiet
+	@echo "documentation: site/index.html (man page: man -l site/pyebpf.1)"

@@ -16,6 +16,8 @@ A *codec spec* is turned into a :class:`Codec` by :func:`codec`:
 * a ``ctypes`` type: ``ctypes.c_uint64`` gives ints, a ``ctypes.Structure``
   (or array/union) gives instances of it;
 * :class:`Bytes` ``(n)`` -- raw ``bytes`` of exactly ``n`` bytes;
+* ``"char[N]"`` -- a string of at most ``N`` bytes (UTF-8, NUL-padded; read
+  back up to its first NUL), as a C ``char name[N]`` holds one;
 * any :class:`Codec` instance.
 
 Record layouts (C rules: each field at a multiple of its alignment, the
@@ -28,7 +30,7 @@ from __future__ import annotations
 import struct
 import sys
 
-from .errors import SizeError
+from .errors import SizeError, WrongTypeError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -286,8 +288,23 @@ class StructCodec(Codec):
                 self._cast = f[1]  # type: ignore[assignment]  # one of bBhHiIlLqQfd, tested above
 
     def error(self, value: Any, exc: BaseException, role: str = "value") -> SizeError:
-        """The SizeError for a value that failed to pack."""
+        """The SizeError for a value that failed to pack: a
+        :class:`~pyebpf.errors.WrongTypeError` for a value of the wrong type."""
         if self.scalar:
+            kind = self.format[-1:]
+            if kind in "bBhHiIlLqQnN?":
+                if not isinstance(value, int):
+                    return WrongTypeError(f"{role} {value!r} has the wrong type for "
+                                          f"{self.label}: {_a(value)}, not an int")
+                bits = self.size * 8
+                low, high = (-(1 << bits - 1), (1 << bits - 1) - 1) if kind.islower() \
+                    else (0, (1 << bits) - 1)
+                unit = "byte" if self.size == 1 else "bytes"
+                return SizeError(f"{role} {value} does not fit {self.label} "
+                                 f"({self.size} {unit}: {low} to {high})")
+            if kind in "efd" and not isinstance(value, (int, float)):
+                return WrongTypeError(f"{role} {value!r} has the wrong type for "
+                                      f"{self.label}: {_a(value)}, not a number")
             return SizeError(f"{role} {value!r} does not fit {self.label} ({self.size} bytes): {exc}")
         return SizeError(f"{role} {value!r} does not match {self.label} ({self.size} bytes, "
                          f"a tuple of {self.items} items): {exc}")
@@ -353,6 +370,43 @@ class BytesCodec(Codec):
         s = self.size
         mv = memoryview(buf)
         return [bytes(mv[i * s:(i + 1) * s]) for i in range(count)]
+
+
+def _a(value: object) -> str:
+    """``a str``, ``an int``: the type of ``value`` with its article."""
+    name = type(value).__name__
+    return f"{'an' if name[:1] in 'aeiou' else 'a'} {name}"
+
+
+class StringCodec(BytesCodec):
+    """``char[N]``: a ``str`` of at most :attr:`size` bytes in UTF-8 (``bytes``
+    too), NUL-padded; read back as the ``str`` before the first NUL (bytes
+    that are not UTF-8 replaced).  Its BTF is the bytes' (a ``char`` array)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.label = f"char[{size}]"
+
+    unpack_many = Codec.unpack_many        # (each one a str: not the bytes' fast path)
+
+    def pack_into(self, buf: _WBuf, offset: int, value: Any) -> None:
+        """Write ``value`` NUL-padded to :attr:`size` bytes."""
+        if isinstance(value, str):
+            data = value.encode()
+        elif isinstance(value, (bytes, bytearray, memoryview)):
+            data = bytes(value)
+        else:
+            raise WrongTypeError(f"{value!r} has the wrong type for {self.label}: "
+                                 f"{_a(value)}, not a str")
+        if len(data) > self.size:
+            raise SizeError(f"{value!r} does not fit {self.label} ({len(data)} bytes, "
+                            f"at most {self.size})")
+        buf[offset:offset + self.size] = data + bytes(self.size - len(data))
+
+    def unpack_from(self, buf: _RBuf, offset: int = 0) -> str:  # type: ignore[override]
+        """The string at ``offset``, up to its first NUL."""
+        raw = bytes(buf[offset:offset + self.size])
+        return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
 
 
 def _ctypes() -> ModuleType:
@@ -421,6 +475,8 @@ def codec(spec: Any, role: str = "value") -> Codec:
         name = spec.strip().lower()
         if name in _NAMED_INTS:
             return StructCodec(_NAMED_INTS[name], name)
+        if name.startswith("char[") and name.endswith("]") and name[5:-1].isdigit():
+            return StringCodec(int(name[5:-1]))
         try:
             return StructCodec(spec)
         except struct.error as exc:

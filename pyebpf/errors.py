@@ -222,6 +222,12 @@ class SizeError(MapError, ValueError):
     any system call)."""
 
 
+class WrongTypeError(SizeError, TypeError):
+    """A key or value is of a type the map or record does not take (a
+    ``str`` for a ``u32``): the message says which type it wants.  A
+    :class:`SizeError` (what pyebpf raised for it before) and a ``TypeError``."""
+
+
 class VerifierError(KernelError):
     """The kernel's verifier rejected a program.
 

@@ -393,7 +393,8 @@ class Explanation:
                 lines.append(head)
                 if s.entry:
                     lines.append(f"        state before it: {s.entry}")
-                lines.append(f"        the verifier: {self.parsed.error or err.message}")
+                said = (self.parsed.error or err.message).replace("\n", "\n" + " " * 22)
+                lines.append(f"        the verifier: {said}")
             else:
                 lines.append(f"{head:<44} ; {s.state}" if s.state else head)
         tail = self._stats_line()
@@ -404,10 +405,11 @@ class Explanation:
 
 def _source_line(origin: str) -> str:
     """``file:line`` and, when the file can be read, that line's text (a
-    Python program's line says more than its instruction)."""
+    Python program's line says more than its instruction; a text file's
+    line has its spelling, its map names and its comment)."""
     path, _, num = origin.rpartition(":")
-    if not num.isdigit() or path.endswith(".s"):
-        return origin        # (a .s line is the instruction itself)
+    if not num.isdigit():
+        return origin
     import linecache
     text = linecache.getline(path, int(num)).strip()
     return f"{origin}: {text}" if text else origin

@@ -200,14 +200,29 @@ class LoadedProgram(FdOwner):
         return _sys.prog_jited_insns(self._fd)
 
     def jited_asm(self) -> str:
-        """The JIT's x86-64 code, disassembled with capstone (Intel syntax)."""
+        """The JIT's x86-64 code, disassembled with capstone (Intel syntax).
+        A jump or call inside the program shows its target as the offset the
+        listing's left column uses (``jmp 0x1c``); one out of it, the kernel
+        function's name when /proc/kallsyms shows it (``call
+        0xffffffff8150e310 <bpf_get_current_pid_tgid>``)."""
         import capstone
         image = _sys.prog_jited(self._fd)
         md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
         base = image.ksyms[0] if image.ksyms else 0
+        end = base + len(image.code)
         lines = []
         for ins in md.disasm(image.code, base):
-            lines.append(f"{ins.address - base:5x}: {ins.bytes.hex():<24} {ins.mnemonic} {ins.op_str}".rstrip())
+            ops = ins.op_str
+            if (ins.mnemonic.startswith("j") or ins.mnemonic == "call") and \
+                    ops.startswith("0x") and base:
+                target = int(ops, 16)
+                if base <= target < end:
+                    ops = f"0x{target - base:x}"
+                else:
+                    name = _kernel_symbols().table.get(target)
+                    if name is not None:
+                        ops = f"{ops} <{name}>"
+            lines.append(f"{ins.address - base:5x}: {ins.bytes.hex():<24} {ins.mnemonic} {ops}".rstrip())
         return "\n".join(lines)
 
 

@@ -50,7 +50,7 @@ else:
 
 # Sub-command modules, in the order --help lists them.
 COMMANDS = ["demo", "asm", "disasm", "conformance", "list", "trace", "profile", "run", "bt",
-            "explain", "vm", "export", "object"]
+            "explain", "load", "vm", "export", "object"]
 
 #: exit statuses
 OK, FAILURE, USAGE, INTERRUPTED = 0, 1, 2, 130
@@ -187,7 +187,7 @@ def build_parser(only: str | None = None) -> Parser:
     """The parser of every sub-command (their modules are imported here);
     with ``only`` (a name in :data:`COMMANDS`), of that sub-command alone
     (what ``main`` builds when the command line names one: importing and
-    building the other twelve would cost every run ~10 ms)."""
+    building the others would cost every run ~10 ms)."""
     import argparse
     import importlib
 

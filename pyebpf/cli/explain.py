@@ -25,7 +25,7 @@ and the state the verifier had before it.
 
 FILE may carry an asm/ header (see 'pyebpf run'): its '# pyebpf: map' lines
 create the maps the program refers to, and its 'program ... attach=PROBE'
-line gives the program type.  Needs root (or CAP_BPF) and the kernel.
+line, if any, gives the program type.  Needs root (or CAP_BPF) and the kernel.
 """
 
 EPILOG = """\
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     name = "<stdin>" if args.file == "-" else args.file
     if not text.strip():
         raise OptionError(f"{name}: the file is empty")
-    ptype, maps = _header(text, name)
+    ptype, maps = header_maps(text, name)
     if args.prog_type is not None:
         ptype = args.prog_type
     ptype_num = prog_type_of(ptype or "socket_filter")
@@ -93,13 +93,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _header(text: str, name: str) -> tuple[str | None, dict[str, Any]]:
+def header_maps(text: str, name: str) -> tuple[str | None, dict[str, Any]]:
     """The program type the asm header's probe needs (or None) and the maps its
     ``map`` lines declare (created; the caller closes them)."""
     if "# pyebpf:" not in text:
         return None, {}
     from ..trace.asmfile import parse_asm_file
-    af = parse_asm_file(text, name)
+    af = parse_asm_file(text, name, need_program=False)
     ptype = None
     if af.programs:
         pd = af.programs[0]

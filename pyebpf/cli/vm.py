@@ -32,6 +32,13 @@ its header declares: 'vm run' runs each of its programs in file order (or the
 one of --program) over the same maps, then prints the output map's events and
 the maps declared with show=, as 'pyebpf run' does.  -D NAME=VALUE sets a
 placeholder used in the code (${PID} is 0 unless given).
+
+The VM's addresses are its own, not the kernel's: the high 32 bits name a
+region, the low 32 the offset in it -- 0x1 the memory (context), 0x2 the
+packet, 0x3 the stack of frame 0 (r10 = 0x300000200, just past its 512
+bytes), 0x4.. the deeper frames, 0xb code, 0xc maps, 0xd.. map values.  The
+emulated helpers say pid 1000, tgid 1000, comm 'pyebpf-vm' unless --pid,
+--tgid, --comm say otherwise.
 """
 
 EPILOG = """\
@@ -96,6 +103,40 @@ def _asm_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--program", metavar="NAME", default=None,
                    help="of an asm/ file with several programs, run this one (step: default "
                         "the first)")
+    p.add_argument("--pid", type=_id, default=None, metavar="N",
+                   help="the thread id bpf_get_current_pid_tgid returns (low half; default "
+                        "1000)")
+    p.add_argument("--tgid", type=_id, default=None, metavar="N",
+                   help="the process id it returns (high half; default: --pid, else 1000)")
+    p.add_argument("--comm", metavar="NAME", default=None,
+                   help="the task name bpf_get_current_comm returns (default pyebpf-vm; at "
+                        "most 15 bytes)")
+
+
+def _id(text: str) -> int:
+    try:
+        value = int(text, 0)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 0xFFFFFFFF:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an id (0 to 4294967295)")
+    return value
+
+
+def _task(args: argparse.Namespace) -> dict[str, Any]:
+    """The Vm keyword arguments of --pid, --tgid, --comm."""
+    from ..errors import OptionError
+    kw: dict[str, Any] = {}
+    if args.pid is not None:
+        kw["pid"] = kw["tgid"] = args.pid
+    if args.tgid is not None:
+        kw["tgid"] = args.tgid
+    if args.comm is not None:
+        comm = args.comm.encode()
+        if not comm or len(comm) > 15 or b"\0" in comm:
+            raise OptionError(f"--comm {args.comm!r}: a task name is 1 to 15 bytes")
+        kw["comm"] = comm
+    return kw
 
 
 def table(args: argparse.Namespace) -> int:
@@ -238,7 +279,7 @@ def step(args: argparse.Namespace) -> int:
         raise OptionError("the debugger reads its commands from standard input: give FILE")
     with _input(args) as got:
         _, insns = got.programs(args.program)[0]
-        vm = Vm(insns, got.maps())
+        vm = Vm(insns, got.maps(), **_task(args))
         got.open_output(vm)
         r0 = debug(vm, got.mem, sys.stdin.readline, sys.stdout, args.breaks,
                    echo=not sys.stdin.isatty())
@@ -253,7 +294,9 @@ def run(args: argparse.Namespace) -> int:
     the exit status."""
     from ..vm import Vm
 
-    kw = {} if args.max_steps is None else {"max_steps": args.max_steps}
+    kw = _task(args)
+    if args.max_steps is not None:
+        kw["max_steps"] = args.max_steps
     with _input(args) as got:
         programs = got.programs(args.program)
         maps: dict[str, Any] = got.maps()
@@ -278,18 +321,15 @@ class _Tracer:
     what it changed (registers; memory as region[offset])."""
 
     def __init__(self, vm: Vm) -> None:
-        from ..text import format_insn
+        from ..vm.machine import insn_text
         self.vm = vm
-        self.format = format_insn
+        self.format = insn_text
         self.texts: dict[int, str] = {}
 
     def __call__(self, step: Step) -> None:
         text = self.texts.get(step.index)
         if text is None:
-            try:
-                text = self.format(step.insn)
-            except ValueError:
-                text = repr(step.insn)
+            text = self.format(step.insn)
             self.texts[step.index] = text
         changes = [f"r{n}=0x{v:x}" for n, v in sorted(step.regs.items())]
         changes += [f"{self.vm.memory.short(a)}={v:#x}/{n}" for a, n, v in step.writes]

@@ -313,6 +313,9 @@ VERIFIER_NOISE = ("processed ", "verification time", "stack depth", "max_states_
 
 _READ_WITH_HELPER = ("a plain number is dereferenced: kernel or user memory must be read "
                      "with bpf_probe_read_kernel/bpf_probe_read_user")
+_PACKET_BOUNDS = ("prove the access is inside the packet first: compare the pointer plus "
+                  "the bytes read with data_end (XDP: *(u32 *)(r1 + 4); skb: +80) and "
+                  "branch away when it is past it")
 _BOUNDED = "loops must be bounded so that the verifier can prove they end"
 
 #: (needle in the verifier's message, hint); the first match wins
@@ -324,6 +327,8 @@ VERIFIER_HINTS = (
     ("_or_null", "a pointer that may be NULL is used: check it against 0 first"),
     ("invalid mem access 'scalar'", _READ_WITH_HELPER),
     ("invalid mem access 'inv'", _READ_WITH_HELPER),
+    ("outside of the packet", _PACKET_BOUNDS),
+    ("invalid access to packet", _PACKET_BOUNDS),
     ("invalid func unknown#", "this kernel does not know that helper id"),
     ("cannot use helper", "that helper is not available to this program type"),
     ("unknown func", "that helper or kfunc is not available to this program type"),

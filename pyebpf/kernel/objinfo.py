@@ -69,6 +69,12 @@ class ProgInfo(Record):
         """The program type's name (``"XDP"``; ``"#<n>"`` when unknown here)."""
         return enum_name(ProgType, self.type)
 
+    def __repr__(self) -> str:
+        """The fields, the type with its name: ``ProgInfo(type=6 (XDP), id=...)``."""
+        parts = [f"type={self.type} ({self.type_name})"]
+        parts += [f"{n}={getattr(self, n)!r}" for n in self._fields if n != "type"]
+        return f"ProgInfo({', '.join(parts)})"
+
 
 @record
 class MapInfo(Record):

@@ -137,7 +137,7 @@ class _DictMap(Map, Generic[_K, _V]):
         assert c is not None      # a keyed map has both codecs
         if isinstance(c, StructCodec):
             err = c.error(v, exc, role)
-            return SizeError(f"map {self.name!r}: {err}")
+            return type(err)(f"map {self.name!r}: {err}")
         return SizeError(f"map {self.name!r}: {role} {v!r} does not fit {c.label} "
                          f"({c.size} bytes): {exc}")
 
@@ -177,6 +177,7 @@ class _DictMap(Map, Generic[_K, _V]):
             else:
                 self._pack_key(s, key)
             if s.raw_bpf(*s.lookup_args) < 0 and not s.lookup_failed():
+                self._check_key(key)         # an array's index out of range says so
                 raise MapKeyError(key)
             vv = s.vview
             value: _V = vv[0] if vv is not None else self._vunpack(s.value, 0)

@@ -222,6 +222,22 @@ def _lineno(origin: str | None) -> int:
     return 0
 
 
+def _unknown_target(insn: Insn, target: str, known: str) -> str:
+    """The message for a jump or call to a name that is no label: after
+    ``call``, a name close to a helper's is taken for its typo, as the DSL does."""
+    if insn.code == op.JMP | op.CALL:
+        from ..errors import close_matches
+        from ..isa.helpers import HELPERS
+        names = [f"bpf_{h.name}" for h in HELPERS if h.name]
+        word = target if target.startswith("bpf_") else f"bpf_{target}"
+        close = close_matches(word, names, n=3, cutoff=0.8)
+        if close:
+            return (f"unknown helper or function {target!r}; did you mean "
+                    f"{', '.join(close)}? (functions defined: {known})")
+        return f"unknown helper or function {target!r} (functions defined: {known})"
+    return f"unknown label {target!r} (defined: {known})"
+
+
 def _check_targets(prog: Program, lines: list[str], filename: str) -> None:
     """Unknown labels and jumps that do not fit, reported at their line and column."""
     labels = prog.labels
@@ -231,7 +247,7 @@ def _check_targets(prog: Program, lines: list[str], filename: str) -> None:
             n = _lineno(insn.origin)
             text = lines[n - 1] if n else ""
             known = ", ".join(sorted(labels)) or "none"
-            raise AssemblyError(f"unknown label {target!r} (defined: {known})", filename, n,
+            raise AssemblyError(_unknown_target(insn, target, known), filename, n,
                                 _label_col(text, target), text)
     try:
         prog.finalize()

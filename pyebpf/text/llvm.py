@@ -225,7 +225,12 @@ def _syntax_error(toks: list[Tok], keys: tuple[str, ...]) -> TextError:
             t = toks[i]
             if i == 0:
                 if k == "id":
-                    return TextError(f"unknown instruction {t.text!r}", t.col)
+                    from .mnemonic import is_mnemonic
+                    hint = (f" ({t.text!r} is an instruction of the mnemonic dialect, "
+                            "'mov %r0, 1'; this text is read in the llvm dialect, 'r0 = 1': "
+                            "choose the dialect with --dialect mnemonic)"
+                            ) if is_mnemonic(t.text) else ""
+                    return TextError(f"unknown instruction {t.text!r}{hint}", t.col)
                 return TextError(f"no instruction starts with {t.text!r}", t.col)
             if i == 1 and keys[0] == "id":
                 return TextError(f"unknown instruction {toks[0].text!r} "

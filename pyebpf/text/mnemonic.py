@@ -514,3 +514,9 @@ def format_insn(insn: Insn, style: str | None = None, label: str | None = None,
     if k == "ldind":
         return f"ldind{_SUFFIX_OF[form.size]} %r{s}, {insn.imm}"
     raise AssertionError(f"no mnemonic spelling for form {form}")  # pragma: no cover
+
+
+def is_mnemonic(word: str) -> bool:
+    """Whether ``word`` is an instruction name of this dialect (``mov``,
+    ``ldxw``...): the llvm dialect's parser names the dialect when it meets one."""
+    return word.lower() in _TABLE

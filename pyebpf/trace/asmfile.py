@@ -237,8 +237,10 @@ def _kv(args: list[str], allowed: set[str], fn: str, line: int) -> dict[str, str
     return out
 
 
-def parse_asm_file(text: str, filename: str = "<string>") -> AsmFile:
-    """Parse the header and split the bodies (no substitution, no assembling)."""
+def parse_asm_file(text: str, filename: str = "<string>", *, need_program: bool = True) -> AsmFile:
+    """Parse the header and split the bodies (no substitution, no assembling).
+    ``need_program=False``: a header of maps alone is accepted (``pyebpf
+    explain FILE --type xdp`` loads the whole file as one program)."""
     af = AsmFile(filename, text)
     current: ProgramDecl | None = None
     for lineno, line in enumerate(text.splitlines(), 1):
@@ -313,7 +315,7 @@ def parse_asm_file(text: str, filename: str = "<string>") -> AsmFile:
         else:
             raise AsmFileError(f"unknown directive {d!r} (description, param, map, output, "
                                "program)", filename, lineno)
-    if not af.programs:
+    if not af.programs and need_program:
         raise AsmFileError("no '# pyebpf: program NAME attach=PROBE' line: nothing to load",
                            filename)
     for o in af.outputs:

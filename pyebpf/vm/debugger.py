@@ -165,11 +165,8 @@ class Debugger:
         """``insn`` as assembly (cached by instruction: a tail call changes the program)."""
         text = self._texts.get(id(insn))
         if text is None:
-            from ..text import format_insn
-            try:
-                text = format_insn(insn)
-            except ValueError:
-                text = repr(insn)
+            from .machine import insn_text
+            text = insn_text(insn)
             self._texts[id(insn)] = text
         return text
 

@@ -228,11 +228,7 @@ class Vm:
         insn = (code or self._running).by_slot.get(slot)
         text = None
         if insn is not None:
-            from ..text import format_insn
-            try:
-                text = format_insn(insn)
-            except ValueError:
-                text = repr(insn)
+            text = insn_text(insn)
         raise VmError(message, slot, text, insn.origin if insn is not None else None)
 
     # ------------------------------------------------------------ what translated code calls
@@ -523,3 +519,20 @@ class Vm:
 
     #: the address of the context / mem given to :meth:`run`
     CTX = CTX << 32
+
+
+def insn_text(insn: Insn) -> str:
+    """``insn`` as the VM's listings show it (a trace, the debugger, an
+    error): the llvm dialect, with a helper call by its name
+    (``call bpf_get_current_pid_tgid``, which assembles back), not its number."""
+    from ..text import format_insn
+    try:
+        text = format_insn(insn)
+    except ValueError:
+        return repr(insn)
+    if insn.code == op.JMP | op.CALL and insn.src == 0:
+        from ..isa import helper_name
+        name = helper_name(insn.imm)
+        if name is not None:
+            return f"call bpf_{name}"
+    return text

@@ -167,8 +167,23 @@ RUNTIME = {"sdiv": sdiv, "smod": smod, "bswap16": bswap16, "bswap32": bswap32,
            "bswap64": bswap64}
 
 
+#: What the table's placeholders and columns mean (printed under it by :func:`table`).
+LEGEND = """\
+legend:
+  0xNN/0xMM    the opcode byte of the 64-bit / the 32-bit form (ALU64/ALU, JMP/JMP32)
+  off=N imm=N  the value of the off or imm field that selects this row
+  {d} {s}      the destination / source operand (a register or imm), unsigned, at the width
+  {sd} {ss}    the same two read as signed (two's complement)
+  {sh}         the shift-amount mask: 63 (64-bit) or 31 (32-bit)
+  {r}          the destination register before the operation
+  {m}          the memory operand (*(dst + off)) before the atomic operation
+  (32-bit forms read the low 32 bits and write the result zero-extended to 64 bits;
+   an imm is sign-extended to the width)"""
+
+
 def table() -> str:
-    """The whole table as text, one line per operation (``pyebpf vm table``-style output)."""
+    """The whole table as text, one line per operation, then :data:`LEGEND`
+    (``pyebpf vm table``'s output)."""
     lines = ["ALU (class 0x07 ALU64 / 0x04 ALU; | 0x08 for a register source):"]
     for name, (bits, off, tmpl, why) in ALU.items():
         lines.append(f"  0x{bits | op.ALU64:02x}/0x{bits | op.ALU:02x}"
@@ -185,4 +200,5 @@ def table() -> str:
     for title, rows in (("memory:", MEMORY), ("control:", CONTROL)):
         lines.append(title)
         lines.extend(f"  {k:28} {v}" for k, v in rows.items())
+    lines.append(LEGEND)
     return "\n".join(lines)

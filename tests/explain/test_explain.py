@@ -210,3 +210,35 @@ def test_cli_header_maps_and_type():
     r = cli(str(ROOT / "asm" / "count_calls.s"))
     assert r.returncode == 0, r.stderr
     assert b"map_value_or_null" in r.stdout and b"r1 = map_fd(calls)" in r.stdout
+
+
+def test_cli_shows_each_source_line_with_its_text(tmp_path):
+    # `# file.s:N` carries the line as written: its map name, its comment
+    r = cli(str(ROOT / "asm" / "count_calls.s"))
+    assert r.returncode == 0, r.stderr
+    assert b"# " + str(ROOT / "asm" / "count_calls.s").encode() + \
+        b":14: r0 >>= 32                       # the process id (tgid) is in the upper half" \
+        in r.stdout, r.stdout.decode()[:2000]
+
+
+def test_cli_header_of_maps_alone_with_a_type(tmp_path):
+    # a header that declares maps but no `program ... attach=` line: --type says the type
+    f = tmp_path / "lookup.s"
+    f.write_text("# pyebpf: map counts array key=u32 value=u64 entries=4\n"
+                 "*(u32 *)(r10 - 4) = 0\nr2 = r10\nr2 += -4\nr1 = counts ll\n"
+                 "call bpf_map_lookup_elem\nif r0 == 0 goto out\nr0 = *(u64 *)(r0 + 0)\n"
+                 "out:\nr0 = 0\nexit\n")
+    r = cli(str(f), "--type", "xdp")
+    assert r.returncode == 0, r.stderr
+    assert b"R1=map_ptr(map=counts" in r.stdout, r.stdout
+
+
+def test_packet_access_without_a_bounds_check_gets_a_data_end_hint(tmp_path):
+    f = tmp_path / "pkt.s"
+    f.write_text("r2 = *(u32 *)(r1 + 0)\nr0 = *(u8 *)(r2 + 12)\nexit\n")
+    r = cli(str(f), "--type", "xdp")
+    assert r.returncode == 1
+    out = r.stdout.decode()
+    assert "hint: prove the access is inside the packet first" in out and "data_end" in out, out
+    # the verifier's two-line complaint stays under its label
+    assert "\n                      R2 offset is outside of the packet\n" in out, out

@@ -510,3 +510,48 @@ def test_mapops_fast_path(no_fd_leak):
         with pytest.raises(KernelError) as ei:
             ops.lookup_failed()
         assert ei.value.errno == errno.EBADF and ei.value.operation == "BPF_MAP_LOOKUP_ELEM"
+
+
+def test_char_array_keys_and_values_are_strings(no_fd_leak):
+    # as an asm header's char[N]: a str in, a str out (up to the first NUL)
+    with HashMap("char[16]", "char[8]", 4, name="comms") as m:
+        assert m.key_size == 16 and m.value_size == 8
+        m["bash"] = "sh"
+        m[b"python3"] = "py"
+        assert dict(m.items()) == {"bash": "sh", "python3": "py"}
+        assert m["bash"] == "sh"
+        with pytest.raises(SizeError, match=r"does not fit char\[8\] \(9 bytes, at most 8\)"):
+            m["x"] = "123456789"
+        from pyebpf.errors import WrongTypeError
+        with pytest.raises(WrongTypeError, match=r"wrong type for char\[16\]: an int, not a str"):
+            m[3] = "x"
+    assert maps.codec("char[4]").decode(b"ab\0c") == "ab"
+
+
+def test_a_key_of_the_wrong_type_says_so(no_fd_leak):
+    from pyebpf.errors import WrongTypeError
+    with HashMap("u32", "u64", 4, name="typed") as m:
+        for action in (lambda: m.__setitem__("abc", 1), lambda: m["abc"],
+                       lambda: m.__setitem__(1.5, 1)):
+            with pytest.raises(WrongTypeError) as ei:
+                action()
+            text = str(ei.value)
+            assert "has the wrong type for u32" in text and "memoryview" not in text, text
+            assert isinstance(ei.value, TypeError) and isinstance(ei.value, SizeError)
+        with pytest.raises(WrongTypeError, match="value 'x' has the wrong type for u64: a str"):
+            m[1] = "x"
+        with pytest.raises(SizeError, match=r"key 4294967296 does not fit u32 "
+                                            r"\(4 bytes: 0 to 4294967295\)$"):
+            m[1 << 32] = 1
+
+
+def test_array_reads_and_writes_out_of_range_say_the_same(no_fd_leak):
+    with ArrayMap("u64", 4, name="four") as m:
+        said = []
+        for action in (lambda: m[7], lambda: m.__setitem__(7, 1)):
+            with pytest.raises(MapKeyError) as ei:
+                action()
+            said.append(str(ei.value))
+        assert said[0] == said[1] == "index 7 is out of range for array map 'four' " \
+                                     "(max_entries 4)"
+        assert m.get(7) is None and m.get(7, 5) == 5

@@ -138,6 +138,7 @@ def test_successful_load_keeps_the_log_on_request_and_runs(no_fd_leak):
         assert run.retval == 2 and run.duration_ns >= 0
         info = prog.info()
         assert info.name == "two" and len(info.tag) == 16 and info.xlated_len == 16
+        assert repr(info).startswith("ProgInfo(type=6 (XDP), id=") and "name='two'" in repr(info)
         assert [i.code for i in prog.xlated()] == [0xb7, 0x95]
         assert "mov eax, 2" in prog.jited_asm()
     assert prog.closed

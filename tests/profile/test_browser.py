@@ -10,7 +10,7 @@ import pytest
 
 from pyebpf.profile import write_profile
 
-from .conftest import browse
+from browser import browse
 
 SHAPE = {("main", "work", "hot"): 300, ("main", "work", "cold"): 100,
          ("main", "other", "leaf"): 100, ("main", "work", "hot", "std::vector<int>::at"): 5}

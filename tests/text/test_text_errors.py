@@ -87,6 +87,24 @@ def test_unknown_label_names_line_and_column():
     assert (line, col) == (1, 6) and "missing_function" in reason
 
 
+def test_call_of_a_misspelt_helper_names_the_helper():
+    # as the DSL does: a name after `call` close to a helper's is its typo
+    line, col, reason = where("call bpf_map_lookup_elm\nexit\n")
+    assert (line, col) == (1, 6)
+    assert reason.startswith("unknown helper or function 'bpf_map_lookup_elm'; "
+                             "did you mean bpf_map_lookup_elem"), reason
+    assert "did you mean bpf_ktime_get_ns" in where("call ktime_get_nss\nexit\n")[2]
+    # a jump's unknown target is still a label
+    assert where("goto bpf_map_lookup_elm\nexit\n")[2].startswith("unknown label")
+
+
+def test_a_mnemonic_in_the_llvm_dialect_names_the_dialects():
+    line, col, reason = where("mov r0, 1\nexit\n")
+    assert (line, col) == (1, 1) and "mnemonic dialect" in reason and "--dialect mnemonic" in reason
+    assert "mnemonic dialect" in where("ldxw r0, [r1+4]\nexit\n")[2]
+    assert where("frob r0\nexit\n")[2] == "unknown instruction 'frob'"
+
+
 def test_duplicate_label():
     line, col, reason = where("a:\n  r0 = 0\n  a: exit\n")
     assert (line, col) == (3, 3) and "duplicate label 'a'" in reason and "line 1" in reason

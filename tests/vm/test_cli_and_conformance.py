@@ -112,6 +112,10 @@ def test_raw_bytes_not_in_slots(tmp_path) -> None:
 def test_vm_table() -> None:
     out = cli("vm", "table").stdout.decode()
     assert "sdiv" in out and "cmpxchg" in out and "may_goto" in out
+    # every placeholder the rows use is explained by the legend under them
+    rows, legend = out.split("\nlegend:\n")
+    for placeholder in ("{d}", "{s}", "{sd}", "{ss}", "{sh}", "{r}", "{m}"):
+        assert placeholder in rows and placeholder in legend, placeholder
 
 
 def test_runs_unprivileged(conformance_dir) -> None:
@@ -120,3 +124,52 @@ def test_runs_unprivileged(conformance_dir) -> None:
     assert proc.stdout.decode() == "r0 = 42 (0x2a)\n", proc.stderr
     proc = cli("conformance", "--vm", "-q", str(conformance_dir), prefix=prefix)
     assert proc.stdout.decode().splitlines()[-1] == "313 passed, 0 failed", proc.stderr
+
+
+# r0: the task name's first 4 bytes, then the low 16 bits of the pid
+TASK = """\
+r1 = r10
+r1 += -16
+r2 = 16
+call bpf_get_current_comm
+call bpf_get_current_pid_tgid
+r0 &= 0xffff
+r1 = *(u32 *)(r10 - 16)
+r1 <<= 32
+r0 |= r1
+exit
+"""
+
+
+def test_trace_and_step_name_helpers(tmp_path) -> None:
+    prog = tmp_path / "task.s"
+    prog.write_text(TASK)
+    lines = cli("vm", "run", "--trace", str(prog)).stdout.decode().splitlines()
+    assert lines[3].split()[:3] == ["3:", "call", "bpf_get_current_comm"], lines[3]
+    assert lines[4].split()[:3] == ["4:", "call", "bpf_get_current_pid_tgid"], lines[4]
+    out = cli("vm", "step", "-b", "4", str(prog), stdin=b"continue\n").stdout.decode()
+    assert "=>    4: call bpf_get_current_pid_tgid " in out, out
+
+
+def test_pid_tgid_and_comm_are_settable(tmp_path) -> None:
+    prog = tmp_path / "task.s"
+    prog.write_text(TASK)
+    # r0: the comm's first 4 bytes, then the pid's low 16 bits
+    out = cli("vm", "run", str(prog)).stdout.decode()
+    assert out == f"r0 = {int.from_bytes(b'pyeb', 'little') << 32 | 1000} " \
+                  f"(0x{int.from_bytes(b'pyeb', 'little') << 32 | 1000:x})\n", out
+    value = int.from_bytes(b"bash", "little") << 32 | 4242
+    assert cli("vm", "run", "--pid", "4242", "--comm", "bash", str(prog)).stdout.decode() \
+        == f"r0 = {value} (0x{value:x})\n"
+    hits = tmp_path / "hits.s"
+    hits.write_text("# pyebpf: map hits hash key=u32 value=u32 entries=4 show=count\n"
+                    "# pyebpf: program p attach=uprobe:libc:getpid\n"
+                    "call bpf_get_current_pid_tgid\nr0 >>= 32\n*(u32 *)(r10 - 4) = r0\n"
+                    "*(u32 *)(r10 - 8) = 1\nr1 = hits ll\nr2 = r10\nr2 += -4\nr3 = r10\n"
+                    "r3 += -8\nr4 = 0\ncall bpf_map_update_elem\nr0 = 0\nexit\n")
+    out = cli("vm", "step", "--tgid", "77", "--pid", "78", str(hits)).stdout.decode()
+    assert "@hits[77]: 1" in out, out
+    bad = cli("vm", "run", "--pid", "-1", str(prog))
+    assert bad.returncode == 2 and b"'-1' is not an id" in bad.stderr
+    bad = cli("vm", "run", "--comm", "x" * 16, str(prog))
+    assert bad.returncode == 1 and b"1 to 15 bytes" in bad.stderr

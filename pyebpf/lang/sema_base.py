@@ -145,19 +145,7 @@ def _kind_name(t: Type | None) -> str:
 
 def _tstr(t: Type) -> str:
     """A type as bpftrace prints it in messages (``unsigned int64``)."""
-    if t.kind == "int":
-        return f"{'' if t.signed else 'unsigned '}int{t.size * 8}"
-    if t.kind in ("string", "buffer"):
-        return f"{t.kind}[{t.size}]"
-    if t.kind == "tuple":
-        return "(" + ",".join(_tstr(e) for e in t.elems) + ")"
-    if t.kind == "pointer":
-        return f"{_tstr(t.elem) if t.elem else 'void'} *"
-    if t.kind == "record" and t.struct is not None:
-        return t.struct.name
-    if t.kind == "array" and t.elem is not None:
-        return f"{_tstr(t.elem)}[{t.count}]"
-    return t.kind
+    return t.spelled(in_messages=True)
 
 
 def _span(a: ast.Pos, b: ast.Pos) -> ast.Pos:

@@ -98,18 +98,26 @@ class Type:
         return self.kind in AGGREGATIONS
 
     def __str__(self) -> str:
+        return self.spelled()
+
+    def spelled(self, in_messages: bool = False) -> str:
+        """The type's name (``uint64``, ``(int64, string[8])``, ``int32 *``);
+        ``in_messages``: as bpftrace's error messages spell it (``unsigned
+        int64``, ``(int64,string[8])``)."""
         if self.kind == "int":
-            return f"{'' if self.signed else 'u'}int{self.size * 8}"
+            unsigned = "unsigned " if in_messages else "u"
+            return f"{'' if self.signed else unsigned}int{self.size * 8}"
         if self.kind in ("string", "buffer"):
             return f"{self.kind}[{self.size}]"
         if self.kind == "tuple":
-            return "(" + ", ".join(map(str, self.elems)) + ")"
+            sep = "," if in_messages else ", "
+            return "(" + sep.join(e.spelled(in_messages) for e in self.elems) + ")"
         if self.kind == "pointer":
-            return f"{self.elem} *"
+            return f"{self.elem.spelled(in_messages) if self.elem else 'void'} *"
         if self.kind == "record" and self.struct is not None:
             return self.struct.name
         if self.kind == "array" and self.elem is not None:
-            return f"{self.elem}[{self.count}]"
+            return f"{self.elem.spelled(in_messages)}[{self.count}]"
         return self.kind
 
     @property

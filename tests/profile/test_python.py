@@ -18,7 +18,9 @@ import pytest
 from pyebpf.profile.folded import parse_folded
 from pyebpf.profile.python import LAYOUTS, decode_line, interleave, python_runs
 
-from .conftest import HERE, browse, cli
+from browser import browse
+
+from .conftest import HERE, cli
 
 WORKLOAD = str(HERE / "pyshapes.py")
 SHARES = {"hot": 3 / 7, "cold": 1 / 7, "recurse": 1 / 7, "numbers": 1 / 7, "by_key": 1 / 7}

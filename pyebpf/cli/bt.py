@@ -245,6 +245,8 @@ def _run(prog: Any, args: argparse.Namespace, out: TextIO) -> int:
 
         run = guard.resource = prog.start(child=child, json=json_mode, release=False,
                                           begun=begun)
+        from . import started
+        started()                               # (the collector back on: see pyebpf.cli)
         if args.verbose:
             _verbose(run)
         if os.environ.get(NOTIFY_ATTACHED):     # bpftrace's signal to its test suite

@@ -89,7 +89,8 @@ class Link(Owner):
             ``"raw_tracepoint"``.
         locations: the resolved :class:`pyebpf.elf.Location` of each uprobe.
         link_ids: kernel ids of the BPF links (empty for ``perf_ioctl``); they
-            disappear from ``BPF_LINK_GET_NEXT_ID`` once detached.
+            disappear from ``BPF_LINK_GET_NEXT_ID`` once detached (read it
+            while attached: it is asked of the kernel on first read).
         program: the program attached (owned, and closed on detach, when the
             attach call loaded it).
         attach_seconds, detach_seconds: how long attaching and the last
@@ -116,15 +117,7 @@ class Link(Owner):
         self.attach_seconds = attach_seconds
         self.detach_seconds: float | None = None
         self._groups = groups
-        ids = []
-        if method != PERF_IOCTL:
-            for g in groups:
-                # the BPF link is the last fd of a group (perf fd first)
-                try:
-                    ids.append(_sys.link_info(g[-1]).id)
-                except KernelError:
-                    pass
-        self.link_ids: tuple[int, ...] = tuple(ids)
+        self._link_ids: tuple[int, ...] | None = None
         self._extras: list[Any] = []
         self._own(_release, groups, parallel_close, program if owns_program else None,
                   self._extras)
@@ -137,6 +130,24 @@ class Link(Owner):
         if self.closed:
             raise OptionError("this link is detached already")
         self._extras.append(thing)
+
+    @property
+    def link_ids(self) -> tuple[int, ...]:
+        """The kernel ids of the BPF links (empty for ``perf_ioctl``): asked of
+        the kernel when first read (not at attach time: two syscalls per link
+        and the object-info module, which an attach alone does not need), then
+        kept; empty if first read once detached."""
+        if self._link_ids is None:
+            ids = []
+            if self.method != PERF_IOCTL and not self.closed:
+                for g in self._groups:
+                    # the BPF link is the last fd of a group (perf fd first)
+                    try:
+                        ids.append(_sys.link_info(g[-1]).id)
+                    except KernelError:
+                        pass
+            self._link_ids = tuple(ids)
+        return self._link_ids
 
     @property
     def fds(self) -> tuple[Fd, ...]:

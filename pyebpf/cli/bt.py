@@ -230,13 +230,23 @@ def _run(prog: Any, args: argparse.Namespace, out: TextIO) -> int:
     with maps_now, RunGuard(stops, kill_child=True) as guard:
         child = guard.child = _spawn(args.cmd) if args.cmd else None
         stops.hold()
-        run = guard.resource = prog.start(child=child, json=json_mode, release=False)
-        run.show_warnings = not args.no_warnings
-        n = run.attached_count()
-        if not args.quiet:
-            out.write('{"type": "attached_probes", "data": {"probes": %d}}\n' % n if json_mode
-                      else f"Attaching {n} probe{'s' if n != 1 else ''}...\n")
-            out.flush()
+
+        def begun(run: Any) -> None:
+            # BEGIN has run, the probes are not attached yet: the 'Attaching'
+            # line and BEGIN's events now, not after the kernel's wait at the
+            # first uprobe (the probes' events come after them either way)
+            run.show_warnings = not args.no_warnings
+            n = run.attached_count()
+            if not args.quiet:
+                out.write('{"type": "attached_probes", "data": {"probes": %d}}\n' % n
+                          if json_mode else f"Attaching {n} probe{'s' if n != 1 else ''}...\n")
+                out.flush()
+            _emit(run.poll(0), out, flush)
+
+        run = guard.resource = prog.start(child=child, json=json_mode, release=False,
+                                          begun=begun)
+        from . import started
+        started()                               # (the collector back on: see pyebpf.cli)
         if args.verbose:
             _verbose(run)
         if os.environ.get(NOTIFY_ATTACHED):     # bpftrace's signal to its test suite

@@ -49,9 +49,17 @@ from ..codecs import StructCodec
 from ..kernel.constants import (BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP, BPF_RINGBUF_BUSY_BIT,
                                 BPF_RINGBUF_DISCARD_BIT, PERF_RECORD_LOST, PERF_RECORD_SAMPLE)
 from ..kernel.perf import MMAP_DATA_HEAD as _DATA_HEAD, MMAP_DATA_TAIL as _DATA_TAIL
-from .perf import PerfBuffer, _PerfRing
 from .reader import PAGE_SIZE, ReaderClosedError, _position_cell
 from .ringbuf import RingBufferReader
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:       # (imported on first use: a ring buffer's reader needs none of it)
+    from .perf import PerfBuffer as PerfBuffer, _PerfRing as _PerfRing
+else:
+    from .._lazy import lazy_dir, lazy_getattr
+    _LAZY = {"PerfBuffer": "perf", "_PerfRing": "perf"}
+    __getattr__ = lazy_getattr(globals(), _LAZY)
+    __dir__ = lazy_dir(globals(), _LAZY)
 
 __all__ = ["PerfBuffer", "RingBufferReader", "ReaderClosedError", "PAGE_SIZE",
            "PERF_RECORD_SAMPLE", "PERF_RECORD_LOST", "BPF_RINGBUF_BUSY_BIT",

@@ -30,18 +30,18 @@ correct there.
 """
 from __future__ import annotations
 
+import _thread
 import gc
 import mmap
 import os
 import select
 import struct
 import sys
-import threading
 import time
-import warnings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import threading
     from types import FrameType
     from typing import Any, Callable, Iterator
 
@@ -208,7 +208,9 @@ class _Reader(Owner):
         self.on_lost = on_lost
         self.flush_interval = float(flush_interval)
         self._pending: list[Any] = []
-        self._lock = threading.Lock()
+        # (_thread's lock is threading.Lock; threading itself, ~1 ms of a
+        # start, is imported by the background thread's start only)
+        self._lock = _thread.allocate_lock()
         self._stop = False
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -252,7 +254,7 @@ class _Reader(Owner):
         self._stop = True
         self._wake()
         t = self._thread
-        if t is not None and t is not threading.current_thread() and t.is_alive():
+        if t is not None and t.ident != _thread.get_ident() and t.is_alive():
             t.join(5.0)
         self._closed = True      # a drain that holds the lock now ends before the release
 
@@ -494,6 +496,7 @@ class _Reader(Owner):
             except BaseException as exc:  # noqa: BLE001 - reported to the owner
                 self.thread_error = exc
 
+        import threading
         t = threading.Thread(target=main, name=name or f"pyebpf-{self._kind}", daemon=True)
         self._thread = t
         t.start()
@@ -532,6 +535,7 @@ class _Reader(Owner):
         now = time.monotonic()
         if now - self._last_warn >= 1.0:
             n, self._unwarned, self._last_warn = self._unwarned, 0, now
+            import warnings
             warnings.warn(LostEventsWarning(
                 f"{type(self).__name__}: {n} events lost ({self._lost_total} in total, "
                 f"per CPU {dict(sorted(self._lost_per_cpu.items()))}): {self._loss_hint} "

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Sequence
+    from typing import Any, Callable, Sequence
 
     from .ast import AttachPoint, Script
     from .codegen import Unit
@@ -149,13 +149,15 @@ class BtProgram:
         return show_unit(self.generate())
 
     def start(self, command: Sequence[str] | None = None, *, json: bool = False,
-              child: Any = None, release: bool = True) -> BtRun:
+              child: Any = None, release: bool = True,
+              begun: Callable[[BtRun], None] | None = None) -> BtRun:
         """Load and attach, run BEGIN, then start ``command`` (argv) if
         given: its pid is ``cpid``. Returns the running :class:`BtRun`.
 
         ``child``: a :class:`pyebpf.trace.live.Child` already spawned (held)
         instead of ``command``; ``release=False`` leaves it held (the
-        caller calls its ``go()``)."""
+        caller calls its ``go()``); ``begun(run)`` is called once BEGIN has
+        run, before the probes are attached (:meth:`BtRun.start`)."""
         from .runtime import BtRun
         own = False
         if command is not None and child is None:
@@ -166,7 +168,7 @@ class BtProgram:
             unit = self.generate(child.pid if child is not None else None)
             run = BtRun(unit, pid=self.pid, child=child, json_mode=json)
             run.owns_child = own
-            return run.start(release=release)
+            return run.start(release=release, begun=begun)
         except BaseException:
             if own and child is not None:
                 child.kill()

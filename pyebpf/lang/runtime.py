@@ -25,7 +25,7 @@ from .types import Type, int_type
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Iterator
+    from typing import Any, Callable, Iterator
 
     from .codegen import Action, MapPlan, Unit
 
@@ -145,13 +145,19 @@ class BtRun(Owner):
         self._zeroed: dict[str, set[Any]] = {}
 
     # ---------------------------------------------------------- lifetime
-    def start(self, release: bool = True) -> BtRun:
-        """Create, load, attach, run BEGIN, release the command (unless
-        ``release`` is False: the caller does)."""
+    def start(self, release: bool = True, begun: Callable[[BtRun], None] | None = None
+              ) -> BtRun:
+        """Create, load, run BEGIN, attach, release the command (unless
+        ``release`` is False: the caller does). ``begun(run)``, when given,
+        is called once BEGIN has run and before the probes are attached: a
+        caller printing BEGIN's events there shows them without waiting for
+        the attaching (the kernel's wait at the first uprobe, ~15 ms)."""
         try:
             self._create()
             self._load()
             self._run_special("BEGIN")
+            if begun is not None:
+                begun(self)
             self._attach()
             if self.child is not None and release:
                 self.child.go()

@@ -14,6 +14,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Sequence
 
+    from .cdefs import CDefinitions
     from .sema import TypeResolver
 
 #: bpftrace's default string size (BPFTRACE_STRLEN), its NUL included
@@ -223,13 +224,13 @@ class _AnalyserBase:
 
     def __init__(self, script: ast.Script, resolver: TypeResolver | None,
                  params: Sequence[str], unsafe: bool = False) -> None:
-        from .cdefs import definitions
         self.script = script
         self.resolver = resolver
         self.params = tuple(params)
         self.unsafe = unsafe          # bpftrace's --unsafe: system() allowed
-        #: the script's C definitions (its structs, unions, enums; the kernel's behind)
-        self.cdefs = definitions(script)
+        self._cdefs: CDefinitions | None = None
+        if script.c_definitions:      # (parsed now: a bad definition is the first error)
+            self._cdefs = self.cdefs
         self.maps: dict[str, MapInfo] = {}
         self.variables: dict[ast.Probe, dict[str, Type]] = {}
         self.errors: list[Diagnostic] = []
@@ -247,6 +248,16 @@ class _AnalyserBase:
         self.copies: dict[str, Type] = {}
 
     # -- errors ------------------------------------------------------------
+
+    @property
+    def cdefs(self) -> CDefinitions:
+        """The script's C definitions (its structs, unions, enums; the kernel's
+        behind): parsed on first use (a script without any that reads no
+        record pays nothing for the module)."""
+        if self._cdefs is None:
+            from .cdefs import definitions
+            self._cdefs = definitions(self.script)
+        return self._cdefs
     def error(self, message: str, pos: ast.Pos, final: bool = False) -> None:
         """Record an error; ``final``: one bpftrace reports on its last pass
         only (type checks that need every map's type)."""

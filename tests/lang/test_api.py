@@ -109,6 +109,21 @@ def test_begin_runs_before_any_probe_is_attached() -> None:
         assert 0 not in (run.maps().get("@seen") or {})
 
 
+@pytest.mark.kernel
+def test_begun_sees_begins_events_before_the_probes_are_attached(w: str) -> None:
+    # what `pyebpf bt` prints its first event from: BEGIN has run, no probe
+    # is attached yet (the kernel's wait at the first uprobe comes after)
+    seen: list[tuple[list[str], int]] = []
+
+    def begun(run: lang.BtRun) -> None:
+        seen.append(([e.text for e in run.poll(0)], len(run.links)))
+
+    prog = lang.compile(f'BEGIN {{ printf("go\\n"); }} uprobe:{w}:compute {{ @c = count(); }}')
+    with prog.start(begun=begun) as run:
+        assert seen == [(["go\n"], 0)]
+        assert len(run.links) == 1
+
+
 def test_show_names_skipped_probes_and_the_deepest_stack() -> None:
     from .harness import bt_workload
     w = bt_workload()

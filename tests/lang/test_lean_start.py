@@ -32,6 +32,12 @@ HEAVY = frozenset({"typing", "dataclasses", "inspect", "argparse", "json", "re",
                    "shutil", "gettext", "locale", "ast", "dis", "tokenize", "difflib",
                    "subprocess", "ctypes", "glob", "signal", "fnmatch", "tempfile"})
 
+#: what this script's run does not need (the perf buffer reader, the object
+#: info of the links, C definitions, the reader's background thread): each is
+#: imported where it is used, not on the way to the first event
+UNNEEDED = frozenset({"pyebpf.events.perf", "pyebpf.kernel.objinfo", "pyebpf.lang.cdefs",
+                      "pyebpf.lang.records", "threading"})
+
 
 def _imported(*argv: str) -> tuple[subprocess.CompletedProcess, set[str]]:
     """Run ``python -X importtime -m pyebpf ARGV``: the process and every
@@ -54,6 +60,40 @@ def test_a_run_to_its_first_event_imports_no_heavy_module() -> None:
     assert proc.stdout.startswith("Attaching 3 probes...\ngo 1 x\n\n\n")
     assert "pyebpf.lang.codegen" in names and "pyebpf.loader" in names   # (the check sees)
     assert not names & HEAVY, sorted(names & HEAVY)
+    assert not names & UNNEEDED, sorted(names & UNNEEDED)
+
+
+#: runs ``python -m pyebpf ARGV``, then says how the cyclic collector was left
+#: and how many collections scanned more than the youngest generation
+_GC_PROBE = """
+import atexit, gc, runpy, sys
+older = []
+gc.callbacks.append(lambda phase, info: older.append(info["generation"])
+                    if phase == "stop" and info["generation"] > 0 else None)
+atexit.register(lambda: print("gc", gc.isenabled(), gc.get_freeze_count() > 0, len(older),
+                              file=sys.stderr))
+sys.argv[0] = "pyebpf"
+runpy.run_module("pyebpf", run_name="__main__")
+"""
+
+
+@pytest.mark.kernel
+def test_the_start_is_not_scanned_by_the_collector() -> None:
+    # the collector is off until the probes are attached, then on again, the
+    # start's objects frozen out of its reach: neither the start nor the exit
+    # scans them (each collection over them costs milliseconds, frees nothing)
+    work = bt_workload()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, "-c", _GC_PROBE, "bt", "-e",
+         f'BEGIN {{ printf("go\\n"); exit(); }} uprobe:{work}:compute {{ @c = count(); }}'],
+        capture_output=True, text=True, timeout=120, env=env, cwd=str(ROOT))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("Attaching 2 probes...\ngo\n")
+    enabled, frozen, older = proc.stderr.splitlines()[-1].split()[1:]
+    # (one collection of the older generations is the interpreter's own, at
+    # its exit; before, the start made three, over all of its objects)
+    assert (enabled, frozen) == ("True", "True") and int(older) <= 1, proc.stderr[-2000:]
 
 
 def test_show_program_and_bad_scripts_keep_argparse_out() -> None:

@@ -259,7 +259,8 @@ class _IntGen(_GenBase):
                     raise CodegenError(f"Failed to resolve kernel symbol: {lit.value}",
                                        e.args[0].pos)
                 self._load_const(r, addr)
-        elif e.name in ("usym", "uaddr", "ksym", "kaddr", "uptr", "kptr", "cgroup_path") \
+        elif e.name in ("usym", "uaddr", "ksym", "kaddr", "uptr", "kptr", "cgroup_path",
+                        "strerror") \
                 and e.args:
             x = self.int_expr(e.args[0])
             p.mov(r, x)

@@ -107,6 +107,24 @@ def test_a_missing_header_is_refused_at_its_line() -> None:
         bt_compile('BEGIN { exit(); }', includes=["lol/no.h"])
 
 
+def test_include_headers_macros_apply_as_an_include_lines_do(tmp_path) -> None:
+    (tmp_path / "mine.h").write_text("#define MINE 7\n")
+    prog = bt_compile('BEGIN { @ = EPERM + MINE; exit(); }', includes=["errno.h", "mine.h"],
+                      include_dirs=[str(tmp_path)])
+    total = prog.script.probes[0].block.stmts[0].value
+    assert (total.left.value, total.right.value) == (1, 7)
+    for via_line in (True, False):     # an #include line's macros, the same way
+        text = ('#include <errno.h>\n' if via_line else '') + 'BEGIN { @ = ENOENT; exit(); }'
+        got = bt_compile(text, includes=() if via_line else ["errno.h"])
+        assert got.script.probes[0].block.stmts[0].value.value == 2
+
+
+@pytest.mark.kernel
+def test_include_macros_and_strerror_as_bpftrace() -> None:
+    compare_with_bpftrace('BEGIN { print(strerror(EPERM)); printf("%d\\n", ENOENT); exit(); }',
+                          "--include", "errno.h", exact=True)
+
+
 def test_the_program_keeps_its_headers_for_the_c_definitions() -> None:
     prog = bt_compile('#include <linux/types.h>\nBEGIN { exit(); }', includes=["errno.h"])
     assert [h.name for h in prog.headers] == ["errno.h", "linux/types.h"]

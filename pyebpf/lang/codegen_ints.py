@@ -359,7 +359,8 @@ class _IntGen(_GenBase):
         return r
 
     def _deref(self, r: Reg, t: Type) -> None:
-        """``r = *(t *)r``: user memory at a uprobe/USDT, else kernel memory;
+        """``r = *(t *)r``: user memory at a uprobe/USDT, memory of either
+        where the probe has no address space (``_no_space``), else kernel memory;
         an integer of less than 8 bytes is extended by its sign."""
         p = self.p
         size = t.size if t.kind == "int" and t.size in (1, 2, 4) else 8
@@ -367,7 +368,8 @@ class _IntGen(_GenBase):
         slot = p.stack.alloc(8)
         p.stack_pointer(R1, slot)
         p.mov(R2, size)
-        p.call("probe_read_user" if self._user_space() else "probe_read_kernel")
+        p.call("probe_read_user" if self._user_space() else
+               "probe_read" if self._no_space() else "probe_read_kernel")
         p.load(r, R10, slot, size, signed=t.kind == "int" and t.signed and size < 8)
 
     _ALU = {"+": "add", "-": "sub", "*": "mul", "/": "div", "%": "mod", "&": "and_",

@@ -231,6 +231,31 @@ def test_failed_reads_are_reported_with_kk() -> None:
         "                        ~~~~~~", "|"]
 
 
+def _helpers_called(prog: object) -> dict[str, list[int]]:
+    unit = prog.generate()      # type: ignore[attr-defined]
+    return {pl.name: [i.imm for i in pl.program.finalize() if i.code == 0x85]
+            for pl in unit.probes}
+
+
+def test_reads_where_the_probe_has_no_address_space_use_probe_read() -> None:
+    # bpftrace 0.17: BEGIN/END, interval, profile... read through the legacy
+    # probe_read (4), a tracepoint through probe_read_kernel (113); curtask's
+    # memory is the kernel's everywhere
+    prog = bt_compile('struct foo {int a;}; BEGIN { $t = ((struct foo*) 0)->a; '
+                      '$u = *(int32*)8; $p = ((struct task_struct *)curtask)->pid; } '
+                      'i:s:1 { $t = ((struct foo*) 0)->a; } '
+                      'tracepoint:sched:sched_switch { $t = ((struct foo*) 0)->a; }')
+    assert _helpers_called(prog) == {"BEGIN": [4, 4, 35, 113], "interval:s:1": [4],
+                                     "tracepoint:sched:sched_switch": [113]}
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("probe", ["BEGIN", "i:ms:1"])
+def test_a_failed_member_read_is_reported_as_bpftrace_reports_it(probe: str) -> None:
+    compare_with_bpftrace('struct foo {int a;}; ' + probe + ' { $tmp = ((struct foo*) 0)->a; '
+                          'exit(); }', "-kk", "-q", "-f", "json", exact=True)
+
+
 @pytest.mark.kernel
 def test_no_helper_check_by_default() -> None:
     out = compare_with_bpftrace('i:s:1 { @[1] = 1; delete(@[3]); exit(); }', exact=True)

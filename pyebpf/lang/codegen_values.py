@@ -316,8 +316,9 @@ class _ValueGen(_GenBase):
         p.mov(R3, r)
         self.release(r)
         p.stack_pointer(R1, off)
-        p.call("probe_read_user_str")
-        self.check_helper("probe_read_user_str", e.pos, 2)
+        helper = "probe_read_str" if self._no_space() else "probe_read_user_str"
+        p.call(helper)            # (the legacy one where bpftrace 0.17 uses it)
+        self.check_helper(helper, e.pos, 2)
 
     def param_text(self, e: A.Call) -> str | None:
         """The text ``str($N)`` or ``str($N + k)`` stands for (a parameter

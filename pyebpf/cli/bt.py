@@ -253,7 +253,7 @@ def _run(prog: Any, args: argparse.Namespace, out: TextIO) -> int:
             sys.stdout.flush()
             print(NOTIFY_ATTACHED, file=sys.stderr, flush=True)
         _loop(run, stops, child, args.pid, out, flush, maps_now)
-        run.stop()
+        run.stop(discard=stops.requested)      # (a stop signal: the backlog is not run)
         _emit(run.poll(0), out, True)
         text = run.format_exit()
         if out is not sys.stdout and text.startswith("\n\n"):

@@ -48,7 +48,7 @@ def compile(text: str, *, filename: str = "stdin", pid: int | None = None,
     invalid program or a header not found, and the probe layer's errors
     for missing probes."""
     from .parser import parse
-    script = parse(text, filename, params)
+    script = parse(text, filename, params, includes, include_dirs)
     headers: list[Header] = []
     if includes or "#" in text:      # (the module only when there may be any)
         from .includes import find_headers

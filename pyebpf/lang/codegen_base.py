@@ -200,6 +200,14 @@ class _GenBase:
         name = type(self.source).__name__.lower() if self.source is not None else ""
         return "uprobe" in name or "usdt" in name
 
+    def _no_space(self) -> bool:
+        """True at a probe whose pointers have no address space in bpftrace
+        0.17 (BEGIN/END, profile, interval, software, hardware, watchpoints):
+        it reads them with the legacy ``probe_read``, which reads user or
+        kernel memory as the address is."""
+        return self.source is None or \
+            type(self.source).__name__ in ("PerfEventSource", "WatchpointSource")
+
     def unit_prog_is_raw(self) -> bool:
         """True when the context is not a ``pt_regs`` (tracepoints, perf events)."""
         from ..kernel.constants import ProgType

@@ -259,7 +259,8 @@ class _IntGen(_GenBase):
                     raise CodegenError(f"Failed to resolve kernel symbol: {lit.value}",
                                        e.args[0].pos)
                 self._load_const(r, addr)
-        elif e.name in ("usym", "uaddr", "ksym", "kaddr", "uptr", "kptr", "cgroup_path") \
+        elif e.name in ("usym", "uaddr", "ksym", "kaddr", "uptr", "kptr", "cgroup_path",
+                        "strerror") \
                 and e.args:
             x = self.int_expr(e.args[0])
             p.mov(r, x)
@@ -358,7 +359,8 @@ class _IntGen(_GenBase):
         return r
 
     def _deref(self, r: Reg, t: Type) -> None:
-        """``r = *(t *)r``: user memory at a uprobe/USDT, else kernel memory;
+        """``r = *(t *)r``: user memory at a uprobe/USDT, memory of either
+        where the probe has no address space (``_no_space``), else kernel memory;
         an integer of less than 8 bytes is extended by its sign."""
         p = self.p
         size = t.size if t.kind == "int" and t.size in (1, 2, 4) else 8
@@ -366,7 +368,8 @@ class _IntGen(_GenBase):
         slot = p.stack.alloc(8)
         p.stack_pointer(R1, slot)
         p.mov(R2, size)
-        p.call("probe_read_user" if self._user_space() else "probe_read_kernel")
+        p.call("probe_read_user" if self._user_space() else
+               "probe_read" if self._no_space() else "probe_read_kernel")
         p.load(r, R10, slot, size, signed=t.kind == "int" and t.signed and size < 8)
 
     _ALU = {"+": "add", "-": "sub", "*": "mul", "/": "div", "%": "mod", "&": "and_",

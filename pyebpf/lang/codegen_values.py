@@ -269,7 +269,8 @@ class _ValueGen(_GenBase):
     def _read_helper(self, e: A.Expr) -> str:
         """``probe_read_user`` or ``probe_read_kernel`` for memory reached from
         ``e``: what ``curtask`` reaches is the kernel's, what a syscall
-        tracepoint's ``args`` reaches the process's; else the probe's space."""
+        tracepoint's ``args`` reaches the process's; else the probe's space
+        (``probe_read`` where it has none, as bpftrace 0.17)."""
         root = e
         while isinstance(root, (A.FieldAccess, A.Cast)):
             root = root.expr
@@ -278,7 +279,8 @@ class _ValueGen(_GenBase):
         if isinstance(root, A.Builtin) and root.name == "args" and \
                 getattr(self.source, "category", "") == "syscalls":
             return "probe_read_user"
-        return "probe_read_user" if self._user_space() else "probe_read_kernel"
+        return "probe_read_user" if self._user_space() else \
+            "probe_read" if self._no_space() else "probe_read_kernel"
 
     def str_call(self, e: A.Call, off: int, size: int) -> None:
         p = self.p
@@ -314,8 +316,9 @@ class _ValueGen(_GenBase):
         p.mov(R3, r)
         self.release(r)
         p.stack_pointer(R1, off)
-        p.call("probe_read_user_str")
-        self.check_helper("probe_read_user_str", e.pos, 2)
+        helper = "probe_read_str" if self._no_space() else "probe_read_user_str"
+        p.call(helper)            # (the legacy one where bpftrace 0.17 uses it)
+        self.check_helper(helper, e.pos, 2)
 
     def param_text(self, e: A.Call) -> str | None:
         """The text ``str($N)`` or ``str($N + k)`` stands for (a parameter

@@ -51,6 +51,8 @@ What bpftrace does, and this module with it:
 """
 from __future__ import annotations
 
+import os
+
 from ..errors import PyebpfError
 from .types import Type
 
@@ -364,6 +366,8 @@ def format_value(t: Type, value: Any, *, stacks: StackFormatter | None = None,
         return format_strftime(fmt, ns)
     if k == "username":
         return _username(value)
+    if k == "strerror":             # the C library's message (an int errno)
+        return value if isinstance(value, str) else os.strerror(_signed(int(value), 32))
     if k == "cgroup_path":
         return value if isinstance(value, str) else cgroup_path_text(int(value), t.fmt or "*")
     if k == "pointer":      # bpftrace 0.17: in hex in a map key, else in decimal

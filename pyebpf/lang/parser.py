@@ -99,8 +99,12 @@ class _Syntax(Exception):
 class Parser:
     """One parse of one script; :func:`parse` is the entry point."""
 
-    def __init__(self, text: str, filename: str = "stdin", params: Sequence[str] = ()) -> None:
+    def __init__(self, text: str, filename: str = "stdin", params: Sequence[str] = (),
+                 includes: Sequence[str] = (), include_dirs: Sequence[str] = ()) -> None:
         self.text = text
+        #: ``--include`` headers (before the program) and ``-I`` directories
+        self.pre_includes = tuple(includes)
+        self.include_dirs = tuple(include_dirs)
         self.filename = filename
         self.params = tuple(params)
         self.toks, self.lex_errors = tokenize(text, filename)
@@ -114,16 +118,23 @@ class Parser:
         """``#define NAME BODY``: the later ``NAME`` s become ``BODY``'s
         tokens; ``#include <h>``: the header's numeric macros too
         (:mod:`~pyebpf.lang.preprocess`); other directives are ignored."""
-        from .preprocess import HeaderNotFound, directive, header_macros
+        from .preprocess import directive
         what, name, body = directive(str(t.value))
         if what == "define":
             self._expand({name: body})
         elif what == "include":
             self.includes.append(name)
-            try:
-                self._expand(header_macros(name))
-            except HeaderNotFound:     # (compile() refuses it, with the -I
-                pass                   # directories: includes.find_headers)
+            self._include(name)
+
+    def _include(self, name: str) -> None:
+        """Header ``name``'s numeric macros expanded in the tokens after this
+        point: an ``#include`` line's, or an ``--include`` 's (before the
+        program, as bpftrace puts them)."""
+        from .preprocess import HeaderNotFound, header_macros
+        try:
+            self._expand(header_macros(name, self.include_dirs))
+        except HeaderNotFound:     # (compile() refuses it, with the -I
+            pass                   # directories: includes.find_headers)
 
     def _expand(self, macros: dict[str, str]) -> None:
         """Replace every later identifier named in ``macros`` by its body's
@@ -205,6 +216,8 @@ class Parser:
                           c_definitions=self.c_definitions, includes=self.includes)
 
     def _program(self) -> list[ast.Probe]:
+        for name in self.pre_includes:
+            self._include(name)
         while self.tok.kind in ("preprocessor directive", "struct definition"):
             t = self._take()
             if t.kind == "struct definition":
@@ -683,13 +696,17 @@ def _split_fields(rest: str) -> list[str]:
     return out
 
 
-def parse(text: str, filename: str = "stdin", params: Sequence[str] = ()) -> ast.Script:
+def parse(text: str, filename: str = "stdin", params: Sequence[str] = (),
+          includes: Sequence[str] = (), include_dirs: Sequence[str] = ()) -> ast.Script:
     """Parse a bpftrace program. Raises :class:`~pyebpf.lang.errors.LangError`
     (bpftrace's text: position, source line, ``~`` marker) on any lexical or
     syntax error; several lexical errors are reported together. ``params``:
     the positional parameters, put in the attach points that name them
-    (``i:ms:$1``, ``BEG$1``) before they are split, as bpftrace does."""
-    return Parser(text, filename, params).script()
+    (``i:ms:$1``, ``BEG$1``) before they are split, as bpftrace does.
+    ``includes``: headers included before the program (``--include``), their
+    numeric macros applied as an ``#include`` line's; ``include_dirs``: the
+    ``-I`` directories searched for them first."""
+    return Parser(text, filename, params, includes, include_dirs).script()
 
 
 def expand_params(text: str, params: Sequence[str]) -> str:

@@ -19,6 +19,10 @@ import re
 
 from ..errors import PyebpfError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Sequence
+
 __all__ = ["directive", "header_macros", "HeaderNotFound"]
 _DEFINE = re.compile(r"#\s*define\s+([A-Za-z_]\w*)(?![\w(])\s*(.*)")
 _INCLUDE = re.compile(r"#\s*include\s*[<\"]([^>\"]+)[>\"]")
@@ -49,9 +53,9 @@ def _strip_comment(text: str) -> str:
     return text.split("//", 1)[0]
 
 
-def _find(name: str, here: str | None = None) -> str | None:
+def _find(name: str, here: str | None = None, first: Sequence[str] = ()) -> str | None:
     from .includes import system_include_dirs
-    dirs = ([here] if here else []) + system_include_dirs()
+    dirs = ([here] if here else []) + [*first, *system_include_dirs()]
     for d in dirs:
         path = os.path.join(d, name)
         if os.path.isfile(path):
@@ -59,11 +63,12 @@ def _find(name: str, here: str | None = None) -> str | None:
     return None
 
 
-def header_macros(name: str) -> dict[str, str]:
+def header_macros(name: str, include_dirs: Sequence[str] = ()) -> dict[str, str]:
     """The numeric object-like macros of header ``name`` and of the headers
     it includes (every ``#if`` branch read; the first definition of a name
-    kept): NAME -> its text. Raises :class:`HeaderNotFound`."""
-    path = _find(name)
+    kept): NAME -> its text. ``include_dirs`` (``-I``) are searched before
+    the system's. Raises :class:`HeaderNotFound`."""
+    path = _find(name, None, include_dirs)
     if path is None:
         raise HeaderNotFound(name)
     macros: dict[str, str] = {}
@@ -85,7 +90,7 @@ def header_macros(name: str) -> dict[str, str]:
                 continue
             m = _INCLUDE.match(line.strip())
             if m:
-                found = _find(m.group(1), os.path.dirname(p))
+                found = _find(m.group(1), os.path.dirname(p), include_dirs)
                 if found is not None:
                     todo.append(found)
                 continue

@@ -298,8 +298,11 @@ class BtRun(Owner):
             if plan.kind == kind:
                 loaded.test_run()
 
-    def stop(self) -> None:
-        """Detach the probes and run END (once); the maps stay readable."""
+    def stop(self, discard: bool = False) -> None:
+        """Detach the probes and run END (once); the maps stay readable.
+        ``discard``: the events not yet read are dropped, not performed (a
+        stop signal: bpftrace stops reading them, so a backlog of
+        ``system()`` commands is not run); END's are read as usual."""
         if self.stopped:
             return
         self.stopped = True
@@ -307,7 +310,7 @@ class BtRun(Owner):
         self._release_watched()
         if not self._end_done and self.loaded:
             self._end_done = True
-            if self.exited and self.reader is not None:
+            if (self.exited or discard) and self.reader is not None:
                 self.reader.read_batch(timeout=0)     # what came after exit() is dropped
             self.exited = False                       # END's own events are read
             self._run_special("END")

@@ -33,7 +33,7 @@ _KIND_NAMES = {"int": "integer", "pointer": "pointer", "record": "record"}
 _AGG_FUNCS = frozenset({"count", "sum", "min", "max", "avg", "stats", "hist", "lhist"})
 _KNOWN_FUNCS = frozenset(
     "avg buf cat cgroupid clear count delete exit hist join kaddr ksym lhist macaddr max min ntop "
-    "print printf cgroup_path reg signal sizeof stats str strftime strncmp sum system time "
+    "print printf cgroup_path reg signal sizeof stats str strerror strftime strncmp sum system time "
     "uaddr usym zero kstack ustack bswap uptr kptr pton strcontains unwatch".split())
 #: the signals bpftrace 0.17 knows by name (x86_64 numbers)
 _SIGNALS = {"SIGABRT": 6, "SIGALRM": 14, "SIGBUS": 7, "SIGCHLD": 17, "SIGCONT": 18,

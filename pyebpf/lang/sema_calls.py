@@ -273,6 +273,13 @@ def _sym(a: Analyser, c: ast.Call, to: str | None) -> Type:
     return USYM if c.name == "usym" else Type("ksym", 8)
 
 
+@_call("strerror")
+def _strerror(a: Analyser, c: ast.Call, to: str | None) -> Type:
+    if _nargs(a, c, 1):
+        _arg(a, c, "int", 0)
+    return Type("strerror", 8)
+
+
 @_call("ntop")
 def _ntop(a: Analyser, c: ast.Call, to: str | None) -> Type:
     if not _varargs(a, c, 1, 2):
@@ -554,7 +561,8 @@ for _len in ("", "hh", "h", "l", "ll", "j", "z", "t"):
     for _conv in "duoxXp":
         _PRINTF_TYPES[_len + _conv] = "int"
 #: kinds printf shows as strings
-_AS_STRING = frozenset({"ksym", "usym", "probe", "username", "kstack", "ustack", "inet",
+_AS_STRING = frozenset({"ksym", "usym", "probe", "username", "strerror", "kstack", "ustack",
+                        "inet",
                         "timestamp", "macaddr", "cgroup_path"})
 
 

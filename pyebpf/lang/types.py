@@ -35,6 +35,7 @@ KINDS = frozenset({
     "macaddr",     # macaddr(): the 6 bytes of a MAC address
     "timestamp",   # strftime(): a time printed with a format
     "username",    # username: a uid printed as a name
+    "strerror",    # strerror(): an errno printed as its message
     "cgroup_path", # cgroup_path(): a cgroup id printed as its paths (``fmt``: the filter)
     "probe",       # the probe builtin: an index into the probes' names
     "pointer",     # ``elem``: what it points to (casts, args fields)

@@ -3,6 +3,7 @@ pointing at the script, stopping."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -125,6 +126,33 @@ def test_pid_option_traces_that_process_and_ends_with_it() -> None:
     assert proc.returncode == 0, proc.stderr
     n = int(proc.stdout.rsplit("@n: ", 1)[1])
     assert 0 < n <= 80
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("tool", ["pyebpf", "bpftrace"])
+def test_stop_signal_drops_the_backlog_of_system_commands(tool: str) -> None:
+    # 200 system() events come in 1 s; the first one's command SIGINTs the
+    # tracer (its parent) after 0.5 s, while ~100 more events wait unread.
+    # Those are not run (bpftrace stops reading events on a stop signal);
+    # END's printf is printed, then the map.
+    program = ('interval:ms:5 /@n < 200/ { @n++; if (@n == 1) { '
+               'system("sleep 0.5; kill -INT $PPID"); } else { system("echo foo"); } } '
+               'END { printf("end\\n"); }')
+    if tool == "bpftrace":
+        if shutil.which("bpftrace") is None:
+            pytest.skip("bpftrace is not installed")
+        cmd = ["bpftrace", "--unsafe", "-e", program]
+    else:
+        cmd = [sys.executable, "-m", "pyebpf", "bt", "--unsafe", "-e", program]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(ROOT),
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    foos, sep, rest = proc.stdout.partition("end\n")
+    assert sep and rest.startswith("\n\n@n: "), proc.stdout
+    lines = foos.splitlines()
+    assert lines[0] == "Attaching 2 probes..." and set(lines[1:]) <= {"foo"}, proc.stdout
+    assert len(lines) < 20, proc.stdout
 
 
 @pytest.mark.kernel

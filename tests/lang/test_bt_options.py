@@ -107,6 +107,24 @@ def test_a_missing_header_is_refused_at_its_line() -> None:
         bt_compile('BEGIN { exit(); }', includes=["lol/no.h"])
 
 
+def test_include_headers_macros_apply_as_an_include_lines_do(tmp_path) -> None:
+    (tmp_path / "mine.h").write_text("#define MINE 7\n")
+    prog = bt_compile('BEGIN { @ = EPERM + MINE; exit(); }', includes=["errno.h", "mine.h"],
+                      include_dirs=[str(tmp_path)])
+    total = prog.script.probes[0].block.stmts[0].value
+    assert (total.left.value, total.right.value) == (1, 7)
+    for via_line in (True, False):     # an #include line's macros, the same way
+        text = ('#include <errno.h>\n' if via_line else '') + 'BEGIN { @ = ENOENT; exit(); }'
+        got = bt_compile(text, includes=() if via_line else ["errno.h"])
+        assert got.script.probes[0].block.stmts[0].value.value == 2
+
+
+@pytest.mark.kernel
+def test_include_macros_and_strerror_as_bpftrace() -> None:
+    compare_with_bpftrace('BEGIN { print(strerror(EPERM)); printf("%d\\n", ENOENT); exit(); }',
+                          "--include", "errno.h", exact=True)
+
+
 def test_the_program_keeps_its_headers_for_the_c_definitions() -> None:
     prog = bt_compile('#include <linux/types.h>\nBEGIN { exit(); }', includes=["errno.h"])
     assert [h.name for h in prog.headers] == ["errno.h", "linux/types.h"]
@@ -205,12 +223,38 @@ def test_no_warnings_silences_the_text_warnings_only(fmt: str) -> None:
 
 @pytest.mark.kernel
 def test_failed_reads_are_reported_with_kk() -> None:
-    proc = bt("-kk", "-e", 'BEGIN { printf("%s|\\n", str(0)); exit(); }')
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split("\n")[1:5] == [
-        "stdin:1:25-31: WARNING: Failed to probe_read_user_str: Bad address (-14)",
+    # (BEGIN reads through the legacy probe_read_str, as bpftrace 0.17)
+    out = compare_with_bpftrace('BEGIN { printf("%s|\\n", str(0)); exit(); }', "-kk", exact=True)
+    assert out.split("\n")[:4] == [
+        "stdin:1:25-31: WARNING: Failed to probe_read_str: Bad address (-14)",
         'BEGIN { printf("%s|\\n", str(0)); exit(); }',
         "                        ~~~~~~", "|"]
+
+
+def _helpers_called(prog: object) -> dict[str, list[int]]:
+    unit = prog.generate()      # type: ignore[attr-defined]
+    return {pl.name: [i.imm for i in pl.program.finalize() if i.code == 0x85]
+            for pl in unit.probes}
+
+
+def test_reads_where_the_probe_has_no_address_space_use_probe_read() -> None:
+    # bpftrace 0.17: BEGIN/END, interval, profile... read through the legacy
+    # probe_read (4), a tracepoint through probe_read_kernel (113); curtask's
+    # memory is the kernel's everywhere
+    prog = bt_compile('struct foo {int a;}; BEGIN { $t = ((struct foo*) 0)->a; '
+                      '$u = *(int32*)8; $p = ((struct task_struct *)curtask)->pid; '
+                      '$s = str(8); } '
+                      'i:s:1 { $t = ((struct foo*) 0)->a; } '
+                      'tracepoint:sched:sched_switch { $t = ((struct foo*) 0)->a; }')
+    assert _helpers_called(prog) == {"BEGIN": [4, 4, 35, 113, 45], "interval:s:1": [4],
+                                     "tracepoint:sched:sched_switch": [113]}
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("probe", ["BEGIN", "i:ms:1"])
+def test_a_failed_member_read_is_reported_as_bpftrace_reports_it(probe: str) -> None:
+    compare_with_bpftrace('struct foo {int a;}; ' + probe + ' { $tmp = ((struct foo*) 0)->a; '
+                          'exit(); }', "-kk", "-q", "-f", "json", exact=True)
 
 
 @pytest.mark.kernel

@@ -136,3 +136,23 @@ def test_system_and_cat_in_json_as_bpftrace_names_them() -> None:
     with prog.start(json=True) as run:
         texts = [e.text for e in run if e.kind != "exit"]
     assert texts == ['{"type": "syscall", "data": "hi\\n"}\n', '{"type": "cat", "data": ""}\n']
+
+
+def test_strerror_is_an_errno_printed_as_its_message() -> None:
+    script = parse('BEGIN { $e = strerror(2); print($e) }')
+    analyse(script, None)
+    assert script.probes[0].block.stmts[0].value.type == Type("strerror", 8)
+    assert _first_error('BEGIN { strerror("a"); }') == (
+        "stdin:1:9-22: ERROR: strerror() only supports integer arguments (string provided)")
+    assert _first_error('BEGIN { printf("%d", strerror(1)); }') == (
+        'stdin:1:9-34: ERROR: printf: %d specifier expects a value of type integer '
+        '(string supplied)')
+
+
+@pytest.mark.kernel
+def test_strerror_as_bpftrace() -> None:
+    # print(), printf's %s, a variable, a map value, an errno no message has
+    compare_with_bpftrace(
+        'BEGIN { print(strerror(1)); printf("%s|\\n", strerror(2)); $e = strerror(5); '
+        'print($e); print(strerror(999)); print(strerror(-1)); @a = strerror(13); exit(); }',
+        exact=True)

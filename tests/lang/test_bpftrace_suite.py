@@ -23,7 +23,7 @@ from .harness import ROOT
 pytestmark = pytest.mark.kernel
 
 #: the fewest yardstick tests that must pass under pyebpf bt
-FLOOR = 410
+FLOOR = 415
 _LAST = re.compile(r"^bpftrace 0\.17 runtime suite: (\d+)/(\d+) pass under pyebpf bt$")
 
 

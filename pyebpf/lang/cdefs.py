@@ -22,6 +22,7 @@ incomplete type 'struct x'``), at the definition's line in the script.
 """
 from __future__ import annotations
 
+from ..codecs import INT_TYPES
 from . import ast
 from .errors import LangError
 from .records import CField, Record, Records, layout
@@ -33,21 +34,21 @@ if TYPE_CHECKING:
 
 __all__ = ["CDefinitions", "definitions", "C_INT_NAMES", "CDefinitionError"]
 
-#: C's integer type names and the usual typedefs -> (size, signed)
+#: C's integer type names and the usual typedefs -> (size, signed): the
+#: fixed-width ones (``u32``, ``__s64``, ``uint8_t``) derived from the one
+#: table of integer types (:data:`pyebpf.codecs.INT_TYPES`)
 C_INT_NAMES = {
     "char": (1, True), "signed char": (1, True), "unsigned char": (1, False),
     "short": (2, True), "unsigned short": (2, False), "int": (4, True),
     "unsigned int": (4, False), "long": (8, True), "unsigned long": (8, False),
     "long long": (8, True), "unsigned long long": (8, False), "_Bool": (1, False),
     "float": (4, True), "double": (8, True), "long double": (16, True),
-    "int8_t": (1, True), "uint8_t": (1, False), "int16_t": (2, True), "uint16_t": (2, False),
-    "int32_t": (4, True), "uint32_t": (4, False), "int64_t": (8, True), "uint64_t": (8, False),
-    "s8": (1, True), "u8": (1, False), "s16": (2, True), "u16": (2, False),
-    "s32": (4, True), "u32": (4, False), "s64": (8, True), "u64": (8, False),
-    "__s8": (1, True), "__u8": (1, False), "__s16": (2, True), "__u16": (2, False),
-    "__s32": (4, True), "__u32": (4, False), "__s64": (8, True), "__u64": (8, False),
-    "__be16": (2, False), "__be32": (4, False), "__be64": (8, False),
-    "__le16": (2, False), "__le32": (4, False), "__le64": (8, False),
+    **{f"{prefix}{name}": (size, signed) for name, (size, signed, _) in INT_TYPES.items()
+       for prefix in ("", "__")},
+    **{f"{'' if signed else 'u'}int{8 * size}_t": (size, signed)
+       for size, signed, _ in INT_TYPES.values()},
+    **{f"__{order}{8 * size}": (size, False) for size, signed, _ in INT_TYPES.values()
+       if size > 1 and not signed for order in ("be", "le")},
     "size_t": (8, False), "ssize_t": (8, True), "uintptr_t": (8, False), "intptr_t": (8, True),
     "pid_t": (4, True), "uid_t": (4, False), "gid_t": (4, False), "off_t": (8, True),
     "bool": (1, False),

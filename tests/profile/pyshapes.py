@@ -46,7 +46,7 @@ def by_key(x):
     return x
 
 
-def main(seconds):
+def main(seconds):                     # at:main_start
     end = time.perf_counter() + seconds
     order = random.Random(7)      # (a fixed order would beat with the sampling period)
     while time.perf_counter() < end:
@@ -60,7 +60,7 @@ def main(seconds):
             elif step == 3:
                 sum(numbers())
             else:
-                sorted([2, 1], key=by_key)
+                sorted([2, 1], key=by_key)    # at:main_end
 
 
 main(float(sys.argv[1]) if len(sys.argv) > 1 else 2.0)

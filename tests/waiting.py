@@ -126,12 +126,22 @@ def _exe(pid: int) -> str:
         return ""
 
 
+def _mapped(pid: int, path: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return any(line.rstrip("\n").endswith(" " + path) for line in f)
+    except OSError:
+        return False
+
+
 def wait_exec(pid: int, path: str, timeout: float = DEFAULT_TIMEOUT) -> None:
-    """Wait until process ``pid`` runs ``path`` (its exec is done: a child
-    just started by Popen may still be the forked Python)."""
+    """Wait until process ``pid`` runs ``path`` and has it mapped (its exec is
+    done: a child just started by Popen may still be the forked Python, and
+    the kernel names the new executable in ``/proc/PID/exe`` before it maps
+    its segments)."""
     real = os.path.realpath(path)
-    wait_until(lambda: _exe(pid) == real, f"process {pid} to run {real}",
-               timeout, detail=lambda: _exe(pid) or "gone")
+    wait_until(lambda: _exe(pid) == real and _mapped(pid, real),
+               f"process {pid} to run {real}", timeout, detail=lambda: _exe(pid) or "gone")
 
 
 #: the system calls a thread blocks in while it waits for a file descriptor

@@ -27,6 +27,10 @@ import pytest
 
 from browser import browse
 
+#: the site is built once, under the suite's own Python (.ci/test-pythons leaves
+#: these out: the generator's packages are not the subject under test there)
+pytestmark = pytest.mark.docs
+
 pytest.importorskip("mkdocs", reason="mkdocs is in the test extra: pip install '.[test]'")
 pytest.importorskip("material", reason="mkdocs-material is in the test extra")
 pytest.importorskip("mkdocstrings", reason="mkdocstrings is in the test extra")

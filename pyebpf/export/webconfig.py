@@ -137,13 +137,17 @@ def credentials(header: str | None) -> tuple[str, str] | None:
         return None
     import base64
     try:
-        text = base64.b64decode(token, validate=True).decode("utf-8")
+        raw = base64.b64decode(token, validate=True)
+        text = raw.decode("utf-8")
     except ValueError:                      # (binascii.Error and UnicodeDecodeError too)
         return None
+    if base64.b64encode(raw).decode() != token:     # only the canonical form: Pythons
+        return None                                 # differ on surplus padding
     user, sep, password = text.partition(":")
     if not sep or "\0" in text:
         return None
     return user, password
+
 
 def load(path: str) -> WebConfig:
     """The web configuration in file ``path``."""

@@ -8,6 +8,7 @@ import subprocess
 
 import pytest
 from systools import PYTHON as SYSTEM_PYTHON
+from waiting import wait_exec, wait_until
 
 from pyebpf.lang.listing import list_probes
 from pyebpf.lang.probes import SOFTWARE_EVENTS, ProbeSpecError
@@ -125,6 +126,14 @@ def test_invalid_characters_are_refused_as_bpftrace_refuses_them():
     assert str(info.value).startswith("stdin:1:1-2: ERROR: invalid character '\\'")
 
 
+def _maps_libc(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return "/libc.so" in f.read()
+    except OSError:
+        return False
+
+
 @pytest.mark.kernel
 @pytest.mark.parametrize("pattern", ["*:*", "uprobe:*", "usdt:*", "usdt:*:btw:*", "uprobe:lock*",
                                      "usdt:{w}:*"])
@@ -133,6 +142,8 @@ def test_a_process_s_probes_like_bpftrace(pattern):
     pattern = pattern.format(w=w)
     proc = subprocess.Popen([w, "1000000", "1000"], stdout=subprocess.DEVNULL)
     try:
+        wait_exec(proc.pid, w)      # (and its libraries mapped, as both tools list them)
+        wait_until(lambda: _maps_libc(proc.pid), f"process {proc.pid} to map libc")
         ours = list_probes(pattern, pid=proc.pid)
         assert ours and ours == _bpftrace_l_pid(pattern, proc.pid)
     finally:

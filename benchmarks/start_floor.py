@@ -14,7 +14,8 @@ analysis, no code generation, no ELF reading, no formatting.
 
 Measured as ``bench_lang`` measures (wall time to the ``go`` line, the
 process's whole CPU time), alternately with ``python -c pass`` (the
-interpreter's own start) and ``pyebpf bt``.
+interpreter's own start) and ``pyebpf bt`` (its compiled-program cache
+emptied, then warm: see :mod:`benchmarks.bench_lang`).
 
 Run: ``python -m benchmarks.start_floor [ROUNDS]``.  A measuring helper,
 not a test (and not one of ``python -m benchmarks``'s cases).
@@ -169,7 +170,8 @@ def run(rounds: int = 9) -> dict[str, Any]:
         floor_once(spec)                       # (warm-up: the bytecode cache)
         cases: dict[str, Any] = {"floor": lambda: floor_once(spec),
                                  "python -c pass": interpreter_once,
-                                 "pyebpf bt": lambda: start_once("pyebpf", loop),
+                                 "pyebpf bt cold": lambda: start_once("pyebpf", loop),
+                                 "pyebpf bt warm": lambda: start_once("pyebpf-warm", loop),
                                  "bpftrace": lambda: start_once("bpftrace", loop)}
         runs: dict[str, list[dict[str, float]]] = {name: [] for name in cases}
         for _ in range(rounds):

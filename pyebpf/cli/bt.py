@@ -62,6 +62,9 @@ def register(subparsers: Subparsers) -> None:
                    help="at the end, also draw every map keyed by a stack (ustack/kstack; "
                         "other keys become the root frames) as a flame graph; with several "
                         "such maps, FILE-NAME.svg each (.folded and .json also accepted)")
+    p.add_argument("--no-cache", dest="no_cache", action="store_true",
+                   help="compile the program even if the compiled-program cache has it "
+                        "(also PYEBPF_NO_CACHE=1); and do not store it there")
     p.add_argument("--plot", metavar="FILE.svg",
                    help="at the end, also draw every hist/lhist map as a bar chart, one per "
                         "key of a keyed map; several charts: FILE-NAME.svg each")
@@ -79,7 +82,8 @@ _OPTIONS: dict[str, tuple[str, Any]] = {
     "-I": ("include_dirs", "append"), "--info": ("info", "flag"),
     "--usdt-file-activation": ("usdt_file_activation", "flag"),
     "--no-warnings": ("no_warnings", "flag"), "--show-program": ("show_program", "flag"),
-    "--flamegraph": ("flamegraph", "value"), "--plot": ("plot", "value")}
+    "--flamegraph": ("flamegraph", "value"), "--plot": ("plot", "value"),
+    "--no-cache": ("no_cache", "flag")}
 
 
 def quick_args(argv: list[str]) -> Any:
@@ -99,7 +103,7 @@ def quick_args(argv: list[str]) -> Any:
                               "unsafe": False, "includes": None, "include_dirs": None,
                               "info": False, "usdt_file_activation": False,
                               "no_warnings": False, "show_program": False, "flamegraph": None,
-                              "plot": None}
+                              "plot": None, "no_cache": False}
     words: list[str] = []
     words_end = -1                 # index just past the last positional word
     i = 0
@@ -174,12 +178,20 @@ def run(args: argparse.Namespace) -> int:
     if why:
         print(f"pyebpf bt: error: {why}", file=sys.stderr)
         return 2
-    from ..lang.api import compile
-    # (a script error is a PyebpfError: reported as 'pyebpf bt: FILE:LINE:COL-END:
-    # ERROR: ...', bpftrace's text, then the line and the caret)
-    prog = compile(text, filename=filename, pid=args.pid, params=params, unsafe=args.unsafe,
-                   command=args.cmd, includes=args.includes or (),
-                   include_dirs=args.include_dirs or (), helper_check=args.helper_check)
+    prog: Any = None
+    key = None
+    if _cacheable(args, text):
+        from ..lang.fastpath import cached_program
+        prog, key = cached_program(text, filename, params, args.unsafe)
+    if prog is None:
+        from ..lang.api import compile
+        # (a script error is a PyebpfError: reported as 'pyebpf bt: FILE:LINE:COL-END:
+        # ERROR: ...', bpftrace's text, then the line and the caret)
+        prog = compile(text, filename=filename, pid=args.pid, params=params, unsafe=args.unsafe,
+                       command=args.cmd, includes=args.includes or (),
+                       include_dirs=args.include_dirs or (), helper_check=args.helper_check)
+    else:
+        key = None                   # (found there: nothing to store)
     if not args.no_warnings:
         for warning in prog.warnings:
             print(warning, file=sys.stderr)
@@ -190,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
     if out is None:
         return 1
     try:
-        return _run(prog, args, out)
+        return _run(prog, args, out, key)
     finally:
         if out is not sys.stdout:
             out.close()
@@ -216,8 +228,24 @@ def _list(pattern: str | None, pid: int | None = None, verbose: bool = False) ->
     return 0
 
 
-def _run(prog: Any, args: argparse.Namespace, out: TextIO) -> int:
-    """Attach, print events until a stop condition, then END and the maps."""
+def _cacheable(args: argparse.Namespace, text: str) -> bool:
+    """Whether the compiled-program cache may hold this run's program (see
+    :mod:`pyebpf.lang.btcache`): not with ``-c``/``-p`` (the probes depend
+    on the process), headers, ``-k``, ``-v``, pictures, nor a program that
+    reads the start time (``elapsed``)."""
+    from ..lang.btcache import disabled
+    return not (disabled(getattr(args, "no_cache", False)) or args.cmd or args.pid is not None
+                or args.includes or args.include_dirs or "#" in text or args.helper_check
+                or args.verbose or args.show_program or args.dry_run
+                or getattr(args, "flamegraph", None) or getattr(args, "plot", None)
+                or "elapsed" in text)
+
+
+def _run(prog: Any, args: argparse.Namespace, out: TextIO,
+         cache_key: tuple[Any, ...] | None = None) -> int:
+    """Attach, print events until a stop condition, then END and the maps;
+    the compiled program stored in the cache under ``cache_key`` once
+    started (when it can be)."""
     import os
 
     from . import StopSignals
@@ -245,6 +273,11 @@ def _run(prog: Any, args: argparse.Namespace, out: TextIO) -> int:
 
         run = guard.resource = prog.start(child=child, json=json_mode, release=False,
                                           begun=begun)
+        if cache_key is not None:
+            from ..lang import btcache
+            entry = btcache.entry_of(run, prog.warnings)
+            if entry is not None:
+                btcache.store(cache_key, entry)
         from . import started
         started()                               # (the collector back on: see pyebpf.cli)
         if args.verbose:

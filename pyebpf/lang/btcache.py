@@ -53,8 +53,15 @@ def cache_dir() -> str:
     return os.path.join(base, "pyebpf", "bt")
 
 
+#: pyebpf's packages that compiling a bpftrace program never imports (their
+#: files are not part of the key)
+_NOT_COMPILING = frozenset({"__pycache__", "cli", "profile", "export", "demo", "vm", "text",
+                            "objects"})
+
+
 def _package_stamp() -> tuple[Any, ...]:
-    """pyebpf's version and every file of its package: (name, size, mtime_ns)."""
+    """pyebpf's version and every file of the packages that compile a
+    program: (name, size, mtime_ns)."""
     from .. import __version__
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     files: list[tuple[str, int, int]] = []
@@ -65,18 +72,21 @@ def _package_stamp() -> tuple[Any, ...]:
                 if entry.name.endswith(".py"):
                     st = entry.stat()
                     files.append((entry.path, st.st_size, st.st_mtime_ns))
-                elif entry.is_dir() and entry.name != "__pycache__":
+                elif entry.is_dir() and entry.name not in _NOT_COMPILING:
                     todo.append(entry.path)
     files.sort()
     return (__version__, tuple(files))
 
 
-def _boot_id() -> str:
+def _boot_id() -> bytes:
     try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
-            return f.read().strip()
+        fd = os.open("/proc/sys/kernel/random/boot_id", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
-        return ""
+        return b""
+    try:                 # (os.read: a text-mode open costs ~100 times more)
+        return os.read(fd, 64).strip()
+    finally:
+        os.close(fd)
 
 
 def cache_key(text: str, filename: str, params: Sequence[str], unsafe: bool) -> tuple[Any, ...]:
@@ -97,11 +107,11 @@ def _stat(path: str) -> tuple[int, int, int, int] | None:
 
 
 def _path(key: tuple[Any, ...]) -> str:
-    try:
-        from _blake2 import blake2b  # type: ignore[import-not-found]  # (hashlib: ~2 ms more)
-    except ImportError:
-        from hashlib import blake2b
-    return os.path.join(cache_dir(), blake2b(marshal.dumps(key), digest_size=16).hexdigest())
+    # (zlib: loaded already, with cffi; hashlib costs ~2 ms. A collision is
+    # only a miss: the entry holds its key)
+    import zlib
+    data = marshal.dumps(key)
+    return os.path.join(cache_dir(), "%08x%08x" % (zlib.crc32(data), zlib.adler32(data)))
 
 
 def load(key: tuple[Any, ...]) -> dict[str, Any] | None:
@@ -190,6 +200,7 @@ def entry_of(run: Any, warnings: Sequence[str]) -> dict[str, Any] | None:
 
 def _entry(run: Any, warnings: list[str]) -> dict[str, Any]:
     from ..isa import opcodes as op
+    from ..kernel.core import obj_name
     unit = run.unit
     if unit.stack_map is not None or unit.kstack_map is not None or unit.drops is not None \
             or unit.helper_check or run.pid is not None or run.child is not None:
@@ -225,7 +236,7 @@ def _entry(run: Any, warnings: list[str]) -> dict[str, Any]:
                 insn.imm = 0
             code += insn.encode()
         probes.append((plan.name, plan.kind, loaded.prog_type, loaded.expected_attach_type,
-                       loaded.name, getattr(loaded.program, "license", "GPL"), bytes(code),
+                       obj_name(loaded.name or ""), getattr(loaded.program, "license", "GPL"), bytes(code),
                        relocs, attach))
     actions = []
     for a in unit.actions:

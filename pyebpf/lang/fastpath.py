@@ -14,8 +14,10 @@ are loaded without pyebpf's own BTF (line records for ``bpftool``).
 from __future__ import annotations
 
 import mmap
+import os
 import struct
 
+from ..kernel.ffi import NR_BPF, ffi, sys_bpf
 from .btcache import FORMAT, cache_key, load
 from .runtime import BtRun, map_entries
 from .types import Type
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = ["cached_program", "CachedProgram", "FastRun", "decode_type"]
 
+_ATTR_SIZE = ffi.sizeof("union bpf_attr")
 _PAGE = mmap.PAGESIZE
 _U64 = struct.Struct("<Q")
 _BUSY, _DISCARD = 1 << 31, 1 << 30
@@ -33,6 +36,10 @@ _BUSY, _DISCARD = 1 << 31, 1 << 30
 _PERCPU = (5, 6, 10)           # PERCPU_HASH, PERCPU_ARRAY, LRU_PERCPU_HASH
 _ARRAYS = (2, 6)               # ARRAY, PERCPU_ARRAY
 _UPROBE_MULTI_RETURN = 1
+_UPROBE_MULTI = 48           # BPF_TRACE_UPROBE_MULTI
+#: bpf() commands
+_MAP_CREATE, _LOOKUP, _UPDATE, _DELETE, _NEXT_KEY, _PROG_LOAD = 0, 1, 2, 3, 4, 5
+_PROG_TEST_RUN, _LINK_CREATE = 10, 28
 
 
 def decode_type(enc: Any) -> Type | None:
@@ -54,9 +61,14 @@ def cached_program(text: str, filename: str, params: Sequence[str],
     if entry is None or entry.get("format") != FORMAT:
         return None, key
     try:
-        return CachedProgram(entry), key
+        return CachedProgram(entry, (text, filename, list(params), unsafe)), key
     except (KeyError, TypeError, ValueError, IndexError):      # (a foreign entry)
         return None, key
+
+
+class _Refused(Exception):
+    """The kernel refused a map or program of an entry: the program is
+    compiled again (its errors are then the compiler's and loader's)."""
 
 
 class _Action:
@@ -85,14 +97,21 @@ class _Uprobe:
     def __init__(self, kind: str, path: str, offsets: list[int]) -> None:
         self.kind, self.path, self.offsets = kind, path, offsets
 
-    def attach(self, loaded: _Loaded, pid: int | None = None) -> Any:
+    def attach(self, loaded: _Fd, pid: int | None = None) -> _Fd:
         """The link (the cookie of each function is its index, as the
         compiled program's source gives it)."""
-        from ..kernel.links import uprobe_multi_link
         n = len(self.offsets)
-        return uprobe_multi_link(loaded.fd, self.path, self.offsets, pid=pid or 0,
-                                 cookies=list(range(n)) if n > 1 else None,
-                                 retprobe=self.kind == "uretprobe")
+        attr = ffi.new("union bpf_attr *")
+        lc = attr.link_create
+        lc.prog_fd, lc.attach_type = loaded.fd, _UPROBE_MULTI
+        um = lc.uprobe_multi
+        path = ffi.new("char[]", os.fsencode(self.path))
+        offsets = ffi.new("uint64_t[]", self.offsets)
+        cookies = ffi.new("uint64_t[]", list(range(n))) if n > 1 else ffi.NULL
+        um.path, um.offsets, um.cookies = _addr(path), _addr(offsets), _addr(cookies)
+        um.cnt, um.pid = n, pid or 0
+        um.flags = _UPROBE_MULTI_RETURN if self.kind == "uretprobe" else 0
+        return _Fd(_bpf(_LINK_CREATE, attr, "BPF_LINK_CREATE", f"{self.kind} {self.path}"))
 
 
 class _Probe:
@@ -128,11 +147,11 @@ class CachedProgram:
     """A program from the cache: what :func:`pyebpf.lang.compile` gives,
     as far as ``pyebpf bt`` uses it (``warnings``, :meth:`start`)."""
 
-    def __init__(self, entry: dict[str, Any]) -> None:
+    def __init__(self, entry: dict[str, Any], source: tuple[Any, ...]) -> None:
         self.unit = _Unit(entry)
         #: the warnings the compilation printed
         self.warnings: list[str] = list(entry["warnings"])
-        self.pid = None
+        self._source = source
 
     def start(self, command: Sequence[str] | None = None, *, json: bool = False,
               child: Any = None, release: bool = True,
@@ -141,24 +160,64 @@ class CachedProgram:
         (``command``/``child``: not for cached programs)."""
         if command is not None or child is not None:
             raise ValueError("a cached program runs no command")
-        return FastRun(self.unit, json_mode=json).start(release=release,  # type: ignore[arg-type]
-                                                         begun=begun)
+        try:
+            return FastRun(self.unit, json_mode=json).start(  # type: ignore[arg-type]
+                release=release, begun=begun)
+        except _Refused:
+            from .api import compile
+            text, filename, params, unsafe = self._source
+            prog = compile(text, filename=filename, params=params, unsafe=unsafe)
+            return prog.start(json=json, release=release, begun=begun)  # type: ignore[return-value]
 
 
-class _Loaded:
-    """A loaded program: its fd, BEGIN/END's test run."""
+def _addr(cdata: Any) -> int:
+    return int(ffi.cast("uintptr_t", cdata))
 
-    def __init__(self, fd: Any) -> None:
+
+def _try(cmd: int, attr: Any) -> int:
+    """``bpf(cmd, attr)``: the result, or ``-errno`` (EINTR, EAGAIN: again)."""
+    for _ in range(5):
+        ret = int(sys_bpf(NR_BPF, cmd, attr, _ATTR_SIZE))
+        if ret >= 0 or ffi.errno not in (4, 11):
+            return ret if ret >= 0 else -ffi.errno
+    return ret if ret >= 0 else -ffi.errno
+
+
+def _bpf(cmd: int, attr: Any, operation: str, detail: str) -> int:
+    """``bpf(cmd, attr)``, its failure raised as the kernel layer raises it."""
+    ret = _try(cmd, attr)
+    if ret < 0:
+        from ..kernel.core import kernel_error
+        raise kernel_error(operation, -ret, detail)
+    return _not_zero(ret)
+
+
+def _not_zero(fd: int) -> int:
+    """A new fd moved off 0 (stdin was closed; 0 means "no fd" in many attrs)."""
+    if fd == 0:
+        import fcntl
+        fd = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 1)
+        os.close(0)
+    return fd
+
+
+class _Fd:
+    """An fd this run owns (a program, a link): :meth:`close` once."""
+
+    def __init__(self, fd: int) -> None:
         self.fd = fd
 
     def test_run(self) -> None:
         """Run the program once (BEGIN, END)."""
-        from ..kernel.prog import prog_test_run
-        prog_test_run(self.fd)
+        attr = ffi.new("union bpf_attr *")
+        attr.test.prog_fd = self.fd
+        _bpf(_PROG_TEST_RUN, attr, "BPF_PROG_TEST_RUN", f"program fd {self.fd}")
 
     def close(self) -> None:
-        """Close the program's fd."""
-        self.fd.close()
+        """Close the fd (again: nothing)."""
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
 
 
 def _ncpus() -> int:
@@ -166,41 +225,56 @@ def _ncpus() -> int:
     return num_possible_cpus()
 
 
-class _Map:
+class _Map(_Fd):
     """A created map read and written by raw element commands; per-CPU
     values come as one ``bytes`` per possible CPU."""
 
-    def __init__(self, fd: Any, map_type: int, key_size: int, value_size: int,
+    def __init__(self, fd: int, map_type: int, key_size: int, value_size: int,
                  max_entries: int) -> None:
-        self.fd, self.map_type, self.key_size = fd, map_type, key_size
+        super().__init__(fd)
+        self.map_type, self.key_size = map_type, key_size
         self.value_size, self.max_entries = value_size, max_entries
         self.percpu = map_type in _PERCPU
         self.stride = (value_size + 7) & ~7
         self.ncpus = _ncpus() if self.percpu else 1
 
-    def fileno(self) -> int:
-        """The map's fd number."""
-        return int(self.fd.fileno())
+    def _elem(self, cmd: int, key: bytes | None, value: bytearray | bytes | None) -> bool:
+        """One element command; False when the kernel says ENOENT."""
+        attr = ffi.new("union bpf_attr *")
+        el = attr.elem
+        kb = ffi.from_buffer(key) if key is not None else ffi.NULL
+        vb = ffi.from_buffer(value) if value is not None else ffi.NULL
+        el.map_fd, el.key, el.value = self.fd, _addr(kb), _addr(vb)
+        ret = _try(cmd, attr)
+        if ret == -2:
+            return False
+        if ret < 0:
+            from ..kernel.core import kernel_error
+            raise kernel_error(cmd, -ret, f"map fd {self.fd}")
+        return True
 
     def keys(self) -> list[bytes]:
         """Every key (an array's indexes as 4-byte keys)."""
         if self.map_type in _ARRAYS:
             return [i.to_bytes(4, "little") for i in range(self.max_entries)]
-        from ..kernel.mapops import map_get_next_key
         out: list[bytes] = []
         key = None
-        while (key := map_get_next_key(self.fd, key, self.key_size)) is not None:
+        while True:
+            nxt = bytearray(self.key_size)
+            if not self._elem(_NEXT_KEY, key, nxt):
+                return out
+            key = bytes(nxt)
             out.append(key)
-        return out
 
     def get(self, key: bytes) -> Any:
         """The value of ``key`` (per CPU: a list), None when absent."""
-        from ..kernel.mapops import map_lookup
-        raw = map_lookup(self.fd, key, self.stride * self.ncpus)
-        if raw is None or not self.percpu:
-            return raw
+        raw = bytearray(self.stride * self.ncpus)
+        if not self._elem(_LOOKUP, key, raw):
+            return None
+        if not self.percpu:
+            return bytes(raw[:self.value_size])
         s, n = self.stride, self.value_size
-        return [raw[i * s:i * s + n] for i in range(self.ncpus)]
+        return [bytes(raw[i * s:i * s + n]) for i in range(self.ncpus)]
 
     def items(self) -> list[tuple[bytes, Any]]:
         """``(key, value)`` of every key present."""
@@ -213,17 +287,11 @@ class _Map:
 
     def zero(self, key: bytes) -> None:
         """Set the value of ``key`` (every CPU's) to zeros."""
-        from ..kernel.mapops import map_update
-        map_update(self.fd, key, bytes(self.stride * self.ncpus))
+        self._elem(_UPDATE, key, bytes(self.stride * self.ncpus))
 
     def delete(self, key: bytes) -> None:
         """Delete ``key`` (absent: nothing)."""
-        from ..kernel.mapops import map_delete
-        map_delete(self.fd, key)
-
-    def close(self) -> None:
-        """Close the map's fd."""
-        self.fd.close()
+        self._elem(_DELETE, key, None)
 
 
 class _Ring:
@@ -231,7 +299,7 @@ class _Ring:
 
     def __init__(self, m: _Map) -> None:
         import select
-        fd = m.fileno()
+        fd = m.fd
         self.mask = m.max_entries - 1
         self.cons = mmap.mmap(fd, _PAGE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         self.prod = mmap.mmap(fd, _PAGE + 2 * m.max_entries, mmap.MAP_SHARED, mmap.PROT_READ,
@@ -287,23 +355,36 @@ class FastRun(BtRun):
     compiled program's code."""
 
     def _create(self) -> None:
-        from ..kernel.mapops import map_create
         u: Any = self.unit
         for name, mtype, ksize, vsize, entries, flags in u.maps_created:
-            fd = map_create(mtype, ksize, vsize, entries, flags=flags, name=name)
-            self.live[name] = _Map(fd, mtype, ksize, vsize, entries)
+            attr = ffi.new("union bpf_attr *")
+            mc = attr.map_create
+            mc.map_type, mc.key_size, mc.value_size = mtype, ksize, vsize
+            mc.max_entries, mc.map_flags = entries, flags
+            ffi.memmove(mc.map_name, name.encode()[:15], min(len(name), 15))
+            fd = _try(_MAP_CREATE, attr)
+            if fd < 0:
+                raise _Refused(f"map {name}: errno {-fd}")
+            self.live[name] = _Map(_not_zero(fd), mtype, ksize, vsize, entries)
         self.reader = _Ring(self.live[u.ringbuf_name])
 
     def _load(self) -> None:
-        from ..kernel.prog import prog_load
+        names = [m[0] for m in self.unit.maps_created]  # type: ignore[attr-defined]
         for plan in self.unit.probes:
             ptype, eat, pname, lic, code, relocs = plan.load  # type: ignore[attr-defined]
             code = bytearray(code)
-            names = [m[0] for m in self.unit.maps_created]  # type: ignore[attr-defined]
             for at, index in relocs:
-                code[at + 4:at + 8] = self.live[names[index]].fileno().to_bytes(4, "little")
-            fd, _ = prog_load(ptype, bytes(code), lic, name=pname, expected_attach_type=eat)
-            self.loaded.append(_Loaded(fd))
+                code[at + 4:at + 8] = self.live[names[index]].fd.to_bytes(4, "little")
+            attr = ffi.new("union bpf_attr *")
+            pl = attr.prog_load
+            insns, license_ = ffi.from_buffer(code), ffi.new("char[]", lic.encode())
+            pl.prog_type, pl.insn_cnt, pl.insns = ptype, len(code) // 8, _addr(insns)
+            pl.license, pl.expected_attach_type = _addr(license_), eat
+            ffi.memmove(pl.prog_name, pname, len(pname))
+            ret = _try(_PROG_LOAD, attr)
+            if ret < 0:
+                raise _Refused(f"program {plan.name}: errno {-ret}")
+            self.loaded.append(_Fd(_not_zero(ret)))
 
     def entries(self, name: str) -> dict[Any, Any]:
         """The entries of map ``name`` (as :meth:`BtRun.entries` gives them)."""

@@ -111,7 +111,8 @@ class _Uprobe:
         um.path, um.offsets, um.cookies = _addr(path), _addr(offsets), _addr(cookies)
         um.cnt, um.pid = n, pid or 0
         um.flags = _UPROBE_MULTI_RETURN if self.kind == "uretprobe" else 0
-        return _Fd(_bpf(_LINK_CREATE, attr, "BPF_LINK_CREATE", f"{self.kind} {self.path}"))
+        return _Fd(_not_zero(_bpf(_LINK_CREATE, attr, "BPF_LINK_CREATE",
+                                  f"{self.kind} {self.path}")))
 
 
 class _Probe:
@@ -189,7 +190,7 @@ def _bpf(cmd: int, attr: Any, operation: str, detail: str) -> int:
     if ret < 0:
         from ..kernel.core import kernel_error
         raise kernel_error(operation, -ret, detail)
-    return _not_zero(ret)
+    return ret
 
 
 def _not_zero(fd: int) -> int:
@@ -206,6 +207,10 @@ class _Fd:
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
+
+    def fileno(self) -> int:
+        """The fd number."""
+        return self.fd
 
     def test_run(self) -> None:
         """Run the program once (BEGIN, END)."""

@@ -120,6 +120,32 @@ def test_a_cached_program_prints_what_the_compiled_one_printed(
     assert cold[1].count("\n") > 3
 
 
+#: what a run from the cache imports none of: the compiler, the ELF reader, the
+#: kernel layer's object modules (the cffi declaration alone makes the calls)
+NOT_ON_A_HIT = ("pyebpf.lang.lexer", "pyebpf.lang.parser", "pyebpf.lang.sema",
+                "pyebpf.lang.codegen", "pyebpf.elf", "pyebpf.trace", "pyebpf.loader",
+                "pyebpf.maps", "pyebpf.events", "pyebpf.program", "pyebpf.kernel.prog",
+                "pyebpf.kernel.mapops", "hashlib", "typing", "re", "enum", "argparse")
+
+
+@pytest.mark.kernel
+def test_a_hit_imports_only_what_it_runs(tmp_path: Path, work: str) -> None:
+    program = f'BEGIN {{ printf("go\\n"); exit(); }} uprobe:{work}:compute {{ @[1] = count(); }}'
+    cache = tmp_path / "cache"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(cache))
+    env.pop("PYEBPF_NO_CACHE", None)
+    runs = [subprocess.run([sys.executable, "-X", "importtime", "-m", "pyebpf", "bt", "-e",
+                            program], capture_output=True, text=True, timeout=60, env=env,
+                           cwd=str(ROOT)) for _ in range(2)]
+    assert runs[0].stdout == runs[1].stdout == "Attaching 2 probes...\ngo\n\n\n\n", \
+        runs[1].stderr[-2000:]
+    names = {ln.rsplit("|", 1)[-1].strip() for ln in runs[1].stderr.splitlines()}
+    assert "pyebpf.lang.fastpath" in names
+    assert not {n for n in names if n.split(".")[0] in NOT_ON_A_HIT
+                or n.startswith(tuple(m + "." for m in NOT_ON_A_HIT)) or n in NOT_ON_A_HIT}, \
+        sorted(names)
+
+
 @pytest.mark.kernel
 def test_a_changed_binary_is_compiled_again(tmp_path: Path, work: str) -> None:
     program = f"uprobe:{work}:compute {{ @ = count(); }}"

@@ -41,8 +41,10 @@ UNNEEDED = frozenset({"pyebpf.events.perf", "pyebpf.kernel.objinfo", "pyebpf.lan
 
 def _imported(*argv: str) -> tuple[subprocess.CompletedProcess, set[str]]:
     """Run ``python -X importtime -m pyebpf ARGV``: the process and every
-    module it imported (importtime prints one line per module)."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    module it imported (importtime prints one line per module).  The
+    compiler's path: the compiled-program cache off (its path imports less:
+    tests/lang/test_cache.py)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYEBPF_NO_CACHE="1")
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "pyebpf", *argv],
                           capture_output=True, text=True, timeout=120, env=env, cwd=str(ROOT))
     names = set(re.findall(r"^import time:\s+\d+ \|\s+\d+ \|\s+(\S+)$", proc.stderr, re.M))

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import struct
 
 from ..kernel.ffi import NR_BPF, ffi, sys_bpf
 from .btcache import FORMAT, cache_key, load
@@ -30,7 +29,6 @@ __all__ = ["cached_program", "CachedProgram", "FastRun", "decode_type"]
 
 _ATTR_SIZE = ffi.sizeof("union bpf_attr")
 _PAGE = mmap.PAGESIZE
-_U64 = struct.Struct("<Q")
 _BUSY, _DISCARD = 1 << 31, 1 << 30
 #: map types whose values are per CPU (read as one value per possible CPU)
 _PERCPU = (5, 6, 10)           # PERCPU_HASH, PERCPU_ARRAY, LRU_PERCPU_HASH
@@ -309,6 +307,7 @@ class _Ring:
         self.cons = mmap.mmap(fd, _PAGE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         self.prod = mmap.mmap(fd, _PAGE + 2 * m.max_entries, mmap.MAP_SHARED, mmap.PROT_READ,
                               offset=_PAGE)
+        self.cell = memoryview(self.cons).cast("Q")     # the consumer position
         self.poller = select.epoll()
         self.poller.register(fd, select.EPOLLIN)
 
@@ -321,9 +320,9 @@ class _Ring:
         return out
 
     def _drain(self) -> list[bytes]:
-        prod, view = self.prod, self.cons
-        end = _U64.unpack_from(prod, 0)[0]
-        pos = start = _U64.unpack_from(view, 0)[0]
+        prod = self.prod
+        end = _u64(prod[0:8])
+        pos = start = self.cell[0]
         out = []
         while pos < end:
             at = _PAGE + (pos & self.mask)
@@ -335,14 +334,19 @@ class _Ring:
                 out.append(prod[at + 8:at + 8 + size])
             pos += (size + 15) & ~7
         if pos != start:
-            _U64.pack_into(view, 0, pos)
+            self.cell[0] = pos            # (one 8-byte store, as the kernel reads it)
         return out
 
     def close(self) -> None:
         """Unmap the ring and stop polling it."""
         self.poller.close()
+        self.cell.release()
         self.cons.close()
         self.prod.close()
+
+
+def _u64(raw: bytes) -> int:
+    return int.from_bytes(raw, "little")
 
 
 def _sum(values: list[bytes], signed: bool = False) -> int:
@@ -431,12 +435,11 @@ class FastRun(BtRun):
                 # (a sum of unsigned values prints unsigned, as in map_entries)
                 out[key_of(raw)] = _sum(values, kind == "sum" and signed)
             elif kind in ("min", "max"):
-                got = [_signed(_U64.unpack_from(v, 0)[0]) for v in values
-                       if _U64.unpack_from(v, 8)[0]]
+                got = [_signed(_u64(v[:8])) for v in values if _u64(v[8:16])]
                 if got:
                     out[key_of(raw)] = min(got) if kind == "min" else max(got)
             else:                                # avg, stats: (count, total)
-                count = sum(_U64.unpack_from(v, 8)[0] for v in values)
+                count = sum(_u64(v[8:16]) for v in values)
                 if count:
                     out[key_of(raw)] = (count, _sum([v[:8] for v in values], True))
         return out

@@ -171,7 +171,7 @@ def _evict(folder: str) -> None:
 
 
 # ------------------------------------------------------------ writing an entry
-class Uncacheable(Exception):
+class _Uncacheable(Exception):
     """A program the fast path does not run (the entry is not written)."""
 
 
@@ -181,7 +181,7 @@ def encode_type(t: Any) -> tuple[Any, ...] | None:
     if t is None:
         return None
     if t.struct is not None or t.kind in _UNCACHED_KINDS:
-        raise Uncacheable(f"type {t.kind}")
+        raise _Uncacheable(f"type {t.kind}")
     return (t.kind, t.size, t.signed, tuple(encode_type(e) for e in t.elems),
             encode_type(t.elem), tuple((n, o, encode_type(f)) for n, o, f in t.fields),
             t.stack_mode, t.stack_limit, t.lhist, t.counted, t.fmt)
@@ -194,7 +194,7 @@ def entry_of(run: Any, warnings: Sequence[str]) -> dict[str, Any] | None:
     ``uprobe_multi``, stacks, symbols, C structs, ``-k`` reports."""
     try:
         return _entry(run, list(warnings))
-    except Uncacheable:
+    except _Uncacheable:
         return None
 
 
@@ -204,7 +204,7 @@ def _entry(run: Any, warnings: list[str]) -> dict[str, Any]:
     unit = run.unit
     if unit.stack_map is not None or unit.kstack_map is not None or unit.drops is not None \
             or unit.helper_check or run.pid is not None or run.child is not None:
-        raise Uncacheable("stacks, -k, -p or -c")
+        raise _Uncacheable("stacks, -k, -p or -c")
     specs = unit.all_map_specs()
     knames = list(specs)
     maps = [(n, int(s.map_type), s.key_size, s.value_size, s.max_entries, s.flags)
@@ -218,18 +218,18 @@ def _entry(run: Any, warnings: list[str]) -> dict[str, Any]:
             if getattr(source, "kind", None) not in ("uprobe", "uretprobe") or \
                     loaded.expected_attach_type != _UPROBE_MULTI or \
                     getattr(source, "setup", None) is not None or hasattr(source, "usdt"):
-                raise Uncacheable(f"probe {plan.name}")
+                raise _Uncacheable(f"probe {plan.name}")
             for p in {source.path, source.binary} if "/" in source.binary else {source.path}:
                 files[p] = _stat(p)
                 if files[p] is None:
-                    raise Uncacheable(f"{p} is gone")
+                    raise _Uncacheable(f"{p} is gone")
             attach = (source.kind, source.path, [loc.file_offset for loc in source.locations])
         code = bytearray()
         relocs = []
         for insn in loaded.insns:
             if insn.map_ref is not None:
                 if insn.src not in (op.PSEUDO_MAP_FD, op.PSEUDO_MAP_IDX):
-                    raise Uncacheable("a map value reference")
+                    raise _Uncacheable("a map value reference")
                 relocs.append((len(code), knames.index(insn.map_ref)))
                 insn = insn.copy()
                 insn.src = op.PSEUDO_MAP_FD
@@ -241,7 +241,7 @@ def _entry(run: Any, warnings: list[str]) -> dict[str, Any]:
     actions = []
     for a in unit.actions:
         if a.kind not in ACTIONS:
-            raise Uncacheable(f"action {a.kind}")
+            raise _Uncacheable(f"action {a.kind}")
         actions.append((a.kind, a.fmt, [encode_type(t) for t in a.args], a.map,
                         list(a.params), dict(a.strftime)))
     plans = {name: (p.kname, p.kind, encode_type(p.key), encode_type(p.value), p.key_size,

@@ -40,14 +40,16 @@ _MAP_CREATE, _LOOKUP, _UPDATE, _DELETE, _NEXT_KEY, _PROG_LOAD = 0, 1, 2, 3, 4, 5
 _PROG_TEST_RUN, _LINK_CREATE = 10, 28
 
 
-def decode_type(enc: Any) -> Type | None:
+def decode_type(enc: Any) -> Type:
     """The :class:`Type` :func:`pyebpf.lang.btcache.encode_type` wrote."""
-    if enc is None:
-        return None
     kind, size, signed, elems, elem, fields, mode, limit, lhist, counted, fmt = enc
-    return Type(kind, size, signed, tuple(decode_type(e) for e in elems), decode_type(elem),
+    return Type(kind, size, signed, tuple(decode_type(e) for e in elems), _optional(elem),
                 tuple((n, o, decode_type(f)) for n, o, f in fields), mode, limit,
                 tuple(lhist) if lhist is not None else None, counted, None, fmt)
+
+
+def _optional(enc: Any) -> Type | None:
+    return None if enc is None else decode_type(enc)
 
 
 def cached_program(text: str, filename: str, params: Sequence[str],
@@ -134,7 +136,7 @@ class _Unit:
                                 {int(k): v for k, v in strftime.items()})
                         for i, (kind, fmt, args, m, params, strftime)
                         in enumerate(entry["actions"])]
-        self.maps = {name: _MapPlan(name, kname, kind, decode_type(key), decode_type(value),
+        self.maps = {name: _MapPlan(name, kname, kind, _optional(key), decode_type(value),
                                     ksize, vsize)
                      for name, (kname, kind, key, value, ksize, vsize) in entry["plans"].items()}
         self.stack_map = self.kstack_map = self.join_map = self.drops = self.script = None
@@ -154,19 +156,21 @@ class CachedProgram:
 
     def start(self, command: Sequence[str] | None = None, *, json: bool = False,
               child: Any = None, release: bool = True,
-              begun: Callable[[BtRun], None] | None = None) -> FastRun:
+              begun: Callable[[BtRun], None] | None = None) -> BtRun:
         """Create, load, run BEGIN, attach: the running :class:`FastRun`
         (``command``/``child``: not for cached programs)."""
         if command is not None or child is not None:
-            raise ValueError("a cached program runs no command")
+            from ..errors import OptionError
+            raise OptionError("a cached program runs no command (-c is never cached)")
         try:
-            return FastRun(self.unit, json_mode=json).start(  # type: ignore[arg-type]
-                release=release, begun=begun)
+            run = FastRun(self.unit, json_mode=json)  # type: ignore[arg-type]
+            run.start(release=release, begun=begun)
+            return run
         except _Refused:
             from .api import compile
             text, filename, params, unsafe = self._source
             prog = compile(text, filename=filename, params=params, unsafe=unsafe)
-            return prog.start(json=json, release=release, begun=begun)  # type: ignore[return-value]
+            return prog.start(json=json, release=release, begun=begun)
 
 
 def _addr(cdata: Any) -> int:

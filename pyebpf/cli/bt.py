@@ -232,13 +232,14 @@ def _cacheable(args: argparse.Namespace, text: str) -> bool:
     """Whether the compiled-program cache may hold this run's program (see
     :mod:`pyebpf.lang.btcache`): not with ``-c``/``-p`` (the probes depend
     on the process), headers, ``-k``, ``-v``, pictures, nor a program that
-    reads the start time (``elapsed``)."""
+    reads the start time (``elapsed``) or a cgroup's id (``cgroupid``: a
+    cgroup made again has another)."""
     from ..lang.btcache import disabled
     return not (disabled(getattr(args, "no_cache", False)) or args.cmd or args.pid is not None
                 or args.includes or args.include_dirs or "#" in text or args.helper_check
                 or args.verbose or args.show_program or args.dry_run
                 or getattr(args, "flamegraph", None) or getattr(args, "plot", None)
-                or "elapsed" in text)
+                or "elapsed" in text or "cgroupid" in text)
 
 
 def _run(prog: Any, args: argparse.Namespace, out: TextIO,

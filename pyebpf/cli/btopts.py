@@ -60,11 +60,14 @@ PYEBPF OPTIONS:
                    (.folded and .json also accepted; FILE-NAME.svg per map)
     --plot FILE.svg
                    at the end, draw every hist/lhist map as a bar chart
+    --no-cache     compile the program, not taking it from the compiled-program
+                   cache ($XDG_CACHE_HOME/pyebpf/bt), nor storing it there
 
 ENVIRONMENT:
     __BPFTRACE_NOTIFY_PROBES_ATTACHED   when set, print that name on its own
                                         line (stderr) once the probes are attached
     PYEBPF_DEBUG=1                      print the traceback of an internal error
+    PYEBPF_NO_CACHE=1                   the same as --no-cache
 
 EXAMPLES:
 pyebpf bt -e 'BEGIN { printf("hello\\n"); exit(); }'

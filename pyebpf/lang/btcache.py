@@ -194,8 +194,8 @@ def entry_of(run: Any, warnings: Sequence[str]) -> dict[str, Any] | None:
     ``uprobe_multi``, stacks, symbols, C structs, ``-k`` reports."""
     try:
         return _entry(run, list(warnings))
-    except _Uncacheable:
-        return None
+    except (_Uncacheable, AttributeError, TypeError, ValueError, LookupError, OSError):
+        return None              # (the run goes on: the cache only saves time)
 
 
 def _entry(run: Any, warnings: list[str]) -> dict[str, Any]:

@@ -292,13 +292,26 @@ class _Map(_Fd):
                 out.append((k, v))
         return out
 
-    def zero(self, key: bytes) -> None:
-        """Set the value of ``key`` (every CPU's) to zeros."""
-        self._elem(_UPDATE, key, bytes(self.stride * self.ncpus))
+    # (what BtRun's clear_map and zero_map do to a map)
+    def __getitem__(self, key: bytes) -> Any:
+        got = self.get(key)
+        if got is None:
+            raise KeyError(key)
+        return got
 
-    def delete(self, key: bytes) -> None:
-        """Delete ``key`` (absent: nothing)."""
-        self._elem(_DELETE, key, None)
+    def __setitem__(self, key: bytes, value: Any) -> None:
+        """``value``: bytes, or zeros (per CPU: a list of them)."""
+        if not isinstance(value, (bytes, bytearray)):
+            value = bytes(self.stride * self.ncpus)        # (zero_map's zeros)
+        if not self._elem(_UPDATE, key, value):
+            raise KeyError(key)
+
+    def __delitem__(self, key: bytes) -> None:
+        """Delete ``key`` (an array's slot: zeroed)."""
+        if self.map_type in _ARRAYS:
+            self[key] = b""
+        elif not self._elem(_DELETE, key, None):
+            raise KeyError(key)
 
 
 class _Ring:
@@ -447,27 +460,3 @@ class FastRun(BtRun):
                 if count:
                     out[key_of(raw)] = (count, _sum([v[:8] for v in values], True))
         return out
-
-    def clear_map(self, name: str) -> None:
-        """Delete every entry of map ``name`` (an array's: zeroed)."""
-        self._zeroed.pop(name, None)
-        _, live = self._live_map(name)
-        for k in live.keys():
-            if live.map_type in _ARRAYS:
-                live.zero(k)
-            else:
-                live.delete(k)
-
-    def zero_map(self, name: str) -> None:
-        """Set every value of map ``name`` to zero, keeping the keys."""
-        plan, live = self._live_map(name)
-        if plan.kind in ("hist", "lhist"):
-            keys = set(self.entries(name))
-            self.clear_map(name)
-            self._zeroed[name] = keys
-            return
-        for k in live.keys():
-            try:
-                live.zero(k)
-            except OSError:        # (deleted meanwhile)
-                pass

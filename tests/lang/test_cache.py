@@ -86,7 +86,8 @@ def _programs(w: str) -> dict[str, str]:
             f'@mn[comm] = min(arg1); @a = avg(arg1); @su = sum(arg0); @neg = sum(-arg0); '
             f'@l[arg0 & 1] = lhist(arg1, 0, 5000, 1000); @l1 = lhist(arg1, 0, 5000, 700); '
             f'@p[probe] = count(); @v = arg0; @t[arg0, "k"] = (arg1, comm); }} '
-            f'uretprobe:{w}:compute {{ @r[retval % 3] = count(); }}'),
+            f'uretprobe:{w}:compute {{ @r[retval % 3] = count(); }} '
+            f'END {{ zero(@hk); clear(@h); zero(@v); clear(@t); zero(@s); clear(@l1); }}'),
         "actions": (
             f'BEGIN {{ @b = 7; print(@b); printf("%s|%5d|%-4x|%c\\n", "str", 42, 255, 65); '
             f'time("%Y"); printf("\\n"); }} '

@@ -300,8 +300,9 @@ class _Map(_Fd):
         return got
 
     def __setitem__(self, key: bytes, value: Any) -> None:
-        """``value``: bytes, or zeros (per CPU: a list of them)."""
-        if not isinstance(value, (bytes, bytearray)):
+        """``value``: bytes of the value's size; anything else (zero_map's
+        per-CPU zeros) writes zeros."""
+        if not isinstance(value, (bytes, bytearray)) or len(value) < self.value_size:
             value = bytes(self.stride * self.ncpus)        # (zero_map's zeros)
         if not self._elem(_UPDATE, key, value):
             raise KeyError(key)
@@ -309,7 +310,7 @@ class _Map(_Fd):
     def __delitem__(self, key: bytes) -> None:
         """Delete ``key`` (an array's slot: zeroed)."""
         if self.map_type in _ARRAYS:
-            self[key] = b""
+            self[key] = None                # (zeros)
         elif not self._elem(_DELETE, key, None):
             raise KeyError(key)
 

@@ -13,7 +13,9 @@ uprobes (``uprobe_multi`` links) and waits for SIGINT.  No parsing, no
 analysis, no code generation, no ELF reading, no formatting.
 
 Measured as ``bench_lang`` measures (wall time to the ``go`` line, the
-process's whole CPU time), alternately with ``python -c pass`` (the
+process's whole CPU time), also with ``runpy`` imported first (what
+``python -m pyebpf`` costs before any of pyebpf runs), alternately with
+``python -c pass`` (the
 interpreter's own start) and ``pyebpf bt`` (its compiled-program cache
 emptied, then warm: see :mod:`benchmarks.bench_lang`).
 
@@ -134,11 +136,14 @@ def _env() -> dict[str, str]:
     return env
 
 
-def floor_once(spec: Path) -> dict[str, float]:
-    """The child's wall time to ``go`` and its whole CPU time."""
+def floor_once(spec: Path, runpy: bool = False) -> dict[str, float]:
+    """The child's wall time to ``go`` and its whole CPU time; ``runpy``:
+    the child imports what ``python -m`` imports first (``runpy``: ~4 ms
+    of CPU that ``pyebpf bt``, run as ``python -m pyebpf``, pays too)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(spec)], stdout=subprocess.PIPE,
+    code = "import runpy\n" + CHILD if runpy else CHILD
+    proc = subprocess.Popen([sys.executable, "-c", code, str(spec)], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True, env=_env())
     try:
         t1 = _wait_line(proc, "go")
@@ -169,6 +174,7 @@ def run(rounds: int = 9) -> dict[str, Any]:
         write_spec(loop, spec)
         floor_once(spec)                       # (warm-up: the bytecode cache)
         cases: dict[str, Any] = {"floor": lambda: floor_once(spec),
+                                 "floor + runpy": lambda: floor_once(spec, runpy=True),
                                  "python -c pass": interpreter_once,
                                  "pyebpf bt cold": lambda: start_once("pyebpf", loop),
                                  "pyebpf bt warm": lambda: start_once("pyebpf-warm", loop),

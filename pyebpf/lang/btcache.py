@@ -16,7 +16,7 @@ miss. What cannot be cached (see :func:`entry_of`) is simply not stored.
 
 Entries are written atomically (a temporary file, then a rename), mode
 0600 in a 0700 directory; a corrupt or foreign entry is ignored; at most
-:data:`MAX_ENTRIES` are kept (the least recently written go first).
+:data:`MAX_ENTRIES` are kept (the least recently used go first).
 ``pyebpf bt --no-cache`` or ``PYEBPF_NO_CACHE=1`` turns the cache off.
 """
 from __future__ import annotations
@@ -30,8 +30,9 @@ if TYPE_CHECKING:
 
 __all__ = ["cache_dir", "cache_key", "load", "store", "entry_of", "MAX_ENTRIES", "FORMAT"]
 
-#: the entries kept (the oldest beyond it are removed when one is written)
-MAX_ENTRIES = 64
+#: the entries kept (the least recently used beyond it are removed when one
+#: is written; an entry is a few KiB)
+MAX_ENTRIES = 256
 #: the entry format's name: an entry of another format is ignored
 FORMAT = "pyebpf-bt-cache-1"
 #: the action kinds an entry may hold (the others need the compiler's data)
@@ -117,26 +118,31 @@ def _path(key: tuple[Any, ...]) -> str:
 def load(key: tuple[Any, ...]) -> dict[str, Any] | None:
     """The entry stored under ``key``, or None: none, unreadable, corrupt,
     of another key or format, or a probed file changed since."""
+    path = _path(key)
     try:
-        with open(_path(key), "rb") as f:
+        with open(path, "rb") as f:
             entry = marshal.loads(f.read())
     except (OSError, EOFError, ValueError, TypeError):
         return None
     try:
         if not isinstance(entry, dict) or entry.get("key") != key:
             return None
-        for path, stamp in entry["files"]:
-            if _stat(path) != stamp:
+        for probed, stamp in entry["files"]:
+            if _stat(probed) != stamp:
                 return None
     except (KeyError, TypeError, ValueError):
         return None
+    try:
+        os.utime(path)           # (used now: the eviction keeps the recently used)
+    except OSError:
+        pass
     return entry
 
 
 def store(key: tuple[Any, ...], entry: dict[str, Any]) -> None:
     """Write ``entry`` under ``key`` (atomically, mode 0600), then remove
-    the oldest entries beyond :data:`MAX_ENTRIES`. A failure to write is
-    silent: the cache only saves time."""
+    the least recently used entries beyond :data:`MAX_ENTRIES`. A failure
+    to write is silent: the cache only saves time."""
     path = _path(key)
     folder = os.path.dirname(path)
     tmp = f"{path}.{os.getpid()}.tmp"
@@ -156,7 +162,8 @@ def store(key: tuple[Any, ...], entry: dict[str, Any]) -> None:
 
 
 def _evict(folder: str) -> None:
-    """Remove the least recently written entries beyond :data:`MAX_ENTRIES`."""
+    """Remove the least recently used entries beyond :data:`MAX_ENTRIES`
+    (an entry's modification time is its last use)."""
     try:
         with os.scandir(folder) as it:
             found = [(e.stat().st_mtime_ns, e.path) for e in it if e.is_file()]

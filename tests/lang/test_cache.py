@@ -218,18 +218,20 @@ def test_programs_the_fast_path_does_not_run_are_not_stored(tmp_path: Path, work
     assert not _entries(cache)
 
 
-def test_the_oldest_entries_go_beyond_the_bound(tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_least_recently_used_entries_go_beyond_the_bound(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(btcache, "MAX_ENTRIES", 3)
     keys = [("k", i) for i in range(5)]
-    for i, key in enumerate(keys):
+    for i, key in enumerate(keys[:3]):
         btcache.store(key, {"files": [], "n": i})
         path = Path(btcache._path(key))
         os.utime(path, ns=(10**18 + i, 10**18 + i))      # (written in this order)
+    assert btcache.load(keys[0])["n"] == 0                # (used: now the most recent)
+    for key in keys[3:]:
+        btcache.store(key, {"files": [], "n": 3})
     assert len(list((tmp_path / "pyebpf" / "bt").iterdir())) == 3
-    assert [btcache.load(k) is not None for k in keys] == [False, False, True, True, True]
-    assert btcache.load(keys[4])["n"] == 4
+    assert [btcache.load(k) is not None for k in keys] == [True, False, False, True, True]
 
 
 def test_a_changed_stamp_of_a_file_is_a_miss(tmp_path: Path,

@@ -82,7 +82,8 @@ def _with_params(names: list[str]) -> list[str]:
             out += [f"    {p.type.c_name()} {p.name}" for p in _params(path, func)]
         elif kind == "tracepoint":
             from ..attach import tracepoint_format
-            out += [f"    {f.type} {f.name}" + (f"[{f.array_len}]" if f.array_len else "")
+            out += [f"    __data_loc {f.type}[] {f.name}" if f.data_loc else
+                    f"    {f.type} {f.name}" + (f"[{f.array_len}]" if f.array_len else "")
                     for f in tracepoint_format(rest).fields if not f.common]
     return out
 

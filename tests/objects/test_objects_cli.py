@@ -60,6 +60,19 @@ def test_load_rejected_names_the_line(objects):
     assert lines[-1] == "1 loaded, 1 rejected, 0 skipped"
 
 
+def test_load_rejected_at_an_unresolved_core_relocation_names_it(objects):
+    # the verifier only sees "invalid func unknown#195896080": the loader's
+    # stand-in for a relocation that found nothing, which the message must name
+    res = pyebpf("object", objects["corefail"], "--load")
+    assert res.returncode == 1
+    first = res.stdout.splitlines()[0]
+    assert first.startswith("program read_missing (tracepoint): rejected: corefail.bpf.c:")
+    assert "invalid func unknown#195896080; the loader wrote that call (0xbad2310, as libbpf " \
+           "does) in place of an instruction whose CO-RE relocation has no match in the " \
+           "kernel's BTF: struct task_struct___missing.pyebpf_no_such_field " \
+           "(field_byte_offset) at instruction " in first, first
+
+
 def test_load_with_settings(objects):
     unpin_by_name()
     try:

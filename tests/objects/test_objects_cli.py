@@ -35,6 +35,15 @@ def test_listing(objects):
     assert "externs: _stext (ksym), LINUX_KERNEL_VERSION (kconfig), CONFIG_HZ (kconfig)" in out
 
 
+def test_listing_leaves_out_an_empty_text_section(objects):
+    # clang writes an empty .text when every function is in a SEC(): it needs
+    # nothing and was listed as ".text: nothing"
+    res = pyebpf("object", objects["broken"])
+    assert res.returncode == 0, res.stderr
+    needs = res.stdout.split("needs:\n", 1)[1].splitlines()
+    assert needs == ["  tracepoint/syscalls/sys_enter_getpid: 1 map relocations"], res.stdout
+
+
 def test_load_verdicts(objects):
     res = pyebpf("object", objects["kinds"], "--load")
     assert res.returncode == 0, res.stderr

@@ -14,9 +14,17 @@ from _thread import allocate_lock as _allocate_lock
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, ClassVar, TypeVar
+    from typing import Any, ClassVar, Generic, TypeVar
+
+    from typing_extensions import TypeVar as _TypeVarWithDefault
 
     M = TypeVar("M", bound="Map")
+    #: the class a :class:`MapSpec` describes (``MapSpec``: a ``Map``)
+    _MS = _TypeVarWithDefault("_MS", bound="Map", default="Map", covariant=True)
+else:
+    from ..codecs import Generic
+
+    _MS = None
 
 from ..codecs import Codec, codec, default_codec as _default_codec
 from ..errors import MapError, NotSupportedError, OptionError, SizeError
@@ -87,7 +95,7 @@ def perf_ring_size(size: int) -> int:
     return pages * page
 
 
-class MapSpec:
+class MapSpec(Generic[_MS]):
     """A map described but not created: the name, type and shape a program
     needs to refer to it (:meth:`Program.ld_map <pyebpf.program.dsl.InstructionBuilder.ld_map>`
     takes it), with every check a real map makes before its system call.
@@ -95,10 +103,11 @@ class MapSpec:
     specs needs no privilege and allocates nothing in the kernel.
 
     ``MapSpec(PerCpuArrayMap, "u64", 100, name="hist")`` takes the class and
-    the arguments the class takes.
+    the arguments the class takes.  To a type checker it is generic in the
+    map it describes: ``MapSpec(RingBuf, 4096).create()`` is a ``RingBuf``.
     """
 
-    def __init__(self, cls: "type[Map]", *args: "Any", **kw: "Any") -> None:
+    def __init__(self, cls: type[_MS], *args: Any, **kw: Any) -> None:
         shape = cls.__new__(cls)
         shape._described_only = True
         cls.__init__(shape, *args, **kw)
@@ -114,7 +123,7 @@ class MapSpec:
         self.key_codec = shape.key_codec
         self.value_codec = shape.value_codec
 
-    def create(self) -> "Map":
+    def create(self) -> _MS:
         """The map, created in the kernel."""
         return self.cls(*self.args, **self.kw)
 

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     _WBuf = bytearray | memoryview
 
 # Keyed maps are generic in (key, value) to type checkers: ``HashMap[int, int]``;
-# at run time the subscript gives the class back, and typing is not imported.
+# at run time the subscript gives the class back (codecs.Generic), and typing
+# is not imported.
 if TYPE_CHECKING:
     from typing import Generic
 
@@ -30,13 +31,7 @@ if TYPE_CHECKING:
     _V = _TypeVarWithDefault("_V", default=Any)
     _D = TypeVar("_D")
 else:
-    class Generic:
-        """Run-time stand-in for ``typing.Generic``: ``HashMap[int, int]`` is ``HashMap``."""
-
-        __slots__ = ()
-
-        def __class_getitem__(cls, params):
-            return cls
+    from ..codecs import Generic
 
     _K = _V = None
 

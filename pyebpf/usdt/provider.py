@@ -82,7 +82,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..codecs import INT_ALIASES, INT_TYPES
-from ..errors import ArgumentTypeError, UsdtError, UsdtProbeLookupError
+from ..errors import ArgumentTypeError, StateError, UsdtError, UsdtProbeLookupError
 from ..kernel.lifetime import Owner, close_fd
 
 if TYPE_CHECKING:
@@ -540,8 +540,7 @@ class Provider(Owner):
         self._lib: Any = None
         self._layout: _Layout | None = None
         self._closed = False
-        #: where tracers find the probes (None until loaded)
-        self.path: str | None = None
+        self._path: str | None = None
         #: the runtime address the object was loaded at
         self.base: int | None = None
 
@@ -577,6 +576,17 @@ class Provider(Owner):
                                        f"(defined: {known})", probe=str(name), target=self.name,
                                        candidates=[f"{self.name}:{n}" for n in self._probes]
                                        ) from None
+
+    @property
+    def path(self) -> str | None:
+        """Where tracers find the probes: ``/proc/<pid>/fd/<N>`` (a memfd), or
+        the file in :attr:`directory`.  None before :meth:`load` (or the
+        first fire); after :meth:`close` the file is gone, and asking raises
+        :class:`~pyebpf.errors.StateError`."""
+        if self._closed:
+            raise StateError(f"provider {self.name!r} is closed: its shared object (which was "
+                             f"at {self._path or 'no path: it was never loaded'}) is gone")
+        return self._path
 
     # -- lifetime
     @property
@@ -627,7 +637,7 @@ class Provider(Owner):
                 raise
             self._lib = lib
             self.base = base
-            self.path = path
+            self._path = path
             self._layout = layout
         return self
 
@@ -665,7 +675,7 @@ class Provider(Owner):
         return self[probe].usdt()
 
     def __repr__(self) -> str:
-        state = f"loaded at {self.path}" if self.loaded else \
+        state = f"loaded at {self._path}" if self.loaded else \
             ("closed" if self._closed else "not loaded")
         return f"<Provider {self.name!r}: {len(self._probes)} probe(s), {state}>"
 

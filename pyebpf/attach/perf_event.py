@@ -46,7 +46,8 @@ PERF_EVENTS: dict[str, tuple[int, int]] = {
 }
 
 
-def attach_perf_event(prog: AttachableProgram, frequency: int | None = 99, *, period: int | None = None,
+def attach_perf_event(prog: AttachableProgram, frequency: int | None = 99, *,
+                      period: int | None = None,
                       cpus: Iterable[int] | None = None, event: "str | tuple[int, int]" =
                       "cpu-clock", pid: int = -1, method: str = "auto") -> Link:
     """Attach a PERF_EVENT program to a sampling event on each CPU.

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Iterable, Iterator, TypeVar
+    from typing import Any, Iterable, Iterator, TypeVar, overload
 
     #: a buffer a codec writes into
     _WBuf = bytearray | memoryview
@@ -180,7 +180,13 @@ class _DictMap(Map, Generic[_K, _V]):
         finally:
             pool.append(s)
 
-    def get(self, key: _K, default: _D = None) -> _V | _D:  # type: ignore[assignment]
+    if TYPE_CHECKING:
+        @overload
+        def get(self, key: _K) -> _V | None: ...
+        @overload
+        def get(self, key: _K, default: _D) -> _V | _D: ...
+
+    def get(self, key: _K, default: Any = None) -> Any:
         """The value for ``key``, or ``default`` when absent."""
         try:
             return self[key]

@@ -213,7 +213,7 @@ def find_usdt(target: str | None, provider: str | None, name: str, *,
     return Usdt(found, target=target, pid=pid, symbols=symbols)
 
 
-def usdt(target: str, probe: str | None = None, *, pid: int | None = None,
+def usdt(target: str | None, probe: str | None = None, *, pid: int | None = None,
          symbols: Mapping[str, int] | None = None) -> "Usdt":
     """The one-call entry point: ``usdt("/usr/bin/python3.11", "python:gc__start")``.
 

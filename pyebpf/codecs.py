@@ -500,9 +500,11 @@ if TYPE_CHECKING:
 
 if TYPE_CHECKING:
     @overload
-    def codec(spec: TypedSpec[_S], role: str = ...) -> Codec[_S]: ...
+    def codec(spec: TypedSpec[_S], role: str = ...) -> Codec[_S]:
+        """A typed spec: its codec decodes to that type (``codec("u32")``: ``Codec[int]``)."""
     @overload
-    def codec(spec: Any, role: str = ...) -> Codec: ...
+    def codec(spec: Any, role: str = ...) -> Codec:
+        """A struct format, ``"char[N]"``...: a codec of values typed ``Any``."""
 
 
 def codec(spec: Any, role: str = "value") -> Codec:

@@ -309,10 +309,12 @@ class Map(FdOwner):
         return _default_codec(info.value_size) if info.value_size else None
 
     @classmethod
-    def from_fd(cls, fd: "int | _sys.Fd", key: Any = None, value: Any = None) -> "Map":
+    def from_fd(cls: type[M], fd: "int | _sys.Fd", key: Any = None, value: Any = None) -> M:
         """Wrap an existing map fd (duplicated: the caller keeps its own fd).
 
-        Called on :class:`Map` itself, returns the subclass for the map's type.
+        Called on :class:`Map` itself, returns the subclass for the map's type
+        (to a type checker, the class it is called on: ``HashMap.from_fd(fd)``
+        is a ``HashMap``).
         ``key``/``value`` default to unsigned ints (sizes 1/2/4/8) or raw bytes.
         """
         num = fd if isinstance(fd, int) else fd.fileno()
@@ -320,7 +322,7 @@ class Map(FdOwner):
         return cls._from_owned_fd(own, key, value)
 
     @classmethod
-    def _from_owned_fd(cls, fd: _sys.Fd, key: Any, value: Any) -> "Map":
+    def _from_owned_fd(cls: type[M], fd: _sys.Fd, key: Any, value: Any) -> M:
         try:
             info = _sys.map_info(fd)
         except BaseException:
@@ -335,7 +337,8 @@ class Map(FdOwner):
                                     f"{enum_name(MapType, target.map_type)}",
                                     "open it with Map.from_fd / Map.from_pin to get the "
                                     "right class")
-        return target._adopt(fd, info, key, value)
+        # (target is cls, or on Map itself the class of the map's type)
+        return target._adopt(fd, info, key, value)  # type: ignore[return-value]
 
     @classmethod
     def _from_created_fd(cls, fd: _sys.Fd, map_type: int, key_size: int, value_size: int,
@@ -352,14 +355,15 @@ class Map(FdOwner):
         return target._adopt(fd, shape, None, None)  # type: ignore[arg-type]
 
     @classmethod
-    def from_pin(cls, path: str, key: Any = None, value: Any = None, *, flags: int = 0) -> "Map":
+    def from_pin(cls: type[M], path: str, key: Any = None, value: Any = None, *,
+                 flags: int = 0) -> M:
         """Open the map pinned at ``path`` (see :meth:`from_fd` for the codecs)."""
         m = cls._from_owned_fd(_sys.obj_get(path, flags=flags), key, value)
         m._pinned = path
         return m
 
     @classmethod
-    def from_id(cls, map_id: int, key: Any = None, value: Any = None) -> "Map":
+    def from_id(cls: type[M], map_id: int, key: Any = None, value: Any = None) -> M:
         """Open a map by its kernel id."""
         return cls._from_owned_fd(_sys.map_get_fd_by_id(map_id), key, value)
 

@@ -251,6 +251,12 @@ class _DictMap(Map, Generic[_K, _V]):
         finally:
             self._pool.append(s)
 
+    if TYPE_CHECKING:
+        @overload
+        def pop(self, key: _K, /) -> _V: ...
+        @overload
+        def pop(self, key: _K, default: _D, /) -> _V | _D: ...
+
     def pop(self, key: Any, *default: Any) -> Any:
         """Remove ``key`` and return its value (``default`` if given and absent)."""
         s = self._take()
@@ -272,7 +278,7 @@ class _DictMap(Map, Generic[_K, _V]):
             return default[0]
         raise MapKeyError(key)
 
-    def setdefault(self, key: Any, default: Any) -> Any:
+    def setdefault(self, key: _K, default: _V) -> _V:
         """Insert ``default`` under ``key`` unless present; return the value there."""
         try:
             self.set(key, default, BPF_NOEXIST)

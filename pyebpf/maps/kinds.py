@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from ..codecs import TypedSpec
+    from .dictmap import _D
 
     #: a buffer a codec reads from / writes into
     _RBuf = bytes | bytearray | memoryview
@@ -348,8 +349,9 @@ class StackTraceMap(_DictMap):
 # -------------------------------------------------------------------------
 # queue and stack
 
-class _QueueLike(Map):
-    """Maps without keys: push / pop / peek."""
+class _QueueLike(Map, Generic[_V]):
+    """Maps without keys: push / pop / peek (generic, to a type checker, in
+    the value type)."""
 
     def __init__(self, value: Any, max_entries: int, *, name: str | None = None,
                  flags: int = 0) -> None:
@@ -364,7 +366,7 @@ class _QueueLike(Map):
         if ops is not None:
             ops.invalidate()
 
-    def push(self, value: Any, overwrite: bool = False) -> None:
+    def push(self, value: _V, overwrite: bool = False) -> None:
         """Add ``value``.  When full: MapFullError, or with ``overwrite`` the
         oldest element is dropped (BPF_EXIST)."""
         vc = self.value_codec
@@ -376,9 +378,21 @@ class _QueueLike(Map):
                                 f"{vc.label} ({vc.size} bytes): {exc}") from None  # type: ignore[union-attr]
             self._ops.update(BPF_EXIST if overwrite else BPF_ANY)
 
+    if TYPE_CHECKING:
+        @overload
+        def pop(self) -> _V: ...
+        @overload
+        def pop(self, default: _D, /) -> _V | _D: ...
+
     def pop(self, *default: Any) -> Any:
         """Remove and return the next element (``default`` if given and empty)."""
         return self._next(True, default)
+
+    if TYPE_CHECKING:
+        @overload
+        def peek(self) -> _V: ...
+        @overload
+        def peek(self, default: _D, /) -> _V | _D: ...
 
     def peek(self, *default: Any) -> Any:
         """Return the next element without removing it."""
@@ -393,9 +407,9 @@ class _QueueLike(Map):
             return default[0]
         raise MapKeyError(f"{self._what} {self.name!r} is empty")
 
-    def drain(self) -> list[Any]:
+    def drain(self) -> list[_V]:
         """Pop everything, in pop order."""
-        out = []
+        out: list[Any] = []
         sentinel = object()
         while (v := self.pop(sentinel)) is not sentinel:
             out.append(v)
@@ -404,20 +418,44 @@ class _QueueLike(Map):
     _what = "queue"
 
 
-class QueueMap(_QueueLike):
+class QueueMap(_QueueLike[_V]):
     """BPF_MAP_TYPE_QUEUE (FIFO): ``QueueMap(value, max_entries)``."""
 
     map_type = MapType.QUEUE
     _prefix = "queue"
     _what = "queue"
 
+    if TYPE_CHECKING:   # a typed spec gives a typed queue (QueueMap("u32", 8): QueueMap[int])
+        @overload
+        def __init__(self: QueueMap[_VS], value: TypedSpec[_VS], max_entries: int, *,
+                     name: str | None = ..., flags: int = ...) -> None: ...
+        @overload
+        def __init__(self, value: Any, max_entries: int, *, name: str | None = ...,
+                     flags: int = ...) -> None: ...
 
-class StackMap(_QueueLike):
+        def __init__(self, value: Any, max_entries: int, *, name: str | None = ...,
+                     flags: int = ...) -> None: ...
+
+
+class StackMap(_QueueLike[_V]):
     """BPF_MAP_TYPE_STACK (LIFO): ``StackMap(value, max_entries)``."""
 
     map_type = MapType.STACK
     _prefix = "stack"
     _what = "stack"
+
+    # (duplicates: deliberate, QueueMap's typed constructor again: a self-typed
+    # overload of a base types no subclass, so each class states its own)
+    if TYPE_CHECKING:
+        @overload
+        def __init__(self: StackMap[_VS], value: TypedSpec[_VS], max_entries: int, *,
+                     name: str | None = ..., flags: int = ...) -> None: ...
+        @overload
+        def __init__(self, value: Any, max_entries: int, *, name: str | None = ...,
+                     flags: int = ...) -> None: ...
+
+        def __init__(self, value: Any, max_entries: int, *, name: str | None = ...,
+                     flags: int = ...) -> None: ...
 
 
 # -------------------------------------------------------------------------

@@ -46,7 +46,8 @@ Tracers address it as :attr:`Provider.path` = ``/proc/<pid>/fd/<N>``: the
 kernel resolves that magic link to the memfd's inode, so uprobes (pyebpf,
 bpftrace 0.17 ``usdt:/proc/PID/fd/N:myapp:request``) and ``pyebpf list
 /proc/PID/fd/N`` work, from this process or any other (as root).  The path
-is valid while the provider is loaded.  ``Provider(name, directory="/tmp")``
+is valid while the provider is loaded: ``path`` is None before, and a
+:class:`~pyebpf.errors.StateError` after :meth:`Provider.close`.  ``Provider(name, directory="/tmp")``
 writes a regular file there instead (removed by :meth:`close`) for tools
 that need a path that exists for everyone; it is mode ``0o555`` (a regular
 file cannot be sealed: its owner and root could still change it).

@@ -10,7 +10,7 @@ import ctypes
 from typing_extensions import assert_type
 
 from pyebpf.maps import (ArrayMap, Bytes, Codec, HashMap, LruHashMap, MapSpec, PerCpuArrayMap,
-                         PerCpuHashMap, RingBuf, codec)
+                         PerCpuHashMap, QueueMap, RingBuf, StackMap, codec)
 
 
 class Conn(ctypes.Structure):
@@ -54,6 +54,17 @@ assert_type(codec(Conn).zero(), Conn)
 
 # a struct format is a string: its type is the user's to say (an annotation, checked no further)
 pairs: HashMap[int, tuple[int, int]] = HashMap("u32", "<QI")
+
+jobs = QueueMap("u32", 16)                                  # queues and stacks: their values
+jobs.push(7)
+assert_type(jobs.pop(), int)
+assert_type(jobs.pop(None), "int | None")
+assert_type(StackMap(Conn, 4).drain(), list[Conn])
+assert_type(counts.pop(7, 0), int)
+
+pinned = HashMap.from_pin("/sys/fs/bpf/counts")             # opened: the class asked for
+assert_type(pinned, HashMap)
+n_pinned: int = len(pinned)
 
 ring = MapSpec(RingBuf, 1 << 16).create()                   # a described map, then created
 assert_type(ring, RingBuf)

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ..events import RingBufferReader
     from ..maps import HashMap
     from ..program import Program
-    from ..trace.aggregate import Histogram
+    from ..lang.aggregations import Histogram
     from ..usdt.attach import Usdt
 
 PROVIDER = "pyebpfdemo"
@@ -75,8 +75,8 @@ def run(requests: int = 60, out: TextIO = sys.stdout, show_programs: bool = Fals
     from ..events import RingBufferReader
     from ..maps import HashMap
     from ..text import disassemble
-    from ..trace.aggregate import Histogram
-    from ..trace.render import format_hist
+    from ..lang.aggregations import Histogram
+    from ..draw.render import format_hist
     from ..usdt import usdt
 
     t0 = time.perf_counter()

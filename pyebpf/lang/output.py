@@ -22,7 +22,7 @@ count/sum/min/max an ``int``
 avg, stats        ``(count, total)``
 hist, lhist       ``{bucket: count}``: bucket 0 below the range, then
                   log2 buckets (1: ``[0]``, 2: ``[1]``, 3: ``[2, 4)``...:
-                  :func:`pyebpf.trace.aggregate.log2_bucket`) or the
+                  :func:`pyebpf.draw.buckets.log2_bucket`) or the
                   ``lhist`` steps, the last one ``[max, ...)``
                   (:func:`lhist_bucket`)
 ================  ==========================================================
@@ -649,7 +649,7 @@ def lhist_range(bucket: int, lo: int, hi: int, step: int) -> tuple[int | None, i
 
 
 def _hist_labels(value: Type) -> Callable[[int], str]:
-    from ..trace.render import linear_label, log2_label
+    from ..draw.render import linear_label, log2_label
     if value.kind == "lhist":
         if value.lhist is None:
             raise OutputError("an lhist type needs its (min, max, step)")
@@ -659,7 +659,7 @@ def _hist_labels(value: Type) -> Callable[[int], str]:
 
 
 def _bucket_range(value: Type) -> Callable[[int], tuple[int | None, int | None]]:
-    from ..trace.aggregate import log2_bucket_range
+    from ..draw.buckets import log2_bucket_range
     if value.kind == "lhist":
         lo, hi, step = value.lhist or (0, 1, 1)
         return lambda b: lhist_range(b, lo, hi, step)

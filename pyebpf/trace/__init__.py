@@ -9,19 +9,20 @@ their printing, probe specs and sources, user-stack symbolization.
 Modules: :mod:`~pyebpf.trace.recipes` (Trace, the shortcuts), with
 :mod:`~pyebpf.trace.model` (its aggregations, events and result types),
 :mod:`~pyebpf.trace.codegen` (its programs), :mod:`~pyebpf.trace.trace_session`
-(TraceSession: it running) and :mod:`~pyebpf.trace.formatting` (its results
-printed); :mod:`~pyebpf.trace.session` (the Session base of TraceSession and
-AsmSession), :mod:`~pyebpf.trace.aggregate`, :mod:`~pyebpf.trace.render`,
-:mod:`~pyebpf.trace.expr`, :mod:`~pyebpf.trace.probes` (probe specs and the
-uprobe and tracepoint sources), :mod:`~pyebpf.trace.usdt_source` (the USDT
-source), :mod:`~pyebpf.trace.stacks`, :mod:`~pyebpf.trace.live` (the loop the
-CLI runs), :mod:`~pyebpf.trace.asmfile` (asm/ files with a header).
+(TraceSession: it running) and :mod:`~pyebpf.draw.formatting` (its results
+printed); :mod:`~pyebpf.session.base` (the Session base of TraceSession and
+AsmSession), :mod:`~pyebpf.lang.aggregations`, :mod:`~pyebpf.draw.render`,
+:mod:`~pyebpf.trace.expr`, :mod:`~pyebpf.probes.sources` (probe specs and the
+uprobe and tracepoint sources), :mod:`~pyebpf.probes.usdt_source` (the USDT
+source), :mod:`~pyebpf.symbols.stacks`, :mod:`~pyebpf.session.live` (the loop the
+CLI runs), :mod:`~pyebpf.session.asmfile` (asm/ files with a header).
 
 The tracing layer sits above :mod:`pyebpf.usdt` (notes, specs, argument
 reads, attaching) and imports it.
 """
-from .aggregate import Avg, Count, Histogram, Max, Min, Stats, Sum, log2_bucket
-from .render import format_count, format_hist, format_value
+from ..draw.buckets import log2_bucket
+from ..lang.aggregations import Avg, Count, Histogram, Max, Min, Stats, Sum
+from ..draw.render import format_count, format_hist, format_value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:       # what __getattr__ imports on first use, as type checkers see it

@@ -80,8 +80,8 @@ def test_a_drawing_error_keeps_the_data(w, tmp_path, monkeypatch):
     are saved as folded text beside the file."""
     from pyebpf.lang import compile as bt_compile
     from pyebpf.lang import pictures
-    from pyebpf.profile.output import ProfileWriteError
-    import pyebpf.profile.flamegraph as fg
+    from pyebpf.draw.output import ProfileWriteError
+    import pyebpf.draw.flamegraph as fg
 
     def broken(*a, **k):
         raise RuntimeError("no drawing today")

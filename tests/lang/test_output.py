@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from pyebpf.lang import output as out
 from pyebpf.lang.types import Type, int_type, string_type
-from pyebpf.trace.aggregate import log2_bucket
+from pyebpf.lang.aggregations import log2_bucket
 
 from .harness import run_bpftrace
 

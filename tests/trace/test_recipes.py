@@ -10,8 +10,8 @@ import pytest
 from pyebpf.trace import Trace, log2_bucket
 from pyebpf.trace import recipes
 from pyebpf.trace.expr import ExprError
-from pyebpf.trace.live import Child
-from pyebpf.trace.probes import ProbeSpecError
+from pyebpf.session.live import Child
+from pyebpf.probes.sources import ProbeSpecError
 
 from .conftest import NAMES, expected
 

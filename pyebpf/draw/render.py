@@ -17,7 +17,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-from .aggregate import log2_bucket_range
+from .buckets import log2_bucket_range
 
 BAR_WIDTH = 52
 _SUFFIXES = ("", "K", "M", "G", "T", "P", "E")

@@ -78,10 +78,10 @@ def test_the_table_agrees_with_struct():
 
 def test_every_user_reads_the_table():
     """The spellings each user took before keep their meaning."""
+    from pyebpf.probes.sources import _ctype_size
     from pyebpf.program import R1, R10, Program
     from pyebpf.program.output import record_layout
     from pyebpf.session.asmfile import parse_type
-    from pyebpf.probes.sources import _ctype_size
     from pyebpf.usdt.provider import ArgType, _arg_type
     for name, letter in (("u8", "b"), ("u16", "h"), ("u32", "w"), ("u64", "dw")):
         by_name, by_letter = Program(), Program()

@@ -81,8 +81,8 @@ def register(subparsers: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``pyebpf profile``: sample, then write the output; the exit status."""
-    from ..errors import OptionError
     from ..draw.output import format_of
+    from ..errors import OptionError
     if args.frequency > MAX_HZ:
         print(f"pyebpf profile: -F {args.frequency}: at most {MAX_HZ} Hz", file=sys.stderr)
         return USAGE

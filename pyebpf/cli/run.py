@@ -81,8 +81,8 @@ def register(subparsers: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``pyebpf run``: describe, list or run a program (see the module docs); the exit status."""
-    from ..text.lexer import read_source
     from ..session import asmfile
+    from ..text.lexer import read_source
     from .runner import target_error
 
     if args.list:

@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     import argparse
     from typing import Any, Callable
 
-    from ..session.live import Child
     from ..session.base import Session
+    from ..session.live import Child
 
 __all__ = ["run_session", "RunOptions", "RunGuard", "program_text", "program_target",
            "target_error", "bpftrace_error"]

@@ -80,8 +80,8 @@ class AsmPrograms:
     def report(self, vm: Vm, out: TextIO) -> None:
         """Print the events waiting in the output map and the ``show=`` maps,
         as ``pyebpf run`` does."""
-        from ..session.asmfile import AsmEvent, AsmSession
         from ..draw.render import format_count, format_hist
+        from ..session.asmfile import AsmEvent, AsmSession
         if self._reader is not None:
             o = self.file.outputs[0]
             for rec in self._reader.drain():
@@ -133,8 +133,8 @@ def read(text: str, filename: str, values: dict[str, str] | None = None) -> AsmP
 
 def _assemble(af: AsmFile, pd: ProgramDecl, values: dict[str, str]) -> list[Insn]:
     """One program's code, placeholders and ``.arg`` expanded, lines kept."""
-    from ..text import assemble
     from ..session.asmfile import _ARG_DIRECTIVE, AsmSession, substitute
+    from ..text import assemble
     probe = _Probe(af, pd, values)
     lines = [""] * len(af.text.splitlines())
     for lineno, text in pd.body:
@@ -156,8 +156,8 @@ class _Probe:
     def get(self, line: int) -> Any:
         if self.source is None:
             from ..errors import PyebpfError
-            from ..session.asmfile import AsmFileError, substitute
             from ..probes.sources import probe_source
+            from ..session.asmfile import AsmFileError, substitute
             try:
                 attach = substitute(self.pd.attach, self.values, self.af.filename, self.pd.line)
                 self.source = probe_source(attach, None)

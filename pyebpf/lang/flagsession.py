@@ -152,8 +152,8 @@ class FlagSession(Session):
         return out
 
     def _flag_event(self, action: Action, values: tuple[Any, ...]) -> Any:
-        from ..session.base import Event
         from ..draw.render import format_printf
+        from ..session.base import Event
         from ..symbols.stacks import format_stack
         q = self.question
         fields: dict[str, Any] = {}

@@ -59,8 +59,8 @@ from .base import Session
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..maps import HashMap, Map, MapSpec, PerfEventArray, RingBuf
-    from ..program import Program
     from ..probes.sources import Source
+    from ..program import Program
     from .base import AttachStep
 
 __all__ = ["AsmFileError", "AsmFile", "MapDecl", "OutputDecl", "ProgramDecl", "Param",

@@ -15,9 +15,9 @@ import os
 import pytest
 
 from pyebpf.draw import formatting, render
-from pyebpf.trace import Trace, log2_bucket
 from pyebpf.session.asmfile import AsmSession, parse_asm_file
 from pyebpf.session.live import print_final
+from pyebpf.trace import Trace, log2_bucket
 
 pytestmark = pytest.mark.kernel
 TP = "tracepoint:syscalls:sys_enter_getpid"

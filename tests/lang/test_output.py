@@ -15,8 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pyebpf.lang import output as out
-from pyebpf.lang.types import Type, int_type, string_type
 from pyebpf.lang.aggregations import log2_bucket
+from pyebpf.lang.types import Type, int_type, string_type
 
 from .harness import run_bpftrace
 

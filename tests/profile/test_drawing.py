@@ -15,8 +15,8 @@ from pyebpf.profile import (flamegraph_svg, folded_text, histogram_svg, parse_fo
                             speedscope_json, write_histogram, write_profile)
 from pyebpf.draw import output as output_mod
 from pyebpf.draw.flamegraph import PAD, WIDTH, escape_xml, layout
-from pyebpf.draw.speedscope import SCHEMA
 from pyebpf.draw.render import log2_label, linear_label
+from pyebpf.draw.speedscope import SCHEMA
 
 from .conftest import SVG, svg_frames
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from pyebpf.session.asmfile import AsmFileError, parse_asm_file
-from pyebpf.trace.expr import ExprError, parse_expr, parse_filter
-from pyebpf.probes.sources import ProbeSpec, ProbeSpecError, parse_probe
 from pyebpf.draw.render import format_printf, hist_json, unescape
 from pyebpf.lang.aggregations import log2_bucket_range
+from pyebpf.probes.sources import ProbeSpec, ProbeSpecError, parse_probe
+from pyebpf.session.asmfile import AsmFileError, parse_asm_file
+from pyebpf.trace.expr import ExprError, parse_expr, parse_filter
 
 
 @pytest.mark.parametrize("text, spec", [

@@ -183,7 +183,7 @@ def _bucket_hi(value: Type, bucket: int) -> int | None:
     if value.lhist is None:
         from ..draw.buckets import log2_bucket_range
         return log2_bucket_range(bucket)[1]
-    from ..lang.output import lhist_range
+    from ..lang.output_maps import lhist_range
     return lhist_range(bucket, *value.lhist)[1]
 
 

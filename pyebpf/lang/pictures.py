@@ -119,7 +119,7 @@ def write_plots(run: Any, path: str) -> list[str]:
     """Draw every hist/lhist map of ``run``, one chart per key (see the
     module docs); returns the files written."""
     from ..draw.output import write_histogram
-    from . import output
+    from . import output_maps as output
     charts: list[tuple[str, str, dict[int, int], Type]] = []   # (file name, title, buckets, type)
     for name in hist_maps(run):
         plan = run.unit.maps[name]

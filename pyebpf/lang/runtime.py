@@ -518,7 +518,7 @@ class BtRun(Owner):
         keys); avg as an int, stats as ``(count, average, total)``,
         histograms as ``{(lo, hi): count}`` (None for an open end)."""
         from ..draw.buckets import log2_bucket_range
-        from . import output
+        from .output_maps import lhist_range
         out: dict[str, Any] = {}
         for name, plan in sorted(self.unit.maps.items()):
             entries = self.entries(name)
@@ -531,7 +531,7 @@ class BtRun(Owner):
                 elif plan.kind in ("hist", "lhist"):
                     lin = plan.value.lhist
                     v = {(log2_bucket_range(b) if lin is None
-                          else output.lhist_range(b, *lin)): c for b, c in sorted(v.items())}
+                          else lhist_range(b, *lin)): c for b, c in sorted(v.items())}
                 conv[k] = v
             out[name] = conv.get(None) if plan.key is None else conv
             if plan.key is None and None not in conv:
@@ -540,7 +540,7 @@ class BtRun(Owner):
 
     def format_map(self, name: str, *, top: int = 0, div: int = 1) -> str:
         """Map ``name`` as bpftrace prints it (``-f json``: its JSON line)."""
-        from . import output
+        from . import output_maps as output
         plan, _ = self._live_map(name)
         entries = self.entries(name)
         key = _printed(plan.key)

@@ -1,6 +1,11 @@
 """pyebpf's units depend downward only, in the order the README's layout table
 states: every import of one unit by another (at module level, inside a
-function or for type checking alike) goes to a unit listed before it."""
+function or for type checking alike) goes to a unit listed before it.
+
+What the language and the profiler share sits below both, then the language,
+the Python recipe API on it, the programs built on them, the command line:
+... usdt, objects, probes, symbols, draw, session, lang, trace, profile,
+export, demo, cli (issue 26)."""
 from __future__ import annotations
 
 import ast

@@ -120,14 +120,15 @@ def run(requests: int = 60, out: TextIO = sys.stdout, show_programs: bool = Fals
                 RingBufferReader(size=1 << 16, drops=True, decode="<QQq") as events:
             p, q = _programs(start_probe, done_probe, starts, hist, events)
             if show_programs:
-                roles = {starts: "request id -> its start time (ns)",
-                         hist.map: "the histogram's log2 buckets (bpftrace's hist())",
-                         events.ringbuf: "one (id, latency, status) event per request",
-                         events.drops: "the outputs that failed (ring buffer full)"}
+                roles = [(starts, "request id -> its start time (ns)"),
+                         (hist.map, "the histogram's log2 buckets (bpftrace's hist())"),
+                         (events.ringbuf, "one (id, latency, status) event per request"),
+                         (events.drops, "the outputs that failed (ring buffer full)")]
                 print("\n" + program_listing(
                     [(p, start_probe), (q, done_probe)],
                     [f"{m.name}: {type(m).__name__}, {m.key_size}-byte keys, {m.value_size}-byte "
-                     f"values, {m.max_entries} entries: {role}" for m, role in roles.items()]),
+                     f"values, {m.max_entries} entries: {role}" for m, role in roles
+                     if m is not None]),
                     file=out)
             with start_probe.load(p) as lp, done_probe.load(q) as lq, \
                     start_probe.attach(lp), done_probe.attach(lq):

@@ -9,7 +9,8 @@ import pytest
 
 from pyebpf.trace import Trace, log2_bucket
 from pyebpf.trace import recipes
-from pyebpf.trace.expr import ExprError
+from pyebpf.errors import OptionError
+from pyebpf.lang.errors import LangError
 from pyebpf.trace.live import Child
 from pyebpf.trace.probes import ProbeSpecError
 
@@ -94,7 +95,10 @@ def test_latency_and_retval(workload, no_fd_leak):
         assert sum(hist.values()) == calls
         assert min(hist) >= log2_bucket(300)          # nanosleep(300 us) lasts at least that
         assert res["@count"] == {(300, 300): calls}
-        assert [b.role for b in t.built] == ["entry", "return"]
+        # the two-probe program a user would write: the entry saves the time
+        # and arg0 by thread, the return runs the actions
+        assert t.text().startswith(f"uprobe:{workload}:slow") and "@__arg0[tid] = arg0" in t.text()
+        assert len(t.programs) == 2
 
 
 @pytest.mark.kernel
@@ -205,27 +209,35 @@ def test_usdt_probe(workload):
 def test_show_and_program(workload):
     with recipes.latency(f"uprobe:{workload}:slow", unit="us") as t:
         text = t.show()
-        assert "; uprobe:" in text and "(entry: saves the time)" in text
-        assert "call 5  # bpf_ktime_get_ns" in text or "bpf_ktime_get_ns" in text
-        assert t.program is t.built[1].program
+        program = t.text()
+        assert text.startswith(program)              # the bpftrace program, then its eBPF
+        assert f"uretprobe:{workload}:slow /@__start[tid]/" in program
+        assert "@latency_us = hist($latency / 1000);" in program
+        assert "; probe uprobe:" in text and "bpf_ktime_get_ns" in text
+        assert len(t.programs) == 2 and t.program is not t.programs[0]
         assert t.aggregates[0].name == "latency_us"
 
 
 def test_errors_before_loading(workload):
-    with pytest.raises(ProbeSpecError, match="no symbol 'nope'"):
+    with pytest.raises(ProbeSpecError, match="nothing matches 'nope'"):
         Trace(f"uprobe:{workload}:nope").count().build()
-    with pytest.raises(ProbeSpecError, match="no function"):
+    with pytest.raises(ProbeSpecError, match=r"nothing matches 'zz\*'"):
         Trace(f"uprobe:{workload}:zz*").count().build()
-    with pytest.raises(ExprError, match="latency needs a function probe"):
+    with pytest.raises(OptionError, match="latency needs a function probe"):
         Trace("tracepoint:syscalls:sys_enter_openat").hist("latency").build()
-    with pytest.raises(ExprError, match="no return value"):
+    with pytest.raises(OptionError, match="no return value"):
         Trace("tracepoint:syscalls:sys_enter_openat").sum("retval").build()
-    with pytest.raises(ProbeSpecError, match="has no field 'nme'"):
+    with pytest.raises(LangError, match="does not contain a field named 'nme'"):
         Trace("tracepoint:syscalls:sys_enter_openat").count(by="args.nme").build()
-    with pytest.raises(ProbeSpecError, match="close matches"):
+    with pytest.raises(LangError, match="close matches"):
         Trace("tracepoint:syscalls:sys_enter_opnat").count().build()
     with pytest.raises(ValueError, match="2 conversion"):
         Trace(f"uprobe:{workload}:work").print("%d %d", "arg0")
+    # the arguments at a return: refused, as the language refuses them
+    with pytest.raises(LangError, match="arg0 builtin can only be used"):
+        Trace(f"uretprobe:{workload}:work").sum("arg0").build()
+    with pytest.raises(OptionError, match="two aggregations are named @n"):
+        Trace(f"uprobe:{workload}:work").count(name="n").sum("arg0", name="n").build()
 
 
 @pytest.mark.kernel

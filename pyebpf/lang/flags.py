@@ -355,6 +355,16 @@ class Question:
     def _text(self, f: FlagField, saved: bool) -> str:
         return expr_text(f.node, saved=saved, strlen=self.strlen)
 
+    def _condition(self, f: FlagField, saved: bool) -> str:
+        """A filter as one operand of the ``&&`` that joins the filters (and
+        the pid's test): parenthesized when it is an ``||`` or a ternary."""
+        from . import ast as A
+        text = self._text(f, saved)
+        n = f.node
+        if isinstance(n, A.Ternary) or (isinstance(n, A.Binop) and n.op == "||"):
+            return f"({text})"
+        return text
+
     def _aggregate(self, a: FlagAggregate, saved: bool) -> str:
         keys = ", ".join(self._text(k, saved) for k in a.keys)
         target = "@" + (a.name or "") + (f"[{keys}]" if keys else "")
@@ -410,7 +420,7 @@ class Question:
                + [f"delete({_START});"] + [f"delete(@__arg{n}[tid]);" for n in args])
         actions = self._actions(saved=True)
         if self.filters:
-            cond = " && ".join(self._text(f, True) for f in self.filters)
+            cond = " && ".join(self._condition(f, True) for f in self.filters)
             ret.append(f"if ({cond}) {{")
             ret += ["  " + x for x in actions]
             ret.append("}")
@@ -436,7 +446,7 @@ class Question:
                 blocks += self._pair(spec)
             else:
                 direct.append(spec)
-        pred = [self._text(f, False) for f in self.filters]
+        pred = [self._condition(f, False) for f in self.filters]
         target = self._target()
         if target:
             pred.insert(0, target)

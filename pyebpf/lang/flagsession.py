@@ -260,19 +260,19 @@ class FlagSession(Session):
         """The aggregations as bpftrace prints them at exit (sorted by name)."""
         from ..trace import formatting
         res = self.results() if results is None else results
-        return formatting.format_text(self.question.aggregates, res)  # type: ignore[arg-type]
+        return formatting.format_text(self.question.aggregates, res)
 
     def format_table(self, results: dict[str, Any] | None = None) -> str:
         """The aggregations as tables (a column per key, rows by decreasing value)."""
         from ..trace import formatting
         res = self.results() if results is None else results
-        return formatting.format_table(self.question.aggregates, res)  # type: ignore[arg-type]
+        return formatting.format_table(self.question.aggregates, res)
 
     def json_objects(self, results: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """The aggregations as bpftrace's ``-f json`` objects."""
         from ..trace import formatting
         res = self.results() if results is None else results
-        return formatting.json_objects(self.question.aggregates, res)  # type: ignore[arg-type]
+        return formatting.json_objects(self.question.aggregates, res)
 
 
 def _value(kind: str, v: Any) -> Any:

@@ -10,8 +10,14 @@ from typing import Any
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    # (what the printing of :mod:`~pyebpf.trace.formatting` takes)
-    from ..lang.flags import FlagAggregate as Aggregate  # noqa: F401
+    from ..lang.flags import FlagAggregate
+    from .probes import TracepointSource, UprobeSource
+    from .usdt_source import UsdtProbeSource
+
+    #: an aggregation of a trace, as :mod:`~pyebpf.trace.formatting` prints it
+    Aggregate = FlagAggregate
+    #: a resolved probe (what :func:`~pyebpf.trace.probes.probe_source` returns)
+    Source = UprobeSource | TracepointSource | UsdtProbeSource
 
 __all__ = ["Event", "KeyPart", "AggValue", "AggResult", "FieldValue"]
 

@@ -248,10 +248,14 @@ class FlagSession(Session):
     def raw_results(self) -> dict[str, Any]:
         """Each aggregation's map as read, undecoded (printed when decoding
         or formatting fails)."""
+        from .runtime import _bound_agg
         out: dict[str, Any] = {}
         for a in self.question.aggregates:
-            try:
-                out[a.display] = dict(self.run.live[self.unit.maps[a.display].kname].items())
+            try:          # (as the aggregation reads it: per-CPU values summed)
+                plan = self.unit.maps[a.display]
+                live = self.run.live[plan.kname]
+                out[a.display] = (_bound_agg(plan, live).read() if plan.agg is not None
+                                  else dict(live.items()))
             except Exception as exc:       # nothing left to print for this one
                 out[a.display] = f"<unreadable: {type(exc).__name__}: {exc}>"
         return out

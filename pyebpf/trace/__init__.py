@@ -6,16 +6,17 @@ their printing, probe specs and sources, user-stack symbolization.
         ...
         print(s.format_text())
 
-Modules: :mod:`~pyebpf.trace.recipes` (Trace, the shortcuts), with
-:mod:`~pyebpf.trace.model` (its aggregations, events and result types),
-:mod:`~pyebpf.trace.codegen` (its programs), :mod:`~pyebpf.trace.trace_session`
-(TraceSession: it running) and :mod:`~pyebpf.trace.formatting` (its results
+Modules: :mod:`~pyebpf.trace.recipes` (Trace, the shortcuts: the bpftrace
+program a user would write, compiled by :mod:`pyebpf.lang`), with
+:mod:`~pyebpf.trace.model` (its events and result types),
+:mod:`~pyebpf.trace.trace_session` (TraceSession: the language's run of it,
+with typed readers) and :mod:`~pyebpf.trace.formatting` (its results
 printed); :mod:`~pyebpf.trace.session` (the Session base of TraceSession and
 AsmSession), :mod:`~pyebpf.trace.aggregate`, :mod:`~pyebpf.trace.render`,
-:mod:`~pyebpf.trace.expr`, :mod:`~pyebpf.trace.probes` (probe specs and the
-uprobe and tracepoint sources), :mod:`~pyebpf.trace.usdt_source` (the USDT
-source), :mod:`~pyebpf.trace.stacks`, :mod:`~pyebpf.trace.live` (the loop the
-CLI runs), :mod:`~pyebpf.trace.asmfile` (asm/ files with a header).
+:mod:`~pyebpf.trace.probes` (probe specs and the uprobe and tracepoint
+sources), :mod:`~pyebpf.trace.usdt_source` (the USDT source),
+:mod:`~pyebpf.trace.stacks`, :mod:`~pyebpf.trace.live` (the loop the CLI
+runs), :mod:`~pyebpf.trace.asmfile` (asm/ files with a header).
 
 The tracing layer sits above :mod:`pyebpf.usdt` (notes, specs, argument
 reads, attaching) and imports it.

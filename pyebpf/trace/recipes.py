@@ -34,7 +34,6 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 from ..errors import OptionError
-from ..kernel.lifetime import Owner
 from .model import AggResult, AggValue, Event, FieldValue, KeyPart
 
 TYPE_CHECKING = False
@@ -87,7 +86,7 @@ def _by_text(by: _By) -> str | None:
     return ", ".join(by)
 
 
-class Trace(Owner):
+class Trace:
     """Probes and the actions to run when they fire (see the module docs).
 
     Args:
@@ -105,8 +104,8 @@ class Trace(Owner):
             instruction (see :func:`pyebpf.attach.attach_uprobe`).
 
     Building methods return the trace, so calls chain.  The kernel objects
-    belong to the session :meth:`start` returns; ``close()`` and ``with``
-    are kept (a trace holds none).
+    belong to the session :meth:`start` returns (a trace holds none:
+    ``close()`` and ``with`` do nothing, kept for the programs that call them).
     """
 
     def __init__(self, *probes: "str | ProbeSpec", pid: int | None = None, strlen: int = 64,
@@ -114,7 +113,6 @@ class Trace(Owner):
                  filters: Iterable[str] = (), unsafe: bool = False) -> None:
         from ..lang.flags import Question
         from ..maps import perf_ring_size
-        self._own()
         if not probes:
             raise OptionError("a Trace needs at least one probe spec")
         perf_ring_size(buffer_size)     # 1 byte .. 2 GiB, checked before anything is built
@@ -259,6 +257,15 @@ class Trace(Owner):
         """The bpftrace program, then the eBPF generated for each probe
         (with the program lines it comes from) and the maps."""
         return f"{self.text()}\n{self.compiled.show() if self.compiled else ''}"
+
+    def close(self) -> None:
+        """Nothing to release (the session holds the kernel objects)."""
+
+    def __enter__(self) -> "Trace":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # ------------------------------------------------------------ running
     def start(self, pid: int | None = None, *, attach: bool = True) -> TraceSession:

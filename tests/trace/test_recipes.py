@@ -9,7 +9,7 @@ import pytest
 
 from pyebpf.trace import Trace, log2_bucket
 from pyebpf.trace import recipes
-from pyebpf.errors import OptionError
+from pyebpf.errors import OptionError, ProgramError
 from pyebpf.lang.errors import LangError
 from pyebpf.trace.live import Child
 from pyebpf.trace.probes import ProbeSpecError
@@ -61,6 +61,14 @@ def test_count_hist_stats_exact(workload, no_fd_leak):
         text = s.format_text()
         assert "@count[3]: 20\n" in text and f"@stats: count {N}, average" in text
         assert text.index("@avg") < text.index("@count[") < text.index("@hist:")
+        # the typed readers: one aggregation each, in its kind's shape
+        assert s.counts("@count") == res["@count"] and s.value("@sum") == res["@sum"]
+        assert s.histogram("hist") == res["@hist"] and s.stats("@stats") == res["@stats"]
+        assert (s.value("@min"), s.value("@avg")) == (min(a1), sum(a1) // N)
+        with pytest.raises(ProgramError, match="@hist is an unkeyed hist.*histogram()"):
+            s.counts("@hist")
+        with pytest.raises(ProgramError, match="no aggregation @nope; the trace has @avg, "):
+            s.value("@nope")
 
 
 @pytest.mark.kernel
@@ -72,6 +80,7 @@ def test_string_keys_comm_and_filters(workload, no_fd_leak):
         names = expected(N)["greet_names"][3:]
         assert res["@count"] == {(n,): names.count(n) for n in NAMES}
         comm = os.path.basename(workload)[:15]
+        assert s.counts("@count2") == res["@count2"]
         assert res["@count2"] == {(comm, 0): sum(1 for i in range(3, N) if i % 2 == 0),
                                   (comm, 1): sum(1 for i in range(3, N) if i % 2 == 1)}
         assert f"@count2[{comm}, 1]: " in s.format_text()

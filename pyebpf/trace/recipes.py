@@ -256,7 +256,9 @@ class Trace:
     def show(self) -> str:
         """The bpftrace program, then the eBPF generated for each probe
         (with the program lines it comes from) and the maps."""
-        return f"{self.text()}\n{self.compiled.show() if self.compiled else ''}"
+        text = self.text()
+        assert self.compiled is not None          # (built by text())
+        return f"{text}\n{self.compiled.show()}"
 
     def close(self) -> None:
         """Nothing to release (the session holds the kernel objects)."""

@@ -34,10 +34,11 @@ class FlagTrace:
     """A question compiled: :meth:`show` its eBPF, :meth:`start` it.
 
     ``ring_size``: bytes of the ring buffer the events go through;
-    ``unsafe``: uprobes may go where no instruction start is proven."""
+    ``unsafe``: uprobes may go where no instruction start is proven;
+    ``filename``: what errors in the program name it."""
 
     def __init__(self, question: Question, *, ring_size: int | None = None,
-                 unsafe: bool = False) -> None:
+                 unsafe: bool = False, filename: str = "flags") -> None:
         from .api import compile
         if ring_size is not None:
             from ..maps import perf_ring_size
@@ -45,7 +46,7 @@ class FlagTrace:
         self.question = question.finish()
         self.text = question.program_text(header=False)
         self.ring_size = ring_size
-        self.program: BtProgram = compile(self.text, filename="flags", pid=question.pid,
+        self.program: BtProgram = compile(self.text, filename=filename, pid=question.pid,
                                           unsafe=unsafe)
 
     def shown_text(self) -> str:

@@ -222,7 +222,8 @@ class Trace:
         if pid is not None:
             self.pid = pid
         self.question.pid = self.pid
-        compiled = FlagTrace(self.question, ring_size=self.buffer_size, unsafe=self.unsafe)
+        compiled = FlagTrace(self.question, ring_size=self.buffer_size, unsafe=self.unsafe,
+                             filename="trace")
         missing = [ap.missing for p in compiled.program.script.probes
                    for ap in p.attach_points if ap.missing]
         if missing:              # (a program skips them; a trace names its probes: all needed)

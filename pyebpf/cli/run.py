@@ -12,7 +12,7 @@ from . import command_line, pid, positive_int, seconds
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..trace.session import Session
+    from ..session.base import Session
 
 from .parser import Subparsers, add_command   # (Subparsers: at run time too, for the docs)
 
@@ -81,8 +81,8 @@ def register(subparsers: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``pyebpf run``: describe, list or run a program (see the module docs); the exit status."""
+    from ..session import asmfile
     from ..text.lexer import read_source
-    from ..trace import asmfile
     from .runner import target_error
 
     if args.list:
@@ -150,9 +150,9 @@ def bundled_programs() -> dict[str, str]:
 def resolve_program(name: str) -> str:
     """The file ``pyebpf run NAME`` loads: ``NAME`` itself if it exists, else
     the ready program of that name (with or without ``.s``; not for a
-    path with a ``/``).  Raises :class:`~pyebpf.trace.asmfile.AsmFileError`
+    path with a ``/``).  Raises :class:`~pyebpf.session.asmfile.AsmFileError`
     naming the ready programs (and the closest ones) otherwise."""
-    from ..trace.asmfile import AsmFileError
+    from ..session.asmfile import AsmFileError
 
     if os.path.exists(name):
         return name
@@ -176,7 +176,7 @@ def resolve_program(name: str) -> str:
 
 def list_programs() -> str:
     """``pyebpf run --list``: each ready program's name and description."""
-    from ..trace.asmfile import read_asm_file
+    from ..session.asmfile import read_asm_file
 
     programs = bundled_programs()
     if not programs:

@@ -26,9 +26,9 @@ from typing import TextIO
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..events import RingBufferReader
+    from ..lang.aggregations import Histogram
     from ..maps import HashMap
     from ..program import Program
-    from ..trace.aggregate import Histogram
     from ..usdt.attach import Usdt
 
 PROVIDER = "pyebpfdemo"
@@ -72,11 +72,11 @@ def _programs(start_probe: Usdt, done_probe: Usdt, starts: HashMap[int, int], hi
 
 def run(requests: int = 60, out: TextIO = sys.stdout, show_programs: bool = False) -> int:
     """Run the demo; returns an exit status."""
+    from ..draw.render import format_hist
     from ..events import RingBufferReader
+    from ..lang.aggregations import Histogram
     from ..maps import HashMap
     from ..text import disassemble
-    from ..trace.aggregate import Histogram
-    from ..trace.render import format_hist
     from ..usdt import usdt
 
     t0 = time.perf_counter()

@@ -161,7 +161,7 @@ class BtProgram:
         from .runtime import BtRun
         own = False
         if command is not None and child is None:
-            from ..trace.live import Child
+            from ..session.live import Child
             child = Child(list(command))
             own = True
         try:

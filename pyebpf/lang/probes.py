@@ -8,7 +8,7 @@ attach point names, what each reads as its arguments, and ``bt -l``.
   (``uprobe:/full/path:work``: the path as written, a library name such as
   ``libc`` resolved; an address in decimal; the USDT provider filled in).
   Each carries a probe *source* shaped like
-  :class:`pyebpf.trace.probes.ProbeSource` (``prog_type``, ``load_options``,
+  :class:`pyebpf.probes.sources.ProbeSource` (``prog_type``, ``load_options``,
   ``arg_count``, ``emit_arg``, ``attach``, ``describe``).
 - :class:`Resolver` gives the semantic pass the types of ``argN``,
   ``args`` and ``retval`` (a USDT argument has its spec's size and sign:
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 
-from ..trace.probes import FixedTypeSource, ProbeSpecError, TracepointSource, UprobeSource
+from ..probes.sources import FixedTypeSource, ProbeSpecError, TracepointSource, UprobeSource
 from .types import Type, int_type, string_type
 
 TYPE_CHECKING = False
@@ -215,7 +215,7 @@ def _usdt_files(path: str, pid: int | None) -> list[tuple[str, str]]:
 
 def _usdt(ap: AttachPoint, pid: int | None) -> list[ResolvedProbe]:
     from ..errors import UsdtError
-    from ..trace.usdt_source import usdt_probe_source
+    from ..probes.usdt_source import usdt_probe_source
     from ..usdt.notes import UsdtFile
     parts = ap.parts
     if len(parts) == 2:
@@ -484,7 +484,7 @@ def resolve(ap: AttachPoint, *, pid: int | None = None, unsafe: bool = False,
     """The concrete probes attach point ``ap`` names (one per wildcard
     match), each with its name as bpftrace prints it and its probe source.
 
-    Raises :class:`~pyebpf.trace.probes.ProbeSpecError` (a ``ValueError``)
+    Raises :class:`~pyebpf.probes.sources.ProbeSpecError` (a ``ValueError``)
     for a malformed attach point, one that matches nothing (listing close
     matches), or a kind this kernel or pyebpf cannot attach.  ``unsafe``: a
     uprobe may go where no instruction start is proven (``--unsafe``);

@@ -33,8 +33,9 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
+from ..draw.formatting import AggResult, AggValue, KeyPart
 from ..errors import OptionError
-from .model import AggResult, AggValue, Event, FieldValue, KeyPart
+from ..session.base import Event, FieldValue
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -44,8 +45,8 @@ if TYPE_CHECKING:
 
     from ..lang.flags import FlagAggregate, Question
     from ..lang.flagsession import FlagTrace
+    from ..probes.sources import ProbeSpec
     from ..program import Program
-    from .probes import ProbeSpec
     # ("X as X": an explicit re-export, as mypy --strict wants it)
     from .trace_session import TraceSession as TraceSession
 

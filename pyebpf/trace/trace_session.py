@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..draw.formatting import AggResult, KeyPart
 from ..errors import ProgramError
 from ..lang.flagsession import FlagSession
-from .model import AggResult, Event, KeyPart
+from ..session.base import Event
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from typing import Any, Callable
 import pytest
 
 from pyebpf.trace import Trace, count, events, histogram, latency, stacks, stats
-from pyebpf.trace.live import Child
+from pyebpf.session.live import Child
 
 from .conftest import cli
 

@@ -1,10 +1,7 @@
-"""The emitters of the builtins that are one helper call (``pid``, ``nsecs``,
-``elapsed``, ``ustack``'s key), which the language's code generation uses.
-
-(What is left of the Python API's own expression compiler, gone since the
-:class:`~pyebpf.trace.Trace` API compiles with :mod:`pyebpf.lang`; these
-move into :mod:`pyebpf.lang`.)
-"""
+"""The builtins that are one helper call away (``pid``, ``tid``, ``nsecs``,
+``elapsed``, a user stack's key...), emitted into a register: shared by the
+language's code generation (:mod:`pyebpf.lang.codegen_ints`) and the
+recipes' expressions (:mod:`pyebpf.trace.expr`)."""
 from __future__ import annotations
 
 from ..program import R0, R1, R2, R3, W0, Program, Reg
@@ -12,8 +9,8 @@ from ..program import R0, R1, R2, R3, W0, Program, Reg
 __all__ = ["BPF_F_USER_STACK", "HELPER_BUILTINS", "emit_helper_builtin", "emit_elapsed",
            "emit_ustack_key"]
 
-#: bpf_get_stackid's flag: the user stack
 BPF_F_USER_STACK = 1 << 8
+
 
 #: the builtins that are one helper's result (also the bpftrace language's):
 #: name -> (helper, which part of its 64-bit result: "high" or "low" half, or "" all)

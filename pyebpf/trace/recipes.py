@@ -33,9 +33,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from ..draw.formatting import AggResult, AggValue, KeyPart
 from ..errors import OptionError
-from ..session.base import Event, FieldValue
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -48,6 +46,9 @@ if TYPE_CHECKING:
     from ..probes.sources import ProbeSpec
     from ..program import Program
     # ("X as X": an explicit re-export, as mypy --strict wants it)
+    from ..draw.formatting import (AggResult as AggResult, AggValue as AggValue,
+                                   KeyPart as KeyPart)
+    from ..session.base import Event as Event, FieldValue as FieldValue
     from .trace_session import TraceSession as TraceSession
 
     #: what ``by=`` takes: one expression, several (a sequence, or a string
@@ -67,13 +68,19 @@ if TYPE_CHECKING:
 __all__ = ["Trace", "Event", "count", "histogram", "latency", "events", "stacks", "stats",
            "KeyPart", "AggValue", "AggResult", "FieldValue"]
 
-# (the session is imported on first use: `import pyebpf.trace.recipes` stays light)
+# (the session and the result types are imported on first use: `import
+# pyebpf.trace.recipes` stays light)
+_RESULT_TYPES = {"AggResult": "draw.formatting", "AggValue": "draw.formatting",
+                 "KeyPart": "draw.formatting", "Event": "session.base",
+                 "FieldValue": "session.base", "TraceSession": "trace.trace_session"}
+
 if not TYPE_CHECKING:
     def __getattr__(name: str) -> object:
-        if name == "TraceSession":
-            from .trace_session import TraceSession
-            return TraceSession
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        where = _RESULT_TYPES.get(name)
+        if where is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        import importlib
+        return getattr(importlib.import_module(f"pyebpf.{where}"), name)
 
 
 def _by_text(by: _By) -> str | None:

@@ -223,8 +223,9 @@ class Trace:
         probes resolved: a bad expression or a missing probe fails here;
         nothing is created in the kernel, so :meth:`show` needs no
         privilege).  ``pid`` (default: the one given at construction) is
-        the process traced."""
-        if self.compiled is not None:
+        the process traced (another one than the trace was built for: built
+        again)."""
+        if self.compiled is not None and (pid is None or pid == self.pid):
             return self
         from ..lang.flagsession import FlagTrace
         if pid is not None:

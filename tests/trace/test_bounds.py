@@ -74,6 +74,18 @@ def test_show_then_start_counts(tmp_path):
         assert session.results() == {"@count": 3, "@lhist": {1: 3}}
 
 
+def test_start_for_a_pid_after_show_traces_that_pid():
+    """A trace shown (built without a pid), then started for one: built
+    again for it (it ran for every process)."""
+    t = Trace("tracepoint:syscalls:sys_enter_getppid").count()
+    assert "pid ==" not in t.show()
+    with t.start(os.getpid()) as session:
+        assert f"/pid == {os.getpid()}/" in t.text()
+        for _ in range(3):
+            os.getppid()
+        assert session.value() == 3
+
+
 def _unprivileged(*argv: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.run([*unprivileged.python_argv(), *argv], capture_output=True,

@@ -247,8 +247,13 @@ class Question:
                  strlen: int = DEFAULT_STRLEN, pid: int | None = None,
                  cpid: bool = False) -> None:
         from ..probes.sources import parse_probe
+        from .probes import kernel_probe_refusal
         if not probes:
             raise OptionError("a trace needs at least one probe")
+        for p in probes:
+            refused = kernel_probe_refusal(p)
+            if refused is not None:        # kprobe:..., kfunc:...: why, as bt says it
+                raise refused
         self.specs: list[ProbeSpec] = [parse_probe(p) for p in probes]
         self.strlen = strlen
         self.pid = pid

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ResolvedProbe", "resolve", "Resolver", "PerfEventSource",
            "RawTracepointSource", "ProbeSpecError", "ProbeNotFoundError", "SOFTWARE_EVENTS",
-           "HARDWARE_EVENTS", "probe_name", "missing_tracepoint"]
+           "HARDWARE_EVENTS", "probe_name", "missing_tracepoint", "kernel_probe_refusal"]
 
 # (duplicates: deliberate, the two event tables are data of the same shape)
 #: bpftrace's software events: name -> (aliases, perf config, default count)
@@ -460,9 +460,21 @@ BANNED_KRETPROBES = frozenset({"_raw_spin_lock", "_raw_spin_lock_irqsave",
                                "_raw_spin_unlock_irqrestore", "queued_spin_lock_slowpath"})
 
 
-def _refused(ap: AttachPoint) -> ProbeSpecError:
+#: the kinds of kernel-function probe this language does not attach
+REFUSED_KINDS = ("kprobe", "kretprobe", "kfunc", "kretfunc")
+
+
+def kernel_probe_refusal(spec: str) -> ProbeSpecError | None:
+    """The error for a probe spec (``kprobe:vfs_read``, ``kr:...``) of a kind
+    this language refuses, saying why (as ``bt`` says it), else None: the one
+    reason ``pyebpf trace`` gives too."""
+    kind = _canonical(spec.strip().partition(":")[0])
+    return _refused(spec.strip(), kind) if kind in REFUSED_KINDS else None
+
+
+def _refused(raw: str, provider: str) -> ProbeSpecError:
     from ..kernel import features
-    if ap.provider in ("kprobe", "kretprobe"):
+    if provider in ("kprobe", "kretprobe"):
         reason = features.has_kprobe_pmu().reason
         if features.has_kprobe_pmu():
             reason = ("pyebpf's bpftrace language does not attach kprobes yet "
@@ -471,7 +483,7 @@ def _refused(ap: AttachPoint) -> ProbeSpecError:
         from ..kernel.constants import ProgType
         reason = ("they are fentry/fexit programs, and the feature probe says: " +
                   features.has_prog_type(ProgType.TRACING).reason)
-    return ProbeSpecError(f"{ap.raw}: {ap.provider} probes are not available: {reason}")
+    return ProbeSpecError(f"{raw}: {provider} probes are not available: {reason}")
 
 
 # ================================================================ resolve
@@ -513,8 +525,8 @@ def resolve(ap: AttachPoint, *, pid: int | None = None, unsafe: bool = False,
     if kind in ("watchpoint", "asyncwatchpoint"):
         from .watchpoints import resolve_watchpoint
         return resolve_watchpoint(ap, pid, command)
-    if kind in ("kprobe", "kretprobe", "kfunc", "kretfunc"):
-        raise _refused(ap)
+    if kind in REFUSED_KINDS:
+        raise _refused(ap.raw, ap.provider)
     if kind in ("BEGIN", "END"):
         raise ProbeSpecError(f"{kind} is not a kernel probe (the runtime runs it)")
     raise ProbeSpecError(f"{ap.raw}: unknown probe type {ap.provider!r}")

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ..elf import Module
     from ..maps import HashMap, PerCpuArrayMap, RingBuf
     from ..events import RingBufferReader
+    from ..program import Program
     from ..symbols.stacks import RawFrame, Symbolizer
     from .python import PythonProcess
 
@@ -135,7 +136,7 @@ class Profiler(Owner):
         self.pythons: dict[int, PythonProcess | str | None] = {}
 
     # ------------------------------------------------------------ the kernel side
-    def program(self) -> object:
+    def program(self) -> Program:
         """The PERF_EVENT program (a :class:`~pyebpf.program.Program`)."""
         from ..program import R0, R1, R2, R3, R4, R6, R7, R8, R9, R10, Program
         from .pywalk import emit_python_walk

@@ -5,6 +5,10 @@ The layout comes from a per-process config array (the u64 fields of
 one program walks every CPython version it is told about.  The walk writes
 into the sample record (see :mod:`pyebpf.profile.sampler` for the record):
 the number of frames, a status and ``(code object, instruction)`` pairs.
+Then :func:`emit_code_cache` reads each recorded code object not yet in
+the code-object cache map (its name, file name, first line and line table,
+see :data:`pyebpf.profile.python.CODE_HEAD`) through a per-CPU scratch
+buffer and adds it.
 Loops are unrolled (a bounded thread list, a bounded frame chain): the
 verifier sees straight-line code.
 """
@@ -12,10 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .python import CONFIG_FIELDS, KIND_GIL_HOLDER
+from .python import (CODE_HEAD, CODE_KEY, CODE_VALUE_SIZE, CONFIG_FIELDS, FILE_MAX,
+                     KIND_GIL_HOLDER, NAME_MAX, TABLE_MAX)
 
-__all__ = ["emit_python_walk", "MAX_THREADS", "PY_OK", "PY_NO_THREAD", "PY_FAULT",
-           "PY_TRUNCATED", "PY_STATUS"]
+__all__ = ["emit_python_walk", "emit_code_cache", "code_cache_maps", "MAX_THREADS", "PY_OK",
+           "PY_NO_THREAD", "PY_FAULT", "PY_TRUNCATED", "PY_STATUS", "SCRATCH_SIZE"]
 
 MAX_THREADS = 16          # threads searched for the sampled one
 PY_OK, PY_NO_THREAD, PY_FAULT, PY_TRUNCATED = 1, 2, 3, 4
@@ -114,3 +119,139 @@ def emit_python_walk(p: Any, *, rec: Any, conf: Any, off_tid: int, off_npy: int,
     p.label(status_fault)
     p.store(rec, off_status, PY_FAULT, 4)
     p.ja(done)
+
+
+#: the per-CPU scratch buffer of :func:`emit_code_cache`: a cache key, a cache
+#: value, two temporaries
+SCRATCH_SIZE = CODE_KEY.size + CODE_VALUE_SIZE + 16
+
+
+def code_cache_maps(entries: int = 4096, prefix: str = "py") -> tuple[Any, Any]:
+    """The code-object cache (``entries`` code objects, all processes) and
+    the per-CPU scratch buffer :func:`emit_code_cache` fills it through."""
+    from ..maps import Bytes, HashMap, PerCpuArrayMap
+    cache = HashMap(Bytes(CODE_KEY.size), Bytes(CODE_VALUE_SIZE), entries,
+                    name=f"{prefix}_pycode")
+    try:
+        scratch = PerCpuArrayMap(Bytes(SCRATCH_SIZE), 1, name=f"{prefix}_pyscr")
+    except BaseException:
+        cache.close()
+        raise
+    return cache, scratch
+
+
+def emit_code_cache(p: Any, *, rec: Any, conf: Any, off_pid: int, off_npy: int,
+                    off_frames: int, max_frames: int, cache: Any, scratch: Any,
+                    done: str) -> None:
+    """Emit the fill of the code-object cache for the frames the walk
+    recorded (``rec``/``conf`` as for :func:`emit_python_walk`, ``off_pid``
+    the record's u32 process id); uses r6 and r7; jumps to ``done``.  Each
+    code object is read whole or not at all (a failed read leaves it for a
+    later sample); its strings and line table are cut to their bounds, the
+    header keeping their full sizes."""
+    from ..program import R0, R1, R2, R3, R4, R6, R7, R10
+    key = p.stack.alloc(8)
+    v = CODE_KEY.size                      # the value in the scratch buffer
+    tmp = v + CODE_VALUE_SIZE              # a pointer read, then an address to copy from
+    name_at = v + CODE_HEAD.size
+    file_at = name_at + NAME_MAX
+    table_at = file_at + FILE_MAX
+    p.store(R10, key, 0, 8)
+    p.ld_map(R1, scratch)
+    p.stack_pointer(R2, key)
+    p.call("map_lookup_elem")
+    p.jeq(R0, 0, done)
+    p.mov(R7, R0)
+    p.load(R1, rec, off_pid, 4)
+    p.store(R7, 0, R1, 4)
+    p.store(R7, 4, 0, 4)
+
+    def read(dst: int, size: int, base: Any, field: str | None, add: int, fail: str) -> None:
+        """``scratch[dst:dst+size] = *(base + conf[field] + add)``."""
+        p.mov(R1, R7)
+        p.add(R1, dst)
+        p.mov(R2, size)
+        if field is not None:
+            p.load(R3, conf, _F[field], 8)
+            p.add(R3, base)
+        else:
+            p.mov(R3, base)
+        if add:
+            p.add(R3, add)
+        p.call("probe_read_user")
+        p.jne(R0, 0, fail)
+
+    def string(field: str, len_at: int, state_at: int, dst: int, cap: int, fail: str) -> None:
+        """Copy the ``str`` object ``code->field`` points to (its byte count
+        and state word to the header, at most ``cap`` bytes of its text)."""
+        read(tmp, 8, R6, field, 0, fail)
+        p.load(R6, R7, tmp, 8)                          # (the str object)
+        read(v + len_at, 8, R6, None, 16, fail)          # its length
+        read(v + state_at, 4, R6, None, 32, fail)        # its state word
+        p.load(R1, R7, v + state_at, 4)
+        p.load(R2, conf, _F["compact_size"], 8)
+        ascii_ = p.fresh_label("py_ascii")
+        text = p.fresh_label("py_text")
+        p.jset(R1, 64, ascii_)
+        p.ja(text)
+        p.label(ascii_)
+        p.load(R2, conf, _F["ascii_size"], 8)
+        p.label(text)
+        p.add(R2, R6)
+        p.store(R7, tmp, R2, 8)                         # where the text is
+        p.rsh(R1, 3)
+        p.and_(R1, 3)                                   # kind 1, 2, 4 -> shift 0, 1, 2
+        p.load(R2, R7, v + len_at, 8)
+        p.lsh(R2, R1)
+        p.store(R7, v + len_at, R2, 8)                  # its size in bytes
+        within = p.fresh_label("py_within")
+        p.jle(R2, cap, within)
+        p.mov(R2, cap)
+        p.label(within)
+        p.mov(R1, R7)
+        p.add(R1, dst)
+        p.load(R3, R7, tmp, 8)
+        p.call("probe_read_user")
+        p.jne(R0, 0, fail)
+
+    for i in range(max_frames):
+        nxt = p.fresh_label("py_code_next")
+        p.load(R1, rec, off_npy, 4)
+        p.jle(R1, i, done)
+        p.load(R6, rec, off_frames + 16 * i, 8)
+        p.jeq(R6, 0, nxt)
+        p.store(R7, 8, R6, 8)
+        p.ld_map(R1, cache)
+        p.mov(R2, R7)
+        p.call("map_lookup_elem")
+        p.jne(R0, 0, nxt)
+        p.store(R7, v + 4, 0, 4)
+        read(v, 4, R6, "code_firstlineno", 0, nxt)
+        string("code_name", 8, 32, name_at, NAME_MAX, nxt)
+        p.load(R6, R7, 8, 8)
+        string("code_filename", 16, 36, file_at, FILE_MAX, nxt)
+        p.load(R6, R7, 8, 8)
+        read(tmp, 8, R6, "code_linetable", 0, nxt)
+        p.load(R6, R7, tmp, 8)                          # (the bytes object)
+        read(v + 24, 8, R6, None, 16, nxt)               # its size
+        p.load(R2, R7, v + 24, 8)
+        within = p.fresh_label("py_within")
+        p.jle(R2, TABLE_MAX, within)
+        p.mov(R2, TABLE_MAX)
+        p.label(within)
+        p.mov(R1, R7)
+        p.add(R1, table_at)
+        p.mov(R3, R6)
+        p.add(R3, 32)
+        p.call("probe_read_user")
+        p.jne(R0, 0, nxt)
+        p.store(R7, v + 4, 1, 4)                        # (complete)
+        p.ld_map(R1, cache)
+        p.mov(R2, R7)
+        p.mov(R3, R7)
+        p.add(R3, v)
+        p.mov(R4, 1)                                    # BPF_NOEXIST
+        p.call("map_update_elem")
+        p.label(nxt)
+    p.ja(done)
+

@@ -165,12 +165,17 @@ class Profiler(Owner):
                                                     max(16, max_stacks // 16), name="profile_pyconf")
         #: pid -> the CPython found in it (or why none)
         self.pythons: dict[int, PythonProcess | str | None] = {}
+        self.pycode: HashMap[bytes, bytes] | None = None
+        self.pyscratch: PerCpuArrayMap | None = None
+        if self.max_python_frames:
+            from .pywalk import code_cache_maps
+            self.pycode, self.pyscratch = code_cache_maps(max(1024, max_stacks), "profile")
 
     # ------------------------------------------------------------ the kernel side
     def program(self) -> object:
         """The PERF_EVENT program (a :class:`~pyebpf.program.Program`)."""
         from ..program import R0, R1, R2, R3, R4, R6, R7, R8, R9, R10, Program
-        from .pywalk import emit_python_walk
+        from .pywalk import emit_code_cache, emit_python_walk
         p = Program("profile")
         key = p.stack.alloc(8)
         p.mov(R6, R1)
@@ -228,7 +233,12 @@ class Profiler(Owner):
             emit_python_walk(p, rec=R8, conf=R9, off_tid=4, off_npy=16, off_status=20,
                              off_scratch=_HDR.size, off_frames=_HDR_SIZE + self._ustack_size
                              + self._kstack_size, max_frames=self.max_python_frames,
-                             done=".submit")
+                             done=".pycode")
+            p.label(".pycode")
+            emit_code_cache(p, rec=R8, conf=R9, off_pid=0, off_npy=16,
+                            off_frames=_HDR_SIZE + self._ustack_size + self._kstack_size,
+                            max_frames=self.max_python_frames, cache=self.pycode,
+                            scratch=self.pyscratch, done=".submit")
         p.label(".submit")
         p.mov(R1, R8)
         p.mov(R2, BPF_RB_NO_WAKEUP)
@@ -255,8 +265,9 @@ class Profiler(Owner):
         """Stop sampling and free the maps."""
         self.detach()
         self.reader.close()
-        for m in (self.ring, self.drops, self.pyconf):
-            m.close()
+        for m in (self.ring, self.drops, self.pyconf, self.pycode, self.pyscratch):
+            if m is not None:
+                m.close()
 
     def drain(self) -> int:
         """Count the records in the ring buffer now (call often enough that
@@ -282,13 +293,23 @@ class Profiler(Owner):
                     self._read_code(tgid, rec, py, npy)
 
     def _read_code(self, pid: int, rec: bytes, at: int, n: int) -> None:
-        """Read the code objects of a new record's Python frames now, while
-        the process runs (they are cached by the :class:`PythonProcess`)."""
-        from .python import PythonProcess
+        """Name the code objects of a new record's Python frames now: from
+        the program's code-object cache, else from the process's memory
+        while it runs (kept by the :class:`PythonProcess`)."""
+        from .python import CODE_KEY, PythonProcess
         proc = self.pythons.get(pid)
         if isinstance(proc, PythonProcess) and proc.layout is not None:
             for i in range(n):
-                proc.code(struct.unpack_from("<Q", rec, at + 16 * i)[0])
+                addr = struct.unpack_from("<Q", rec, at + 16 * i)[0]
+                if proc.has_code(addr):
+                    continue
+                cached = None
+                if self.pycode is not None:
+                    try:
+                        cached = bytes(self.pycode[CODE_KEY.pack(pid, 0, addr)])
+                    except (KeyError, OSError):
+                        pass
+                proc.code(addr, cached)
 
     @property
     def lost(self) -> int:

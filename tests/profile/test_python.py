@@ -325,3 +325,34 @@ def test_an_unsupported_cpython_says_so_and_keeps_its_native_frames():
     stacks = parse_folded(proc.stdout)
     assert sum(stacks.values()) > 0
     assert not any(f"{WORKLOAD}:" in f for s in stacks for f in s)
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("exe", PYTHONS)
+def test_a_process_gone_before_the_profile_is_read_keeps_its_names(exe):
+    """The program reads code objects' names, files and line tables at sample
+    time: the records are drained only after the process has exited (no
+    /proc/PID/mem left to read), and its frames are still named, on the
+    right lines."""
+    from pyebpf.profile.sampler import Profiler
+    start = "import sys, runpy; sys.stdin.readline(); sys.argv = ['x', '0.7']; " \
+            f"runpy.run_path({WORKLOAD!r})"
+    child = subprocess.Popen([exe, "-c", start], stdin=subprocess.PIPE)
+    try:
+        with Profiler(499, pid=child.pid) as prof:
+            prof.attach()
+            assert child.stdin is not None
+            child.stdin.write(b"go\n")
+            child.stdin.close()
+            child.wait(timeout=60)
+            prof.detach()                  # (the first drain: the process is gone)
+            stacks = prof.stacks()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    lines = marked_lines()
+    frames = {f for s in stacks for f in s}
+    assert not any(f.startswith("[python code") for f in frames), sorted(frames)[:20]
+    for name in ("hot", "cold", "spin"):
+        assert f"{name} ({WORKLOAD}:{lines[name]})" in frames, (name, sorted(frames)[:40])

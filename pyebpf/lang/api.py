@@ -88,6 +88,10 @@ class BtProgram:
             for ap in probe.attach_points:
                 if ap.provider not in ("BEGIN", "END"):
                     self._resolve_or_skip(ap, len(probe.attach_points) > 1)
+        from .pystack import check_targets   # (pystack: a CPython to read, or a clear error)
+        check_targets(script, pid, command, [p for got in self._resolved.values()
+                                             for _, src in got
+                                             if (p := getattr(src, "path", None))])
 
     def _resolve_or_skip(self, ap: AttachPoint, shared: bool) -> None:
         """Resolve ``ap``; a missing tracepoint that shares its probe with

@@ -19,7 +19,7 @@ from typing import Any
 from .python import (CODE_HEAD, CODE_KEY, CODE_VALUE_SIZE, CONFIG_FIELDS, FILE_MAX,
                      KIND_GIL_HOLDER, NAME_MAX, TABLE_MAX)
 
-__all__ = ["emit_python_walk", "emit_code_cache", "code_cache_maps", "MAX_THREADS", "PY_OK",
+__all__ = ["emit_python_walk", "emit_code_cache", "code_cache_specs", "MAX_THREADS", "PY_OK",
            "PY_NO_THREAD", "PY_FAULT", "PY_TRUNCATED", "PY_STATUS", "SCRATCH_SIZE"]
 
 MAX_THREADS = 16          # threads searched for the sampled one
@@ -126,18 +126,14 @@ def emit_python_walk(p: Any, *, rec: Any, conf: Any, off_tid: int, off_npy: int,
 SCRATCH_SIZE = CODE_KEY.size + CODE_VALUE_SIZE + 16
 
 
-def code_cache_maps(entries: int = 4096, prefix: str = "py") -> tuple[Any, Any]:
+def code_cache_specs(entries: int = 4096, prefix: str = "py") -> tuple[Any, Any]:
     """The code-object cache (``entries`` code objects, all processes) and
-    the per-CPU scratch buffer :func:`emit_code_cache` fills it through."""
-    from ..maps import Bytes, HashMap, PerCpuArrayMap
-    cache = HashMap(Bytes(CODE_KEY.size), Bytes(CODE_VALUE_SIZE), entries,
-                    name=f"{prefix}_pycode")
-    try:
-        scratch = PerCpuArrayMap(Bytes(SCRATCH_SIZE), 1, name=f"{prefix}_pyscr")
-    except BaseException:
-        cache.close()
-        raise
-    return cache, scratch
+    the per-CPU scratch buffer :func:`emit_code_cache` fills it through,
+    described (:class:`~pyebpf.maps.MapSpec`: ``create()`` makes them)."""
+    from ..maps import Bytes, HashMap, MapSpec, PerCpuArrayMap
+    return (MapSpec(HashMap, Bytes(CODE_KEY.size), Bytes(CODE_VALUE_SIZE), entries,
+                    name=f"{prefix}_pycode"),
+            MapSpec(PerCpuArrayMap, Bytes(SCRATCH_SIZE), 1, name=f"{prefix}_pyscr"))
 
 
 def emit_code_cache(p: Any, *, rec: Any, conf: Any, off_pid: int, off_npy: int,

@@ -168,8 +168,10 @@ class Profiler(Owner):
         self.pycode: HashMap[bytes, bytes] | None = None
         self.pyscratch: PerCpuArrayMap | None = None
         if self.max_python_frames:
-            from .pywalk import code_cache_maps
-            self.pycode, self.pyscratch = code_cache_maps(max(1024, max_stacks), "profile")
+            from .pywalk import code_cache_specs
+            cache, scratch = code_cache_specs(max(1024, max_stacks), "profile")
+            self.pycode = cache.create()
+            self.pyscratch = scratch.create()
 
     # ------------------------------------------------------------ the kernel side
     def program(self) -> object:

@@ -152,24 +152,24 @@ def _emit_subprogram(p: Any, maps: dict[str, Any]) -> None:
 def uses_pystack(script: Any) -> Any:
     """The first ``pystack`` node of ``script`` (None when it has none)."""
     from . import ast as A
-    for node in _walk(script):
+    for node in _walk(list(script.probes)):
         if isinstance(node, A.Builtin) and node.name == "pystack":
             return node
     return None
 
 
 def _walk(node: Any) -> Any:
-    """Every node under ``node`` (the dataclass fields, lists and tuples)."""
-    import dataclasses
+    """Every tree node under ``node`` (lists of nodes followed; positions
+    and types not)."""
+    from . import ast as A
     stack = [node]
     while stack:
         n = stack.pop()
         if isinstance(n, (list, tuple)):
             stack.extend(reversed(n))
-        elif dataclasses.is_dataclass(n) and not isinstance(n, type):
+        elif isinstance(n, A.Node):
             yield n
-            stack.extend(reversed([getattr(n, f.name) for f in dataclasses.fields(n)
-                                   if f.name not in ("type", "pos")]))
+            stack.extend(reversed([v for k, v in vars(n).items() if k not in ("type", "pos")]))
 
 
 def binary_python(path: str) -> str | None:
@@ -225,7 +225,7 @@ def check_targets(script: Any, pid: int | None, command: Sequence[str] | None,
     else:
         found = [binary_python(p) for p in probe_paths]
         why = None if any(w is None for w in found) else (
-            found[0] if found else "pystack needs a CPython process: -p PID, -c CMD, or a "
+            found[0] if found else "needs a CPython process: -p PID, -c CMD, or a "
             "uprobe or usdt probe in a CPython binary")
     if why is not None:
         from .positions import script_error

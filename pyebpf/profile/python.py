@@ -25,7 +25,8 @@ thread holding the GIL (``_PyRuntime.gilstate.tstate_current``), which is
 the sampled thread whenever it runs Python code (a thread sampled while it
 runs C code without the GIL gets the GIL holder's Python frames).
 
-**What is recorded per frame**: the code object's address and the
+**What is recorded per frame**: the code object's address (tagged, see
+:data:`ADDRESS_MASK`) and the
 instruction position (3.10: ``f_lasti``; 3.11-3.12: ``prev_instr``; 3.13:
 ``instr_ptr``), with the frame's ``is_entry`` (3.11) or ``owner`` (3.12+)
 byte in the top byte.  Names (``co_qualname``, ``co_filename``) and what the
@@ -73,6 +74,10 @@ KIND_THREAD_LIST = 2     # address is &_PyRuntime.interpreters.head
 #: name, file name and line table as the process holds them, the two strings'
 #: ``state`` words) and then the three byte arrays, each cut to its bound
 CODE_KEY = struct.Struct("<IIQ")
+#: a recorded code object's address without its tag (the top 16 bits: 16
+#: bits of its name's and line table's addresses, so that a code object made
+#: where a freed one was is not named from the cache as that one)
+ADDRESS_MASK = (1 << 48) - 1
 CODE_HEAD = struct.Struct("<iIQQQII")
 NAME_MAX, FILE_MAX, TABLE_MAX = 128, 256, 1024
 CODE_VALUE_SIZE = CODE_HEAD.size + NAME_MAX + FILE_MAX + TABLE_MAX
@@ -283,7 +288,7 @@ class PythonProcess:
             hit = got[0]
         else:
             if addr not in self._code:           # (the memory is read once per code object)
-                hit = self._read_code(addr)
+                hit = self._read_code(addr & ADDRESS_MASK)
             if hit is None and got is not None:
                 hit = got[0]
         self._code[addr] = hit
@@ -316,6 +321,7 @@ class PythonProcess:
         lay = self.layout
         assert lay is not None
         got = self.code(code, cached)
+        code &= ADDRESS_MASK
         if got is None:
             return f"[python code {code:#x}]"
         name, filename, table, first = got

@@ -91,6 +91,7 @@ def emit_python_walk(p: Any, *, rec: Any, conf: Any, off_tid: int, off_npy: int,
         slot = off_frames + 16 * i
         p.jeq(R6, 0, ok)
         read8(R6, "f_code", slot)
+        _emit_code_tag(p, rec, conf, slot)
         read8(R6, "f_instr", slot + 8)
         p.load(R1, rec, slot + 8, 8)
         p.load(R2, conf, _F["instr_mask"], 8)
@@ -119,6 +120,38 @@ def emit_python_walk(p: Any, *, rec: Any, conf: Any, off_tid: int, off_npy: int,
     p.label(status_fault)
     p.store(rec, off_status, PY_FAULT, 4)
     p.ja(done)
+
+
+def _emit_code_tag(p: Any, rec: Any, conf: Any, slot: int) -> None:
+    """Tag the code object pointer at ``rec[slot]`` with 16 bits of its
+    name's and line table's addresses (in its top 16 bits, above any user
+    address): a code object freed and another made at its address is
+    another key of the code-object cache.  Unreadable: tag 0."""
+    from ..program import R0, R1, R2, R3, R7
+    untagged = p.fresh_label("py_untagged")
+    p.load(R7, rec, slot, 8)
+    for field, dst in (("code_name", slot + 8), ("code_linetable", slot + 8 + 4)):
+        p.mov(R1, rec)
+        p.add(R1, dst)
+        p.mov(R2, 4)                         # (the low halves: they differ)
+        p.load(R3, conf, _F[field], 8)
+        p.add(R3, R7)
+        p.call("probe_read_user")
+        p.jne(R0, 0, untagged)
+    p.load(R1, rec, slot + 8, 8)
+    p.mov(R2, R1)
+    p.rsh(R2, 29)
+    p.xor(R1, R2)
+    p.mov(R2, R1)
+    p.rsh(R2, 16)
+    p.xor(R1, R2)
+    p.mov(R2, R1)
+    p.rsh(R2, 32)
+    p.xor(R1, R2)
+    p.lsh(R1, 48)
+    p.or_(R7, R1)
+    p.store(rec, slot, R7, 8)
+    p.label(untagged)
 
 
 #: the per-CPU scratch buffer of :func:`emit_code_cache`: a cache key, a cache
@@ -217,6 +250,8 @@ def emit_code_cache(p: Any, *, rec: Any, conf: Any, off_pid: int, off_npy: int,
         p.load(R6, rec, off_frames + 16 * i, 8)
         p.jeq(R6, 0, nxt)
         p.store(R7, 8, R6, 8)
+        p.lsh(R6, 16)                                   # (the tag off: the address)
+        p.rsh(R6, 16)
         p.ld_map(R1, cache)
         p.mov(R2, R7)
         p.call("map_lookup_elem")
@@ -225,8 +260,12 @@ def emit_code_cache(p: Any, *, rec: Any, conf: Any, off_pid: int, off_npy: int,
         read(v, 4, R6, "code_firstlineno", 0, nxt)
         string("code_name", 8, 32, name_at, NAME_MAX, nxt)
         p.load(R6, R7, 8, 8)
+        p.lsh(R6, 16)
+        p.rsh(R6, 16)
         string("code_filename", 16, 36, file_at, FILE_MAX, nxt)
         p.load(R6, R7, 8, 8)
+        p.lsh(R6, 16)
+        p.rsh(R6, 16)
         read(tmp, 8, R6, "code_linetable", 0, nxt)
         p.load(R6, R7, tmp, 8)                          # (the bytes object)
         read(v + 24, 8, R6, None, 16, nxt)               # its size

@@ -23,6 +23,7 @@ from pyebpf.profile.folded import parse_folded
 from pyebpf.profile.python import LAYOUTS, decode_line, interleave, python_runs
 
 from browser import browse
+from systools import cpythons
 
 from .conftest import HERE, cli
 
@@ -30,26 +31,16 @@ WORKLOAD = str(HERE / "pyshapes.py")
 SHARES = {"hot": 3 / 7, "cold": 1 / 7, "recurse": 1 / 7, "numbers": 1 / 7, "by_key": 1 / 7}
 
 
-def _pythons() -> list[str]:
-    """CPython 3.10+ executables on this machine (pyenv's and the system's)."""
-    found = {}
-    cands = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[0-9]*/bin/python3")))
-    cands += sorted(glob.glob("/usr/bin/python3.1[0-9]"))
-    for exe in cands:
-        m = re.search(r"(3\.1\d+)", exe)
-        if m and os.access(exe, os.X_OK) and (m.group(1), exe) not in found.values():
-            found[exe] = (m.group(1), exe)
-    return list(found)
+_VERSIONS = cpythons()
 
 
 def _version(exe: str) -> tuple[int, int]:
-    out = subprocess.run([exe, "-c", "import sys; print(*sys.version_info[:2])"],
-                         capture_output=True, text=True, timeout=60, check=True).stdout
-    major, minor = out.split()
-    return int(major), int(minor)
+    return _VERSIONS[exe]
 
 
-_VERSIONS = {exe: _version(exe) for exe in _pythons()}
+def _pythons() -> list[str]:
+    """CPython 3.10+ executables on this machine (pyenv's and the system's)."""
+    return list(_VERSIONS)
 
 
 def _those(keep: Callable[[tuple[int, int]], bool], what: str) -> list[Any]:

@@ -300,7 +300,7 @@ class PyStackNames:
         if proc is None or proc.layout is None:
             return [(0, f"[python stack of pid {pid}: not configured]", None)]
         raw = [struct.unpack_from("<QQ", rec, RECORD.size + 16 * i) for i in range(min(n, FRAMES))]
-        out = []
+        out: list[tuple[int, str, str | None]] = []
         for run in python_runs(raw, proc.layout.version):
             for code, instr in run:
                 cached = None

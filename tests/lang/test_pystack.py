@@ -132,3 +132,53 @@ def test_an_unknown_version_is_a_script_error():
     assert proc.returncode == 1
     assert re.search(r"ERROR: pystack: \S+ is CPython 3\.\d: pystack knows 3\.10 to 3\.13",
                      proc.stderr), proc.stderr
+
+
+def _held(exe: str, seconds: float) -> subprocess.Popen[bytes]:
+    """The workload under ``exe``, started, waiting for a line on its stdin."""
+    start = (f"import sys, runpy; sys.stdin.readline(); sys.argv = ['x', '{seconds}']; "
+             f"runpy.run_path({WORKLOAD!r}, run_name='__main__')")
+    return subprocess.Popen([exe, "-c", start], stdin=subprocess.PIPE)
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("how", ["-p", "the probed binary"])
+def test_a_running_process_by_pid_or_by_the_probed_binary(how):
+    """``-p PID``: that process's layout at the start; no pid, a uprobe in a
+    CPython binary: every process running it then."""
+    exe = next(iter(VERSIONS), None)
+    if exe is None:
+        pytest.skip("no CPython 3.10+ on this machine")
+    child = _held(exe, 1.0)
+    try:
+        lib = _runtime_file(exe)
+        if how == "-p":
+            args = ["-e", "profile:hz:499 /pid == $1/ { @[pystack] = count(); }",
+                    "-p", str(child.pid), str(child.pid)]
+        else:
+            args = ["-e", f"uprobe:{lib}:PyObject_GetIter /pid == $1/ {{ @[pystack] = count(); }}",
+                    str(child.pid)]
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        bt = subprocess.Popen([sys.executable, "-m", "pyebpf", "bt", *args], cwd=str(ROOT),
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert bt.stdout is not None and child.stdin is not None
+            first = bt.stdout.readline()              # (attached once it is printed)
+            assert first.startswith("Attaching"), (first, bt.stderr and bt.stderr.read())
+            child.stdin.write(b"go\n")
+            child.stdin.close()
+            child.wait(timeout=60)
+            if how != "-p":
+                bt.send_signal(2)                     # (bt -p ends with its process)
+            out, err = bt.communicate(timeout=60)
+        finally:
+            if bt.poll() is None:
+                bt.kill()
+                bt.wait()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert bt.returncode == 0, err
+    chains = named(map_stacks(out))
+    assert any(c[-2:] == ["main", "<module>"] for c in chains), out[-2000:]

@@ -46,20 +46,3 @@ JVM_LIBS = sorted(glob.glob("/usr/lib/jvm/*/lib/server/libjvm.so")) or \
     ["/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so"]
 #: one libjvm.so (the first found)
 LIBJVM = JVM_LIBS[0]
-
-
-def cpythons() -> dict[str, tuple[int, int]]:
-    """``{executable: (3, X)}`` of the CPython 3.10+ interpreters this machine
-    has (pyenv's under ~/.pyenv, then /usr/bin/python3.1X), one per path."""
-    import subprocess
-    found: dict[str, tuple[int, int]] = {}
-    cands = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[0-9]*/bin/python3")))
-    cands += sorted(glob.glob("/usr/bin/python3.1[0-9]"))
-    for exe in cands:
-        if exe in found or not os.access(exe, os.X_OK) or not re.search(r"3\.1\d", exe):
-            continue
-        out = subprocess.run([exe, "-c", "import sys; print(*sys.version_info[:2])"],
-                             capture_output=True, text=True, timeout=60, check=True).stdout
-        major, minor = out.split()
-        found[exe] = (int(major), int(minor))
-    return found

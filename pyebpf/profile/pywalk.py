@@ -233,6 +233,10 @@ def emit_code_cache(p: Any, *, rec: Any, conf: Any, off_pid: int, off_npy: int,
         p.load(R2, R7, v + len_at, 8)
         p.lsh(R2, R1)
         p.store(R7, v + len_at, R2, 8)                  # its size in bytes
+        copy(dst, cap, fail)
+
+    def copy(dst: int, cap: int, fail: str) -> None:
+        """``scratch[dst:]`` = r2 bytes (at most ``cap``) from ``scratch[tmp]``."""
         within = p.fresh_label("py_within")
         p.jle(R2, cap, within)
         p.mov(R2, cap)
@@ -269,17 +273,10 @@ def emit_code_cache(p: Any, *, rec: Any, conf: Any, off_pid: int, off_npy: int,
         read(tmp, 8, R6, "code_linetable", 0, nxt)
         p.load(R6, R7, tmp, 8)                          # (the bytes object)
         read(v + 24, 8, R6, None, 16, nxt)               # its size
+        p.add(R6, 32)
+        p.store(R7, tmp, R6, 8)                         # (its bytes)
         p.load(R2, R7, v + 24, 8)
-        within = p.fresh_label("py_within")
-        p.jle(R2, TABLE_MAX, within)
-        p.mov(R2, TABLE_MAX)
-        p.label(within)
-        p.mov(R1, R7)
-        p.add(R1, table_at)
-        p.mov(R3, R6)
-        p.add(R3, 32)
-        p.call("probe_read_user")
-        p.jne(R0, 0, nxt)
+        copy(table_at, TABLE_MAX, nxt)
         p.store(R7, v + 4, 1, 4)                        # (complete)
         p.ld_map(R1, cache)
         p.mov(R2, R7)

@@ -12,11 +12,10 @@ import sys
 
 import pytest
 
-from systools import cpythons
+from pyworkloads import WORKLOAD, cpythons, marked_lines, missing_shapes
 
 from .harness import ROOT
 
-WORKLOAD = str(ROOT / "tests" / "profile" / "pyshapes.py")
 VERSIONS = cpythons()
 PYTHONS = list(VERSIONS) or [pytest.param(None, marks=pytest.mark.skip(
     "no CPython 3.10+ on this machine"))]
@@ -26,13 +25,6 @@ def _bt(*args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run([sys.executable, "-m", "pyebpf", "bt", *args], capture_output=True,
                           text=True, cwd=str(ROOT), env=env, timeout=180)
-
-
-def marked_lines() -> dict[str, int]:
-    """``{name: line}`` of the workload's ``# at:NAME`` lines."""
-    with open(WORKLOAD) as f:
-        return {m.group(1): n for n, line in enumerate(f, 1)
-                if (m := re.search(r"# at:(\w+)$", line.rstrip()))}
 
 
 def map_stacks(text: str) -> dict[tuple[str, ...], int]:
@@ -58,11 +50,9 @@ def test_sampled_python_stacks_name_functions_and_lines(exe):
     stacks = map_stacks(proc.stdout)
     total = sum(stacks.values())
     assert total >= 100, proc.stdout[-2000:]
-    lines = marked_lines()
     frames = {f for s in stacks for f in s}
     # (the command exited before the map was printed: names read at sample time)
-    for name in ("hot", "cold", "recurse", "numbers", "by_key", "spin"):
-        assert f"{name} ({WORKLOAD}:{lines[name]})" in frames, (name, sorted(frames)[:30])
+    assert not missing_shapes(frames), (missing_shapes(frames), sorted(frames)[:30])
     chains = named(stacks)
     assert any(c[-7:] == ["recurse"] * 5 + ["main", "<module>"] for c in chains), chains[:10]
     assert any(c[-4:] == ["spin", "hot", "main", "<module>"] for c in chains)

@@ -23,11 +23,10 @@ from pyebpf.profile.folded import parse_folded
 from pyebpf.profile.python import LAYOUTS, decode_line, interleave, python_runs
 
 from browser import browse
-from systools import cpythons
+from pyworkloads import WORKLOAD, cpythons, marked_lines, missing_shapes
 
 from .conftest import HERE, cli
 
-WORKLOAD = str(HERE / "pyshapes.py")
 SHARES = {"hot": 3 / 7, "cold": 1 / 7, "recurse": 1 / 7, "numbers": 1 / 7, "by_key": 1 / 7}
 
 
@@ -55,17 +54,6 @@ PYTHONS = _those(lambda v: True, "3.10+")
 TABLED = _those(lambda v: v in LAYOUTS, "3.10 to 3.12")
 #: those whose thread states carry the native thread id (3.11+)
 THREAD_IDS = _those(lambda v: v >= (3, 11), "3.11+")
-
-
-def marked_lines() -> dict[str, int]:
-    """``{name: line}`` of pyshapes.py's ``# at:NAME`` lines."""
-    out = {}
-    with open(WORKLOAD) as f:
-        for n, line in enumerate(f, 1):
-            m = re.search(r"# at:(\w+)$", line.rstrip())
-            if m:
-                out[m.group(1)] = n
-    return out
 
 
 # ------------------------------------------------------------ pure checks
@@ -173,8 +161,7 @@ def test_python_frames_in_profiles(exe):
     assert total >= 150, proc.stdout[-3000:]
     lines = marked_lines()
     frames = {f for s in stacks for f in s}
-    for name in ("hot", "cold", "recurse", "numbers", "by_key", "spin"):
-        assert f"{name} ({WORKLOAD}:{lines[name]})" in frames, (name, sorted(frames)[:40])
+    assert not missing_shapes(frames), (missing_shapes(frames), sorted(frames)[:40])
     # (sanity of the lines: main is only ever seen on a line of its own body)
     body = range(lines["main_start"], lines["main_end"] + 1)
     mains = [f for f in frames if f.startswith(f"main ({WORKLOAD}:")]
@@ -342,8 +329,6 @@ def test_a_process_gone_before_the_profile_is_read_keeps_its_names(exe):
         if child.poll() is None:
             child.kill()
             child.wait()
-    lines = marked_lines()
     frames = {f for s in stacks for f in s}
     assert not any(f.startswith("[python code") for f in frames), sorted(frames)[:20]
-    for name in ("hot", "cold", "spin"):
-        assert f"{name} ({WORKLOAD}:{lines[name]})" in frames, (name, sorted(frames)[:40])
+    assert not missing_shapes(frames), (missing_shapes(frames), sorted(frames)[:40])

@@ -204,14 +204,16 @@ def binary_python(path: str) -> str | None:
 
 
 def check_targets(script: Any, pid: int | None, command: Sequence[str] | None,
-                  probe_paths: Sequence[str]) -> None:
+                  probe_paths: Sequence[str], later: bool = False) -> bool:
     """Refuse (a script error at the first ``pystack``) a program whose
     ``pystack`` has no CPython to read: ``-p``'s process must run one pyebpf
     knows, ``-c``'s executable must be one, else a probed binary (uprobe,
-    usdt) must be one."""
+    usdt) must be one.  ``later``: no process is named yet, a command may
+    come (:meth:`pyebpf.lang.api.BtProgram.start`): True instead of the
+    error when that is all that is missing."""
     node = uses_pystack(script)
     if node is None:
-        return
+        return False
     why: str | None
     if pid is not None:
         from ..profile.python import PythonProcess, find_python
@@ -227,9 +229,12 @@ def check_targets(script: Any, pid: int | None, command: Sequence[str] | None,
         why = None if any(w is None for w in found) else (
             found[0] if found else "needs a CPython process: -p PID, -c CMD, or a "
             "uprobe or usdt probe in a CPython binary")
+        if why is not None and later and not found:
+            return True
     if why is not None:
         from .positions import script_error
         raise script_error(script, node.pos, f"pystack: {why}", None)
+    return False
 
 
 class PyStackNames:

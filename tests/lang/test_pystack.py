@@ -172,3 +172,24 @@ def test_a_running_process_by_pid_or_by_the_probed_binary(how):
     assert bt.returncode == 0, err
     chains = named(map_stacks(out))
     assert any(c[-2:] == ["main", "<module>"] for c in chains), out[-2000:]
+
+
+@pytest.mark.kernel
+def test_the_api_takes_the_command_at_start_and_leaks_nothing(no_fd_leak):
+    """``lang.compile`` without a process, the command given to ``start``:
+    checked then; the maps as Python data (the stack's id), no fd left."""
+    from pyebpf import lang
+    from pyebpf.lang.errors import LangError
+    exe = next(iter(VERSIONS), None)
+    if exe is None:
+        pytest.skip("no CPython 3.10+ on this machine")
+    prog = lang.compile("profile:hz:499 /pid == cpid/ { @[pystack] = count(); }")
+    with pytest.raises(LangError, match="pystack: /bin/true is not a CPython"):
+        prog.start(["/bin/true"])
+    with prog.start([exe, WORKLOAD, "0.3"]) as run:
+        list(run)                          # (until the command exits)
+        run.stop()
+        text = run.format_map("@")
+        counts = run.maps()["@"]
+    assert sum(counts.values()) >= 20 and all(isinstance(k, int) for k in counts)
+    assert f"main ({WORKLOAD}:" in text

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from typing import Any, Callable
 
 from pyebpf.profile.folded import parse_folded
-from pyebpf.profile.python import LAYOUTS, decode_line, interleave, python_runs
+from pyebpf.profile.python import (CODE_HEAD, CODE_VALUE_SIZE, FILE_MAX, LAYOUTS, NAME_MAX,
+                                   decode_cached_code, decode_line, interleave, python_runs)
 
 from browser import browse
 from pyworkloads import WORKLOAD, cpythons, marked_lines, missing_shapes
@@ -118,6 +119,29 @@ def test_line_tables_decode_as_the_interpreter_does(exe):
                 (offset, line)
             checked += 1
     assert checked > 100
+
+
+def _entry(name: bytes, nstate: int, filename: bytes, table: bytes, first: int = 7,
+           flags: int = 1) -> bytes:
+    """A code-cache entry as the program writes it (the byte counts as the
+    process holds them, the bytes cut to their bounds)."""
+    head = CODE_HEAD.pack(first, flags, len(name), len(filename), len(table), nstate, 0b1100100)
+    body = name[:NAME_MAX].ljust(NAME_MAX, b"\0") + filename[:FILE_MAX].ljust(FILE_MAX, b"\0")
+    return (head + body + table).ljust(CODE_VALUE_SIZE, b"\0")[:CODE_VALUE_SIZE]
+
+
+def test_code_cache_entries_decode_whole_cut_and_wide():
+    ascii_ = 0b1100100                               # compact, ascii, kind 1
+    (name, filename, table, first), whole = decode_cached_code(
+        _entry(b"Outer.f", ascii_, b"/x.py", b"\x01\x02"))
+    assert (name, filename, table, first, whole) == ("Outer.f", "/x.py", b"\x01\x02", 7, True)
+    (name, _, _, _), whole = decode_cached_code(_entry(b"n" * 300, ascii_, b"/x.py", b""))
+    assert name == "n" * NAME_MAX + "..." and not whole     # (then read from /proc if it runs)
+    wide = "f\u00e9\u4e16".encode("utf-16-le")      # kind 2: two bytes a character
+    (name, _, _, _), whole = decode_cached_code(_entry(wide, 0b0101000, b"/x.py", b""))
+    assert name == "f\u00e9\u4e16" and whole
+    assert decode_cached_code(_entry(b"f", ascii_, b"/x.py", b"", flags=0)) is None
+    assert decode_line(b"\xf0\x03\x01", 1, 4000, (3, 11)) is None   # (a table cut short)
 
 
 @pytest.mark.parametrize("version, frames, runs", [

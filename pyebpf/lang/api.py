@@ -171,7 +171,7 @@ class BtProgram:
             check_targets(self.script, None, argv, self._files)
         own = False
         if command is not None and child is None:
-            from ..trace.live import Child
+            from ..session.live import Child
             child = Child(list(command))
             own = True
         try:

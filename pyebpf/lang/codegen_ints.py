@@ -5,8 +5,8 @@ register of the pool."""
 from __future__ import annotations
 
 from ..program import R0, R1, R2, R3, R4, R5, R10, W0, Reg
-from ..trace.expr import HELPER_BUILTINS, emit_elapsed, emit_helper_builtin, emit_ustack_key
 from . import ast as A
+from .builtins import HELPER_BUILTINS, emit_elapsed, emit_helper_builtin, emit_ustack_key
 from .codegen_base import CodegenError, _const, _describe, _GenBase, _wrap64, pointee_size, type_of
 from .layout import size_align
 from .sema_base import param_int

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
     from typing import Any
 
-    from ..trace.probes import ProbeSpec
+    from ..probes.sources import ProbeSpec
     from . import ast as A
 
 __all__ = ["Question", "FlagAggregate", "FlagField", "expr_text", "split_keys", "AGG_KINDS",
@@ -165,7 +165,7 @@ class FlagAggregate:
         return "@" + (self.name or "")
 
     def aggregation(self) -> Any:
-        """The :mod:`pyebpf.trace.aggregate` object behind it (set by the run)."""
+        """The :mod:`pyebpf.lang.aggregations` object behind it (set by the run)."""
         if self.impl is None:
             raise OptionError(f"{self.display}: not running yet")
         return self.impl
@@ -246,9 +246,14 @@ class Question:
     def __init__(self, probes: Sequence[str], *, filters: Iterable[str] = (),
                  strlen: int = DEFAULT_STRLEN, pid: int | None = None,
                  cpid: bool = False) -> None:
-        from ..trace.probes import parse_probe
+        from ..probes.sources import parse_probe
+        from .probes import kernel_probe_refusal
         if not probes:
             raise OptionError("a trace needs at least one probe")
+        for p in probes:
+            refused = kernel_probe_refusal(p)
+            if refused is not None:        # kprobe:..., kfunc:...: why, as bt says it
+                raise refused
         self.specs: list[ProbeSpec] = [parse_probe(p) for p in probes]
         self.strlen = strlen
         self.pid = pid
@@ -269,7 +274,7 @@ class Question:
         if value is None and kind != "count":
             raise OptionError(f"{kind}() needs a value to aggregate (an expression such as arg0)")
         if linear is not None:
-            from ..trace.aggregate import linear_buckets
+            from ..draw.buckets import linear_buckets
             linear_buckets(*linear)           # the bucket cap, checked before anything runs
         keys = [FlagField(k) for k in split_keys(by)] if by else []
         val = FlagField(value) if value is not None else None
@@ -279,7 +284,7 @@ class Question:
     def print(self, fmt: str | None, fields: Sequence[str]) -> Question:
         """An event per hit with ``fields`` (``name=EXPR`` names one),
         printed with the C-style ``fmt`` (None: a table)."""
-        from ..trace.render import event_format, split_field
+        from ..draw.render import event_format, split_field
         named = []
         for f in fields:
             name, text = split_field(f)

@@ -2,20 +2,20 @@
 
 :class:`FlagTrace` compiles a :class:`~pyebpf.lang.flags.Question` (its
 bpftrace program) with :func:`pyebpf.lang.api.compile`; :meth:`FlagTrace.start`
-loads it as a :class:`FlagSession`, the :class:`~pyebpf.trace.session.Session`
+loads it as a :class:`FlagSession`, the :class:`~pyebpf.session.base.Session`
 that the command line's runner (:func:`pyebpf.cli.runner.run_session`) and
-the loop and printers of :mod:`pyebpf.trace.live` drive.  The session keeps
+the loop and printers of :mod:`pyebpf.session.live` drive.  The session keeps
 the flag CLI's output: events printed with the C-style format (or as a
 table), ``{"type": "event", "probe": ..., "fields": {...}}`` JSON lines,
 and the aggregations in bpftrace's layout, as tables, or as JSON objects
-(:mod:`pyebpf.trace.formatting`), with ``--interval --clear`` baselines.
+(:mod:`pyebpf.draw.formatting`), with ``--interval --clear`` baselines.
 """
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from ..trace.session import Session
+from ..session.base import Session
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ class FlagSession(Session):
     # ------------------------------------------------------------ events
     def read_events(self, timeout: float | None = 0) -> list[Any]:
         """Wait up to ``timeout`` seconds (0: not at all; None: until some
-        come) and return the events (:class:`pyebpf.trace.model.Event`)."""
+        come) and return the events (:class:`pyebpf.session.base.Event`)."""
         reader = self.run.reader
         if reader is None or self.question.event_fields is None:
             return []
@@ -152,9 +152,9 @@ class FlagSession(Session):
         return out
 
     def _flag_event(self, action: Action, values: tuple[Any, ...]) -> Any:
-        from ..trace.model import Event
-        from ..trace.render import format_printf
-        from ..trace.stacks import format_stack
+        from ..draw.render import format_printf
+        from ..session.base import Event
+        from ..symbols.stacks import format_stack
         q = self.question
         fields: dict[str, Any] = {}
         shown: list[Any] = []
@@ -188,7 +188,7 @@ class FlagSession(Session):
         if func and isinstance(v, str):
             name = v.rpartition(":")[2]
             if name.startswith("_Z"):
-                from ..trace.stacks import demangle
+                from ..symbols.stacks import demangle
                 return demangle([name])[name]
             return name
         if kind in ("ustack", "kstack"):
@@ -258,21 +258,21 @@ class FlagSession(Session):
 
     def format_text(self, results: dict[str, Any] | None = None) -> str:
         """The aggregations as bpftrace prints them at exit (sorted by name)."""
-        from ..trace import formatting
+        from ..draw import formatting
         res = self.results() if results is None else results
-        return formatting.format_text(self.question.aggregates, res)  # type: ignore[arg-type]
+        return formatting.format_text(self.question.aggregates, res)
 
     def format_table(self, results: dict[str, Any] | None = None) -> str:
         """The aggregations as tables (a column per key, rows by decreasing value)."""
-        from ..trace import formatting
+        from ..draw import formatting
         res = self.results() if results is None else results
-        return formatting.format_table(self.question.aggregates, res)  # type: ignore[arg-type]
+        return formatting.format_table(self.question.aggregates, res)
 
     def json_objects(self, results: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """The aggregations as bpftrace's ``-f json`` objects."""
-        from ..trace import formatting
+        from ..draw import formatting
         res = self.results() if results is None else results
-        return formatting.json_objects(self.question.aggregates, res)  # type: ignore[arg-type]
+        return formatting.json_objects(self.question.aggregates, res)
 
 
 def _value(kind: str, v: Any) -> Any:

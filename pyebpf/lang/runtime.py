@@ -76,7 +76,7 @@ def map_entries(plan: MapPlan, live: Any, probe_names: list[str]) -> dict[Any, A
         for k, v in live.items():
             out[key_of(k)] = _value(vt, layout.decode(vt, v), probe_names)
         return out
-    from ..trace import aggregate as agg
+    from . import aggregations as agg
     bound = _bound_agg(plan, live)
     if plan.kind in ("avg", "stats"):
         data = agg.Stats.read(bound)
@@ -527,8 +527,8 @@ class BtRun(Owner):
         key, ``{"@x": {key: value}}`` otherwise (tuple keys for several
         keys); avg as an int, stats as ``(count, average, total)``,
         histograms as ``{(lo, hi): count}`` (None for an open end)."""
-        from ..trace import aggregate as agg
-        from . import output
+        from ..draw.buckets import log2_bucket_range
+        from .output_maps import lhist_range
         out: dict[str, Any] = {}
         for name, plan in sorted(self.unit.maps.items()):
             entries = self.entries(name)
@@ -540,8 +540,8 @@ class BtRun(Owner):
                     v = avg if plan.kind == "avg" else (count, avg, total)
                 elif plan.kind in ("hist", "lhist"):
                     lin = plan.value.lhist
-                    v = {(agg.log2_bucket_range(b) if lin is None
-                          else output.lhist_range(b, *lin)): c for b, c in sorted(v.items())}
+                    v = {(log2_bucket_range(b) if lin is None
+                          else lhist_range(b, *lin)): c for b, c in sorted(v.items())}
                 conv[k] = v
             out[name] = conv.get(None) if plan.key is None else conv
             if plan.key is None and None not in conv:
@@ -550,7 +550,7 @@ class BtRun(Owner):
 
     def format_map(self, name: str, *, top: int = 0, div: int = 1) -> str:
         """Map ``name`` as bpftrace prints it (``-f json``: its JSON line)."""
-        from . import output
+        from . import output_maps as output
         plan, _ = self._live_map(name)
         entries = self.entries(name)
         if getattr(self.stacks, "python", None) is not None:

@@ -17,7 +17,7 @@ threads count.
 
 :meth:`Profiler.stacks` turns the counts into ``{(outermost, ...,
 innermost): samples}`` of function names: user frames symbolized by
-:class:`pyebpf.trace.stacks.Symbolizer` (C++ names demangled) without
+:class:`pyebpf.symbols.stacks.Symbolizer` (C++ names demangled) without
 offsets, so that every sample in a function adds up; Python frames as
 ``qualname (file:line)`` in place of the interpreter's eval-loop frames;
 kernel frames named from ``/proc/kallsyms`` with a ``_[k]`` suffix (the
@@ -27,11 +27,11 @@ outermost frame.
 """
 from __future__ import annotations
 
-import bisect
 import os
 import struct
 
 from ..kernel.lifetime import Owner
+from ..symbols.kallsyms import KernelSymbols, read_kallsyms
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -39,7 +39,8 @@ if TYPE_CHECKING:
     from ..elf import Module
     from ..maps import HashMap, PerCpuArrayMap, RingBuf
     from ..events import RingBufferReader
-    from ..trace.stacks import RawFrame, Symbolizer
+    from ..program import Program
+    from ..symbols.stacks import RawFrame, Symbolizer
     from .python import PythonProcess
 
 __all__ = ["Profiler", "KernelSymbols", "profile_frame", "read_kallsyms"]
@@ -57,40 +58,8 @@ _BUILD_ID_ENTRY = struct.Struct("<i20sQ")
 NO_STACK = -1 << 31                       # "not asked" (no --kernel)
 
 
-def read_kallsyms(path: str = "/proc/kallsyms",
-                  types: str = "tTwW") -> tuple[list[int], list[str]]:
-    """The symbols of ``path`` whose type letter is in ``types`` (default:
-    functions), sorted by address: ``(addresses, names)``; symbols at address
-    0 (addresses hidden) are left out, an unreadable file gives none."""
-    pairs: list[tuple[int, str]] = []
-    try:
-        with open(path) as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) >= 3 and parts[1] in types:
-                    addr = int(parts[0], 16)
-                    if addr:
-                        pairs.append((addr, parts[2]))
-    except OSError:
-        pass
-    pairs.sort()
-    return [a for a, _ in pairs], [n for _, n in pairs]
-
-
-class KernelSymbols:
-    """Kernel addresses to function names, from ``/proc/kallsyms``."""
-
-    def __init__(self, path: str = "/proc/kallsyms") -> None:
-        self._addrs, self._names = read_kallsyms(path)
-
-    def name(self, addr: int) -> str | None:
-        """The function containing ``addr`` (None when unknown / not readable)."""
-        i = bisect.bisect_right(self._addrs, addr) - 1
-        return self._names[i] if i >= 0 else None
-
-
 def profile_frame(text: str) -> str:
-    """A :class:`~pyebpf.trace.stacks.Symbolizer` frame as a profile names it:
+    """A :class:`~pyebpf.symbols.stacks.Symbolizer` frame as a profile names it:
     ``func+12`` -> ``func``; ``0x1f (offset in /lib/libx.so)`` -> ``[unknown]
     (libx.so)``; a bare address -> ``[unknown]``."""
     if text.startswith("0x"):
@@ -138,7 +107,7 @@ class Profiler(Owner):
                  max_python_frames: int = 64, ring_size: int = 16 << 20) -> None:
         from ..events import RingBufferReader
         from ..maps import Bytes, HashMap, PerCpuArrayMap, RingBuf
-        from ..trace.stacks import Symbolizer
+        from ..symbols.stacks import Symbolizer
         from .python import CONFIG_FIELDS
         self._own()               # the maps, the reader and the link close themselves
         self.frequency = frequency
@@ -174,7 +143,7 @@ class Profiler(Owner):
             self.pyscratch = scratch.create()
 
     # ------------------------------------------------------------ the kernel side
-    def program(self) -> object:
+    def program(self) -> Program:
         """The PERF_EVENT program (a :class:`~pyebpf.program.Program`)."""
         from ..program import R0, R1, R2, R3, R4, R6, R7, R8, R9, R10, Program
         from .pywalk import emit_code_cache, emit_python_walk
@@ -418,7 +387,7 @@ class Profiler(Owner):
 
     def stacks(self) -> dict[tuple[str, ...], int]:
         """The samples as ``{(outermost, ..., innermost): count}`` (see the module docs)."""
-        from ..trace.stacks import demangle, stack_error
+        from ..symbols.stacks import demangle, stack_error
         from .python import PythonProcess, interleave, python_runs
         self.drain()
         cache: dict[tuple[object, int | None, bool], str] = {}

@@ -15,10 +15,10 @@ from typing import Callable, Sequence, cast
 
 from ..errors import ProgramError
 from ..program import R0, R1, R2, R6, R7, R8, R9, R10, Program
-from . import aggregate as _agg
+from ..lang import aggregations as _agg
 from .expr import PROBE, STR, EmitEnv, Expr, ExprError, emit_bytes, emit_filter, emit_int
 from .model import MAX_KEYS, Built
-from .probes import UprobeSource
+from ..probes.sources import UprobeSource
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

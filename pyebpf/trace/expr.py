@@ -46,21 +46,22 @@ from __future__ import annotations
 
 from .._record import dataclass, field
 from ..errors import PyebpfError
-from ..program import R0, R1, R2, R3, R10, W0, Program, Reg
+from ..lang.builtins import (BPF_F_USER_STACK, HELPER_BUILTINS, emit_elapsed, emit_helper_builtin,
+                             emit_ustack_key)
+from ..program import R0, R1, R2, R10, Program, Reg
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable
 
     from ..maps import MapSpec, StackTraceMap
-    from .probes import ProbeSource
+    from ..probes.sources import ProbeSource
 
 __all__ = ["Expr", "ExprError", "Filter", "parse_expr", "parse_filter", "parse_filters", "EmitEnv",
            "INT", "STR", "STACK", "PROBE", "FUNC", "BPF_F_USER_STACK", "HELPER_BUILTINS",
            "emit_helper_builtin", "emit_elapsed", "emit_ustack_key"]
 
 INT, STR, STACK, PROBE, FUNC = "int", "str", "stack", "probe", "func"
-BPF_F_USER_STACK = 1 << 8
 _OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "%": "mod", "&": "and_",
         "|": "or_", "^": "xor", "<<": "lsh", ">>": "rsh"}
 _CMPS = {"==": "jeq", "!=": "jne", "<": "jlt", "<=": "jle", ">": "jgt", ">=": "jge"}
@@ -200,51 +201,6 @@ def signed(e: Expr, source: ProbeSource | None) -> bool:
     if e.atom == "const":                   # (an int64, as bpftrace's literals)
         return True
     return False
-
-
-#: the builtins that are one helper's result (also the bpftrace language's):
-#: name -> (helper, which part of its 64-bit result: "high" or "low" half, or "" all)
-HELPER_BUILTINS = {
-    "pid": ("get_current_pid_tgid", "high"), "tid": ("get_current_pid_tgid", "low"),
-    "uid": ("get_current_uid_gid", "low"), "gid": ("get_current_uid_gid", "high"),
-    "cpu": ("get_smp_processor_id", ""), "nsecs": ("ktime_get_ns", ""),
-    "cgroup": ("get_current_cgroup_id", ""), "rand": ("get_prandom_u32", ""),
-}
-
-
-def emit_helper_builtin(p: Program, name: str, dst: Reg) -> None:
-    """``dst = name`` for a name of :data:`HELPER_BUILTINS`; clobbers r0-r5."""
-    helper, part = HELPER_BUILTINS[name]
-    p.call(helper)
-    if part == "high":
-        p.rsh(R0, 32)
-    elif part == "low":
-        p.mov(W0, W0)
-    p.mov(dst, R0)
-
-
-def emit_elapsed(p: Program, dst: Reg, start_ns: int) -> None:
-    """``dst = ktime_get_ns() - start_ns`` (the nanoseconds since the start);
-    clobbers r0-r5."""
-    p.call("ktime_get_ns")
-    p.lddw(R1, start_ns)
-    p.sub(R0, R1)
-    p.mov(dst, R0)
-
-
-def emit_ustack_key(p: Program, dst: Reg, ctx: Reg, stack_map: object) -> None:
-    """``dst = pid << 32 | user stack id`` (the id from ``stack_map``, a
-    stack trace map); ``ctx`` holds the program's context; clobbers r0-r5."""
-    p.call("get_current_pid_tgid")
-    p.rsh(R0, 32)
-    p.lsh(R0, 32)
-    p.mov(dst, R0)
-    p.mov(R1, ctx)
-    p.ld_map(R2, stack_map)
-    p.mov(R3, BPF_F_USER_STACK)
-    p.call("get_stackid")
-    p.mov(W0, W0)
-    p.or_(dst, R0)
 
 
 def emit_int(p: Program, e: Expr, dst: Reg, env: EmitEnv) -> None:

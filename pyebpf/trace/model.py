@@ -9,17 +9,18 @@ them, :mod:`~pyebpf.trace.formatting` prints the results.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
+from ..draw.formatting import AggResult, AggValue, KeyPart
 from ..errors import ProgramError
-from . import aggregate as _agg
+from ..session.base import Event, FieldValue
+from ..lang import aggregations as _agg
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..program import Program
     from .expr import Expr
-    from .probes import TracepointSource, UprobeSource
-    from .usdt_source import UsdtProbeSource
+    from ..probes.sources import TracepointSource, UprobeSource
+    from ..probes.usdt_source import UsdtProbeSource
 
     #: a resolved probe (what :func:`~pyebpf.trace.probes.probe_source` returns)
     Source = UprobeSource | TracepointSource | UsdtProbeSource
@@ -28,19 +29,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Aggregate", "Event", "Built", "AGG_KINDS", "MAX_KEYS", "KeyPart", "AggValue",
            "AggResult", "FieldValue"]
-
-#: one part of an aggregation key as shown: a number, a string (``comm``,
-#: ``str(...)``, ``probe``, ``func``), or a user stack (its frames, innermost first)
-KeyPart = int | str | tuple[str, ...]
-#: the value of one key of an aggregation: count/sum/min/max/avg an int (min,
-#: max and avg None while nothing was recorded), stats ``(count, average,
-#: total)`` (None likewise), hist/lhist ``{bucket: count}``
-AggValue = int | tuple[int, int, int] | dict[int, int] | None
-#: what :meth:`TraceSession.results` gives per aggregation: its value, or
-#: when keyed ``{key: value}`` with one :data:`KeyPart` per key expression
-AggResult = AggValue | dict[tuple[KeyPart, ...], AggValue]
-#: the value of an event field: a number, a string, or a stack's frames
-FieldValue = int | str | list[str]
 
 #: aggregation kinds -> class of :mod:`pyebpf.trace.aggregate`
 AGG_KINDS = {"count": _agg.Count, "sum": _agg.Sum, "min": _agg.Min, "max": _agg.Max,
@@ -77,19 +65,6 @@ class Aggregate:
         if self.impl is None:
             raise ProgramError(f"{self.display}: the trace is not built yet")
         return self.impl
-
-
-@dataclasses.dataclass
-class Event:
-    """One event: the probe that fired and its fields by name."""
-
-    probe: str
-    fields: dict[str, FieldValue]
-    line: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        """The event as a JSON object: ``{"type": "event", "probe": ..., "fields": {...}}``."""
-        return {"type": "event", "probe": self.probe, "fields": self.fields}
 
 
 @dataclasses.dataclass

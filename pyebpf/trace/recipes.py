@@ -33,13 +33,13 @@ from typing import Any, Iterable, Sequence
 
 from ..errors import ProgramError
 from ..kernel.lifetime import Owner, close_all
-from . import aggregate as _agg
+from ..lang import aggregations as _agg
 from .expr import INT, STR, Expr, ExprError, Filter, parse_expr, parse_filters
 from .model import (AGG_KINDS, MAX_KEYS, Aggregate, AggResult, AggValue, Built, Event,
                     FieldValue, KeyPart)
-from .probes import ProbeSpec, parse_probe, probe_source
-from .render import event_format, split_field
-from .stacks import make_stack_map
+from ..probes.sources import ProbeSpec, parse_probe, probe_source
+from ..draw.render import event_format, split_field
+from ..symbols.stacks import make_stack_map
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

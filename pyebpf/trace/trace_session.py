@@ -9,20 +9,20 @@ import struct
 import time
 from typing import Any, Sequence, cast
 
-from . import aggregate as _agg
-from . import formatting
+from ..lang import aggregations as _agg
+from ..draw import formatting
 from .expr import FUNC, INT, PROBE, STACK, STR, Expr, signed
 from .model import Aggregate, AggResult, Event, FieldValue, KeyPart
-from .render import format_printf
-from .session import Session
-from .stacks import Symbolizer, demangle, format_stack, split_stack_key, stack_error
+from ..draw.render import format_printf
+from ..session.base import Session
+from ..symbols.stacks import Symbolizer, demangle, format_stack, split_stack_key, stack_error
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..maps import PerCpuArrayMap, PerfEventArray, RingBuf, StackTraceMap
     from .model import Source
     from .recipes import Trace
-    from .session import AttachStep
+    from ..session.base import AttachStep
 
 __all__ = ["TraceSession"]
 

@@ -89,7 +89,8 @@ CASES: list[tuple] = [
     ("list-bad-flag", ["list", "libc", "--bogus"], 2, "pyebpf list: error: unrecognized"),
     # -- trace: probes
     ("trace-nothing", ["trace"], 2, "required: PROBE"),
-    ("trace-unknown-kind", ["trace", "kprobe:vfs_read"], 1, "starts with a probe kind"),
+    ("trace-unknown-kind", ["trace", "kprobes:vfs_read"], 1, "starts with a probe kind"),
+    ("trace-kprobe", ["trace", "kprobe:vfs_read"], 1, "kprobe probes are not available: "),
     ("trace-missing-binary", ["trace", "uprobe:/nonexistent/bin:main"], 1, "does not exist"),
     ("trace-unknown-symbol", ["trace", f"uprobe:{sys.executable}:no_such_function_xyz"], 1,
      "nothing matches"),

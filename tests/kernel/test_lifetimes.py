@@ -121,19 +121,19 @@ def _flag_session(_: Any) -> Any:
 
 
 def _asm_session(_: Any) -> Any:
-    from pyebpf.trace.asmfile import AsmSession, parse_asm_file
+    from pyebpf.session.asmfile import AsmSession, parse_asm_file
     path = ROOT / "asm" / "execsnoop.s"
     return AsmSession(parse_asm_file(path.read_text(), str(path)), pid=os.getpid())
 
 
 def _aggregations() -> dict[str, Callable[[Any], Any]]:
-    from pyebpf.trace import aggregate as a
+    from pyebpf.lang import aggregations as a
     return {cls.__name__: (lambda _, cls=cls: cls(keyed=True))
             for cls in (a.Count, a.Sum, a.Min, a.Max, a.Stats, a.Avg, a.Histogram)}
 
 
 def _child(_: Any) -> Any:
-    from pyebpf.trace.live import Child
+    from pyebpf.session.live import Child
     child = Child(["true"])
     child.go()                       # (the pipes are closed by then: the pidfd stays)
     child.wait()
@@ -141,7 +141,7 @@ def _child(_: Any) -> Any:
 
 
 def _process_watch(_: Any) -> Any:
-    from pyebpf.trace.live import _ProcessWatch
+    from pyebpf.session.live import _ProcessWatch
     return _ProcessWatch(os.getpid())
 
 

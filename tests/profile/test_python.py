@@ -19,7 +19,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-from pyebpf.profile.folded import parse_folded
+from pyebpf.draw.folded import parse_folded
 from pyebpf.profile.python import (CODE_HEAD, CODE_VALUE_SIZE, FILE_MAX, LAYOUTS, NAME_MAX,
                                    decode_cached_code, decode_line, interleave, python_runs)
 

@@ -13,10 +13,10 @@ from hypothesis import given, strategies as st
 
 from budget import fuzz_settings
 from pyebpf.errors import ProgramError, PyebpfError, SizeError
+from pyebpf.lang.aggregations import LHIST_MAX_BUCKETS, Avg, Count, Histogram, Sum, linear_buckets
 from pyebpf.maps import Map, MapSpec
+from pyebpf.session.asmfile import AsmFileError, parse_asm_file, read_asm_file
 from pyebpf.trace import Trace
-from pyebpf.trace.aggregate import LHIST_MAX_BUCKETS, Avg, Count, Histogram, Sum, linear_buckets
-from pyebpf.trace.asmfile import AsmFileError, parse_asm_file, read_asm_file
 from pyebpf.trace.expr import MAX_DEPTH, ExprError, parse_expr, parse_filter
 
 from .conftest import ROOT

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from pyebpf.trace.asmfile import AsmFileError, parse_asm_file
+from pyebpf.draw.render import format_printf, hist_json, unescape
+from pyebpf.lang.aggregations import log2_bucket_range
+from pyebpf.probes.sources import ProbeSpec, ProbeSpecError, parse_probe
+from pyebpf.session.asmfile import AsmFileError, parse_asm_file
 from pyebpf.trace.expr import ExprError, parse_expr, parse_filter
-from pyebpf.trace.probes import ProbeSpec, ProbeSpecError, parse_probe
-from pyebpf.trace.render import format_printf, hist_json, unescape
-from pyebpf.trace.aggregate import log2_bucket_range
 
 
 @pytest.mark.parametrize("text, spec", [
@@ -157,7 +157,7 @@ def test_symbolizer_by_address_and_by_build_id(workload):
     import subprocess
 
     from pyebpf import elf
-    from pyebpf.trace.stacks import STACK_IP, STACK_VALID, Symbolizer, demangle
+    from pyebpf.symbols.stacks import STACK_IP, STACK_VALID, Symbolizer, demangle
     proc = subprocess.Popen([workload, "100000000", "1000"], stdout=subprocess.DEVNULL)
     try:
         from waiting import wait_until

@@ -7,11 +7,11 @@ import subprocess
 
 import pytest
 
+from pyebpf.probes.sources import ProbeSpecError
+from pyebpf.session.live import Child
 from pyebpf.trace import Trace, log2_bucket
 from pyebpf.trace import recipes
 from pyebpf.trace.expr import ExprError
-from pyebpf.trace.live import Child
-from pyebpf.trace.probes import ProbeSpecError
 
 from .conftest import NAMES, expected
 

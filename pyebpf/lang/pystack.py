@@ -15,10 +15,10 @@ key.  Two different stacks share an id only by a 64-bit hash collision
 (about ``n**2 / 2**65`` for ``n`` distinct stacks); 0 means "no Python
 frames" (the process is not a CPython the program was told about).  The
 record: process id, thread id, number of frames, status (the walk's, see
-:data:`pyebpf.profile.pywalk.PY_STATUS`), 8 scratch bytes, then
+:data:`pyebpf.lang.pywalk.PY_STATUS`), 8 scratch bytes, then
 :data:`FRAMES` ``(code object, instruction | marker << 56)`` pairs.
 
-**The walk** is the profiler's (:mod:`pyebpf.profile.pywalk`), emitted
+**The walk** is the profiler's (:mod:`pyebpf.lang.pywalk`), emitted
 once per program as a BPF subprogram (its registers and 512-byte stack
 its own); it also fills the code-object cache (``bt_pycode``: names, file
 names and line tables read at sample time), so a stack printed after its
@@ -40,7 +40,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Sequence
 
-    from ..profile.python import PythonProcess
+    from ..symbols.python import PythonProcess
 
 __all__ = ["FRAMES", "RECORD", "emit_pystack", "pystack_specs", "check_targets",
            "PyStackNames", "uses_pystack", "binary_python", "merge_printed"]
@@ -60,8 +60,8 @@ def pystack_specs() -> dict[str, Any]:
     per-CPU record being built), ``code`` and ``scratch`` (the code-object
     cache and its per-CPU buffer)."""
     from ..maps import Bytes, HashMap, MapSpec, PerCpuArrayMap
-    from ..profile.python import CONFIG_FIELDS
-    from ..profile.pywalk import code_cache_specs
+    from ..symbols.python import CONFIG_FIELDS
+    from .pywalk import code_cache_specs
     code, scratch = code_cache_specs(4096, "bt")
     return {"conf": MapSpec(HashMap, Bytes(4), Bytes(8 * len(CONFIG_FIELDS)), 1024,
                             name="bt_pyconf"),
@@ -83,7 +83,7 @@ def emit_pystack(p: Any, dst: Any, maps: dict[str, Any]) -> None:
 def _emit_subprogram(p: Any, maps: dict[str, Any]) -> None:
     """The body: find the layout, walk into the per-CPU record, fill the
     code cache, hash the frames, keep the record under the hash, return it."""
-    from ..profile.pywalk import emit_code_cache, emit_python_walk
+    from .pywalk import emit_code_cache, emit_python_walk
     from ..program import R0, R1, R2, R3, R4, R6, R7, R8, R9, R10
     key = p.stack.alloc(8)
     none = p.fresh_label("pystack_none")
@@ -179,8 +179,8 @@ def binary_python(path: str) -> str | None:
     import re
 
     from .. import elf
-    from ..profile.python import LAYOUTS
-    from ..trace.stacks import _needed
+    from ..symbols.python import LAYOUTS
+    from ..symbols.stacks import _needed
     real = os.path.realpath(path)
     names = [os.path.basename(real)]
     try:
@@ -216,7 +216,7 @@ def check_targets(script: Any, pid: int | None, command: Sequence[str] | None,
         return False
     why: str | None
     if pid is not None:
-        from ..profile.python import PythonProcess, find_python
+        from ..symbols.python import PythonProcess, find_python
         got = find_python(pid)
         why = None if isinstance(got, PythonProcess) else \
             got if isinstance(got, str) else f"pid {pid} runs no CPython"
@@ -254,7 +254,7 @@ class PyStackNames:
         cannot be walked."""
         import time
 
-        from ..profile.python import PythonProcess, config_values, find_python
+        from ..symbols.python import PythonProcess, config_values, find_python
         deadline = time.monotonic() + wait
         while True:
             got = find_python(pid)
@@ -292,8 +292,8 @@ class PyStackNames:
         return got
 
     def _read(self, value: int) -> list[tuple[int, str, str | None]]:
-        from ..profile.python import CODE_KEY, python_runs
-        from ..profile.pywalk import PY_OK, PY_STATUS
+        from ..symbols.python import CODE_KEY, python_runs
+        from .pywalk import PY_OK, PY_STATUS
         if not value:
             return []
         try:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable
 
 from pyebpf.draw.folded import parse_folded
-from pyebpf.profile.python import (CODE_HEAD, CODE_VALUE_SIZE, FILE_MAX, LAYOUTS, NAME_MAX,
+from pyebpf.symbols.python import (CODE_HEAD, CODE_VALUE_SIZE, FILE_MAX, LAYOUTS, NAME_MAX,
                                    decode_cached_code, decode_line, interleave, python_runs)
 
 from browser import browse

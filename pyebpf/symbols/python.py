@@ -1,9 +1,10 @@
 """Python frames in sampled stacks: CPython's structures, found in a running process.
 
-The sampler (:mod:`pyebpf.profile.sampler`) walks the interpreter's frame
-chain in the eBPF program at sample time with ``bpf_probe_read_user``; this
-module gives it the layout to walk and turns what it recorded into frame
-names.
+The profiler's program (:mod:`pyebpf.profile.sampler`) and bt's ``pystack``
+(:mod:`pyebpf.lang.pystack`) walk the interpreter's frame chain in eBPF at
+sample time with ``bpf_probe_read_user`` (the walk: :mod:`pyebpf.lang.pywalk`);
+this module finds the interpreter in a process, gives the walk its layout
+and turns what it recorded into frame names.
 
 **Finding the interpreter.**  A module mapped by the process that defines
 ``_PyRuntime`` (the ``python3.X`` executable, or ``libpython3.X.so`` in a
@@ -68,7 +69,7 @@ KIND_GIL_HOLDER = 1      # address is &_PyRuntime.gilstate.tstate_current
 KIND_THREAD_LIST = 2     # address is &_PyRuntime.interpreters.head
 
 #: the code-object cache the walk fills at sample time
-#: (:func:`pyebpf.profile.pywalk.emit_code_cache`): the key is the process id,
+#: (:func:`pyebpf.lang.pywalk.emit_code_cache`): the key is the process id,
 #: 4 zero bytes and the code object's address; the value a header
 #: (:data:`CODE_HEAD`: first line, a completeness flag, the byte counts of the
 #: name, file name and line table as the process holds them, the two strings'

@@ -1,13 +1,14 @@
-"""The in-kernel CPython frame walk the sampler's program runs (eBPF emitted here).
+"""The in-kernel CPython frame walk (eBPF emitted here) that the profiler's
+program (:mod:`pyebpf.profile.sampler`) and ``pystack`` (:mod:`.pystack`) run.
 
 The layout comes from a per-process config array (the u64 fields of
-:data:`pyebpf.profile.python.CONFIG_FIELDS`, looked up by the process id), so
+:data:`pyebpf.symbols.python.CONFIG_FIELDS`, looked up by the process id), so
 one program walks every CPython version it is told about.  The walk writes
-into the sample record (see :mod:`pyebpf.profile.sampler` for the record):
+into a record (the sampler's sample record, ``pystack``'s per-CPU one):
 the number of frames, a status and ``(code object, instruction)`` pairs.
 Then :func:`emit_code_cache` reads each recorded code object not yet in
 the code-object cache map (its name, file name, first line and line table,
-see :data:`pyebpf.profile.python.CODE_HEAD`) through a per-CPU scratch
+see :data:`pyebpf.symbols.python.CODE_HEAD`) through a per-CPU scratch
 buffer and adds it.
 Loops are unrolled (a bounded thread list, a bounded frame chain): the
 verifier sees straight-line code.
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .python import (CODE_HEAD, CODE_KEY, CODE_VALUE_SIZE, CONFIG_FIELDS, FILE_MAX,
+from ..symbols.python import (CODE_HEAD, CODE_KEY, CODE_VALUE_SIZE, CONFIG_FIELDS, FILE_MAX,
                      KIND_GIL_HOLDER, NAME_MAX, TABLE_MAX)
 
 __all__ = ["emit_python_walk", "emit_code_cache", "code_cache_specs", "MAX_THREADS", "PY_OK",

@@ -193,3 +193,20 @@ def test_the_api_takes_the_command_at_start_and_leaks_nothing(no_fd_leak):
         counts = run.maps()["@"]
     assert sum(counts.values()) >= 20 and all(isinstance(k, int) for k in counts)
     assert f"main ({WORKLOAD}:" in text
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("exe", PYTHONS)
+def test_a_code_object_made_where_a_freed_one_was_keeps_its_own_name(exe):
+    """tests/profile/pyreuse.py runs alpha(), frees it, makes functions until
+    one's code object lands at alpha's address, runs that one (betaa): the
+    code-object cache must not name betaa's samples after alpha (an entry
+    keyed by the address alone did)."""
+    reuse = str(ROOT / "tests" / "profile" / "pyreuse.py")
+    proc = _bt("-e", "profile:hz:499 /pid == cpid/ { @[pystack] = count(); }",
+               "-c", f"{exe} {reuse} 0.3")
+    assert proc.returncode == 0, proc.stderr
+    assert "reused" in proc.stdout.splitlines(), proc.stdout[:300]
+    frames = {f.split(" (")[0] for s in map_stacks(proc.stdout) for f in s
+              if "(reuse.py:" in f}
+    assert frames - {"<module>"} == {"alpha", "betaa"}, proc.stdout[-2000:]   # (made()'s exec)

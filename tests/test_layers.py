@@ -113,6 +113,6 @@ def test_the_language_sits_below_the_recipes():
                ("draw", "lang", "pyebpf/draw/render.py", 1),
                ("session", "lang", "pyebpf/session/live.py", 1)]
     assert len(upward(refused)) == 4
-    assert not upward([("trace", "lang", "pyebpf/trace/fromlang.py", 1),
+    assert not upward([("trace", "lang", "pyebpf/trace/recipes.py", 1),
                        ("lang", "draw", "pyebpf/lang/output.py", 1),
                        ("profile", "symbols", "pyebpf/profile/sampler.py", 1)])

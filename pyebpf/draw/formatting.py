@@ -2,8 +2,8 @@
 value``, histograms with bars, ``-f json`` objects) and tables.
 
 The functions take the aggregations (anything shaped like
-:class:`AggregateLike`: a recipe's :class:`~pyebpf.trace.model.Aggregate`,
-a program's) and their results (:data:`AggResult` by display name); the
+:class:`AggregateLike`: a :class:`~pyebpf.lang.flags.FlagAggregate` of a
+recipe or of ``pyebpf trace``'s flags, a program's) and their results (:data:`AggResult` by display name); the
 sessions' ``format_text``, ``format_table`` and ``json_objects`` call them.
 """
 from __future__ import annotations

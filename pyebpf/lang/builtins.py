@@ -1,7 +1,6 @@
 """The builtins that are one helper call away (``pid``, ``tid``, ``nsecs``,
-``elapsed``, a user stack's key...), emitted into a register: shared by the
-language's code generation (:mod:`pyebpf.lang.codegen_ints`) and the
-recipes' expressions (:mod:`pyebpf.trace.expr`)."""
+``elapsed``, a user stack's key...), emitted into a register by the
+language's code generation (:mod:`pyebpf.lang.codegen_ints`)."""
 from __future__ import annotations
 
 from ..program import R0, R1, R2, R3, W0, Program, Reg

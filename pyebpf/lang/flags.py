@@ -262,13 +262,18 @@ class Question:
         self.aggregates: list[FlagAggregate] = []
         self.event_fields: list[FlagField] | None = None
         self.event_format: str | None = None
+        #: the arguments read at a ``uretprobe:`` are the entry's, saved by
+        #: thread (False: refused there, as the language refuses them)
+        self.return_args = True
         #: (first line, probe spec) of each block of the last program_text()
         self.blocks: list[tuple[int, str]] = []
 
     # ------------------------------------------------------------ building
     def add(self, kind: str, value: str | None, by: str | None = None,
-            linear: tuple[int, int, int] | None = None) -> Question:
-        """``@[by] = kind(value)``; ``by`` may list several keys (``'comm, arg0'``)."""
+            linear: tuple[int, int, int] | None = None, name: str | None = None) -> Question:
+        """``@[by] = kind(value)``; ``by`` may list several keys (``'comm, arg0'``);
+        ``name`` (letters, digits and ``_``): ``@name`` instead of the default
+        name :meth:`finish` gives."""
         if kind not in AGG_KINDS:
             raise OptionError(f"no aggregation {kind!r}")
         if value is None and kind != "count":
@@ -276,9 +281,13 @@ class Question:
         if linear is not None:
             from ..draw.buckets import linear_buckets
             linear_buckets(*linear)           # the bucket cap, checked before anything runs
+        if name is not None:
+            name = name.lstrip("@")
+            if name and not name.replace("_", "a").isalnum():
+                raise OptionError(f"an aggregation name is letters, digits and _, not {name!r}")
         keys = [FlagField(k) for k in split_keys(by)] if by else []
         val = FlagField(value) if value is not None else None
-        self.aggregates.append(FlagAggregate(kind, val, keys, None, linear))
+        self.aggregates.append(FlagAggregate(kind, val, keys, name, linear))
         return self
 
     def print(self, fmt: str | None, fields: Sequence[str]) -> Question:
@@ -310,13 +319,18 @@ class Question:
         checks that need every flag; returns the question."""
         if not self.aggregates and self.event_fields is None:
             self.add("count", None, "probe")
-        if len(self.aggregates) == 1:
+        if len(self.aggregates) == 1 and self.aggregates[0].name is None:
             self.aggregates[0].name = ""
         else:
             used: dict[str, int] = {}
             for a in self.aggregates:
-                used[a.kind] = used.get(a.kind, 0) + 1
-                a.name = a.kind if used[a.kind] == 1 else f"{a.kind}{used[a.kind]}"
+                if a.name is None:
+                    used[a.kind] = used.get(a.kind, 0) + 1
+                    a.name = a.kind if used[a.kind] == 1 else f"{a.kind}{used[a.kind]}"
+        names = [a.name for a in self.aggregates]
+        twice = sorted({n for n in names if names.count(n) > 1 and n is not None})
+        if twice:
+            raise OptionError(f"two aggregations are named @{twice[0]}")
         for spec in self.specs:
             function = spec.kind in ("uprobe", "uretprobe")
             if self.uses("latency") and not function:
@@ -332,7 +346,7 @@ class Question:
         if spec.kind == "uprobe":
             return self.uses("latency") or self.uses("retval")
         if spec.kind == "uretprobe":
-            return self.uses("latency") or self.uses("args")
+            return self.uses("latency") or (self.return_args and self.uses("args"))
         return False
 
     def _target(self) -> str | None:
@@ -345,6 +359,16 @@ class Question:
 
     def _text(self, f: FlagField, saved: bool) -> str:
         return expr_text(f.node, saved=saved, strlen=self.strlen)
+
+    def _condition(self, f: FlagField, saved: bool) -> str:
+        """A filter as one operand of the ``&&`` that joins the filters (and
+        the pid's test): parenthesized when it is an ``||`` or a ternary."""
+        from . import ast as A
+        text = self._text(f, saved)
+        n = f.node
+        if isinstance(n, A.Ternary) or (isinstance(n, A.Binop) and n.op == "||"):
+            return f"({text})"
+        return text
 
     def _aggregate(self, a: FlagAggregate, saved: bool) -> str:
         keys = ", ".join(self._text(k, saved) for k in a.keys)
@@ -401,7 +425,7 @@ class Question:
                + [f"delete({_START});"] + [f"delete(@__arg{n}[tid]);" for n in args])
         actions = self._actions(saved=True)
         if self.filters:
-            cond = " && ".join(self._text(f, True) for f in self.filters)
+            cond = " && ".join(self._condition(f, True) for f in self.filters)
             ret.append(f"if ({cond}) {{")
             ret += ["  " + x for x in actions]
             ret.append("}")
@@ -427,7 +451,7 @@ class Question:
                 blocks += self._pair(spec)
             else:
                 direct.append(spec)
-        pred = [self._text(f, False) for f in self.filters]
+        pred = [self._condition(f, False) for f in self.filters]
         target = self._target()
         if target:
             pred.insert(0, target)

@@ -34,10 +34,11 @@ class FlagTrace:
     """A question compiled: :meth:`show` its eBPF, :meth:`start` it.
 
     ``ring_size``: bytes of the ring buffer the events go through;
-    ``unsafe``: uprobes may go where no instruction start is proven."""
+    ``unsafe``: uprobes may go where no instruction start is proven;
+    ``filename``: what errors in the program name it."""
 
     def __init__(self, question: Question, *, ring_size: int | None = None,
-                 unsafe: bool = False) -> None:
+                 unsafe: bool = False, filename: str = "flags") -> None:
         from .api import compile
         if ring_size is not None:
             from ..maps import perf_ring_size
@@ -45,7 +46,7 @@ class FlagTrace:
         self.question = question.finish()
         self.text = question.program_text(header=False)
         self.ring_size = ring_size
-        self.program: BtProgram = compile(self.text, filename="flags", pid=question.pid,
+        self.program: BtProgram = compile(self.text, filename=filename, pid=question.pid,
                                           unsafe=unsafe)
 
     def shown_text(self) -> str:
@@ -248,10 +249,14 @@ class FlagSession(Session):
     def raw_results(self) -> dict[str, Any]:
         """Each aggregation's map as read, undecoded (printed when decoding
         or formatting fails)."""
+        from .runtime import _bound_agg
         out: dict[str, Any] = {}
         for a in self.question.aggregates:
-            try:
-                out[a.display] = dict(self.run.live[self.unit.maps[a.display].kname].items())
+            try:          # (as the aggregation reads it: per-CPU values summed)
+                plan = self.unit.maps[a.display]
+                live = self.run.live[plan.kname]
+                out[a.display] = (_bound_agg(plan, live).read() if plan.agg is not None
+                                  else dict(live.items()))
             except Exception as exc:       # nothing left to print for this one
                 out[a.display] = f"<unreadable: {type(exc).__name__}: {exc}>"
         return out

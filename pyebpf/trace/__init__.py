@@ -5,12 +5,11 @@
         ...
         print(s.format_text())
 
-Modules: :mod:`~pyebpf.trace.recipes` (Trace, the shortcuts), with
-:mod:`~pyebpf.trace.model` (its aggregations, events and result types),
-:mod:`~pyebpf.trace.codegen` (its programs), :mod:`~pyebpf.trace.expr` (its
-expressions) and :mod:`~pyebpf.trace.trace_session` (TraceSession: it
-running).  What it shares with the language and the profiler lives below
-both: probe specs and sources (:mod:`pyebpf.probes`), symbolization
+Modules: :mod:`~pyebpf.trace.recipes` (Trace, the shortcuts: the bpftrace
+program a user would write, compiled by :mod:`pyebpf.lang`) and
+:mod:`~pyebpf.trace.trace_session` (TraceSession: the language's run of it,
+with typed readers).  What it shares with the language and the profiler
+lives below both: probe specs and sources (:mod:`pyebpf.probes`), symbolization
 (:mod:`pyebpf.symbols`), buckets and printing (:mod:`pyebpf.draw`), sessions
 and the command line's loop (:mod:`pyebpf.session`); the aggregations are the
 language's (:mod:`pyebpf.lang.aggregations`).  This package re-exports the

@@ -98,14 +98,6 @@ def _usdt_trace(provider: Any) -> Any:
     return provider.usdt("tick").trace(size=4096)
 
 
-def _trace(_: Any) -> Any:
-    from pyebpf.trace import Trace
-    t = Trace(f"tracepoint:{GETPPID}").count().hist("arg0")
-    t.build(os.getpid())
-    t.open_maps()
-    return t
-
-
 def _session(_: Any) -> Any:
     from pyebpf.trace import Trace
     return Trace(f"tracepoint:{GETPPID}", pid=os.getpid()).count().start()
@@ -190,7 +182,7 @@ OWNERS: dict[str, Callable[[Any], Any]] = {
     "BpfObject": _bpf_object,
     "Fd": _fd, **_maps(), "LoadedProgram": _loaded, "Link": _link,
     "PerfBuffer": _perf_buffer, "RingBufferReader": _ring_reader, "Provider": _provider,
-    "UsdtCounter": _usdt_counter, "UsdtTrace": _usdt_trace, "Trace": _trace,
+    "UsdtCounter": _usdt_counter, "UsdtTrace": _usdt_trace,
     "TraceSession": _session, "FlagSession": _flag_session, "AsmSession": _asm_session, **_aggregations(), "Child": _child,
     "_ProcessWatch": _process_watch, "BtRun": _bt_run, "Profiler": _profiler,
 }

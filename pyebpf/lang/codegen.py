@@ -207,6 +207,8 @@ class Unit:
         self.ringbuf = MapSpec(RingBuf, RINGBUF_SIZE, name="bt_events")
         self.stack_map: Any = None
         self.kstack_map: Any = None
+        #: the maps of ``pystack`` by role (pyebpf.lang.pystack), made on first use
+        self.pystacks: dict[str, Any] = {}
         self.join_map: Any = None
         self.probe_names: list[str] = []
         #: why each uprobe that names a missing function was left out
@@ -245,11 +247,19 @@ class Unit:
             self.kstack_map = MapSpec(StackTraceMap, 4096, 127, name="bt_kstacks")
         return self.kstack_map
 
+    def pystack_maps(self) -> dict[str, Any]:
+        """The maps of ``pystack`` (see :func:`pyebpf.lang.pystack.pystack_specs`)."""
+        if not self.pystacks:
+            from .pystack import pystack_specs
+            self.pystacks = pystack_specs()
+        return self.pystacks
+
     def all_map_specs(self) -> dict[str, Any]:
         """Kernel map name -> its description, for every map of the unit."""
         out = {m.kname: m.spec for m in self.maps.values()}
         out[self.ringbuf.name] = self.ringbuf
-        for m in (self.stack_map, self.kstack_map, self.join_map, self.drops):
+        for m in (self.stack_map, self.kstack_map, self.join_map, self.drops,
+                  *self.pystacks.values()):
             if m is not None:
                 out[m.name] = m
         return out

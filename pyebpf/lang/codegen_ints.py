@@ -170,6 +170,9 @@ class _IntGen(_GenBase):
             self.source.emit_arg(p, r, int(n[3:]), self.ctx_reg)
         elif n == "ustack":                      # pid << 32 | stack id
             emit_ustack_key(p, r, self.ctx_reg, self.unit.stacks("ustack"))
+        elif n == "pystack":                     # an id of the Python frames
+            from .pystack import emit_pystack
+            emit_pystack(p, r, self.unit.pystack_maps())
         elif n == "ctx":                         # the probe's context pointer
             p.mov(r, self.ctx_reg)
         elif n == "kstack":

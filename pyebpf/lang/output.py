@@ -323,7 +323,7 @@ def format_value(t: Type, value: Any, *, stacks: StackFormatter | None = None,
                               for v in value) + "]"
     if k == "record":
         return _record_text(t, value, key)
-    if k in ("ustack", "kstack"):
+    if k in ("ustack", "kstack", "pystack"):
         if isinstance(value, str):
             return value
         if isinstance(value, (list, tuple)):

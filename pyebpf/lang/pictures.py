@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["write_flamegraphs", "write_plots", "stack_maps", "hist_maps", "flame_stacks",
            "picture_paths"]
 
-_STACKS = ("ustack", "kstack")
+_STACKS = ("ustack", "kstack", "pystack")
 
 
 def _elems(key: Type | None) -> tuple[Type, ...]:

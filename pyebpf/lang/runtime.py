@@ -171,6 +171,9 @@ class BtRun(Owner):
         """Call once the ``-c`` command has exec'd (``start(release=False)``
         callers, after ``child.go()``): its modules are read then, so that
         events name its symbols even if it exits before they are read."""
+        python = getattr(self.stacks, "python", None)
+        if python is not None and self.child is not None and not self.pid:
+            python.configure(self.child.pid, wait=1.0)     # (pystack: its layout now)
         if self._events_print_usym():
             self._user_symbols().snapshot()
 
@@ -181,7 +184,7 @@ class BtRun(Owner):
         drops = self.live[self.unit.drops.name] if self.unit.drops is not None else None
         self.reader = RingBufferReader(self.live[self.unit.ringbuf.name], drops=drops)
         u = self.unit
-        if u.stack_map is not None or u.kstack_map is not None:
+        if u.stack_map is not None or u.kstack_map is not None or u.pystacks:
             from .stacks import StackPrinter
             files = [getattr(pl.source, "path", None) for pl in u.probes]
             self.stacks = StackPrinter(self.live.get("bt_ustacks"), self.live.get("bt_kstacks"),
@@ -190,6 +193,13 @@ class BtRun(Owner):
                 self.stacks.remember_pid(self.pid)
             if self.child is not None:
                 self._add_command_file(self.child)
+            if u.pystacks:
+                from .pystack import PyStackNames
+                self.stacks.python = PyStackNames(self.live)
+                if self.pid:
+                    self.stacks.python.configure(self.pid)
+                elif self.child is None:
+                    self.stacks.python.configure_binaries([f for f in files if f])
 
     def _add_command_file(self, child: Any) -> None:
         """Search the ``-c`` command's executable (and its libraries) for the
@@ -543,6 +553,9 @@ class BtRun(Owner):
         from . import output_maps as output
         plan, _ = self._live_map(name)
         entries = self.entries(name)
+        if getattr(self.stacks, "python", None) is not None:
+            from .pystack import merge_printed
+            entries = merge_printed(plan, entries, self.stacks.python)
         key = _printed(plan.key)
         if self.json_mode:
             line = output.json_map(name, key, plan.value, entries, top=top, div=div,

@@ -567,7 +567,7 @@ for _len in ("", "hh", "h", "l", "ll", "j", "z", "t"):
         _PRINTF_TYPES[_len + _conv] = "int"
 #: kinds printf shows as strings
 _AS_STRING = frozenset({"ksym", "usym", "probe", "username", "strerror", "kstack", "ustack",
-                        "inet",
+                        "pystack", "inet",
                         "timestamp", "macaddr", "cgroup_path"})
 
 

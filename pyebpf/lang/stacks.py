@@ -114,6 +114,8 @@ class StackPrinter:
         self.kstacks = kstacks
         self.symbolizer = Symbolizer([f for f in files if f])
         self._cache: dict[tuple[str, int, int], list[tuple[int, str, str | None]]] = {}
+        #: names ``pystack`` values (a :class:`pyebpf.lang.pystack.PyStackNames`)
+        self.python: Any = None
 
     def remember_pid(self, pid: int) -> None:
         """Snapshot ``pid``'s modules now (for frames without a build id)."""
@@ -125,6 +127,8 @@ class StackPrinter:
 
     def _frames(self, t: Type, value: int) -> list[tuple[int, str, str | None]]:
         """``(address, name, module path or None)`` of every frame."""
+        if t.kind == "pystack":
+            return self.python.frames(value) if self.python is not None else []
         if t.kind == "ustack":
             pid, sid = value >> 32, value & 0xFFFFFFFF
         else:

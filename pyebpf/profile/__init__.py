@@ -10,7 +10,7 @@ names, never lost to a drawing error) and :func:`write_histogram`.
 
 The sampling half (:mod:`pyebpf.profile.sampler`, behind ``pyebpf profile``)
 samples stacks from perf events, with CPython's Python frames walked in the
-kernel (:mod:`pyebpf.profile.python`, :mod:`pyebpf.profile.pywalk`), and
+kernel (:mod:`pyebpf.symbols.python`, :mod:`pyebpf.lang.pywalk`), and
 symbolizes them.
 """
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Symbolization: user stacks captured by build id, named after the process
 is gone (:mod:`.stacks`: :class:`Symbolizer`, demangling, perf maps), and
-kernel addresses named from ``/proc/kallsyms`` (:mod:`.kallsyms`).  Shared by
-the language (``ustack``, ``kstack``, ``usym()``) and the profiler.  Names are
-imported on first use.
+kernel addresses named from ``/proc/kallsyms`` (:mod:`.kallsyms`), and
+CPython processes' frames: the interpreter found, its layout, code objects
+named (:mod:`.python`).  Shared by the language (``ustack``, ``kstack``,
+``pystack``, ``usym()``) and the profiler.  Names are imported on first use.
 """
 from __future__ import annotations
 

@@ -279,7 +279,7 @@ def _verbose(run: Any) -> None:
 
 
 def _spawn(cmd: list[str]) -> Any:
-    """The ``-c`` command, spawned and held (:class:`pyebpf.trace.live.Child`)."""
+    """The ``-c`` command, spawned and held (:class:`pyebpf.session.live.Child`)."""
     from ..session.live import Child
     return Child(cmd)
 

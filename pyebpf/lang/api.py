@@ -160,7 +160,7 @@ class BtProgram:
         """Load and attach, run BEGIN, then start ``command`` (argv) if
         given: its pid is ``cpid``. Returns the running :class:`BtRun`.
 
-        ``child``: a :class:`pyebpf.trace.live.Child` already spawned (held)
+        ``child``: a :class:`pyebpf.session.live.Child` already spawned (held)
         instead of ``command``; ``release=False`` leaves it held (the
         caller calls its ``go()``); ``begun(run)`` is called once BEGIN has
         run, before the probes are attached (:meth:`BtRun.start`)."""

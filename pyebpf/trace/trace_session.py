@@ -3,7 +3,7 @@ the language's run of the trace's program (a
 :class:`~pyebpf.lang.flagsession.FlagSession`, which ``pyebpf trace`` runs
 too): it decodes the events, reads the aggregations (keys shown as the user
 wrote them: strings, stacks symbolized, signed numbers) and prints them
-through :mod:`~pyebpf.trace.formatting`.
+through :mod:`~pyebpf.draw.formatting`.
 
 :meth:`TraceSession.results` gives every aggregation at once (a union of
 shapes); the typed readers give one aggregation in the shape its kind has,

@@ -61,8 +61,8 @@ def _pyebpf_args(binary: str, n: int) -> tuple[float, bool]:
     """Count and sum both arguments (read through the trace-source contract)."""
     from pyebpf.loader import load
     from pyebpf.program import R1, R6, R7, R8, Program
-    from pyebpf.trace.aggregate import Count, Sum
-    from pyebpf.trace.usdt_source import usdt_probe_source
+    from pyebpf.lang.aggregations import Count, Sum
+    from pyebpf.probes.usdt_source import usdt_probe_source
     src = usdt_probe_source(binary, "loop", "hit")
     loop = Loop(binary, n)
     try:

@@ -352,7 +352,7 @@ IMPORT_GROUPS = (("cffi + pycparser", ("cffi", "_cffi_backend", "pycparser")),
 def import_breakdown(python: str) -> dict[str, float]:
     """Where the cold-start script's imports go: ``-X importtime`` self times (ms)
     summed by package (a second run: .pyc files are warm)."""
-    code = "import pyebpf.attach, pyebpf.program, pyebpf.trace.aggregate"
+    code = "import pyebpf.attach, pyebpf.program, pyebpf.lang.aggregations"
     out = {}
     for _ in range(2):
         r = subprocess.run([python, "-X", "importtime", "-c", code], capture_output=True,

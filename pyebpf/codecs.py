@@ -43,8 +43,40 @@ if TYPE_CHECKING:
     _WBuf = bytearray | memoryview
     #: a struct format character ``memoryview.cast`` takes for one number
     _CastFormat = Literal["b", "B", "h", "H", "i", "I", "l", "L", "q", "Q", "f", "d"]
-    #: the ctypes types stored as records (copied in and out)
-    _CtypesRecord = type[_ct.Structure] | type[_ct.Union] | type[_ct.Array[Any]]
+    from typing import Generic, Protocol, TypeVar, overload
+
+    from typing_extensions import TypeVar as _TypeVarWithDefault
+
+    #: what a codec decodes to (``Any`` for a bare ``Codec``)
+    _T = _TypeVarWithDefault("_T", default=Any)
+    #: what a typed codec spec decodes to (nothing said of it: an integer spec)
+    _S = _TypeVarWithDefault("_S", default=int)
+    _R = _TypeVarWithDefault("_R", bound="_ct.Structure | _ct.Union | _ct.Array[Any]",
+                             default=Any)
+    _R_co = TypeVar("_R_co", covariant=True)
+
+    class _RecordType(Protocol[_R_co]):
+        """A ctypes Structure or Union class, seen as what it makes."""
+
+        @property
+        def _fields_(self) -> Sequence[Any]: ...
+
+        def __call__(self, *args: Any, **kw: Any) -> _R_co: ...
+
+    #: the integer codec specs (the names of :data:`INT_TYPES`, ``i8``.., widths)
+    IntSpec = Literal[1, 2, 4, 8, "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64",
+                      "i8", "i16", "i32", "i64"]
+else:
+    class Generic:
+        """Run-time stand-in for ``typing.Generic`` (typing is not imported):
+        ``Codec[int]`` and ``HashMap[int, int]`` are the classes themselves."""
+
+        __slots__ = ()
+
+        def __class_getitem__(cls, params):
+            return cls
+
+    _T = _R = None
 
 __all__ = ["INT_TYPES", "INT_ALIASES", "UNSIGNED_BY_SIZE", "int_type", "c_layout",
            "layout_format", "format_fields", "Codec", "StructCodec", "BytesCodec",
@@ -183,13 +215,15 @@ def format_fields(fmt: str) -> tuple[str, list[tuple[str, int, int, int]], int]:
 # =========================================================================
 # Codecs
 
-class Codec:
+class Codec(Generic[_T]):
     """Converts Python values to and from the fixed-size bytes of a map key or
     value, or of an event record.
 
     Subclasses set :attr:`size` and :attr:`label` and provide
     :meth:`pack_into` / :meth:`unpack_from`; the rest derives from them.
     ``pack_into`` raises :class:`SizeError` when the value does not fit.
+    To a type checker a codec is generic in what it decodes to:
+    ``Bytes(16)`` is a ``Codec[bytes]``, a ctypes record's a ``Codec[Record]``.
     """
 
     size: int = 0
@@ -199,7 +233,7 @@ class Codec:
         """Write ``value`` at ``buf[offset:offset + size]``."""
         raise NotImplementedError
 
-    def unpack_from(self, buf: bytes | bytearray | memoryview, offset: int = 0) -> Any:
+    def unpack_from(self, buf: bytes | bytearray | memoryview, offset: int = 0) -> _T:
         """Read the value at ``buf[offset:offset + size]``."""
         raise NotImplementedError
 
@@ -209,13 +243,13 @@ class Codec:
         self.pack_into(buf, 0, value)
         return bytes(buf)
 
-    def decode(self, data: bytes | bytearray | memoryview) -> Any:
+    def decode(self, data: bytes | bytearray | memoryview) -> _T:
         """:attr:`size` bytes -> value."""
         if len(data) != self.size:
             raise SizeError(f"{self.label} needs {self.size} bytes, got {len(data)}")
         return self.unpack_from(data, 0)
 
-    def unpack_many(self, buf: bytes | bytearray | memoryview, count: int) -> list[Any]:
+    def unpack_many(self, buf: bytes | bytearray | memoryview, count: int) -> list[_T]:
         """Decode ``count`` values packed back to back from the start of ``buf``."""
         size = self.size
         unpack = self.unpack_from
@@ -235,7 +269,7 @@ class Codec:
             raise SizeError(f"{self.label} wants exactly {self.size} bytes, got {len(data)}")
         buf[offset:offset + self.size] = data
 
-    def zero(self) -> Any:
+    def zero(self) -> _T:
         """The value whose bytes are all zero."""
         return self.unpack_from(bytes(self.size), 0)
 
@@ -345,7 +379,7 @@ class StructCodec(Codec):
             raise SizeError(f"a value does not fit {self.label} ({self.size} bytes): {exc}") from None
 
 
-class BytesCodec(Codec):
+class BytesCodec(Codec[bytes]):
     """Raw ``bytes`` of exactly :attr:`size` bytes."""
 
     def __init__(self, size: int) -> None:
@@ -419,10 +453,10 @@ def Bytes(size: int) -> BytesCodec:  # noqa: N802 - reads like a type in specs
     return BytesCodec(size)
 
 
-class CtypesCodec(Codec):
+class CtypesCodec(Codec[_R]):
     """Instances of a ctypes Structure/Union/Array type (copied in and out)."""
 
-    def __init__(self, ctype: _CtypesRecord) -> None:
+    def __init__(self, ctype: type[_R]) -> None:
         self.ctype = ctype
         self.size = _ctypes().sizeof(ctype)
         if self.size == 0:
@@ -448,12 +482,29 @@ class CtypesCodec(Codec):
                             f"{type(value).__name__}")
         self._copy_in(buf, offset, data)
 
-    def unpack_from(self, buf: _RBuf, offset: int = 0) -> Any:
+    def unpack_from(self, buf: _RBuf, offset: int = 0) -> _R:
         """A new :attr:`ctype` instance copied from ``buf`` at ``offset``."""
-        return self.ctype.from_buffer_copy(buf, offset)
+        # (typeshed's from_buffer_copy gives the bound, not the class: _R is the class)
+        return self.ctype.from_buffer_copy(buf, offset)  # type: ignore[return-value]
 
 
 _CTYPES_SCALARS = set("bBhHiIlLqQfd?")
+
+
+if TYPE_CHECKING:
+    #: a codec spec whose Python type is known: an integer spec (``int``), a
+    #: ``Codec[T]`` (``T``), a ctypes scalar (its Python type) or a ctypes
+    #: Structure/Union class (its instances).  Struct formats and ``"char[N]"``
+    #: are plain strings: their type is not known (``Any``).
+    TypedSpec = IntSpec | Codec[_S] | type[_ct._SimpleCData[_S]] | _RecordType[_S]
+
+if TYPE_CHECKING:
+    @overload
+    def codec(spec: TypedSpec[_S], role: str = ...) -> Codec[_S]:
+        """A typed spec: its codec decodes to that type (``codec("u32")``: ``Codec[int]``)."""
+    @overload
+    def codec(spec: Any, role: str = ...) -> Codec:
+        """A struct format, ``"char[N]"``...: a codec of values typed ``Any``."""
 
 
 def codec(spec: Any, role: str = "value") -> Codec:

@@ -32,7 +32,7 @@ def shared(sub: str) -> pathlib.Path:
     PYEBPF_REQUIRE_SHARED=1), with a reason naming PYEBPF_SHARED."""
     path = SHARED / sub
     if not path.exists():
-        why = f"{ABSENT} no {path} (PYEBPF_SHARED names its directory; README: Outside material)"
+        why = f"{ABSENT} no {path} (PYEBPF_SHARED names its directory; docs/guide/setup.md)"
         if REQUIRE_SHARED:
             pytest.fail(f"PYEBPF_REQUIRE_SHARED=1 but {why}", pytrace=False)
         pytest.skip(why)

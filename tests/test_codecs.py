@@ -78,10 +78,10 @@ def test_the_table_agrees_with_struct():
 
 def test_every_user_reads_the_table():
     """The spellings each user took before keep their meaning."""
+    from pyebpf.probes.sources import _ctype_size
     from pyebpf.program import R1, R10, Program
     from pyebpf.program.output import record_layout
-    from pyebpf.trace.asmfile import parse_type
-    from pyebpf.trace.probes import _ctype_size
+    from pyebpf.session.asmfile import parse_type
     from pyebpf.usdt.provider import ArgType, _arg_type
     for name, letter in (("u8", "b"), ("u16", "h"), ("u32", "w"), ("u64", "dw")):
         by_name, by_letter = Program(), Program()
@@ -135,7 +135,7 @@ _INT_CTYPES = {(n, t[0]): getattr(ctypes, f"c_{'' if t[1] else 'u'}int{8 * t[0]}
 def test_layout_is_the_c_compilers(names):
     """record_layout / layout_format / asm-file outputs lay fields out as ctypes (the C ABI) does."""
     from pyebpf.program.output import record_layout
-    from pyebpf.trace.asmfile import OutputDecl, parse_type
+    from pyebpf.session.asmfile import OutputDecl, parse_type
 
     class S(ctypes.Structure):
         _fields_ = [(f"f{i}", _INT_CTYPES[(n, INT_TYPES[n][0])]) for i, n in enumerate(names)]

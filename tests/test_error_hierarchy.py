@@ -39,7 +39,7 @@ ALLOWED = {
 #: fine, it only means the error was converted -- then delete the entry.
 PENDING = {
     ("cli/trace.py", "ValueError", "build_trace"),
-    ("trace/live.py", "ValueError", "Child.__init__"),
+    ("session/live.py", "ValueError", "Child.__init__"),
     ("text/conformance_file.py", "ValueError", "ConformanceTest.program"),
 }
 

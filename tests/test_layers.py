@@ -1,6 +1,11 @@
 """pyebpf's units depend downward only, in the order the README's layout table
 states: every import of one unit by another (at module level, inside a
-function or for type checking alike) goes to a unit listed before it."""
+function or for type checking alike) goes to a unit listed before it.
+
+What the language and the profiler share sits below both, then the language,
+the Python recipe API on it, the programs built on them, the command line:
+... usdt, objects, probes, symbols, draw, session, lang, trace, profile,
+export, demo, cli (issue 26)."""
 from __future__ import annotations
 
 import ast
@@ -13,20 +18,20 @@ LAYERS = [
     "__version__",     # pyebpf.__version__: a constant of the package
     "errors", "_record", "_lazy", "isa", "codecs",
     "uapi",            # pyebpf.kernel.constants: the UAPI numbers, pure Python
-    "syntax",          # the bpftrace language's front end (lang.lexer, parser, ast, errors,
-                       # types, records, preprocess, includes): text -> tree, on errors/_record
-                       # only; trace reads its
-                       # expressions with it, below the rest of lang
     "program", "ptregs", "text", "vm", "elf", "btf",
     "kernel", "maps", "loader", "explain", "conformance", "attach", "events", "usdt",
     "objects",         # (after usdt: an object's program attaches through libbpf's USDT protocol)
-    "trace", "profile", "lang", "export", "demo", "cli",
+    "probes",          # probe specs and sources (uprobe, tracepoint, USDT resolution)
+    "symbols",         # stack and kernel symbolization
+    "draw",            # buckets, bpftrace's text layouts, flame graphs, charts: pure
+    "session",         # loaded programs + links + reader, the CLI's loop, asm/ files
+    "lang",            # the bpftrace language: the one compiler
+    "trace",           # the Python recipe API, on the language
+    "profile", "export", "demo",   # programs built on them
+    "cli",
     "__main__", "__init__",   # the package's own facade (lazy names, the Ctrl-C hook)
 ]
 RANK = {name: i for i, name in enumerate(LAYERS)}
-#: the modules of pyebpf.lang that form the "syntax" unit
-SYNTAX = frozenset({"lexer", "parser", "ast", "errors", "types", "records", "preprocess",
-                    "includes"})
 
 
 def unit(module: str) -> str:
@@ -34,8 +39,6 @@ def unit(module: str) -> str:
     parts = module.split(".")
     if parts[1:3] == ["kernel", "constants"]:
         return "uapi"
-    if parts[1:2] == ["lang"] and len(parts) > 2 and parts[2] in SYNTAX:
-        return "syntax"
     return parts[1] if len(parts) > 1 else "__init__"
 
 
@@ -93,21 +96,23 @@ def test_units_import_downward_only():
 
 def test_the_checker_sees_imports():
     found = {(src, dst) for src, dst, _, _ in imports()}
-    assert ("trace", "usdt") in found and ("loader", "kernel") in found
+    assert ("probes", "usdt") in found and ("loader", "kernel") in found
+    assert ("trace", "lang") in found and ("lang", "probes") in found
     assert unit("pyebpf.kernel.constants") == "uapi" and unit("pyebpf.kernel.core") == "kernel"
-    assert ("trace", "syntax") in found and ("syntax", "errors") in found
 
 
-def test_the_language_front_end_is_its_own_unit():
-    """lang's lexer/parser/tree sit below trace (which parses with them),
-    the rest of lang above it: the parser importing code generation, or
-    the tree importing trace, would be refused."""
-    assert {unit(f"pyebpf.lang.{m}") for m in SYNTAX} == {"syntax"}
-    assert unit("pyebpf.lang.codegen") == unit("pyebpf.lang") == "lang"
-    assert RANK["syntax"] < RANK["program"] < RANK["trace"] < RANK["lang"]
-    refused = [("syntax", unit("pyebpf.lang.codegen"), "pyebpf/lang/parser.py", 1),
-               ("syntax", unit("pyebpf.trace.expr"), "pyebpf/lang/ast.py", 1),
-               ("syntax", unit("pyebpf.program"), "pyebpf/lang/types.py", 1)]
-    assert len(upward(refused)) == 3
-    assert not upward([("trace", "syntax", "pyebpf/trace/fromlang.py", 1),
-                       ("lang", "syntax", "pyebpf/lang/sema.py", 1)])
+def test_the_language_sits_below_the_recipes():
+    """The units the language and the profiler share sit below the language,
+    the recipe API above it: lang importing trace or profile, or a shared
+    unit importing lang, is refused."""
+    assert unit("pyebpf.lang.parser") == unit("pyebpf.lang.codegen") == "lang"
+    assert (RANK["usdt"] < RANK["probes"] < RANK["symbols"] < RANK["draw"] < RANK["session"]
+            < RANK["lang"] < RANK["trace"] < RANK["profile"] < RANK["cli"])
+    refused = [("lang", "trace", "pyebpf/lang/codegen.py", 1),
+               ("lang", "profile", "pyebpf/lang/pictures.py", 1),
+               ("draw", "lang", "pyebpf/draw/render.py", 1),
+               ("session", "lang", "pyebpf/session/live.py", 1)]
+    assert len(upward(refused)) == 4
+    assert not upward([("trace", "lang", "pyebpf/trace/recipes.py", 1),
+                       ("lang", "draw", "pyebpf/lang/output.py", 1),
+                       ("profile", "symbols", "pyebpf/profile/sampler.py", 1)])

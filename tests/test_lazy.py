@@ -8,7 +8,8 @@ import sys
 import pytest
 
 FACADES = ["pyebpf", "pyebpf.kernel", "pyebpf.kernel.syscall", "pyebpf.btf", "pyebpf.elf",
-           "pyebpf.usdt", "pyebpf.attach", "pyebpf.lang"]
+           "pyebpf.usdt", "pyebpf.attach", "pyebpf.lang", "pyebpf.probes", "pyebpf.symbols",
+           "pyebpf.draw", "pyebpf.session"]
 
 
 @pytest.mark.parametrize("name", FACADES)

@@ -16,8 +16,10 @@ fenced blocks (also those indented in an exercise's solution) being:
 An HTML comment just before a block qualifies it: ``<!-- test: kernel -->``
 (it needs the kernel: run by the page's kernel test), ``<!-- test: fails -->``
 (its commands exit non-zero, as shown), ``<!-- test: skip -->`` (not run:
-a fragment). Any other block is an error: a page cannot show code that is
-not run.
+a fragment), ``<!-- test: readme -->`` (a block of the user guide checked by
+tests/test_readme.py as the README's are: a program with its expected output
+there, a shell line whose flags must parse). Any other block is an error: a
+page cannot show code that is not run.
 """
 from __future__ import annotations
 
@@ -86,7 +88,7 @@ def steps(page: str) -> list[Step]:
     i = 0
     while i < len(blocks):
         b = blocks[i]
-        if "skip" in b.marks:
+        if "skip" in b.marks or "readme" in b.marks:
             pass
         elif b.title:
             out.append(Step("file", b))

@@ -1,10 +1,13 @@
-"""The README's examples are true.
+"""The README's examples, and the user guide's (``docs/guide/*.md``, where the
+README's sections went), are true.
 
 Every ```python block is a whole program that runs as written (as root, from
 any directory) and prints what the block says it prints; every shell line of
 a ```sh block that starts a ``pyebpf`` command parses with the command line's
 parser (its flags exist) and names a ready program that exists; every
-``make TARGET`` is a target of the Makefile.
+``make TARGET`` is a target of the Makefile.  On the guide's pages these
+blocks are marked ``<!-- test: readme -->``: they are checked here, not by
+tests/test_lessons.py (whose python blocks show their output in a text block).
 """
 from __future__ import annotations
 
@@ -19,12 +22,29 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+#: the README and the user guide's pages, whose blocks this module checks
+SOURCES = [README] + sorted((ROOT / "docs" / "guide").glob("*.md"))
+_MARKED = re.compile(r"^<!-- test: readme -->\n```(\w+)\n(.*?)^```", flags=re.M | re.S)
 
 
 def blocks(language: str, text: str | None = None) -> list[str]:
-    """The fenced code blocks of ``language`` in the README, in order."""
+    """The fenced code blocks of ``language`` in the README (or ``text``), in order."""
     text = README.read_text() if text is None else text
     return re.findall(rf"^```{language}\n(.*?)^```", text, flags=re.M | re.S)
+
+
+def source_blocks(language: str) -> list[tuple[str, str]]:
+    """(file, code) of the blocks of ``language`` this module checks: all of
+    the README's, and those of the guide's pages marked ``<!-- test: readme -->``."""
+    out = []
+    for path in SOURCES:
+        text = path.read_text()
+        name = path.relative_to(ROOT).as_posix()
+        if path == README:
+            out += [(name, code) for code in blocks(language, text)]
+        else:
+            out += [(name, code) for lang, code in _MARKED.findall(text) if lang == language]
+    return out
 
 
 def _malloc_histogram(out: str, pid: int) -> None:
@@ -110,20 +130,36 @@ def has_python_usdt(python: str) -> bool:
     return True
 
 
-PYTHON_BLOCKS = blocks("python")
+PYTHON_BLOCKS = source_blocks("python")
 
 
 def test_the_readme_has_python_examples():
-    assert len(PYTHON_BLOCKS) >= 5
-    for code in PYTHON_BLOCKS:
-        compile(code, "README.md", "exec")
+    assert len([f for f, _ in PYTHON_BLOCKS if f == "README.md"]) >= 3   # one per kind of user
+    assert len(PYTHON_BLOCKS) >= 7
+    for name, code in PYTHON_BLOCKS:
+        compile(code, name, "exec")
         expectation(code)
+    # every key of EXPECTED is some block's: a block that moved is still run
+    for key in EXPECTED:
+        assert any(key in code for _, code in PYTHON_BLOCKS), key
+
+
+def test_guide_blocks_are_marked_for_this_module():
+    """A python or sh block of a guide page without the mark would be run by
+    neither this module nor tests/test_lessons.py's format."""
+    for path in SOURCES[1:]:
+        text = path.read_text()
+        for m in re.finditer(r"^```(python|sh)\n", text, flags=re.M):
+            before = text[:m.start()].rstrip("\n").rsplit("\n", 1)[-1]
+            if m.group(1) == "sh" or "test:" in before:
+                assert before == "<!-- test: readme -->", (path.name, text.count("\n", 0, m.start()) + 1)
 
 
 @pytest.mark.kernel
-@pytest.mark.parametrize("index", range(len(PYTHON_BLOCKS)))
+@pytest.mark.parametrize("index", range(len(PYTHON_BLOCKS)),
+                         ids=[f"{f}-{i}" for i, (f, _) in enumerate(PYTHON_BLOCKS)])
 def test_python_example_runs_as_written(index, tmp_path):
-    code = PYTHON_BLOCKS[index]
+    code = PYTHON_BLOCKS[index][1]
     python = sys.executable
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT)           # this checkout's pyebpf
@@ -159,7 +195,7 @@ def test_shell_lines_use_flags_that_exist(capsys):
 
     makefile = (ROOT / "Makefile").read_text()
     seen = 0
-    for block in blocks("sh"):
+    for _name, block in source_blocks("sh"):
         for line in block.splitlines():
             if line.startswith("make "):
                 target = line.split()[1]

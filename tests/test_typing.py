@@ -67,7 +67,7 @@ def test_readme_programs_pass_mypy_strict(tmp_path: pathlib.Path) -> None:
 REVEAL = '''\
 from pyebpf.maps import HashMap
 from pyebpf.trace import Trace
-import pyebpf, pyebpf.usdt
+import pyebpf, pyebpf.attach, pyebpf.usdt
 m: HashMap[int, int] = HashMap("u32", "u64", 4)
 reveal_type(pyebpf.Program)
 reveal_type(pyebpf.load)
@@ -80,6 +80,9 @@ reveal_type(pyebpf.Program("x").map_increment(m, -4))
 reveal_type(m[1])
 reveal_type(Trace("uprobe:libc:malloc").hist("arg0"))
 reveal_type(Trace("uprobe:libc:malloc").start())
+reveal_type(HashMap("u32", "u64"))
+reveal_type(pyebpf.attach.attach_uprobe)
+reveal_type(pyebpf.usdt.Provider("x").path)
 '''
 
 
@@ -93,6 +96,9 @@ def test_readme_api_is_not_any(tmp_path: pathlib.Path) -> None:
     assert revealed[8].endswith('Revealed type is "int"'), out
     assert "pyebpf.program.core.Program" in revealed[6], out
     assert "pyebpf.trace.recipes.Trace" in revealed[9], out
+    assert revealed[11].endswith('"pyebpf.maps.kinds.HashMap[int, int]"'), out
+    assert "prog: pyebpf.loader.LoadedProgram |" in revealed[12], out
+    assert revealed[13].endswith('Revealed type is "str | None"'), out
 
 
 def test_a_wrong_user_program_is_reported(tmp_path: pathlib.Path) -> None:
@@ -103,3 +109,32 @@ def test_a_wrong_user_program_is_reported(tmp_path: pathlib.Path) -> None:
     code, out = _as_user([str(prog)], tmp_path)
     assert code == 1, out
     assert "wrong.py:2: error" in out and "wrong.py:3: error" in out, out
+
+
+WRONG_USES = '''\
+import ctypes
+from pyebpf.attach import attach_tracepoint, attach_uprobe
+from pyebpf.maps import ArrayMap, Bytes, HashMap
+from pyebpf.usdt import Provider
+class Rec(ctypes.Structure):
+    _fields_ = [("a", ctypes.c_int)]
+counts = HashMap("u32", "u64")
+counts[1] = "one"
+attach_uprobe(1.5, "libc", "malloc")
+attach_tracepoint(counts, "sched:sched_switch")
+r: str = HashMap(Bytes(8), Rec)[b"12345678"]
+s: str = ArrayMap("u64", 4)[0]
+size: int = len(Provider("app").path)
+'''
+
+
+def test_typed_maps_attach_and_provider_catch_misuse(tmp_path: pathlib.Path) -> None:
+    """Each line after the definitions misuses a typed result or argument (a
+    map's value type from its codec, a program for attach_*, an optional path):
+    each one is an error, where Any let them all pass."""
+    prog = tmp_path / "wrong_uses.py"
+    prog.write_text(WRONG_USES)
+    code, out = _as_user([str(prog)], tmp_path)
+    assert code == 1, out
+    lines = {int(m) for m in re.findall(r"wrong_uses\.py:(\d+): error", out)}
+    assert lines == set(range(8, 14)), out

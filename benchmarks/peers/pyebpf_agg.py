@@ -11,8 +11,8 @@ import sys
 
 import pyebpf_usdt
 from pyebpf.program import R1, R6, R7, Program
-from pyebpf.trace.aggregate import Count, Histogram
-from pyebpf.trace.render import format_count, format_hist
+from pyebpf.lang.aggregations import Count, Histogram
+from pyebpf.draw.render import format_count, format_hist
 
 
 def main() -> int:

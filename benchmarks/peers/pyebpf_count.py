@@ -18,7 +18,7 @@ import sys  # noqa: E402
 
 from pyebpf.attach import attach_uprobe, load_uprobe_program  # noqa: E402
 from pyebpf.program import Program  # noqa: E402
-from pyebpf.trace.aggregate import Count  # noqa: E402
+from pyebpf.lang.aggregations import Count  # noqa: E402
 
 
 def main() -> int:

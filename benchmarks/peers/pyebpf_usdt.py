@@ -1,6 +1,6 @@
 """The USDT probe source the pyebpf-side scripts use.
 
-``pyebpf.trace.usdt_source.usdt_probe_source`` when the library has it; otherwise
+``pyebpf.probes.usdt_source.usdt_probe_source`` when the library has it; otherwise
 a stand-in with the same interface (``prog_type``, ``load_options``,
 ``arg_count``, ``emit_arg(p, dst, n, ctx)``, ``attach(loaded, pid=None)``)
 that attaches a plain uprobe at the probe's note offset and reads register
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 try:
-    from pyebpf.trace.usdt_source import usdt_probe_source as _library_source
+    from pyebpf.probes.usdt_source import usdt_probe_source as _library_source
     METHOD = "usdt"
 except ImportError:      # not written yet: the stand-in below
     _library_source = None

@@ -1,6 +1,9 @@
 """Attach loaded programs to uprobes, tracepoints, raw tracepoints, perf events, kprobes.
 
-Every ``attach_*`` function returns a :class:`Link`: a context manager that
+Every ``attach_*`` function takes a loaded program (a
+:class:`~pyebpf.loader.LoadedProgram`, an ``Fd`` or an fd number) or a
+source it loads (a DSL ``Program``, assembly text, instruction bytes), and
+returns a :class:`Link`: a context manager that
 owns the kernel objects of the attachment (BPF link fds, perf event fds, and
 the program when it loaded it itself).  ``detach()`` is idempotent, closes
 everything in one go, and also runs when the link is garbage collected::

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from typing import Any, Sequence
 
     from ..elf import Location
+    from ..loader import LoadedProgram
 
 from ..errors import KernelError, NotSupportedError, OptionError
 from ..kernel import features
@@ -193,7 +194,8 @@ def link_ids() -> list[int]:
         cur = nxt
 
 
-def attach_perf_fd(prog: Any, pfd: Fd, method: str, cookie: int = 0) -> list[Fd]:
+def attach_perf_fd(prog: LoadedProgram | Fd | int, pfd: Fd, method: str,
+                   cookie: int = 0) -> list[Fd]:
     """Attach ``prog`` to an open perf event; returns the link fd (if any) to own."""
     if method == PERF_IOCTL:
         _sys.perf_event_set_bpf(pfd, prog_fd(prog))

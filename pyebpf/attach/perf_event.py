@@ -12,6 +12,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Iterable
 
+    from ._programs import AttachableProgram
+
 from ..errors import (AttachError, KernelError, NotSupportedError, OptionError,
                       PermissionDeniedError)
 from ..kernel import features, perf
@@ -44,7 +46,8 @@ PERF_EVENTS: dict[str, tuple[int, int]] = {
 }
 
 
-def attach_perf_event(prog: Any, frequency: int | None = 99, *, period: int | None = None,
+def attach_perf_event(prog: AttachableProgram, frequency: int | None = 99, *,
+                      period: int | None = None,
                       cpus: Iterable[int] | None = None, event: "str | tuple[int, int]" =
                       "cpu-clock", pid: int = -1, method: str = "auto") -> Link:
     """Attach a PERF_EVENT program to a sampling event on each CPU.
@@ -84,7 +87,7 @@ def attach_perf_event(prog: Any, frequency: int | None = 99, *, period: int | No
     return _attach_each(prog, "perf_event", what, method, cpu_list, pid, fill)
 
 
-def _attach_each(prog: Any, kind: str, what: str, method: str, cpus: list[int], pid: int,
+def _attach_each(prog: AttachableProgram, kind: str, what: str, method: str, cpus: list[int], pid: int,
                  fill: Callable[[Any], None]) -> Link:
     """Open one perf event per CPU of ``cpus`` (for process ``pid``; -1:
     every process), its attr set by ``fill(attr)``, and attach ``prog`` (a
@@ -92,7 +95,7 @@ def _attach_each(prog: Any, kind: str, what: str, method: str, cpus: list[int], 
     closed."""
     t0 = time.perf_counter()
     chosen = perf_method(method, f"attach_{kind}")
-    prog, owned = prepare(prog, ProgType.PERF_EVENT, f"attach_{kind}")
+    loaded, owned = prepare(prog, ProgType.PERF_EVENT, f"attach_{kind}")
     groups: list[list[Fd]] = []
     try:
         for cpu in cpus:
@@ -101,17 +104,17 @@ def _attach_each(prog: Any, kind: str, what: str, method: str, cpus: list[int], 
             pfd = a.open(pid=pid, cpu=cpu)
             group = [pfd]
             groups.append(group)
-            group.extend(attach_perf_fd(prog, pfd, chosen))
+            group.extend(attach_perf_fd(loaded, pfd, chosen))
     except BaseException:
         close_groups(groups, False)
-        if owned:
-            prog.close()
+        if owned is not None:
+            owned.close()
         raise
-    return Link(kind, what, chosen, groups, program=prog, owns_program=owned,
-                pid=None if pid == -1 else pid, attach_seconds=time.perf_counter() - t0)
+    return Link(kind, what, chosen, groups, program=loaded,
+                owns_program=owned is not None, pid=None if pid == -1 else pid, attach_seconds=time.perf_counter() - t0)
 
 
-def attach_breakpoint(prog: Any, address: int, length: int, mode: str = "w", *,
+def attach_breakpoint(prog: AttachableProgram, address: int, length: int, mode: str = "w", *,
                       pid: int = -1, cpus: Iterable[int] | None = None) -> Link:
     """Attach a PERF_EVENT program to a hardware breakpoint (a watchpoint):
     it runs after each access of ``mode`` (``r``, ``w``, ``x`` or a
@@ -144,7 +147,7 @@ def attach_breakpoint(prog: Any, address: int, length: int, mode: str = "w", *,
                         pid, fill)
 
 
-def attach_one_event(prog: Any, prog_type: int, kind: str, what: str, method: str,
+def attach_one_event(prog: AttachableProgram, prog_type: int, kind: str, what: str, method: str,
                      open_event: Callable[[], Fd]) -> Link:
     """Open one perf event (``open_event()``, every CPU and process) and attach
     ``prog`` to it: the sequence kprobes and tracepoints share.
@@ -155,24 +158,24 @@ def attach_one_event(prog: Any, prog_type: int, kind: str, what: str, method: st
     """
     t0 = time.perf_counter()
     chosen = perf_method(method, f"attach_{kind}")
-    prog, owned = prepare(prog, prog_type, f"attach_{kind}")
+    loaded, owned = prepare(prog, prog_type, f"attach_{kind}")
     try:
         pfd = open_event()
         try:
-            extra = attach_perf_fd(prog, pfd, chosen)
+            extra = attach_perf_fd(loaded, pfd, chosen)
         except BaseException:
             pfd.close()
             raise
     except BaseException:
-        if owned:
-            prog.close()
+        if owned is not None:
+            owned.close()
         raise
-    return Link(kind, what, chosen, [[pfd] + extra], program=prog, owns_program=owned,
-                attach_seconds=time.perf_counter() - t0)
+    return Link(kind, what, chosen, [[pfd] + extra], program=loaded,
+                owns_program=owned is not None, attach_seconds=time.perf_counter() - t0)
 
 
 # ==================================================================== kprobes
-def attach_kprobe(prog: Any, function: str, offset: int = 0, *, retprobe: bool = False,
+def attach_kprobe(prog: AttachableProgram, function: str, offset: int = 0, *, retprobe: bool = False,
                   method: str = "auto") -> Link:
     """Attach a KPROBE program to kernel function ``function`` (+``offset``)
     through the kprobe PMU.
@@ -203,6 +206,6 @@ def attach_kprobe(prog: Any, function: str, offset: int = 0, *, retprobe: bool =
                             method, open_event)
 
 
-def attach_kretprobe(prog: Any, function: str, **kw: Any) -> Link:
+def attach_kretprobe(prog: AttachableProgram, function: str, **kw: Any) -> Link:
     """:func:`attach_kprobe` with ``retprobe=True``."""
     return attach_kprobe(prog, function, retprobe=True, **kw)

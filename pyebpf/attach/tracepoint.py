@@ -16,6 +16,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from ._programs import AttachableProgram
+
 from .._record import Record, record
 from ..errors import (AttachError, KernelError, OptionError, ProgramError, UnknownNameError,
                       close_matches)
@@ -212,7 +214,7 @@ def tracepoint_format(name: str) -> TracepointFormat:
         return parse_tracepoint_format(f.read(), cat, event)
 
 
-def attach_tracepoint(prog: Any, name: str, *, method: str = "auto") -> Link:
+def attach_tracepoint(prog: AttachableProgram, name: str, *, method: str = "auto") -> Link:
     """Attach a TRACEPOINT program to ``"category:event"`` (e.g.
     ``"syscalls:sys_enter_openat"``), on every CPU and process.
 
@@ -242,17 +244,17 @@ def list_raw_tracepoints() -> list[str]:
     return sorted(names)
 
 
-def attach_raw_tracepoint(prog: Any, name: str) -> Link:
+def attach_raw_tracepoint(prog: AttachableProgram, name: str) -> Link:
     """Attach a RAW_TRACEPOINT program to kernel tracepoint ``name`` (``"sys_enter"``,
     ``"sched_switch"``); no tracefs needed.  The context is ``u64 args[]``, the
     tracepoint's raw arguments."""
     t0 = time.perf_counter()
-    prog, owned = prepare(prog, ProgType.RAW_TRACEPOINT, "attach_raw_tracepoint")
+    loaded, owned = prepare(prog, ProgType.RAW_TRACEPOINT, "attach_raw_tracepoint")
     try:
-        fd = _sys.raw_tracepoint_open(name, prog_fd(prog))
+        fd = _sys.raw_tracepoint_open(name, prog_fd(loaded))
     except KernelError as exc:
-        if owned:
-            prog.close()
+        if owned is not None:
+            owned.close()
         if exc.errno == E.ENOENT:
             known = list_raw_tracepoints()
             close = close_matches(name, known, n=5, cutoff=0.6)
@@ -262,5 +264,5 @@ def attach_raw_tracepoint(prog: Any, name: str) -> Link:
                               "the name is a tracepoint name without category, e.g. "
                               "'sys_enter' or 'sched_switch'") from exc
         raise
-    return Link("raw_tracepoint", name, "raw_tracepoint", [[fd]], program=prog,
-                owns_program=owned, attach_seconds=time.perf_counter() - t0)
+    return Link("raw_tracepoint", name, "raw_tracepoint", [[fd]], program=loaded,
+                owns_program=owned is not None, attach_seconds=time.perf_counter() - t0)

@@ -46,6 +46,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Iterable, Sequence
 
+    from ..loader import LoadedProgram
+    from ._programs import AttachableProgram, ProgramSource
+
 from .. import elf as _elf
 from ..errors import (ArgumentTypeError, AttachError, KernelError, NotSupportedError,
                       OptionError, PermissionDeniedError)
@@ -100,7 +103,8 @@ def uprobe_load_options(method: str = "auto") -> dict[str, int]:
             else 0}
 
 
-def load_uprobe_program(source: Any, *, method: str = "auto", **load_kw: Any) -> Any:
+def load_uprobe_program(source: ProgramSource, *, method: str = "auto", **load_kw: Any
+                        ) -> LoadedProgram:
     """Load a uprobe/uretprobe program with the options this kernel's attach
     mechanism needs (see :func:`uprobe_load_options`); extra keywords go to
     :func:`pyebpf.loader.load` (``maps=``, ``log_level=``...)."""
@@ -173,7 +177,7 @@ def _check_pid(pid: int | None) -> None:
         pass
 
 
-def attach_uprobe(prog: Any, binary: str, where: Any, *, pid: int | None = None,
+def attach_uprobe(prog: AttachableProgram, binary: str, where: Any, *, pid: int | None = None,
                   retprobe: bool = False, cookie: int = 0, ref_ctr_offset: int = 0,
                   method: str = "auto", check_boundary: bool = True,
                   unsafe: bool = False) -> Link:
@@ -206,12 +210,12 @@ def attach_uprobe(prog: Any, binary: str, where: Any, *, pid: int | None = None,
                           method=method, check_boundary=check_boundary, unsafe=unsafe)
 
 
-def attach_uretprobe(prog: Any, binary: str, where: Any, **kw: Any) -> Link:
+def attach_uretprobe(prog: AttachableProgram, binary: str, where: Any, **kw: Any) -> Link:
     """:func:`attach_uprobe` with ``retprobe=True``."""
     return attach_uprobe(prog, binary, where, retprobe=True, **kw)
 
 
-def attach_uprobes(prog: Any, binary: str, where: Sequence[Any], *,
+def attach_uprobes(prog: AttachableProgram, binary: str, where: Sequence[Any], *,
                    cookies: Sequence[int] | None = None,
                    ref_ctr_offsets: Sequence[int] | None = None, pid: int | None = None,
                    retprobe: bool = False, method: str = "auto",
@@ -243,8 +247,10 @@ def attach_uprobes(prog: Any, binary: str, where: Sequence[Any], *,
                                  retprobe=retprobe, unsafe=unsafe)
     chosen = uprobe_method(method)
     known_eat = None
-    owned = False
+    owned: LoadedProgram | None = None
+    loaded: LoadedProgram | Fd | int
     if is_loaded(prog):
+        loaded = prog
         check_type(prog, ProgType.KPROBE, f"attach_{kind}")
         known_eat = getattr(prog, "expected_attach_type", None)
         if chosen == UPROBE_MULTI and known_eat not in (None, AttachType.TRACE_UPROBE_MULTI):
@@ -262,36 +268,35 @@ def attach_uprobes(prog: Any, binary: str, where: Sequence[Any], *,
                               "with uprobe_load_options(method) for that method")
     else:
         eat = AttachType.TRACE_UPROBE_MULTI if chosen == UPROBE_MULTI else 0
-        prog = load(prog, ProgType.KPROBE, eat)
+        loaded = owned = load(prog, ProgType.KPROBE, eat)
         known_eat = eat
-        owned = True
     target = f"{path}:" + ",".join(loc.name for loc in locs[:4]) + \
         (f",... ({n} locations)" if n > 4 else "")
     try:
         if chosen == UPROBE_MULTI:
             try:
-                groups = [[_multi_link(prog, path, locs, cookies, refs, pid, retprobe, kind)]]
+                groups = [[_multi_link(loaded, path, locs, cookies, refs, pid, retprobe, kind)]]
             except AttachError as exc:
                 if known_eat is not None or exc.errno != E.EINVAL or method == UPROBE_MULTI:
                     raise
                 # a program loaded elsewhere without expected_attach_type=48
                 chosen = PERF_LINK if features.has_perf_link() else PERF_IOCTL
-                groups = _perf_uprobes(prog, path, locs, cookies, refs, pid, retprobe,
+                groups = _perf_uprobes(loaded, path, locs, cookies, refs, pid, retprobe,
                                        chosen, kind)
         else:
-            groups = _perf_uprobes(prog, path, locs, cookies, refs, pid, retprobe, chosen,
+            groups = _perf_uprobes(loaded, path, locs, cookies, refs, pid, retprobe, chosen,
                                    kind)
     except BaseException:
-        if owned:
-            prog.close()
+        if owned is not None:
+            owned.close()
         raise
-    return Link(kind, target, chosen, groups, program=prog, owns_program=owned,
+    return Link(kind, target, chosen, groups, program=loaded, owns_program=owned is not None,
                 locations=locs, pid=pid, cookies=cookies,
                 parallel_close=chosen != UPROBE_MULTI,
                 attach_seconds=time.perf_counter() - t0)
 
 
-def _multi_link(prog: Any, path: str, locs: Sequence[_elf.Location], cookies: list[int],
+def _multi_link(prog: LoadedProgram | Fd | int, path: str, locs: Sequence[_elf.Location], cookies: list[int],
                 refs: list[int], pid: int | None, retprobe: bool, kind: str) -> Fd:
     try:
         return _sys.uprobe_multi_link(
@@ -314,7 +319,7 @@ def _attach_error(exc: KernelError, kind: str, path: str,
                        f"{exc.operation} failed", hint)
 
 
-def _perf_uprobes(prog: Any, path: str, locs: Sequence[_elf.Location], cookies: list[int],
+def _perf_uprobes(prog: LoadedProgram | Fd | int, path: str, locs: Sequence[_elf.Location], cookies: list[int],
                   refs: list[int], pid: int | None, retprobe: bool, method: str,
                   kind: str) -> list[list[Fd]]:
     if method == PERF_IOCTL and any(cookies):

@@ -313,8 +313,8 @@ def _verbose(run: Any) -> None:
 
 
 def _spawn(cmd: list[str]) -> Any:
-    """The ``-c`` command, spawned and held (:class:`pyebpf.trace.live.Child`)."""
-    from ..trace.live import Child
+    """The ``-c`` command, spawned and held (:class:`pyebpf.session.live.Child`)."""
+    from ..session.live import Child
     return Child(cmd)
 
 
@@ -323,7 +323,7 @@ def _check_picture_options(args: argparse.Namespace) -> str | None:
     import os
     if getattr(args, "flamegraph", None):
         from ..errors import OptionError
-        from ..profile.output import format_of
+        from ..draw.output import format_of
         try:
             format_of(args.flamegraph)
         except OptionError as exc:
@@ -339,7 +339,7 @@ def _pictures(run: Any, args: argparse.Namespace) -> int:
     drawing failed (its data saved as text, said on stderr)."""
     if not (getattr(args, "flamegraph", None) or getattr(args, "plot", None)):
         return 0
-    from ..profile.output import ProfileWriteError
+    from ..draw.output import ProfileWriteError
     from ..lang import pictures
     status = 0
     for option, draw, what in ((args.flamegraph, pictures.write_flamegraphs, "stack-keyed"),
@@ -405,7 +405,7 @@ def _loop(run: Any, stops: Any, child: Any, pid: int | None, out: TextIO,
     signal; the maps too on SIGUSR1 (``maps_now``)."""
     watch = None
     if pid is not None:
-        from ..trace.live import _ProcessWatch
+        from ..session.live import _ProcessWatch
         watch = _ProcessWatch(pid)
     try:
         try:

@@ -98,7 +98,7 @@ def header_maps(text: str, name: str) -> tuple[str | None, dict[str, Any]]:
     ``map`` lines declare (created; the caller closes them)."""
     if "# pyebpf:" not in text:
         return None, {}
-    from ..trace.asmfile import parse_asm_file
+    from ..session.asmfile import parse_asm_file
     af = parse_asm_file(text, name, need_program=False)
     ptype = None
     if af.programs:

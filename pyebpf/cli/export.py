@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
 def _serve(prog: Any, args: argparse.Namespace, web: Any) -> int:
     """Listen, attach, serve until a stop signal; detach and close."""
     from ..export.server import DEFAULT_MAX_SERIES, Exporter
-    from ..trace import live
+    from ..session import live
     from . import StopSignals
 
     exporter = Exporter(prefix=args.prefix, max_series=args.max_series or DEFAULT_MAX_SERIES)

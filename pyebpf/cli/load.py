@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.repeat is not None and args.test_run is None:
         raise OptionError("--repeat counts the runs of --test-run: give --test-run HEX too")
-    data = _packet(args.test_run) if args.test_run is not None else None
+    data = packet(args.test_run) if args.test_run is not None else None
     text = read_source(args.file)
     name = "<stdin>" if args.file == "-" else args.file
     if not text.strip():
@@ -105,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _packet(text: str) -> bytes:
+def packet(text: str) -> bytes:
+    """The bytes of ``--test-run HEX``, zero-padded to an Ethernet header's 14."""
     from ..errors import OptionError
     cleaned = "".join(text.split())
     try:

@@ -14,7 +14,7 @@ from . import (FAILURE, OK, USAGE, StopSignals, _silence_stdout, command_line,
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..profile.sampler import Profiler
-    from ..trace.live import Child
+    from ..session.live import Child
 
 from .parser import Subparsers   # (at run time too, for documentation tools)
 
@@ -81,8 +81,8 @@ def register(subparsers: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``pyebpf profile``: sample, then write the output; the exit status."""
+    from ..draw.output import format_of
     from ..errors import OptionError
-    from ..profile.output import format_of
     if args.frequency > MAX_HZ:
         print(f"pyebpf profile: -F {args.frequency}: at most {MAX_HZ} Hz", file=sys.stderr)
         return USAGE
@@ -106,7 +106,7 @@ def _sample(args: argparse.Namespace) -> tuple[dict[tuple[str, ...], int], float
     import shutil
 
     from ..profile.sampler import Profiler
-    from ..trace import live
+    from ..session import live
     from .runner import RunGuard
     stops = StopSignals()
     with RunGuard(stops) as guard:
@@ -200,7 +200,7 @@ def _write(args: argparse.Namespace, fmt: str, stacks: dict[tuple[str, ...], int
            title: str, elapsed: float, lost: int = 0) -> int:
     """Write the output (stdout without -o); on a failure the folded text
     still lands somewhere (see the epilog)."""
-    from ..profile.output import ProfileWriteError, write_profile
+    from ..draw.output import ProfileWriteError, write_profile
     total = sum(stacks.values())
     if not args.output:
         if not _to_stdout(stacks, ""):
@@ -231,8 +231,8 @@ def _to_stdout(stacks: dict[tuple[str, ...], int], failed: str) -> bool:
     the file asked for was not written, if it was not); when standard output
     fails too (a full disk, closed), the text goes to a new file in $TMPDIR
     and stderr says where: the stacks are never lost.  True when stdout took it."""
-    from ..profile.folded import folded_text
-    from ..profile.output import write_fallback
+    from ..draw.folded import folded_text
+    from ..draw.output import write_fallback
     text = folded_text(stacks)
     if failed:
         report("profile", f"{failed}; the folded stacks follow on stdout")

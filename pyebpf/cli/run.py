@@ -12,7 +12,7 @@ from . import command_line, pid, positive_int, seconds
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..trace.session import Session
+    from ..session.base import Session
 
 from .parser import Subparsers, add_command   # (Subparsers: at run time too, for the docs)
 
@@ -31,6 +31,11 @@ header lines (see asm/README.md):
   # pyebpf: map NAME TYPE key=T value=T entries=N show=count|hist|lhist:LO:HI:STEP
   # pyebpf: output MAP fields=NAME:T,... format="printf format"
   # pyebpf: program NAME attach=PROBE [type=TYPE]   (then its instructions)
+
+A file whose header declares maps but no 'program ... attach=' line is one
+program of --type TYPE (xdp, socket_filter, sched_cls...): it is loaded with
+its maps, run with BPF_PROG_TEST_RUN on the packet --test-run HEX (default
+14 zero bytes; --repeat N times), and r0 and its maps are printed.
 """
 
 EPILOG = """\
@@ -41,6 +46,7 @@ examples:
   pyebpf run opensnoop --json
   pyebpf run execsnoop --info
   pyebpf run ./my_program.s -d 5
+  pyebpf run ./count_packets.s --type xdp --test-run '00 11 22' --repeat 100
 
 exit status: 0 ok (also after Ctrl-C: the maps are printed), 1 error (file,
 verifier, attach; or a map that could not be formatted, printed raw instead),
@@ -76,13 +82,20 @@ def register(subparsers: Subparsers) -> None:
                    help="where to write the verifier's log if it rejects a program "
                         "(default: a new /tmp/pyebpf-verifier-*.log, whose path is printed)")
     p.add_argument("-q", "--quiet", action="store_true", help="no status lines on stderr")
+    p.add_argument("--type", "-t", dest="prog_type", metavar="TYPE",
+                   help="a file of maps and code without an attach= line: its program type "
+                        "(xdp, socket_filter...); it is test-run, not attached")
+    p.add_argument("--test-run", metavar="HEX", default=None,
+                   help="with --type: the packet to run it on (hex bytes, zero-padded to 14)")
+    p.add_argument("--repeat", type=positive_int, default=None, metavar="N",
+                   help="with --type: run it N times")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """``pyebpf run``: describe, list or run a program (see the module docs); the exit status."""
+    from ..session import asmfile
     from ..text.lexer import read_source
-    from ..trace import asmfile
     from .runner import target_error
 
     if args.list:
@@ -104,6 +117,12 @@ def run(args: argparse.Namespace) -> int:
         values[name] = value
     t0 = time.perf_counter()
     path = resolve_program(args.file)
+    if args.prog_type is not None:
+        return test_run(args, path, values)
+    if args.test_run is not None or args.repeat is not None:
+        from ..errors import OptionError
+        raise OptionError("--test-run and --repeat run a program of --type TYPE (a file "
+                          "without attach= lines): give --type too")
     af = asmfile.parse_asm_file(read_source(path), path)
     if args.info:
         print(af.info())
@@ -119,6 +138,53 @@ def run(args: argparse.Namespace) -> int:
     opts = RunOptions(command="run", cmd=args.cmd, pid=args.pid, json_mode=args.json,
                       duration=args.duration, max_events=args.max_events, quiet=args.quiet)
     return run_session(loaded, opts, attached, t0)
+
+
+def test_run(args: argparse.Namespace, path: str, values: dict[str, str]) -> int:
+    """``pyebpf run FILE --type TYPE``: a file whose header declares maps (and
+    no ``program ... attach=`` line) loaded whole as one program of TYPE, run
+    with BPF_PROG_TEST_RUN, then r0 and its ``show=`` maps printed as at the
+    end of a run (bpftrace's format, or JSON lines)."""
+    import json
+
+    from ..errors import OptionError
+    from ..loader import load, prog_type_of
+    from ..text import assemble
+    from ..text.lexer import read_source
+    from ..session import asmfile
+    from .load import packet
+
+    refused = [flag for flag, given in (("-p", args.pid), ("-c", args.cmd),
+                                        ("-d", args.duration), ("-n", args.max_events))
+               if given is not None]
+    if refused:
+        raise OptionError(f"--type runs the program once with BPF_PROG_TEST_RUN, not on a "
+                          f"probe: {', '.join(refused)} {'does' if len(refused) == 1 else 'do'} not apply")
+    text = read_source(path)
+    af = asmfile.parse_asm_file(text, path, need_program=False)
+    if af.programs:
+        raise OptionError(f"{path}: its header attaches its programs (line "
+                          f"{af.programs[0].line}); --type is for a file without attach= "
+                          f"lines (a program line takes type=TYPE)")
+    ptype = prog_type_of(args.prog_type)
+    data = packet(args.test_run if args.test_run is not None else "")
+    with asmfile.AsmSession(af, values, attach=False) as session:
+        code = "\n".join(asmfile.substitute(line, session.values, path, n)
+                         for n, line in enumerate(text.splitlines(), 1))
+        with load(assemble(code, "llvm", path), ptype, maps=session.maps) as prog:
+            result = prog.test_run(data, repeat=args.repeat or 1)
+        if args.json:
+            print(json.dumps({"type": "test_run", "retval": result.retval,
+                              "repeat": args.repeat or 1}))
+            for obj in session.json_objects():
+                print(json.dumps(obj))
+        else:
+            print(f"r0 = {result.retval} (0x{result.retval:x})"
+                  + (f", {args.repeat} runs" if args.repeat else ""))
+            shown = session.format_text()
+            if shown:
+                print("\n" + shown, end="")
+    return 0
 
 
 def programs_dir() -> str | None:
@@ -150,9 +216,9 @@ def bundled_programs() -> dict[str, str]:
 def resolve_program(name: str) -> str:
     """The file ``pyebpf run NAME`` loads: ``NAME`` itself if it exists, else
     the ready program of that name (with or without ``.s``; not for a
-    path with a ``/``).  Raises :class:`~pyebpf.trace.asmfile.AsmFileError`
+    path with a ``/``).  Raises :class:`~pyebpf.session.asmfile.AsmFileError`
     naming the ready programs (and the closest ones) otherwise."""
-    from ..trace.asmfile import AsmFileError
+    from ..session.asmfile import AsmFileError
 
     if os.path.exists(name):
         return name
@@ -176,7 +242,7 @@ def resolve_program(name: str) -> str:
 
 def list_programs() -> str:
     """``pyebpf run --list``: each ready program's name and description."""
-    from ..trace.asmfile import read_asm_file
+    from ..session.asmfile import read_asm_file
 
     programs = bundled_programs()
     if not programs:

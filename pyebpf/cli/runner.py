@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     import argparse
     from typing import Any, Callable
 
-    from ..trace.live import Child
-    from ..trace.session import Session
+    from ..session.base import Session
+    from ..session.live import Child
 
 __all__ = ["run_session", "RunOptions", "RunGuard", "program_text", "program_target",
            "target_error", "bpftrace_error"]
@@ -160,7 +160,7 @@ def run_session(open_session: Callable[[int | None], Session], opts: RunOptions,
     time taken since ``t0`` (a :func:`time.perf_counter` reading; default:
     now) and what happens next.
     """
-    from ..trace import live
+    from ..session import live
 
     t0 = time.perf_counter() if t0 is None else t0
     stops = StopSignals()
@@ -181,7 +181,7 @@ def run_session(open_session: Callable[[int | None], Session], opts: RunOptions,
 def _loop(session: Session, stops: StopSignals, child: Child | None, opts: RunOptions) -> None:
     """Let the command run and loop until a stop condition or a stop signal;
     returns with the stop signals held (see :class:`StopSignals`)."""
-    from ..trace import live
+    from ..session import live
     try:
         try:
             stops.arm()
@@ -199,7 +199,7 @@ def _loop(session: Session, stops: StopSignals, child: Child | None, opts: RunOp
 def _finish(session: Session, child: Child | None, opts: RunOptions) -> bool:
     """Print the results and detach, in the order that gives them soonest;
     True when everything was printed normally."""
-    from ..trace import live
+    from ..session import live
 
     def final() -> bool:
         return live.print_final(session, sys.stdout, sys.stderr, opts.json_mode, opts.table,

@@ -11,7 +11,7 @@ from . import command_line, pid, positive_int, process_exists, report, seconds
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..lang.flags import Question
-    from ..trace.session import Session
+    from ..session.base import Session
 
 from .parser import Subparsers   # (at run time too, for documentation tools)
 
@@ -185,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     # "Attached ... in N ms" counts from here, after the tracing package (its
     # maps and kernel layers) and its run loop are imported, as it always did
-    importlib.import_module("pyebpf.trace.live")
+    importlib.import_module("pyebpf.session.live")
     t0 = time.perf_counter()
     try:
         from ..lang.flagsession import FlagTrace

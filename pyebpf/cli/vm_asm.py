@@ -1,7 +1,7 @@
 """The ``asm/`` files (text assembly with a ``# pyebpf:`` header) in the VM:
 what ``pyebpf vm run`` / ``vm step`` do with them (:mod:`.vm`).
 
-The header (parsed by :mod:`pyebpf.trace.asmfile`) declares the maps the
+The header (parsed by :mod:`pyebpf.session.asmfile`) declares the maps the
 programs use and the events they send; :func:`read` turns a file into
 :class:`AsmProgram` objects -- each program's instructions, with the maps
 made from the header's declarations -- so ``pyebpf vm run`` / ``vm step`` run
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable, TextIO
 
     from ..isa import Insn
-    from ..trace.asmfile import AsmFile, ProgramDecl
+    from ..session.asmfile import AsmFile, ProgramDecl
     from ..vm import Vm
 
 _PROGRAM_LINE = re.compile(r"^\s*#\s*pyebpf:\s*program\b", re.M)
@@ -43,7 +43,7 @@ class AsmPrograms:
 
     ``programs``: (name, instructions) in file order; ``maps``: name ->
     :class:`~pyebpf.maps.MapSpec` of every declared map; ``file``: the parsed
-    :class:`~pyebpf.trace.asmfile.AsmFile`.
+    :class:`~pyebpf.session.asmfile.AsmFile`.
     """
 
     def __init__(self, file: AsmFile, programs: list[tuple[str, list[Insn]]],
@@ -80,8 +80,8 @@ class AsmPrograms:
     def report(self, vm: Vm, out: TextIO) -> None:
         """Print the events waiting in the output map and the ``show=`` maps,
         as ``pyebpf run`` does."""
-        from ..trace.asmfile import AsmEvent, AsmSession
-        from ..trace.render import format_count, format_hist
+        from ..draw.render import format_count, format_hist
+        from ..session.asmfile import AsmEvent, AsmSession
         if self._reader is not None:
             o = self.file.outputs[0]
             for rec in self._reader.drain():
@@ -117,7 +117,7 @@ class _Maps:
 
 def read(text: str, filename: str, values: dict[str, str] | None = None) -> AsmPrograms:
     """Parse an asm file and assemble each program for the VM (see the module docs)."""
-    from ..trace.asmfile import AsmFileError, parse_asm_file
+    from ..session.asmfile import AsmFileError, parse_asm_file
     af = parse_asm_file(text, filename)
     given = dict(values or {})
     unknown = set(given) - set(af.params) - {"PID"}
@@ -133,8 +133,8 @@ def read(text: str, filename: str, values: dict[str, str] | None = None) -> AsmP
 
 def _assemble(af: AsmFile, pd: ProgramDecl, values: dict[str, str]) -> list[Insn]:
     """One program's code, placeholders and ``.arg`` expanded, lines kept."""
+    from ..session.asmfile import _ARG_DIRECTIVE, AsmSession, substitute
     from ..text import assemble
-    from ..trace.asmfile import _ARG_DIRECTIVE, AsmSession, substitute
     probe = _Probe(af, pd, values)
     lines = [""] * len(af.text.splitlines())
     for lineno, text in pd.body:
@@ -156,8 +156,8 @@ class _Probe:
     def get(self, line: int) -> Any:
         if self.source is None:
             from ..errors import PyebpfError
-            from ..trace.asmfile import AsmFileError, substitute
-            from ..trace.probes import probe_source
+            from ..probes.sources import probe_source
+            from ..session.asmfile import AsmFileError, substitute
             try:
                 attach = substitute(self.pd.attach, self.values, self.af.filename, self.pd.line)
                 self.source = probe_source(attach, None)
@@ -173,7 +173,7 @@ class _Probe:
             source = self.get(line)
             field = getattr(source, "field", None)
             if field is None:
-                from ..trace.asmfile import AsmFileError
+                from ..session.asmfile import AsmFileError
                 raise AsmFileError(f"${{args.{name}}}: only tracepoint programs have args",
                                    self.af.filename, line)
             return field(name).offset

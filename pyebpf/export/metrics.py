@@ -181,9 +181,9 @@ def label_values(key: Type | None, k: Any, stacks: Stacks | None = None) -> list
 def _bucket_hi(value: Type, bucket: int) -> int | None:
     """The exclusive upper end of ``bucket`` (None: unbounded)."""
     if value.lhist is None:
-        from ..trace.aggregate import log2_bucket_range
+        from ..draw.buckets import log2_bucket_range
         return log2_bucket_range(bucket)[1]
-    from ..lang.output import lhist_range
+    from ..lang.output_maps import lhist_range
     return lhist_range(bucket, *value.lhist)[1]
 
 

@@ -88,6 +88,12 @@ class BtProgram:
             for ap in probe.attach_points:
                 if ap.provider not in ("BEGIN", "END"):
                     self._resolve_or_skip(ap, len(probe.attach_points) > 1)
+        from .pystack import check_targets   # (pystack: a CPython to read, or a clear error)
+        self._files = [p for got in self._resolved.values() for _, src in got
+                       if (p := getattr(src, "path", None))]
+        #: pystack's process is known only once start() is given a command
+        self._pystack_later = check_targets(script, pid, command, self._files,
+                                            later=pid is None and not command)
 
     def _resolve_or_skip(self, ap: AttachPoint, shared: bool) -> None:
         """Resolve ``ap``; a missing tracepoint that shares its probe with
@@ -154,14 +160,18 @@ class BtProgram:
         """Load and attach, run BEGIN, then start ``command`` (argv) if
         given: its pid is ``cpid``. Returns the running :class:`BtRun`.
 
-        ``child``: a :class:`pyebpf.trace.live.Child` already spawned (held)
+        ``child``: a :class:`pyebpf.session.live.Child` already spawned (held)
         instead of ``command``; ``release=False`` leaves it held (the
         caller calls its ``go()``); ``begun(run)`` is called once BEGIN has
         run, before the probes are attached (:meth:`BtRun.start`)."""
         from .runtime import BtRun
+        if self._pystack_later:
+            from .pystack import check_targets
+            argv = command if command is not None else getattr(child, "argv", None)
+            check_targets(self.script, None, argv, self._files)
         own = False
         if command is not None and child is None:
-            from ..trace.live import Child
+            from ..session.live import Child
             child = Child(list(command))
             own = True
         try:

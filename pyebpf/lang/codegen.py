@@ -19,7 +19,7 @@ Decisions (issue 14):
   types give (:mod:`pyebpf.lang.layout`).
 - **Maps**: one BPF map per ``@name``. Plain values: a hash map from the
   key's bytes (8 zero bytes for a map without key) to the value's bytes
-  (integers as 8 bytes). Aggregations use :mod:`pyebpf.trace.aggregate`
+  (integers as 8 bytes). Aggregations use :mod:`pyebpf.lang.aggregations`
   (per-CPU hash maps, summed when read); a histogram's key carries the
   bucket after the map key.
 - **Events**: one BPF ring buffer for everything user space does
@@ -107,7 +107,7 @@ class MapPlan:
             self.spec = MapSpec(HashMap, Bytes(self.key_size), Bytes(self.value_size),
                                 max_entries=MAX_MAP_ENTRIES, name=self.kname)
             return
-        from ..trace import aggregate as agg
+        from . import aggregations as agg
         kw: dict[str, Any] = dict(keyed=True, max_keys=MAX_MAP_ENTRIES, key_size=self.key_size,
                                   create=False)
         if self.kind in _AGGREGATIONS:
@@ -139,7 +139,7 @@ class MapPlan:
         return f"<MapPlan {self.name} key={self.key} value={self.value} ({self.kname})>"
 
 
-#: the bpftrace aggregations that are one :mod:`pyebpf.trace.aggregate` class
+#: the bpftrace aggregations that are one :mod:`pyebpf.lang.aggregations` class
 #: made without options: kind -> the class's name
 _AGGREGATIONS = {"count": "Count", "sum": "Sum", "min": "Min", "max": "Max", "avg": "Avg",
                  "stats": "Stats"}
@@ -207,6 +207,8 @@ class Unit:
         self.ringbuf = MapSpec(RingBuf, RINGBUF_SIZE, name="bt_events")
         self.stack_map: Any = None
         self.kstack_map: Any = None
+        #: the maps of ``pystack`` by role (pyebpf.lang.pystack), made on first use
+        self.pystacks: dict[str, Any] = {}
         self.join_map: Any = None
         self.probe_names: list[str] = []
         #: why each uprobe that names a missing function was left out
@@ -237,7 +239,7 @@ class Unit:
         addresses), described, made on first use."""
         if kind == "ustack":
             if self.stack_map is None:
-                from ..trace.stacks import make_stack_map
+                from ..symbols.stacks import make_stack_map
                 self.stack_map = make_stack_map(4096, 127, name="bt_ustacks", create=False)
             return self.stack_map
         if self.kstack_map is None:
@@ -245,11 +247,19 @@ class Unit:
             self.kstack_map = MapSpec(StackTraceMap, 4096, 127, name="bt_kstacks")
         return self.kstack_map
 
+    def pystack_maps(self) -> dict[str, Any]:
+        """The maps of ``pystack`` (see :func:`pyebpf.lang.pystack.pystack_specs`)."""
+        if not self.pystacks:
+            from .pystack import pystack_specs
+            self.pystacks = pystack_specs()
+        return self.pystacks
+
     def all_map_specs(self) -> dict[str, Any]:
         """Kernel map name -> its description, for every map of the unit."""
         out = {m.kname: m.spec for m in self.maps.values()}
         out[self.ringbuf.name] = self.ringbuf
-        for m in (self.stack_map, self.kstack_map, self.join_map, self.drops):
+        for m in (self.stack_map, self.kstack_map, self.join_map, self.drops,
+                  *self.pystacks.values()):
             if m is not None:
                 out[m.name] = m
         return out

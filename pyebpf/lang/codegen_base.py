@@ -48,7 +48,7 @@ def type_of(e: A.Expr) -> Type:
     if isinstance(e, A.String):
         return string_type(len(e.value.encode()) + 1)
     if isinstance(e, A.Builtin):
-        if e.name in ("ustack", "kstack"):
+        if e.name in ("ustack", "kstack", "pystack"):
             return Type(e.name, 8)
         return _BUILTIN_TYPES.get(e.name, I64)
     if isinstance(e, A.Call) and e.name in ("ustack", "kstack"):

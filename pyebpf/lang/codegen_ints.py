@@ -5,8 +5,8 @@ register of the pool."""
 from __future__ import annotations
 
 from ..program import R0, R1, R2, R3, R4, R5, R10, W0, Reg
-from ..trace.expr import HELPER_BUILTINS, emit_elapsed, emit_helper_builtin, emit_ustack_key
 from . import ast as A
+from .builtins import HELPER_BUILTINS, emit_elapsed, emit_helper_builtin, emit_ustack_key
 from .codegen_base import CodegenError, _const, _describe, _GenBase, _wrap64, pointee_size, type_of
 from .layout import size_align
 from .sema_base import param_int
@@ -170,6 +170,9 @@ class _IntGen(_GenBase):
             self.source.emit_arg(p, r, int(n[3:]), self.ctx_reg)
         elif n == "ustack":                      # pid << 32 | stack id
             emit_ustack_key(p, r, self.ctx_reg, self.unit.stacks("ustack"))
+        elif n == "pystack":                     # an id of the Python frames
+            from .pystack import emit_pystack
+            emit_pystack(p, r, self.unit.pystack_maps())
         elif n == "ctx":                         # the probe's context pointer
             p.mov(r, self.ctx_reg)
         elif n == "kstack":

@@ -82,7 +82,7 @@ class _MapGen(_GenBase):
     def aggregate(self, plan: MapPlan, m: A.Map, call: A.Call) -> None:
         """``@m[k] = count()/sum(v)/hist(v)/lhist(v, ...)`` by a per-CPU add
         (the trace layer's map layout, so its readers sum the CPUs);
-        min/max/avg/stats through :mod:`pyebpf.trace.aggregate`'s emitters."""
+        min/max/avg/stats through :mod:`pyebpf.lang.aggregations`'s emitters."""
         p = self.p
         if plan.kind == "count":
             key = self.key(m, plan)
@@ -119,7 +119,7 @@ class _MapGen(_GenBase):
 
     def _bucket(self, plan: MapPlan, value: Reg) -> None:
         """``r1 = the histogram bucket of value`` (r2, r3 clobbered)."""
-        from ..trace.aggregate import emit_linear_bucket, emit_log2_bucket
+        from .aggregations import emit_linear_bucket, emit_log2_bucket
         if plan.kind == "hist":
             emit_log2_bucket(self.p, R1, value, R2, R3)
         else:

@@ -87,7 +87,7 @@ def _fields(ct: CType) -> list[Field]:
 
 
 def args_record(source: Any) -> Type | None:
-    """``args`` of a uprobe (its source, :class:`~pyebpf.trace.probes.UprobeSource`):
+    """``args`` of a uprobe (its source, :class:`~pyebpf.probes.sources.UprobeSource`):
     a record of the function's parameters (offset ``8 * N`` for parameter
     N, read from the N-th argument), None when its DWARF does not describe
     the function."""

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
     from typing import Any
 
-    from ..trace.probes import ProbeSpec
+    from ..probes.sources import ProbeSpec
     from . import ast as A
 
 __all__ = ["Question", "FlagAggregate", "FlagField", "expr_text", "split_keys", "AGG_KINDS",
@@ -165,7 +165,7 @@ class FlagAggregate:
         return "@" + (self.name or "")
 
     def aggregation(self) -> Any:
-        """The :mod:`pyebpf.trace.aggregate` object behind it (set by the run)."""
+        """The :mod:`pyebpf.lang.aggregations` object behind it (set by the run)."""
         if self.impl is None:
             raise OptionError(f"{self.display}: not running yet")
         return self.impl
@@ -246,9 +246,14 @@ class Question:
     def __init__(self, probes: Sequence[str], *, filters: Iterable[str] = (),
                  strlen: int = DEFAULT_STRLEN, pid: int | None = None,
                  cpid: bool = False) -> None:
-        from ..trace.probes import parse_probe
+        from ..probes.sources import parse_probe
+        from .probes import kernel_probe_refusal
         if not probes:
             raise OptionError("a trace needs at least one probe")
+        for p in probes:
+            refused = kernel_probe_refusal(p)
+            if refused is not None:        # kprobe:..., kfunc:...: why, as bt says it
+                raise refused
         self.specs: list[ProbeSpec] = [parse_probe(p) for p in probes]
         self.strlen = strlen
         self.pid = pid
@@ -257,29 +262,38 @@ class Question:
         self.aggregates: list[FlagAggregate] = []
         self.event_fields: list[FlagField] | None = None
         self.event_format: str | None = None
+        #: the arguments read at a ``uretprobe:`` are the entry's, saved by
+        #: thread (False: refused there, as the language refuses them)
+        self.return_args = True
         #: (first line, probe spec) of each block of the last program_text()
         self.blocks: list[tuple[int, str]] = []
 
     # ------------------------------------------------------------ building
     def add(self, kind: str, value: str | None, by: str | None = None,
-            linear: tuple[int, int, int] | None = None) -> Question:
-        """``@[by] = kind(value)``; ``by`` may list several keys (``'comm, arg0'``)."""
+            linear: tuple[int, int, int] | None = None, name: str | None = None) -> Question:
+        """``@[by] = kind(value)``; ``by`` may list several keys (``'comm, arg0'``);
+        ``name`` (letters, digits and ``_``): ``@name`` instead of the default
+        name :meth:`finish` gives."""
         if kind not in AGG_KINDS:
             raise OptionError(f"no aggregation {kind!r}")
         if value is None and kind != "count":
             raise OptionError(f"{kind}() needs a value to aggregate (an expression such as arg0)")
         if linear is not None:
-            from ..trace.aggregate import linear_buckets
+            from ..draw.buckets import linear_buckets
             linear_buckets(*linear)           # the bucket cap, checked before anything runs
+        if name is not None:
+            name = name.lstrip("@")
+            if name and not name.replace("_", "a").isalnum():
+                raise OptionError(f"an aggregation name is letters, digits and _, not {name!r}")
         keys = [FlagField(k) for k in split_keys(by)] if by else []
         val = FlagField(value) if value is not None else None
-        self.aggregates.append(FlagAggregate(kind, val, keys, None, linear))
+        self.aggregates.append(FlagAggregate(kind, val, keys, name, linear))
         return self
 
     def print(self, fmt: str | None, fields: Sequence[str]) -> Question:
         """An event per hit with ``fields`` (``name=EXPR`` names one),
         printed with the C-style ``fmt`` (None: a table)."""
-        from ..trace.render import event_format, split_field
+        from ..draw.render import event_format, split_field
         named = []
         for f in fields:
             name, text = split_field(f)
@@ -305,13 +319,18 @@ class Question:
         checks that need every flag; returns the question."""
         if not self.aggregates and self.event_fields is None:
             self.add("count", None, "probe")
-        if len(self.aggregates) == 1:
+        if len(self.aggregates) == 1 and self.aggregates[0].name is None:
             self.aggregates[0].name = ""
         else:
             used: dict[str, int] = {}
             for a in self.aggregates:
-                used[a.kind] = used.get(a.kind, 0) + 1
-                a.name = a.kind if used[a.kind] == 1 else f"{a.kind}{used[a.kind]}"
+                if a.name is None:
+                    used[a.kind] = used.get(a.kind, 0) + 1
+                    a.name = a.kind if used[a.kind] == 1 else f"{a.kind}{used[a.kind]}"
+        names = [a.name for a in self.aggregates]
+        twice = sorted({n for n in names if names.count(n) > 1 and n is not None})
+        if twice:
+            raise OptionError(f"two aggregations are named @{twice[0]}")
         for spec in self.specs:
             function = spec.kind in ("uprobe", "uretprobe")
             if self.uses("latency") and not function:
@@ -327,7 +346,7 @@ class Question:
         if spec.kind == "uprobe":
             return self.uses("latency") or self.uses("retval")
         if spec.kind == "uretprobe":
-            return self.uses("latency") or self.uses("args")
+            return self.uses("latency") or (self.return_args and self.uses("args"))
         return False
 
     def _target(self) -> str | None:
@@ -340,6 +359,16 @@ class Question:
 
     def _text(self, f: FlagField, saved: bool) -> str:
         return expr_text(f.node, saved=saved, strlen=self.strlen)
+
+    def _condition(self, f: FlagField, saved: bool) -> str:
+        """A filter as one operand of the ``&&`` that joins the filters (and
+        the pid's test): parenthesized when it is an ``||`` or a ternary."""
+        from . import ast as A
+        text = self._text(f, saved)
+        n = f.node
+        if isinstance(n, A.Ternary) or (isinstance(n, A.Binop) and n.op == "||"):
+            return f"({text})"
+        return text
 
     def _aggregate(self, a: FlagAggregate, saved: bool) -> str:
         keys = ", ".join(self._text(k, saved) for k in a.keys)
@@ -396,7 +425,7 @@ class Question:
                + [f"delete({_START});"] + [f"delete(@__arg{n}[tid]);" for n in args])
         actions = self._actions(saved=True)
         if self.filters:
-            cond = " && ".join(self._text(f, True) for f in self.filters)
+            cond = " && ".join(self._condition(f, True) for f in self.filters)
             ret.append(f"if ({cond}) {{")
             ret += ["  " + x for x in actions]
             ret.append("}")
@@ -422,7 +451,7 @@ class Question:
                 blocks += self._pair(spec)
             else:
                 direct.append(spec)
-        pred = [self._text(f, False) for f in self.filters]
+        pred = [self._condition(f, False) for f in self.filters]
         target = self._target()
         if target:
             pred.insert(0, target)

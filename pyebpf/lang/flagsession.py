@@ -2,20 +2,20 @@
 
 :class:`FlagTrace` compiles a :class:`~pyebpf.lang.flags.Question` (its
 bpftrace program) with :func:`pyebpf.lang.api.compile`; :meth:`FlagTrace.start`
-loads it as a :class:`FlagSession`, the :class:`~pyebpf.trace.session.Session`
+loads it as a :class:`FlagSession`, the :class:`~pyebpf.session.base.Session`
 that the command line's runner (:func:`pyebpf.cli.runner.run_session`) and
-the loop and printers of :mod:`pyebpf.trace.live` drive.  The session keeps
+the loop and printers of :mod:`pyebpf.session.live` drive.  The session keeps
 the flag CLI's output: events printed with the C-style format (or as a
 table), ``{"type": "event", "probe": ..., "fields": {...}}`` JSON lines,
 and the aggregations in bpftrace's layout, as tables, or as JSON objects
-(:mod:`pyebpf.trace.formatting`), with ``--interval --clear`` baselines.
+(:mod:`pyebpf.draw.formatting`), with ``--interval --clear`` baselines.
 """
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from ..trace.session import Session
+from ..session.base import Session
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -34,10 +34,11 @@ class FlagTrace:
     """A question compiled: :meth:`show` its eBPF, :meth:`start` it.
 
     ``ring_size``: bytes of the ring buffer the events go through;
-    ``unsafe``: uprobes may go where no instruction start is proven."""
+    ``unsafe``: uprobes may go where no instruction start is proven;
+    ``filename``: what errors in the program name it."""
 
     def __init__(self, question: Question, *, ring_size: int | None = None,
-                 unsafe: bool = False) -> None:
+                 unsafe: bool = False, filename: str = "flags") -> None:
         from .api import compile
         if ring_size is not None:
             from ..maps import perf_ring_size
@@ -45,7 +46,7 @@ class FlagTrace:
         self.question = question.finish()
         self.text = question.program_text(header=False)
         self.ring_size = ring_size
-        self.program: BtProgram = compile(self.text, filename="flags", pid=question.pid,
+        self.program: BtProgram = compile(self.text, filename=filename, pid=question.pid,
                                           unsafe=unsafe)
 
     def shown_text(self) -> str:
@@ -135,7 +136,7 @@ class FlagSession(Session):
     # ------------------------------------------------------------ events
     def read_events(self, timeout: float | None = 0) -> list[Any]:
         """Wait up to ``timeout`` seconds (0: not at all; None: until some
-        come) and return the events (:class:`pyebpf.trace.model.Event`)."""
+        come) and return the events (:class:`pyebpf.session.base.Event`)."""
         reader = self.run.reader
         if reader is None or self.question.event_fields is None:
             return []
@@ -152,9 +153,9 @@ class FlagSession(Session):
         return out
 
     def _flag_event(self, action: Action, values: tuple[Any, ...]) -> Any:
-        from ..trace.model import Event
-        from ..trace.render import format_printf
-        from ..trace.stacks import format_stack
+        from ..draw.render import format_printf
+        from ..session.base import Event
+        from ..symbols.stacks import format_stack
         q = self.question
         fields: dict[str, Any] = {}
         shown: list[Any] = []
@@ -188,7 +189,7 @@ class FlagSession(Session):
         if func and isinstance(v, str):
             name = v.rpartition(":")[2]
             if name.startswith("_Z"):
-                from ..trace.stacks import demangle
+                from ..symbols.stacks import demangle
                 return demangle([name])[name]
             return name
         if kind in ("ustack", "kstack"):
@@ -248,31 +249,35 @@ class FlagSession(Session):
     def raw_results(self) -> dict[str, Any]:
         """Each aggregation's map as read, undecoded (printed when decoding
         or formatting fails)."""
+        from .runtime import _bound_agg
         out: dict[str, Any] = {}
         for a in self.question.aggregates:
-            try:
-                out[a.display] = dict(self.run.live[self.unit.maps[a.display].kname].items())
+            try:          # (as the aggregation reads it: per-CPU values summed)
+                plan = self.unit.maps[a.display]
+                live = self.run.live[plan.kname]
+                out[a.display] = (_bound_agg(plan, live).read() if plan.agg is not None
+                                  else dict(live.items()))
             except Exception as exc:       # nothing left to print for this one
                 out[a.display] = f"<unreadable: {type(exc).__name__}: {exc}>"
         return out
 
     def format_text(self, results: dict[str, Any] | None = None) -> str:
         """The aggregations as bpftrace prints them at exit (sorted by name)."""
-        from ..trace import formatting
+        from ..draw import formatting
         res = self.results() if results is None else results
-        return formatting.format_text(self.question.aggregates, res)  # type: ignore[arg-type]
+        return formatting.format_text(self.question.aggregates, res)
 
     def format_table(self, results: dict[str, Any] | None = None) -> str:
         """The aggregations as tables (a column per key, rows by decreasing value)."""
-        from ..trace import formatting
+        from ..draw import formatting
         res = self.results() if results is None else results
-        return formatting.format_table(self.question.aggregates, res)  # type: ignore[arg-type]
+        return formatting.format_table(self.question.aggregates, res)
 
     def json_objects(self, results: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """The aggregations as bpftrace's ``-f json`` objects."""
-        from ..trace import formatting
+        from ..draw import formatting
         res = self.results() if results is None else results
-        return formatting.json_objects(self.question.aggregates, res)  # type: ignore[arg-type]
+        return formatting.json_objects(self.question.aggregates, res)
 
 
 def _value(kind: str, v: Any) -> Any:

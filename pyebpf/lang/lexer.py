@@ -45,6 +45,7 @@ __all__ = ["Token", "Lexer", "tokenize", "read_uint", "parse_int", "BUILTINS", "
 BUILTINS = frozenset(
     "args cgroup comm cpid numaid cpu ctx curtask elapsed func gid nsecs pid probe "
     "rand retval tid uid username".split()
+    + ["pystack"]                                      # (pyebpf's: Python frames)
     + [f"arg{i}" for i in range(10)] + [f"sarg{i}" for i in range(10)])
 #: bpftrace 0.17's function names
 CALLS = frozenset(

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 
-from ..trace.probes import ProbeSpecError
+from ..probes.sources import ProbeSpecError
 from .probes import HARDWARE_EVENTS, SOFTWARE_EVENTS, _canonical, _match, _tracepoint_names
 
 TYPE_CHECKING = False
@@ -52,7 +52,7 @@ def list_probes(pattern: str | None = None, *, pid: int | None = None,
 
     Raises :class:`~pyebpf.lang.errors.LangError` for a character no attach
     point may hold (bpftrace's ``invalid character``) and
-    :class:`~pyebpf.trace.probes.ProbeSpecError` for a pattern that names
+    :class:`~pyebpf.probes.sources.ProbeSpecError` for a pattern that names
     no kind or a missing file."""
     search = pattern or "*:*"
     if search == "*":
@@ -82,7 +82,8 @@ def _with_params(names: list[str]) -> list[str]:
             out += [f"    {p.type.c_name()} {p.name}" for p in _params(path, func)]
         elif kind == "tracepoint":
             from ..attach import tracepoint_format
-            out += [f"    {f.type} {f.name}" + (f"[{f.array_len}]" if f.array_len else "")
+            out += [f"    __data_loc {f.type}[] {f.name}" if f.data_loc else
+                    f"    {f.type} {f.name}" + (f"[{f.array_len}]" if f.array_len else "")
                     for f in tracepoint_format(rest).fields if not f.common]
     return out
 

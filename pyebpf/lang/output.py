@@ -1,5 +1,5 @@
-"""Printing as bpftrace 0.17 prints: ``printf``, ``print()``, ``time()`` and the
-maps at exit, as text and as ``-f json`` lines. Pure: no kernel, no I/O.
+"""Printing as bpftrace 0.17 prints: ``printf``, ``print()`` of values,
+``time()``, as text and as ``-f json`` lines. Pure: no kernel, no I/O.
 
 Values come in as Python values (:func:`decode` turns the bytes of a map key,
 a map value or an event record into one), typed by the language's
@@ -22,28 +22,17 @@ count/sum/min/max an ``int``
 avg, stats        ``(count, total)``
 hist, lhist       ``{bucket: count}``: bucket 0 below the range, then
                   log2 buckets (1: ``[0]``, 2: ``[1]``, 3: ``[2, 4)``...:
-                  :func:`pyebpf.trace.aggregate.log2_bucket`) or the
+                  :func:`pyebpf.draw.buckets.log2_bucket`) or the
                   ``lhist`` steps, the last one ``[max, ...)``
-                  (:func:`lhist_bucket`)
+                  (:func:`~pyebpf.lang.output_maps.lhist_bucket`)
 ================  ==========================================================
 
-A map's entries are a mapping from its key (``None``/``()`` for a map
-without keys; a tuple when it has several) to its value.
+Maps are printed by :mod:`pyebpf.lang.output_maps` (with these values).
 
 What bpftrace does, and this module with it:
 
 - a 64-bit integer in a map key prints signed, whatever its type
   (``@k[(uint64)-1]`` is ``@k[-1]``); narrower ones as their type says.
-- keyed maps of integers (count, sum, min, max, plain ints) are printed by
-  value ascending; avg and stats by their average; hist/lhist by their total
-  count; other maps by key. Ties come in bpftrace's hash order; here by key.
-- ``print(@m, top, div)``: the last ``top`` entries of that order; values
-  (and histogram counts, and averages, not stats) divided by ``div`` after
-  sorting.
-- an empty map prints as one blank line (two for avg and stats), nothing in
-  JSON; avg/stats/hist maps end with a blank line.
-- at exit bpftrace prints two newlines, then every map by name
-  (:func:`format_exit`).
 - ``printf`` is C's: without a length modifier ``%d %u %x %X %o`` read 32
   bits (``%hd`` 16, ``%hhd`` 8, ``%ld %lld %zd %jd`` 64), ``%s`` a string,
   ``%c`` a byte, ``%p`` an address (``(nil)`` for 0), ``%r`` a buffer as
@@ -58,7 +47,7 @@ from .types import Type
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Sequence
     from typing import Any
 
     #: a stack's frames ``(address, symbol+offset | None, module | None)``
@@ -67,12 +56,10 @@ if TYPE_CHECKING:
     #: an address's symbol from (address, type) (usym/ksym)
     SymFormatter = Callable[[int, Type], str]
 
-__all__ = ["format_printf", "printf_conversions", "decode", "format_value", "format_map",
-           "format_stack", "tuple_offsets",
-           "format_exit", "json_map", "json_printf", "json_value", "json_time",
-           "format_time", "format_strftime", "format_buffer", "hist_text",
-           "attaching_text", "json_attached", "json_join", "json_helper_error", "lhist_bucket", "lhist_range",
-           "OutputError", "PRINTF_SPEC", "BAR_WIDTH"]
+__all__ = ["format_printf", "printf_conversions", "decode", "format_value", "format_stack",
+           "tuple_offsets", "json_printf", "json_value", "json_time", "format_time",
+           "format_strftime", "format_buffer", "attaching_text", "json_attached", "json_join",
+           "json_helper_error", "OutputError", "PRINTF_SPEC"]
 
 
 class OutputError(PyebpfError, ValueError):
@@ -85,7 +72,6 @@ class OutputError(PyebpfError, ValueError):
 #: (no ``+``, space or ``#`` flag; no ``%i``, no floats.)
 PRINTF_SPEC = (r"%(?P<minus>-?)(?P<width>[0-9]*)(?:\.(?P<prec>[0-9]*))?"
                r"(?P<len>hh|h|ll|l|j|z|t)?(?P<conv>[duxXocsp]|r[xh]?)")
-BAR_WIDTH = 52
 _INT_CONVS = frozenset("duxXo")
 _MASK64 = (1 << 64) - 1
 
@@ -337,7 +323,7 @@ def format_value(t: Type, value: Any, *, stacks: StackFormatter | None = None,
                               for v in value) + "]"
     if k == "record":
         return _record_text(t, value, key)
-    if k in ("ustack", "kstack"):
+    if k in ("ustack", "kstack", "pystack"):
         if isinstance(value, str):
             return value
         if isinstance(value, (list, tuple)):
@@ -419,6 +405,11 @@ class _JsonObject(dict):  # type: ignore[type-arg]
 
 class _JsonBare(str):
     """Text bpftrace 0.17 writes into JSON without quotes (a MAC address)."""
+
+
+def _cdiv(v: int, div: int) -> int:
+    q = abs(v) // div                    # C's division: toward zero
+    return -q if v < 0 else q
 
 
 def _avg(count: int, total: int) -> int:
@@ -622,213 +613,3 @@ def format_strftime(fmt: str, nsecs: int) -> str:
 def json_time(text: str) -> str:
     """The ``-f json`` line of a ``time()`` output."""
     return _dumps({"type": "time", "data": text})
-
-
-# ================================================================== maps
-def lhist_bucket(value: int, lo: int, hi: int, step: int) -> int:
-    """The bucket of ``value`` in bpftrace 0.17's ``lhist(value, lo, hi,
-    step)``: 0 below ``lo``; then ``(hi - lo) // step`` buckets of ``step``;
-    then one for the rest (``[hi, ...)``: a value in a last partial step,
-    ``lhist(9, 0, 10, 3)``, goes there too, as bpftrace counts it)."""
-    n = (hi - lo) // step
-    if value < lo:
-        return 0
-    return min((value - lo) // step + 1, n + 1)
-
-
-def lhist_range(bucket: int, lo: int, hi: int, step: int) -> tuple[int | None, int | None]:
-    """``[min, max)`` of an lhist bucket as bpftrace 0.17 labels it (None:
-    open-ended)."""
-    n = (hi - lo) // step
-    if bucket <= 0:
-        return None, lo
-    if bucket > n:
-        return hi, None
-    start = lo + (bucket - 1) * step
-    return start, start + step
-
-
-def _hist_labels(value: Type) -> Callable[[int], str]:
-    from ..trace.render import linear_label, log2_label
-    if value.kind == "lhist":
-        if value.lhist is None:
-            raise OutputError("an lhist type needs its (min, max, step)")
-        lo, hi, step = value.lhist
-        return lambda b: linear_label(*lhist_range(b, lo, hi, step))
-    return log2_label
-
-
-def _bucket_range(value: Type) -> Callable[[int], tuple[int | None, int | None]]:
-    from ..trace.aggregate import log2_bucket_range
-    if value.kind == "lhist":
-        lo, hi, step = value.lhist or (0, 1, 1)
-        return lambda b: lhist_range(b, lo, hi, step)
-    return log2_bucket_range
-
-
-def hist_text(value: Type, buckets: Mapping[int, int], div: int = 1) -> str:
-    """The bucket lines of a histogram (each ending with a newline), from the
-    lowest to the highest non-empty bucket. As bpftrace, the counts shown
-    are divided by ``div`` but the bars are drawn from the counts before."""
-    label = _hist_labels(value)
-    nonzero = [b for b, c in buckets.items() if c]
-    if not nonzero:
-        return ""
-    top = max(buckets[b] for b in nonzero)
-    lines = []
-    for b in range(min(nonzero), max(nonzero) + 1):
-        n = buckets.get(b, 0)
-        bar = "@" * (n * BAR_WIDTH // top)
-        lines.append(f"{label(b):<16}{n // div:>8} |{bar:<{BAR_WIDTH}}|\n")
-    return "".join(lines)
-
-
-def _sort_key(value: Type) -> Callable[[Any], Any]:
-    k = value.kind
-    if k in ("int", "count", "sum", "min", "max"):
-        return lambda v: int(v)
-    if k in ("avg", "stats"):
-        return lambda v: _avg(*v)
-    if k in ("hist", "lhist"):
-        return lambda v: sum(v.values())
-    return lambda v: 0
-
-
-def _key_order(key: Any) -> Any:
-    """A total order over keys of one type (ints, strs, bytes, tuples)."""
-    if isinstance(key, tuple):
-        return tuple(_key_order(k) for k in key)
-    if isinstance(key, (int, float)):
-        return (0, key, "")
-    return (1, 0, str(key))
-
-
-def _ordered(key: Type | None, value: Type, entries: Mapping[Any, Any],
-             top: int) -> list[tuple[Any, Any]]:
-    items = list(entries.items())
-    if key is not None:
-        by_value = _sort_key(value)
-        if value.kind in ("int", "count", "sum", "min", "max", "avg", "stats", "hist", "lhist"):
-            items.sort(key=lambda kv: (by_value(kv[1]), _key_order(kv[0])))
-        else:
-            items.sort(key=lambda kv: _key_order(kv[0]))
-    if top and len(items) > top:
-        items = items[len(items) - top:]
-    return items
-
-
-def _key_text(key: Type | None, k: Any, stacks: Any, syms: Any, sep: str = ", ") -> str:
-    if key is None:
-        return ""
-    if key.kind == "tuple":
-        parts = k if isinstance(k, tuple) else (k,)
-        return sep.join(format_value(e, v, stacks=stacks, syms=syms, key=True)
-                        for e, v in zip(key.elems, parts))
-    return format_value(key, k, stacks=stacks, syms=syms, key=True)
-
-
-def _cdiv(v: int, div: int) -> int:
-    q = abs(v) // div                    # C's division: toward zero
-    return -q if v < 0 else q
-
-
-def _divided(value: Type, v: Any, div: int) -> Any:
-    """A value divided by ``print()``'s ``div``: integers and averages (an
-    avg becomes its divided average, an int); stats are not divided."""
-    k = value.kind
-    if k == "avg":
-        return _cdiv(_avg(*v), div)
-    if div != 1 and k in ("int", "count", "sum", "min", "max"):
-        return _cdiv(int(v), div)
-    return v
-
-
-def format_map(name: str, key: Type | None, value: Type, entries: Mapping[Any, Any], *,
-               top: int = 0, div: int = 1, stacks: StackFormatter | None = None,
-               syms: SymFormatter | None = None) -> str:
-    """Map ``name`` (``"@x"`` or ``"@"``) as bpftrace 0.17 prints it at exit
-    and with ``print(@x, top, div)`` (see the module docs for the order and
-    the blank lines). ``key`` is the key's type (None: no key; a tuple type
-    for several keys, whose entries are keyed by tuples)."""
-    entries = _count_default(key, value, entries)
-    items = _ordered(key, value, entries, top)
-    k = value.kind
-    if not items:
-        return "\n\n" if k in ("avg", "stats") else "\n"
-    out = []
-    for kv, v in items:
-        head = name + (f"[{_key_text(key, kv, stacks, syms)}]" if key is not None else "") + ": "
-        if k in ("hist", "lhist"):
-            out.append(head + "\n" + hist_text(value, v, max(div, 1)) + "\n")
-            continue
-        v = _divided(value, v, div)
-        text = str(v) if k == "avg" else format_value(value, v, stacks=stacks, syms=syms)
-        out.append(head + text + "\n")
-    if k in ("avg", "stats"):
-        out.append("\n")
-    return "".join(out)
-
-
-def _count_default(key: Type | None, value: Type, entries: Mapping[Any, Any]) -> Mapping[Any, Any]:
-    """A ``count()`` map without keys prints ``@: 0`` when empty (never
-    counted, cleared or deleted), as in bpftrace 0.17; other empty maps
-    print a blank line."""
-    if key is None and value.kind == "count" and not entries:
-        return {None: 0}
-    return entries
-
-
-def format_exit(maps: Iterable[tuple[str, Type | None, Type, Mapping[Any, Any]]], *,
-                stacks: StackFormatter | None = None, syms: SymFormatter | None = None) -> str:
-    """What bpftrace prints at exit: two newlines, then every map (``(name,
-    key type, value type, entries)``) in name order."""
-    return "\n\n" + "".join(format_map(n, kt, vt, e, stacks=stacks, syms=syms)
-                            for n, kt, vt, e in sorted(maps, key=lambda m: m[0]))
-
-
-def _json_hist(value: Type, buckets: Mapping[int, int], div: int) -> list[dict[str, int]]:
-    rng = _bucket_range(value)
-    nonzero = [b for b, c in buckets.items() if c]
-    out: list[dict[str, int]] = []
-    if not nonzero:
-        return out
-    for b in range(min(nonzero), max(nonzero) + 1):
-        lo, hi = rng(b)
-        d: dict[str, int] = {}
-        if lo is not None:
-            d["min"] = lo
-        if hi is not None:
-            d["max"] = hi - 1
-        d["count"] = buckets.get(b, 0) // div
-        out.append(d)
-    return out
-
-
-def json_map(name: str, key: Type | None, value: Type, entries: Mapping[Any, Any], *,
-             top: int = 0, div: int = 1, stacks: StackFormatter | None = None,
-             syms: SymFormatter | None = None) -> str:
-    """Map ``name`` as a ``-f json`` line (no newline), or ``""`` for an
-    empty map (bpftrace prints nothing then): ``{"type": "map"|"hist"|
-    "stats", "data": {"@name": ...}}``, several keys joined by ``,``."""
-    entries = _count_default(key, value, entries)
-    items = _ordered(key, value, entries, top)
-    if not items:
-        return ""
-    k = value.kind
-    kind = "hist" if k in ("hist", "lhist") else "stats" if k in ("avg", "stats") else "map"
-
-    def one(v: Any) -> Any:
-        if k in ("hist", "lhist"):
-            return _json_hist(value, v, max(div, 1))
-        if k == "stats":
-            count, total = v
-            return {"count": count, "average": _avg(count, total), "total": total}
-        if k == "avg":
-            return _divided(value, v, div)
-        return _json_value(value, _divided(value, v, div), stacks=stacks, syms=syms)
-
-    if key is None:
-        data: Any = one(items[0][1])
-    else:
-        data = {_key_text(key, kv, stacks, syms, ","): one(v) for kv, v in items}
-    return _dumps({"type": kind, "data": {name: data}})

@@ -3,18 +3,18 @@
 
 - :func:`write_flamegraphs`: every map keyed by a stack (``ustack`` or
   ``kstack``, alone or with other keys) becomes a flame graph
-  (:func:`pyebpf.profile.output.write_profile`): each entry's frames from the
+  (:func:`pyebpf.draw.output.write_profile`): each entry's frames from the
   outermost, the other keys' values folded in as the root frames (in key
   order), its value the width (a count, sum or integer; an average's count; a
   histogram's total).
 - :func:`write_plots`: every ``hist``/``lhist`` map becomes a bar chart
-  (:func:`pyebpf.profile.output.write_histogram`), one per key of a keyed
+  (:func:`pyebpf.draw.output.write_histogram`), one per key of a keyed
   map, labelled with bpftrace's bucket labels.
 
 One picture goes to ``FILE``; several to ``FILE-NAME.svg`` each (``NAME``
 the map's name without ``@``, then the key for a keyed histogram). A drawing
 error never loses the data: the profile writer saves it as text beside
-``FILE`` and says where (:class:`~pyebpf.profile.output.ProfileWriteError`).
+``FILE`` and says where (:class:`~pyebpf.draw.output.ProfileWriteError`).
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["write_flamegraphs", "write_plots", "stack_maps", "hist_maps", "flame_stacks",
            "picture_paths"]
 
-_STACKS = ("ustack", "kstack")
+_STACKS = ("ustack", "kstack", "pystack")
 
 
 def _elems(key: Type | None) -> tuple[Type, ...]:
@@ -107,7 +107,7 @@ def write_flamegraphs(run: Any, path: str) -> list[str]:
     """Draw every stack-keyed map of ``run`` (see the module docs); returns
     the files written. Raises ProfileWriteError (the data saved as text)
     after trying every map."""
-    from ..profile.output import write_profile
+    from ..draw.output import write_profile
 
     def draw(name: str, f: str) -> None:
         write_profile(flame_stacks(run, name), f, title=f"{name} (pyebpf bt)")
@@ -118,8 +118,8 @@ def write_flamegraphs(run: Any, path: str) -> list[str]:
 def write_plots(run: Any, path: str) -> list[str]:
     """Draw every hist/lhist map of ``run``, one chart per key (see the
     module docs); returns the files written."""
-    from ..profile.output import write_histogram
-    from . import output
+    from ..draw.output import write_histogram
+    from . import output_maps as output
     charts: list[tuple[str, str, dict[int, int], Type]] = []   # (file name, title, buckets, type)
     for name in hist_maps(run):
         plan = run.unit.maps[name]
@@ -139,9 +139,9 @@ def write_plots(run: Any, path: str) -> list[str]:
 
 def _write_each(writes: list[tuple[str, Callable[[], object]]]) -> list[str]:
     """Run every ``(file, write)``; the files written. A
-    :class:`~pyebpf.profile.output.ProfileWriteError` (all their messages)
+    :class:`~pyebpf.draw.output.ProfileWriteError` (all their messages)
     after trying every one when some failed."""
-    from ..profile.output import ProfileWriteError
+    from ..draw.output import ProfileWriteError
     written: list[str] = []
     errors: list[str] = []
     for f, write in writes:

@@ -8,7 +8,7 @@ attach point names, what each reads as its arguments, and ``bt -l``.
   (``uprobe:/full/path:work``: the path as written, a library name such as
   ``libc`` resolved; an address in decimal; the USDT provider filled in).
   Each carries a probe *source* shaped like
-  :class:`pyebpf.trace.probes.ProbeSource` (``prog_type``, ``load_options``,
+  :class:`pyebpf.probes.sources.ProbeSource` (``prog_type``, ``load_options``,
   ``arg_count``, ``emit_arg``, ``attach``, ``describe``).
 - :class:`Resolver` gives the semantic pass the types of ``argN``,
   ``args`` and ``retval`` (a USDT argument has its spec's size and sign:
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 
-from ..trace.probes import FixedTypeSource, ProbeSpecError, TracepointSource, UprobeSource
+from ..probes.sources import FixedTypeSource, ProbeSpecError, TracepointSource, UprobeSource
 from .types import Type, int_type, string_type
 
 TYPE_CHECKING = False
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ResolvedProbe", "resolve", "Resolver", "PerfEventSource",
            "RawTracepointSource", "ProbeSpecError", "ProbeNotFoundError", "SOFTWARE_EVENTS",
-           "HARDWARE_EVENTS", "probe_name", "missing_tracepoint"]
+           "HARDWARE_EVENTS", "probe_name", "missing_tracepoint", "kernel_probe_refusal"]
 
 # (duplicates: deliberate, the two event tables are data of the same shape)
 #: bpftrace's software events: name -> (aliases, perf config, default count)
@@ -215,7 +215,7 @@ def _usdt_files(path: str, pid: int | None) -> list[tuple[str, str]]:
 
 def _usdt(ap: AttachPoint, pid: int | None) -> list[ResolvedProbe]:
     from ..errors import UsdtError
-    from ..trace.usdt_source import usdt_probe_source
+    from ..probes.usdt_source import usdt_probe_source
     from ..usdt.notes import UsdtFile
     parts = ap.parts
     if len(parts) == 2:
@@ -460,9 +460,21 @@ BANNED_KRETPROBES = frozenset({"_raw_spin_lock", "_raw_spin_lock_irqsave",
                                "_raw_spin_unlock_irqrestore", "queued_spin_lock_slowpath"})
 
 
-def _refused(ap: AttachPoint) -> ProbeSpecError:
+#: the kinds of kernel-function probe this language does not attach
+REFUSED_KINDS = ("kprobe", "kretprobe", "kfunc", "kretfunc")
+
+
+def kernel_probe_refusal(spec: str) -> ProbeSpecError | None:
+    """The error for a probe spec (``kprobe:vfs_read``, ``kr:...``) of a kind
+    this language refuses, saying why (as ``bt`` says it), else None: the one
+    reason ``pyebpf trace`` gives too."""
+    kind = _canonical(spec.strip().partition(":")[0])
+    return _refused(spec.strip(), kind) if kind in REFUSED_KINDS else None
+
+
+def _refused(raw: str, provider: str) -> ProbeSpecError:
     from ..kernel import features
-    if ap.provider in ("kprobe", "kretprobe"):
+    if provider in ("kprobe", "kretprobe"):
         reason = features.has_kprobe_pmu().reason
         if features.has_kprobe_pmu():
             reason = ("pyebpf's bpftrace language does not attach kprobes yet "
@@ -471,7 +483,7 @@ def _refused(ap: AttachPoint) -> ProbeSpecError:
         from ..kernel.constants import ProgType
         reason = ("they are fentry/fexit programs, and the feature probe says: " +
                   features.has_prog_type(ProgType.TRACING).reason)
-    return ProbeSpecError(f"{ap.raw}: {ap.provider} probes are not available: {reason}")
+    return ProbeSpecError(f"{raw}: {provider} probes are not available: {reason}")
 
 
 # ================================================================ resolve
@@ -484,7 +496,7 @@ def resolve(ap: AttachPoint, *, pid: int | None = None, unsafe: bool = False,
     """The concrete probes attach point ``ap`` names (one per wildcard
     match), each with its name as bpftrace prints it and its probe source.
 
-    Raises :class:`~pyebpf.trace.probes.ProbeSpecError` (a ``ValueError``)
+    Raises :class:`~pyebpf.probes.sources.ProbeSpecError` (a ``ValueError``)
     for a malformed attach point, one that matches nothing (listing close
     matches), or a kind this kernel or pyebpf cannot attach.  ``unsafe``: a
     uprobe may go where no instruction start is proven (``--unsafe``);
@@ -513,8 +525,8 @@ def resolve(ap: AttachPoint, *, pid: int | None = None, unsafe: bool = False,
     if kind in ("watchpoint", "asyncwatchpoint"):
         from .watchpoints import resolve_watchpoint
         return resolve_watchpoint(ap, pid, command)
-    if kind in ("kprobe", "kretprobe", "kfunc", "kretfunc"):
-        raise _refused(ap)
+    if kind in REFUSED_KINDS:
+        raise _refused(ap.raw, ap.provider)
     if kind in ("BEGIN", "END"):
         raise ProbeSpecError(f"{kind} is not a kernel probe (the runtime runs it)")
     raise ProbeSpecError(f"{ap.raw}: unknown probe type {ap.provider!r}")

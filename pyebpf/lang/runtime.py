@@ -76,7 +76,7 @@ def map_entries(plan: MapPlan, live: Any, probe_names: list[str]) -> dict[Any, A
         for k, v in live.items():
             out[key_of(k)] = _value(vt, layout.decode(vt, v), probe_names)
         return out
-    from ..trace import aggregate as agg
+    from . import aggregations as agg
     bound = _bound_agg(plan, live)
     if plan.kind in ("avg", "stats"):
         data = agg.Stats.read(bound)
@@ -171,6 +171,9 @@ class BtRun(Owner):
         """Call once the ``-c`` command has exec'd (``start(release=False)``
         callers, after ``child.go()``): its modules are read then, so that
         events name its symbols even if it exits before they are read."""
+        python = getattr(self.stacks, "python", None)
+        if python is not None and self.child is not None and not self.pid:
+            python.configure(self.child.pid, wait=1.0)     # (pystack: its layout now)
         if self._events_print_usym():
             self._user_symbols().snapshot()
 
@@ -181,7 +184,7 @@ class BtRun(Owner):
         drops = self.live[self.unit.drops.name] if self.unit.drops is not None else None
         self.reader = RingBufferReader(self.live[self.unit.ringbuf.name], drops=drops)
         u = self.unit
-        if u.stack_map is not None or u.kstack_map is not None:
+        if u.stack_map is not None or u.kstack_map is not None or u.pystacks:
             from .stacks import StackPrinter
             files = [getattr(pl.source, "path", None) for pl in u.probes]
             self.stacks = StackPrinter(self.live.get("bt_ustacks"), self.live.get("bt_kstacks"),
@@ -190,6 +193,13 @@ class BtRun(Owner):
                 self.stacks.remember_pid(self.pid)
             if self.child is not None:
                 self._add_command_file(self.child)
+            if u.pystacks:
+                from .pystack import PyStackNames
+                self.stacks.python = PyStackNames(self.live)
+                if self.pid:
+                    self.stacks.python.configure(self.pid)
+                elif self.child is None:
+                    self.stacks.python.configure_binaries([f for f in files if f])
 
     def _add_command_file(self, child: Any) -> None:
         """Search the ``-c`` command's executable (and its libraries) for the
@@ -517,8 +527,8 @@ class BtRun(Owner):
         key, ``{"@x": {key: value}}`` otherwise (tuple keys for several
         keys); avg as an int, stats as ``(count, average, total)``,
         histograms as ``{(lo, hi): count}`` (None for an open end)."""
-        from ..trace import aggregate as agg
-        from . import output
+        from ..draw.buckets import log2_bucket_range
+        from .output_maps import lhist_range
         out: dict[str, Any] = {}
         for name, plan in sorted(self.unit.maps.items()):
             entries = self.entries(name)
@@ -530,8 +540,8 @@ class BtRun(Owner):
                     v = avg if plan.kind == "avg" else (count, avg, total)
                 elif plan.kind in ("hist", "lhist"):
                     lin = plan.value.lhist
-                    v = {(agg.log2_bucket_range(b) if lin is None
-                          else output.lhist_range(b, *lin)): c for b, c in sorted(v.items())}
+                    v = {(log2_bucket_range(b) if lin is None
+                          else lhist_range(b, *lin)): c for b, c in sorted(v.items())}
                 conv[k] = v
             out[name] = conv.get(None) if plan.key is None else conv
             if plan.key is None and None not in conv:
@@ -540,9 +550,12 @@ class BtRun(Owner):
 
     def format_map(self, name: str, *, top: int = 0, div: int = 1) -> str:
         """Map ``name`` as bpftrace prints it (``-f json``: its JSON line)."""
-        from . import output
+        from . import output_maps as output
         plan, _ = self._live_map(name)
         entries = self.entries(name)
+        if getattr(self.stacks, "python", None) is not None:
+            from .pystack import merge_printed
+            entries = merge_printed(plan, entries, self.stacks.python)
         key = _printed(plan.key)
         if self.json_mode:
             line = output.json_map(name, key, plan.value, entries, top=top, div=div,

@@ -26,6 +26,16 @@ def _nargs(a: Analyser, c: ast.Call, n: int) -> bool:
     return False
 
 
+def _two_strings(a: Analyser, c: ast.Call, n: int) -> bool:
+    """``n`` arguments, the first two strings (``strcontains``, ``strncmp``):
+    whether the count is right (each wrong argument is reported)."""
+    if not _nargs(a, c, n):
+        return False
+    _arg(a, c, "string", 0)
+    _arg(a, c, "string", 1)
+    return True
+
+
 def _varargs(a: Analyser, c: ast.Call, lo: int, hi: int) -> bool:
     """bpftrace's ``check_varargs``."""
     got = len(c.args)
@@ -396,9 +406,7 @@ def _cgroup_path(a: Analyser, c: ast.Call, to: str | None) -> Type:
 @_call("strcontains")
 def _strcontains(a: Analyser, c: ast.Call, to: str | None) -> Type:
     """strcontains(haystack, needle): 1 when ``needle`` is in ``haystack``."""
-    if _nargs(a, c, 2):
-        _arg(a, c, "string", 0)
-        _arg(a, c, "string", 1)
+    _two_strings(a, c, 2)
     return U64
 
 
@@ -493,15 +501,12 @@ def _strftime(a: Analyser, c: ast.Call, to: str | None) -> Type:
 
 @_call("strncmp")
 def _strncmp(a: Analyser, c: ast.Call, to: str | None) -> Type:
-    if _nargs(a, c, 3):
-        _arg(a, c, "string", 0)
-        _arg(a, c, "string", 1)
-        if _arg(a, c, "int", 2, literal=True):
-            n = a.int_literal(c.args[2])
-            if n is None:
-                a.error("strncmp: invalid size value", c.pos)
-            elif n < 0:
-                a.error("Builtin strncmp requires a non-negative size", c.pos)
+    if _two_strings(a, c, 3) and _arg(a, c, "int", 2, literal=True):
+        n = a.int_literal(c.args[2])
+        if n is None:
+            a.error("strncmp: invalid size value", c.pos)
+        elif n < 0:
+            a.error("Builtin strncmp requires a non-negative size", c.pos)
     return U64
 
 
@@ -562,7 +567,7 @@ for _len in ("", "hh", "h", "l", "ll", "j", "z", "t"):
         _PRINTF_TYPES[_len + _conv] = "int"
 #: kinds printf shows as strings
 _AS_STRING = frozenset({"ksym", "usym", "probe", "username", "strerror", "kstack", "ustack",
-                        "inet",
+                        "pystack", "inet",
                         "timestamp", "macaddr", "cgroup_path"})
 
 

@@ -147,7 +147,7 @@ class _ExprTyping(_AnalyserBase):
             return U64
         if name == "comm":
             return string_type(COMM_SIZE)
-        if name in ("kstack", "ustack"):
+        if name in ("kstack", "ustack", "pystack"):
             return Type(name, 8)
         if name == "probe":
             return Type("probe", 8)

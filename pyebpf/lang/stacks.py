@@ -2,7 +2,7 @@
 
 The programs store a stack as one 8-byte value: ``pid << 32 | stack id``
 for a user stack (captured into a build-id stack map, so that it can be
-symbolized after the process is gone: see :mod:`pyebpf.trace.stacks`), the
+symbolized after the process is gone: see :mod:`pyebpf.symbols.stacks`), the
 stack id alone for a kernel stack (a plain stack map; frames named from
 ``/proc/kallsyms``).
 
@@ -12,51 +12,40 @@ still symbolized (bpftrace prints bare addresses then).
 """
 from __future__ import annotations
 
-import bisect
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Sequence
 
+    from ..symbols.kallsyms import KernelSymbols
     from .types import Type
 
 __all__ = ["StackPrinter", "UserSymbols", "kernel_symbol", "kernel_symbol_name"]
 
-_KSYMS: tuple[list[int], list[str]] | None = None
+_KSYMS: KernelSymbols | None = None
 
 
-def _kallsyms() -> tuple[list[int], list[str]]:
+def _kallsyms() -> KernelSymbols:
     global _KSYMS
     if _KSYMS is None:
-        from ..profile.sampler import read_kallsyms
-        _KSYMS = read_kallsyms(types="tTwWdDbBrR")     # (data symbols too: ksym())
+        from ..symbols.kallsyms import KernelSymbols
+        _KSYMS = KernelSymbols(types="tTwWdDbBrR")     # (data symbols too: ksym())
     return _KSYMS
 
 
 def kernel_address(name: str) -> int | None:
     """The address of kernel symbol ``name`` (``kaddr()``), None when unknown."""
-    addrs, names = _kallsyms()
-    try:
-        return addrs[names.index(name)]
-    except ValueError:
-        return None
+    return _kallsyms().address(name)
 
 
 def kernel_symbol(addr: int) -> str:
     """``symbol+offset`` of a kernel address (its hex when unknown)."""
-    addrs, names = _kallsyms()
-    i = bisect.bisect_right(addrs, addr) - 1
-    if i < 0:
-        return f"0x{addr:x}"
-    return f"{names[i]}+{addr - addrs[i]}"
+    return _kallsyms().symbol(addr)
 
 
 def kernel_symbol_name(addr: int) -> str | None:
     """The kernel symbol ``addr`` is in, without an offset (``ksym()`` as
     bpftrace prints it); None below the first symbol."""
-    addrs, names = _kallsyms()
-    i = bisect.bisect_right(addrs, addr) - 1
-    return names[i] if i >= 0 else None
+    return _kallsyms().name(addr)
 
 
 class UserSymbols:
@@ -68,7 +57,7 @@ class UserSymbols:
     sent while the process ran."""
 
     def __init__(self, pids: Sequence[int]) -> None:
-        from ..trace.stacks import Symbolizer
+        from ..symbols.stacks import Symbolizer
         self.pids = [p for p in pids if p]
         self.symbolizer = Symbolizer()
         self._seen: set[int] = set()
@@ -120,11 +109,13 @@ class StackPrinter:
     ids)."""
 
     def __init__(self, ustacks: Any, kstacks: Any, files: Sequence[str] = ()) -> None:
-        from ..trace.stacks import Symbolizer
+        from ..symbols.stacks import Symbolizer
         self.ustacks = ustacks
         self.kstacks = kstacks
         self.symbolizer = Symbolizer([f for f in files if f])
         self._cache: dict[tuple[str, int, int], list[tuple[int, str, str | None]]] = {}
+        #: names ``pystack`` values (a :class:`pyebpf.lang.pystack.PyStackNames`)
+        self.python: Any = None
 
     def remember_pid(self, pid: int) -> None:
         """Snapshot ``pid``'s modules now (for frames without a build id)."""
@@ -136,6 +127,8 @@ class StackPrinter:
 
     def _frames(self, t: Type, value: int) -> list[tuple[int, str, str | None]]:
         """``(address, name, module path or None)`` of every frame."""
+        if t.kind == "pystack":
+            return self.python.frames(value) if self.python is not None else []
         if t.kind == "ustack":
             pid, sid = value >> 32, value & 0xFFFFFFFF
         else:

@@ -30,6 +30,7 @@ KINDS = frozenset({
                    # a length byte first, the bytes printed; buf() with a run-time length)
     "tuple",       # ``elems``: the element types, laid out C-like
     "ustack", "kstack",   # a stack id (``stack_mode``, ``stack_limit``)
+    "pystack",     # a Python stack's id (pyebpf.lang.pystack)
     "usym", "ksym",       # an address printed as a symbol
     "inet",        # ntop(): an IPv4/IPv6 address
     "macaddr",     # macaddr(): the 6 bytes of a MAC address

@@ -24,7 +24,7 @@ probes`` counts the setup uprobes, not the watchpoints placed later.
 """
 from __future__ import annotations
 
-from ..trace.probes import FixedTypeSource, ProbeSpecError
+from ..probes.sources import FixedTypeSource, ProbeSpecError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ OUT_OF_REGISTERS = "Failed to attach watchpoint probe. You are out of watchpoint
 class WatchpointSource(FixedTypeSource):
     """A watchpoint (see the module docs): ``address`` (0 until the setup
     probe sends it, for ``FUNC+argN``), ``length``, ``mode``; ``setup`` the
-    :class:`~pyebpf.trace.probes.UprobeSource` on ``FUNC`` and ``arg`` N,
+    :class:`~pyebpf.probes.sources.UprobeSource` on ``FUNC`` and ``arg`` N,
     or None for a fixed address."""
 
     arg_count = 0
@@ -134,7 +134,7 @@ def resolve_watchpoint(ap: AttachPoint, pid: int | None,
     names = [f for f in _functions(path) if _match(func, f)]
     if not names:
         raise ProbeSpecError(f"{ap.raw}: no function of {shown} matches {func!r}")
-    from ..trace.probes import UprobeSource
+    from ..probes.sources import UprobeSource
     out = []
     for f in names:
         # (bpftrace 0.17 names it with the argument's number where the address goes)

@@ -26,6 +26,14 @@ dump`` shows them structured (``btf=False`` or ``PYEBPF_BTF=0``: without).
 Per-CPU maps hold one value per *possible* CPU: reading gives a list,
 writing takes a list of that length (or a single value for every CPU).
 
+To a type checker a map is generic in its key and value types, inferred
+from specs whose type is known: ``HashMap("u32", "u64")`` is a
+``HashMap[int, int]``, ``HashMap(Bytes(16), Conn)`` (a ctypes Structure) a
+``HashMap[bytes, Conn]``, ``PerCpuArrayMap("u64", 1)`` a
+``PerCpuArrayMap[list[int]]``, ``QueueMap("u32", 8)`` a ``QueueMap[int]``.
+A struct format is a plain string: its map is ``HashMap[Any, Any]`` unless
+annotated (``pairs: HashMap[int, tuple[int, int]] = HashMap("u32", "<QI")``).
+
 Wrong key/value sizes, and shapes beyond the kernel's limits (sizes and
 ``max_entries`` are u32, a per-CPU value is at most 32 KiB, a ring buffer at
 most 2 GiB), raise :class:`~pyebpf.errors.SizeError` before any system call

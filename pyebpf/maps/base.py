@@ -14,9 +14,17 @@ from _thread import allocate_lock as _allocate_lock
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, ClassVar, TypeVar
+    from typing import Any, ClassVar, Generic, TypeVar
+
+    from typing_extensions import TypeVar as _TypeVarWithDefault
 
     M = TypeVar("M", bound="Map")
+    #: the class a :class:`MapSpec` describes (``MapSpec``: a ``Map``)
+    _MS = _TypeVarWithDefault("_MS", bound="Map", default="Map", covariant=True)
+else:
+    from ..codecs import Generic
+
+    _MS = None
 
 from ..codecs import Codec, codec, default_codec as _default_codec
 from ..errors import MapError, NotSupportedError, OptionError, SizeError
@@ -87,7 +95,7 @@ def perf_ring_size(size: int) -> int:
     return pages * page
 
 
-class MapSpec:
+class MapSpec(Generic[_MS]):
     """A map described but not created: the name, type and shape a program
     needs to refer to it (:meth:`Program.ld_map <pyebpf.program.dsl.InstructionBuilder.ld_map>`
     takes it), with every check a real map makes before its system call.
@@ -95,10 +103,11 @@ class MapSpec:
     specs needs no privilege and allocates nothing in the kernel.
 
     ``MapSpec(PerCpuArrayMap, "u64", 100, name="hist")`` takes the class and
-    the arguments the class takes.
+    the arguments the class takes.  To a type checker it is generic in the
+    map it describes: ``MapSpec(RingBuf, 4096).create()`` is a ``RingBuf``.
     """
 
-    def __init__(self, cls: "type[Map]", *args: "Any", **kw: "Any") -> None:
+    def __init__(self, cls: type[_MS], *args: Any, **kw: Any) -> None:
         shape = cls.__new__(cls)
         shape._described_only = True
         cls.__init__(shape, *args, **kw)
@@ -114,7 +123,7 @@ class MapSpec:
         self.key_codec = shape.key_codec
         self.value_codec = shape.value_codec
 
-    def create(self) -> "Map":
+    def create(self) -> _MS:
         """The map, created in the kernel."""
         return self.cls(*self.args, **self.kw)
 
@@ -300,10 +309,12 @@ class Map(FdOwner):
         return _default_codec(info.value_size) if info.value_size else None
 
     @classmethod
-    def from_fd(cls, fd: "int | _sys.Fd", key: Any = None, value: Any = None) -> "Map":
+    def from_fd(cls: type[M], fd: "int | _sys.Fd", key: Any = None, value: Any = None) -> M:
         """Wrap an existing map fd (duplicated: the caller keeps its own fd).
 
-        Called on :class:`Map` itself, returns the subclass for the map's type.
+        Called on :class:`Map` itself, returns the subclass for the map's type
+        (to a type checker, the class it is called on: ``HashMap.from_fd(fd)``
+        is a ``HashMap``).
         ``key``/``value`` default to unsigned ints (sizes 1/2/4/8) or raw bytes.
         """
         num = fd if isinstance(fd, int) else fd.fileno()
@@ -311,7 +322,7 @@ class Map(FdOwner):
         return cls._from_owned_fd(own, key, value)
 
     @classmethod
-    def _from_owned_fd(cls, fd: _sys.Fd, key: Any, value: Any) -> "Map":
+    def _from_owned_fd(cls: type[M], fd: _sys.Fd, key: Any, value: Any) -> M:
         try:
             info = _sys.map_info(fd)
         except BaseException:
@@ -326,7 +337,8 @@ class Map(FdOwner):
                                     f"{enum_name(MapType, target.map_type)}",
                                     "open it with Map.from_fd / Map.from_pin to get the "
                                     "right class")
-        return target._adopt(fd, info, key, value)
+        # (target is cls, or on Map itself the class of the map's type)
+        return target._adopt(fd, info, key, value)  # type: ignore[return-value]
 
     @classmethod
     def _from_created_fd(cls, fd: _sys.Fd, map_type: int, key_size: int, value_size: int,
@@ -343,14 +355,15 @@ class Map(FdOwner):
         return target._adopt(fd, shape, None, None)  # type: ignore[arg-type]
 
     @classmethod
-    def from_pin(cls, path: str, key: Any = None, value: Any = None, *, flags: int = 0) -> "Map":
+    def from_pin(cls: type[M], path: str, key: Any = None, value: Any = None, *,
+                 flags: int = 0) -> M:
         """Open the map pinned at ``path`` (see :meth:`from_fd` for the codecs)."""
         m = cls._from_owned_fd(_sys.obj_get(path, flags=flags), key, value)
         m._pinned = path
         return m
 
     @classmethod
-    def from_id(cls, map_id: int, key: Any = None, value: Any = None) -> "Map":
+    def from_id(cls: type[M], map_id: int, key: Any = None, value: Any = None) -> M:
         """Open a map by its kernel id."""
         return cls._from_owned_fd(_sys.map_get_fd_by_id(map_id), key, value)
 

@@ -14,13 +14,14 @@ from collections.abc import Mapping
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Iterable, Iterator, TypeVar
+    from typing import Any, Iterable, Iterator, TypeVar, overload
 
     #: a buffer a codec writes into
     _WBuf = bytearray | memoryview
 
 # Keyed maps are generic in (key, value) to type checkers: ``HashMap[int, int]``;
-# at run time the subscript gives the class back, and typing is not imported.
+# at run time the subscript gives the class back (codecs.Generic), and typing
+# is not imported.
 if TYPE_CHECKING:
     from typing import Generic
 
@@ -30,13 +31,7 @@ if TYPE_CHECKING:
     _V = _TypeVarWithDefault("_V", default=Any)
     _D = TypeVar("_D")
 else:
-    class Generic:
-        """Run-time stand-in for ``typing.Generic``: ``HashMap[int, int]`` is ``HashMap``."""
-
-        __slots__ = ()
-
-        def __class_getitem__(cls, params):
-            return cls
+    from ..codecs import Generic
 
     _K = _V = None
 
@@ -185,7 +180,13 @@ class _DictMap(Map, Generic[_K, _V]):
         finally:
             pool.append(s)
 
-    def get(self, key: _K, default: _D = None) -> _V | _D:  # type: ignore[assignment]
+    if TYPE_CHECKING:
+        @overload
+        def get(self, key: _K) -> _V | None: ...
+        @overload
+        def get(self, key: _K, default: _D) -> _V | _D: ...
+
+    def get(self, key: _K, default: Any = None) -> Any:
         """The value for ``key``, or ``default`` when absent."""
         try:
             return self[key]
@@ -250,6 +251,12 @@ class _DictMap(Map, Generic[_K, _V]):
         finally:
             self._pool.append(s)
 
+    if TYPE_CHECKING:
+        @overload
+        def pop(self, key: _K, /) -> _V: ...
+        @overload
+        def pop(self, key: _K, default: _D, /) -> _V | _D: ...
+
     def pop(self, key: Any, *default: Any) -> Any:
         """Remove ``key`` and return its value (``default`` if given and absent)."""
         s = self._take()
@@ -271,7 +278,7 @@ class _DictMap(Map, Generic[_K, _V]):
             return default[0]
         raise MapKeyError(key)
 
-    def setdefault(self, key: Any, default: Any) -> Any:
+    def setdefault(self, key: _K, default: _V) -> _V:
         """Insert ``default`` under ``key`` unless present; return the value there."""
         try:
             self.set(key, default, BPF_NOEXIST)

@@ -13,11 +13,39 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Iterable, Iterator
+    from typing import Any, Generic, Iterable, Iterator, TypedDict, overload
+
+    from typing_extensions import TypeVar as _TypeVarWithDefault
+    from typing_extensions import Unpack
+
+    from ..codecs import TypedSpec
+    from .dictmap import _D
 
     #: a buffer a codec reads from / writes into
     _RBuf = bytes | bytearray | memoryview
     _WBuf = bytearray | memoryview
+    #: what a per-CPU codec's element decodes to
+    _E = _TypeVarWithDefault("_E", default=Any)
+    #: the key and value types a constructor infers from typed codec specs
+    #: (:data:`~pyebpf.codecs.TypedSpec`; an integer spec says nothing more: ``int``)
+    _KS = _TypeVarWithDefault("_KS", default=int)
+    _VS = _TypeVarWithDefault("_VS", default=int)
+
+    class _Options(TypedDict, total=False):
+        """The keywords of the hash and array constructors."""
+
+        name: str | None
+        flags: int
+        numa_node: int | None
+        btf: bool
+
+    #: an array's key to the checker (an int index; Any: keyed and array maps
+    #: are read alike, ``for k, v in m.items()``)
+    _Index = Any
+else:
+    from ..codecs import Generic
+
+    _E = _Index = None
 
 from ..codecs import Bytes, BytesCodec, Codec, codec, default_codec as _default_codec
 from ..errors import MapKeyError, NotSupportedError, SizeError
@@ -36,14 +64,14 @@ __all__ = ["PerCpuCodec", "HashMap", "LruHashMap", "ArrayMap", "PerCpuHashMap",
 # =========================================================================
 # per-CPU values: their layout as a codec (the other codecs: pyebpf.codecs)
 
-class PerCpuCodec(Codec):
+class PerCpuCodec(Codec[list[_E]], Generic[_E]):
     """One value per possible CPU, each padded to 8 bytes (the kernel's layout).
 
     Decodes to a list; encodes a list of :attr:`ncpus` values, or one value
     that is written for every CPU.
     """
 
-    def __init__(self, elem: Codec, ncpus: int | None = None) -> None:
+    def __init__(self, elem: Codec[_E], ncpus: int | None = None) -> None:
         self.elem = elem
         self.ncpus = ncpus if ncpus is not None else num_possible_cpus()
         self.stride = (elem.size + 7) & ~7
@@ -70,12 +98,12 @@ class PerCpuCodec(Codec):
             if pad:
                 buf[off + self.elem.size:off + stride] = bytes(pad)
 
-    def unpack_from(self, buf: _RBuf, offset: int = 0) -> list[Any]:
+    def unpack_from(self, buf: _RBuf, offset: int = 0) -> list[_E]:
         """The list of the :attr:`ncpus` values at ``offset``."""
         stride, unpack = self.stride, self.elem.unpack_from
         return [unpack(buf, offset + i * stride) for i in range(self.ncpus)]
 
-    def unpack_many(self, buf: _RBuf, count: int) -> list[Any]:
+    def unpack_many(self, buf: _RBuf, count: int) -> list[list[_E]]:
         """``count`` per-CPU lists packed back to back."""
         if self.stride == self.elem.size:
             flat = self.elem.unpack_many(buf, count * self.ncpus)
@@ -91,6 +119,14 @@ class HashMap(_DictMap[_K, _V]):
     map_type = MapType.HASH
     _prefix = "hash"
 
+    if TYPE_CHECKING:   # typed specs give a typed map (HashMap("u32", "u64"): HashMap[int, int])
+        @overload
+        def __init__(self: HashMap[_KS, _VS], key: TypedSpec[_KS], value: TypedSpec[_VS],
+                     max_entries: int = ..., **kw: Unpack[_Options]) -> None: ...
+        @overload
+        def __init__(self, key: Any, value: Any, max_entries: int = ...,
+                     **kw: Unpack[_Options]) -> None: ...
+
     def __init__(self, key: Any, value: Any, max_entries: int = 1024, *,
                  name: str | None = None, flags: int = 0, numa_node: int | None = None,
                  btf: bool = True) -> None:
@@ -104,8 +140,19 @@ class LruHashMap(HashMap[_K, _V]):
     map_type = MapType.LRU_HASH
     _prefix = "lru_hash"
 
+    if TYPE_CHECKING:   # (HashMap's constructor, typed as this class)
+        @overload
+        def __init__(self: LruHashMap[_KS, _VS], key: TypedSpec[_KS], value: TypedSpec[_VS],
+                     max_entries: int = ..., **kw: Unpack[_Options]) -> None: ...
+        @overload
+        def __init__(self, key: Any, value: Any, max_entries: int = ...,
+                     **kw: Unpack[_Options]) -> None: ...
 
-class _ArrayMixin(_DictMap):
+        def __init__(self, key: Any, value: Any, max_entries: int = 1024,
+                     **kw: Unpack[_Options]) -> None: ...
+
+
+class _ArrayMixin(_DictMap[_Index, _V]):
     _KEY = "u32"
 
     def _init_common(self, fd: _sys.Fd, name: str, max_entries: int, flags: int) -> None:
@@ -150,7 +197,7 @@ class _ArrayMixin(_DictMap):
             self._pool.append(s)
 
 
-class ArrayMap(_ArrayMixin):
+class ArrayMap(_ArrayMixin[_V]):
     """BPF_MAP_TYPE_ARRAY: ``ArrayMap(value, max_entries, *, name=None, flags=0, btf=True)``.
 
     Keys are indexes ``0 <= i < max_entries``; every element exists (zero at
@@ -160,13 +207,20 @@ class ArrayMap(_ArrayMixin):
     map_type = MapType.ARRAY
     _prefix = "array"
 
+    if TYPE_CHECKING:   # a typed spec gives a typed map (ArrayMap("u64", 8): ArrayMap[int])
+        @overload
+        def __init__(self: ArrayMap[_VS], value: TypedSpec[_VS], max_entries: int,
+                     **kw: Unpack[_Options]) -> None: ...
+        @overload
+        def __init__(self, value: Any, max_entries: int, **kw: Unpack[_Options]) -> None: ...
+
     def __init__(self, value: Any, max_entries: int, *, name: str | None = None,
                  flags: int = 0, numa_node: int | None = None, btf: bool = True) -> None:
         super().__init__(self._KEY, value, max_entries, name=name, flags=flags,
                          numa_node=numa_node, btf=btf)
 
 
-class _PerCpuMixin(_DictMap):
+class _PerCpuMixin(_DictMap[_K, _V]):
     """Values are lists with one entry per possible CPU."""
 
     def _setup_codecs(self, kc: Codec | None, vc: Codec | None) -> None:
@@ -182,30 +236,52 @@ class _PerCpuMixin(_DictMap):
         elem = codec(value, "value") if value is not None else _default_codec(info.value_size)
         return PerCpuCodec(elem)
 
-    def sum(self, key: Any) -> Any:
+    def sum(self, key: _K) -> Any:
         """The sum of ``key``'s per-CPU values (numbers only)."""
-        return sum(self[key])
+        values: Any = self[key]             # (a per-CPU map's _V is a list)
+        return sum(values)
 
 
-class PerCpuHashMap(_PerCpuMixin, HashMap):
+class PerCpuHashMap(_PerCpuMixin[_K, _V], HashMap[_K, _V]):
     """BPF_MAP_TYPE_PERCPU_HASH: values are lists, one per possible CPU."""
 
     map_type = MapType.PERCPU_HASH
     _prefix = "percpu_hash"
 
+    if TYPE_CHECKING:   # (HashMap's constructor: the value a list of the spec's type)
+        @overload
+        def __init__(self: PerCpuHashMap[_KS, list[_VS]], key: TypedSpec[_KS],
+                     value: TypedSpec[_VS], max_entries: int = ...,
+                     **kw: Unpack[_Options]) -> None: ...
+        @overload
+        def __init__(self, key: Any, value: Any, max_entries: int = ...,
+                     **kw: Unpack[_Options]) -> None: ...
 
-class LruPerCpuHashMap(_PerCpuMixin, HashMap):
+        def __init__(self, key: Any, value: Any, max_entries: int = 1024,
+                     **kw: Unpack[_Options]) -> None: ...
+
+
+class LruPerCpuHashMap(_PerCpuMixin[_K, _V], HashMap[_K, _V]):
     """BPF_MAP_TYPE_LRU_PERCPU_HASH."""
 
     map_type = MapType.LRU_PERCPU_HASH
     _prefix = "lru_percpu_hash"
 
 
-class PerCpuArrayMap(_PerCpuMixin, ArrayMap):
+class PerCpuArrayMap(_PerCpuMixin[_Index, _V], ArrayMap[_V]):
     """BPF_MAP_TYPE_PERCPU_ARRAY: values are lists, one per possible CPU."""
 
     map_type = MapType.PERCPU_ARRAY
     _prefix = "percpu_array"
+
+    if TYPE_CHECKING:   # (ArrayMap's constructor: the value a list of the spec's type)
+        @overload
+        def __init__(self: PerCpuArrayMap[list[_VS]], value: TypedSpec[_VS], max_entries: int,
+                     **kw: Unpack[_Options]) -> None: ...
+        @overload
+        def __init__(self, value: Any, max_entries: int, **kw: Unpack[_Options]) -> None: ...
+
+        def __init__(self, value: Any, max_entries: int, **kw: Unpack[_Options]) -> None: ...
 
 
 # -------------------------------------------------------------------------
@@ -273,8 +349,9 @@ class StackTraceMap(_DictMap):
 # -------------------------------------------------------------------------
 # queue and stack
 
-class _QueueLike(Map):
-    """Maps without keys: push / pop / peek."""
+class _QueueLike(Map, Generic[_V]):
+    """Maps without keys: push / pop / peek (generic, to a type checker, in
+    the value type)."""
 
     def __init__(self, value: Any, max_entries: int, *, name: str | None = None,
                  flags: int = 0) -> None:
@@ -289,7 +366,7 @@ class _QueueLike(Map):
         if ops is not None:
             ops.invalidate()
 
-    def push(self, value: Any, overwrite: bool = False) -> None:
+    def push(self, value: _V, overwrite: bool = False) -> None:
         """Add ``value``.  When full: MapFullError, or with ``overwrite`` the
         oldest element is dropped (BPF_EXIST)."""
         vc = self.value_codec
@@ -301,9 +378,21 @@ class _QueueLike(Map):
                                 f"{vc.label} ({vc.size} bytes): {exc}") from None  # type: ignore[union-attr]
             self._ops.update(BPF_EXIST if overwrite else BPF_ANY)
 
+    if TYPE_CHECKING:
+        @overload
+        def pop(self) -> _V: ...
+        @overload
+        def pop(self, default: _D, /) -> _V | _D: ...
+
     def pop(self, *default: Any) -> Any:
         """Remove and return the next element (``default`` if given and empty)."""
         return self._next(True, default)
+
+    if TYPE_CHECKING:
+        @overload
+        def peek(self) -> _V: ...
+        @overload
+        def peek(self, default: _D, /) -> _V | _D: ...
 
     def peek(self, *default: Any) -> Any:
         """Return the next element without removing it."""
@@ -318,9 +407,9 @@ class _QueueLike(Map):
             return default[0]
         raise MapKeyError(f"{self._what} {self.name!r} is empty")
 
-    def drain(self) -> list[Any]:
+    def drain(self) -> list[_V]:
         """Pop everything, in pop order."""
-        out = []
+        out: list[Any] = []
         sentinel = object()
         while (v := self.pop(sentinel)) is not sentinel:
             out.append(v)
@@ -329,20 +418,44 @@ class _QueueLike(Map):
     _what = "queue"
 
 
-class QueueMap(_QueueLike):
+class QueueMap(_QueueLike[_V]):
     """BPF_MAP_TYPE_QUEUE (FIFO): ``QueueMap(value, max_entries)``."""
 
     map_type = MapType.QUEUE
     _prefix = "queue"
     _what = "queue"
 
+    if TYPE_CHECKING:   # a typed spec gives a typed queue (QueueMap("u32", 8): QueueMap[int])
+        @overload
+        def __init__(self: QueueMap[_VS], value: TypedSpec[_VS], max_entries: int, *,
+                     name: str | None = ..., flags: int = ...) -> None: ...
+        @overload
+        def __init__(self, value: Any, max_entries: int, *, name: str | None = ...,
+                     flags: int = ...) -> None: ...
 
-class StackMap(_QueueLike):
+        def __init__(self, value: Any, max_entries: int, *, name: str | None = ...,
+                     flags: int = ...) -> None: ...
+
+
+class StackMap(_QueueLike[_V]):
     """BPF_MAP_TYPE_STACK (LIFO): ``StackMap(value, max_entries)``."""
 
     map_type = MapType.STACK
     _prefix = "stack"
     _what = "stack"
+
+    # (duplicates: deliberate, QueueMap's typed constructor again: a self-typed
+    # overload of a base types no subclass, so each class states its own)
+    if TYPE_CHECKING:
+        @overload
+        def __init__(self: StackMap[_VS], value: TypedSpec[_VS], max_entries: int, *,
+                     name: str | None = ..., flags: int = ...) -> None: ...
+        @overload
+        def __init__(self, value: Any, max_entries: int, *, name: str | None = ...,
+                     flags: int = ...) -> None: ...
+
+        def __init__(self, value: Any, max_entries: int, *, name: str | None = ...,
+                     flags: int = ...) -> None: ...
 
 
 # -------------------------------------------------------------------------

@@ -123,6 +123,27 @@ def _btf_note(obj: BpfObject, text: str) -> str:
     return f" (the object's BTF was refused by the kernel: {btf_refusal(obj)})"
 
 
+def _poison_note(obj: BpfObject, linked: Any, text: str) -> str:
+    """``; ... CO-RE relocation ...`` naming the unresolved CO-RE relocations
+    placed in this program when ``text`` (a rejection) is the verifier
+    meeting the invalid call that stands for one (as libbpf poisons them);
+    else ``""``."""
+    if f"unknown#{POISON_HELPER}" not in text:
+        return ""
+    found = []
+    for sec_name, relo, res in obj.core_results:
+        k = relo.insn_off // 8
+        for func, base in linked.funcs if res.poison else ():
+            if obj.elf.sections[func.section].name == sec_name and func.start <= k < func.end:
+                found.append(f"{res.local.describe()} ({relo.kind_name}) at instruction "
+                             f"{base + k - func.start}")
+    if not found:
+        return ""
+    return (f"; the loader wrote that call ({POISON_HELPER:#x}, as libbpf does) in place of "
+            "an instruction whose CO-RE relocation has no match in the kernel's BTF: "
+            + ", ".join(found))
+
+
 def _with_btf_note(obj: BpfObject, exc: KernelError) -> KernelError:
     """``exc`` (a map creation refused) saying that the map was created
     without the types the object's refused BTF would have given it."""
@@ -654,7 +675,8 @@ def _load_program(obj: BpfObject, prog: ObjectProgram, index: CodeIndex,
                                 prog_flags=flags, log_level=log_level)
     except VerifierError as exc:
         prog.status, prog.error = "rejected", _explain(exc, insns, lines_of(infos, linked),
-                                                       _btf_note(obj, exc.message))
+                                                       _btf_note(obj, exc.message)
+                                                       + _poison_note(obj, linked, exc.message))
         prog.reason = prog.error.summary.splitlines()[0]
         return
     except KernelError as exc:

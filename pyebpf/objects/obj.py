@@ -384,7 +384,7 @@ class BpfObject(Owner):
         elf = self.elf
         core = self.btf_ext.core_relos if self.btf_ext is not None else {}
         for sec in elf.sections:
-            if not sec.is_code:
+            if not sec.is_code or not sec.data:     # (clang's empty .text holds no program)
                 continue
             c = {"map relocations": 0, "global data": 0, "bpf-to-bpf calls": 0, "CO-RE": 0,
                  "externs": 0}

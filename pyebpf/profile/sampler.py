@@ -5,8 +5,8 @@ requested frequency on every online CPU.  Each sample is one record in a
 ring buffer: the process and thread, ``comm``, the user stack
 (``bpf_get_stack`` with build ids, so frames resolve after the process is
 gone), with ``kernel=True`` the kernel stack, and for a CPython process the
-Python frames the program walked (:mod:`pyebpf.profile.pywalk`, layouts from
-:mod:`pyebpf.profile.python`).  The stack bytes travel in the record: no
+Python frames the program walked (:mod:`pyebpf.lang.pywalk`, layouts from
+:mod:`pyebpf.symbols.python`).  The stack bytes travel in the record: no
 stack map, so no stack-id collisions (``File exists``).  User space drains
 the ring (:meth:`Profiler.drain`, the CLI does it on a timer) and counts
 identical records.  A sample whose record found the ring full is counted
@@ -17,7 +17,7 @@ threads count.
 
 :meth:`Profiler.stacks` turns the counts into ``{(outermost, ...,
 innermost): samples}`` of function names: user frames symbolized by
-:class:`pyebpf.trace.stacks.Symbolizer` (C++ names demangled) without
+:class:`pyebpf.symbols.stacks.Symbolizer` (C++ names demangled) without
 offsets, so that every sample in a function adds up; Python frames as
 ``qualname (file:line)`` in place of the interpreter's eval-loop frames;
 kernel frames named from ``/proc/kallsyms`` with a ``_[k]`` suffix (the
@@ -27,11 +27,11 @@ outermost frame.
 """
 from __future__ import annotations
 
-import bisect
 import os
 import struct
 
 from ..kernel.lifetime import Owner
+from ..symbols.kallsyms import KernelSymbols, read_kallsyms
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -39,8 +39,9 @@ if TYPE_CHECKING:
     from ..elf import Module
     from ..maps import HashMap, PerCpuArrayMap, RingBuf
     from ..events import RingBufferReader
-    from ..trace.stacks import RawFrame, Symbolizer
-    from .python import PythonProcess
+    from ..program import Program
+    from ..symbols.stacks import RawFrame, Symbolizer
+    from ..symbols.python import PythonProcess
 
 __all__ = ["Profiler", "KernelSymbols", "profile_frame", "read_kallsyms"]
 
@@ -57,40 +58,8 @@ _BUILD_ID_ENTRY = struct.Struct("<i20sQ")
 NO_STACK = -1 << 31                       # "not asked" (no --kernel)
 
 
-def read_kallsyms(path: str = "/proc/kallsyms",
-                  types: str = "tTwW") -> tuple[list[int], list[str]]:
-    """The symbols of ``path`` whose type letter is in ``types`` (default:
-    functions), sorted by address: ``(addresses, names)``; symbols at address
-    0 (addresses hidden) are left out, an unreadable file gives none."""
-    pairs: list[tuple[int, str]] = []
-    try:
-        with open(path) as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) >= 3 and parts[1] in types:
-                    addr = int(parts[0], 16)
-                    if addr:
-                        pairs.append((addr, parts[2]))
-    except OSError:
-        pass
-    pairs.sort()
-    return [a for a, _ in pairs], [n for _, n in pairs]
-
-
-class KernelSymbols:
-    """Kernel addresses to function names, from ``/proc/kallsyms``."""
-
-    def __init__(self, path: str = "/proc/kallsyms") -> None:
-        self._addrs, self._names = read_kallsyms(path)
-
-    def name(self, addr: int) -> str | None:
-        """The function containing ``addr`` (None when unknown / not readable)."""
-        i = bisect.bisect_right(self._addrs, addr) - 1
-        return self._names[i] if i >= 0 else None
-
-
 def profile_frame(text: str) -> str:
-    """A :class:`~pyebpf.trace.stacks.Symbolizer` frame as a profile names it:
+    """A :class:`~pyebpf.symbols.stacks.Symbolizer` frame as a profile names it:
     ``func+12`` -> ``func``; ``0x1f (offset in /lib/libx.so)`` -> ``[unknown]
     (libx.so)``; a bare address -> ``[unknown]``."""
     if text.startswith("0x"):
@@ -138,8 +107,8 @@ class Profiler(Owner):
                  max_python_frames: int = 64, ring_size: int = 16 << 20) -> None:
         from ..events import RingBufferReader
         from ..maps import Bytes, HashMap, PerCpuArrayMap, RingBuf
-        from ..trace.stacks import Symbolizer
-        from .python import CONFIG_FIELDS
+        from ..symbols.stacks import Symbolizer
+        from ..symbols.python import CONFIG_FIELDS
         self._own()               # the maps, the reader and the link close themselves
         self.frequency = frequency
         self.pid = pid
@@ -165,12 +134,19 @@ class Profiler(Owner):
                                                     max(16, max_stacks // 16), name="profile_pyconf")
         #: pid -> the CPython found in it (or why none)
         self.pythons: dict[int, PythonProcess | str | None] = {}
+        self.pycode: HashMap[bytes, bytes] | None = None
+        self.pyscratch: PerCpuArrayMap | None = None
+        if self.max_python_frames:
+            from ..lang.pywalk import code_cache_specs
+            cache, scratch = code_cache_specs(max(1024, max_stacks), "profile")
+            self.pycode = cache.create()
+            self.pyscratch = scratch.create()
 
     # ------------------------------------------------------------ the kernel side
-    def program(self) -> object:
+    def program(self) -> Program:
         """The PERF_EVENT program (a :class:`~pyebpf.program.Program`)."""
         from ..program import R0, R1, R2, R3, R4, R6, R7, R8, R9, R10, Program
-        from .pywalk import emit_python_walk
+        from ..lang.pywalk import emit_code_cache, emit_python_walk
         p = Program("profile")
         key = p.stack.alloc(8)
         p.mov(R6, R1)
@@ -228,7 +204,12 @@ class Profiler(Owner):
             emit_python_walk(p, rec=R8, conf=R9, off_tid=4, off_npy=16, off_status=20,
                              off_scratch=_HDR.size, off_frames=_HDR_SIZE + self._ustack_size
                              + self._kstack_size, max_frames=self.max_python_frames,
-                             done=".submit")
+                             done=".pycode")
+            p.label(".pycode")
+            emit_code_cache(p, rec=R8, conf=R9, off_pid=0, off_npy=16,
+                            off_frames=_HDR_SIZE + self._ustack_size + self._kstack_size,
+                            max_frames=self.max_python_frames, cache=self.pycode,
+                            scratch=self.pyscratch, done=".submit")
         p.label(".submit")
         p.mov(R1, R8)
         p.mov(R2, BPF_RB_NO_WAKEUP)
@@ -255,8 +236,9 @@ class Profiler(Owner):
         """Stop sampling and free the maps."""
         self.detach()
         self.reader.close()
-        for m in (self.ring, self.drops, self.pyconf):
-            m.close()
+        for m in (self.ring, self.drops, self.pyconf, self.pycode, self.pyscratch):
+            if m is not None:
+                m.close()
 
     def drain(self) -> int:
         """Count the records in the ring buffer now (call often enough that
@@ -282,13 +264,23 @@ class Profiler(Owner):
                     self._read_code(tgid, rec, py, npy)
 
     def _read_code(self, pid: int, rec: bytes, at: int, n: int) -> None:
-        """Read the code objects of a new record's Python frames now, while
-        the process runs (they are cached by the :class:`PythonProcess`)."""
-        from .python import PythonProcess
+        """Name the code objects of a new record's Python frames now: from
+        the program's code-object cache, else from the process's memory
+        while it runs (kept by the :class:`PythonProcess`)."""
+        from ..symbols.python import CODE_KEY, PythonProcess
         proc = self.pythons.get(pid)
         if isinstance(proc, PythonProcess) and proc.layout is not None:
             for i in range(n):
-                proc.code(struct.unpack_from("<Q", rec, at + 16 * i)[0])
+                addr = struct.unpack_from("<Q", rec, at + 16 * i)[0]
+                if proc.has_code(addr):
+                    continue
+                cached = None
+                if self.pycode is not None:
+                    try:
+                        cached = bytes(self.pycode[CODE_KEY.pack(pid, 0, addr)])
+                    except (KeyError, OSError):
+                        pass
+                proc.code(addr, cached)
 
     @property
     def lost(self) -> int:
@@ -303,7 +295,7 @@ class Profiler(Owner):
     def remember(self, pid: int) -> None:
         """Snapshot ``pid``'s mapped files (call while it runs: frames without
         a build id are symbolized through them) and, when it runs a CPython
-        the profiler knows (:func:`pyebpf.profile.python.find_python`),
+        the profiler knows (:func:`pyebpf.symbols.python.find_python`),
         tell the program its layout."""
         from .. import elf
         self.symbolizer.remember_pid(pid)
@@ -316,7 +308,7 @@ class Profiler(Owner):
 
     def _find_python(self, pid: int) -> None:
         """(Re)detect ``pid``'s CPython: after an ``exec`` it is another program."""
-        from .python import PythonProcess, config_values, find_python
+        from ..symbols.python import PythonProcess, config_values, find_python
         if _unexeced_child(pid):
             return                            # (what it runs is not known yet)
         got = find_python(pid)
@@ -364,9 +356,9 @@ class Profiler(Owner):
 
     def python_status(self) -> dict[str, int]:
         """Samples of CPython processes by how their Python walk ended
-        (:data:`pyebpf.profile.pywalk.PY_STATUS`)."""
-        from .python import PythonProcess
-        from .pywalk import PY_STATUS
+        (:data:`pyebpf.lang.pywalk.PY_STATUS`)."""
+        from ..symbols.python import PythonProcess
+        from ..lang.pywalk import PY_STATUS
         out: dict[str, int] = {}
         for rec, count in self.records.items():
             pid, _, _, _, _, status, _ = _HDR.unpack_from(rec, 0)
@@ -395,8 +387,8 @@ class Profiler(Owner):
 
     def stacks(self) -> dict[tuple[str, ...], int]:
         """The samples as ``{(outermost, ..., innermost): count}`` (see the module docs)."""
-        from ..trace.stacks import demangle, stack_error
-        from .python import PythonProcess, interleave, python_runs
+        from ..symbols.stacks import demangle, stack_error
+        from ..symbols.python import PythonProcess, interleave, python_runs
         self.drain()
         cache: dict[tuple[object, int | None, bool], str] = {}
         out: dict[tuple[str, ...], int] = {}

@@ -1,27 +1,24 @@
-"""The tracing toolkit: recipes (:class:`Trace`), in-kernel aggregations and
-their printing, probe specs and sources, user-stack symbolization.
+"""The Python recipe API: :class:`Trace` and its shortcuts, on the language.
 
     from pyebpf.trace import Trace
     with Trace("uprobe:/bin/bash:readline").count(by="comm").start() as s:
         ...
         print(s.format_text())
 
-Modules: :mod:`~pyebpf.trace.recipes` (Trace, the shortcuts), with
-:mod:`~pyebpf.trace.model` (its aggregations, events and result types),
-:mod:`~pyebpf.trace.codegen` (its programs), :mod:`~pyebpf.trace.trace_session`
-(TraceSession: it running) and :mod:`~pyebpf.trace.formatting` (its results
-printed); :mod:`~pyebpf.trace.session` (the Session base of TraceSession and
-AsmSession), :mod:`~pyebpf.trace.aggregate`, :mod:`~pyebpf.trace.render`,
-:mod:`~pyebpf.trace.expr`, :mod:`~pyebpf.trace.probes` (probe specs and the
-uprobe and tracepoint sources), :mod:`~pyebpf.trace.usdt_source` (the USDT
-source), :mod:`~pyebpf.trace.stacks`, :mod:`~pyebpf.trace.live` (the loop the
-CLI runs), :mod:`~pyebpf.trace.asmfile` (asm/ files with a header).
-
-The tracing layer sits above :mod:`pyebpf.usdt` (notes, specs, argument
-reads, attaching) and imports it.
+Modules: :mod:`~pyebpf.trace.recipes` (Trace, the shortcuts: the bpftrace
+program a user would write, compiled by :mod:`pyebpf.lang`) and
+:mod:`~pyebpf.trace.trace_session` (TraceSession: the language's run of it,
+with typed readers).  What it shares with the language and the profiler
+lives below both: probe specs and sources (:mod:`pyebpf.probes`), symbolization
+(:mod:`pyebpf.symbols`), buckets and printing (:mod:`pyebpf.draw`), sessions
+and the command line's loop (:mod:`pyebpf.session`); the aggregations are the
+language's (:mod:`pyebpf.lang.aggregations`).  This package re-exports the
+aggregation classes, :func:`log2_bucket` and the printers
+(:func:`format_count`, :func:`format_hist`, :func:`format_value`).
 """
-from .aggregate import Avg, Count, Histogram, Max, Min, Stats, Sum, log2_bucket
-from .render import format_count, format_hist, format_value
+from ..draw.buckets import log2_bucket
+from ..draw.render import format_count, format_hist, format_value
+from ..lang.aggregations import Avg, Count, Histogram, Max, Min, Stats, Sum
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:       # what __getattr__ imports on first use, as type checkers see it

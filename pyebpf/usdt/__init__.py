@@ -47,8 +47,8 @@ __all__ = [
 # fast for the parser and ``pyebpf list``:
 #   ArgReader (pyebpf.usdt.args), usdt / find_usdt / attach_usdt / Usdt /
 #   UsdtCounter / UsdtTrace / usdt_files (pyebpf.usdt.attach), Provider /
-#   ProviderProbe (pyebpf.usdt.provider).  The tracing layer's USDT probe
-#   source lives there (pyebpf.trace.usdt_source, which imports this package,
+#   ProviderProbe (pyebpf.usdt.provider).  The probe sources' USDT probe
+#   source lives there (pyebpf.probes.usdt_source, which imports this package,
 #   never the reverse).
 from ..errors import UsdtProbeLookupError
 

@@ -50,6 +50,10 @@ import struct
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 if TYPE_CHECKING:
+    from ..attach._programs import AttachableProgram, ProgramSource
+    from ..attach.link import Link
+    from ..kernel.syscall import Fd
+    from ..loader import LoadedProgram
     from ..maps import PerCpuArrayMap
 
 from .. import elf as _elf
@@ -209,7 +213,7 @@ def find_usdt(target: str | None, provider: str | None, name: str, *,
     return Usdt(found, target=target, pid=pid, symbols=symbols)
 
 
-def usdt(target: str, probe: str | None = None, *, pid: int | None = None,
+def usdt(target: str | None, probe: str | None = None, *, pid: int | None = None,
          symbols: Mapping[str, int] | None = None) -> "Usdt":
     """The one-call entry point: ``usdt("/usr/bin/python3.11", "python:gc__start")``.
 
@@ -319,13 +323,14 @@ class Usdt:
         from ..attach import uprobe_load_options
         return uprobe_load_options(method)
 
-    def load(self, program: Any, *, method: str = "auto", **load_kw: Any) -> Any:
+    def load(self, program: ProgramSource, *, method: str = "auto", **load_kw: Any
+             ) -> LoadedProgram:
         """Load a DSL program with the options this kernel's attach mechanism needs."""
         from ..attach import load_uprobe_program
         return load_uprobe_program(program, method=method, **load_kw)
 
-    def attach(self, prog: Any, *, pid: int | None = None, method: str = "auto",
-               cookies: Sequence[int] | None = None) -> Any:
+    def attach(self, prog: AttachableProgram, *, pid: int | None = None,
+               method: str = "auto", cookies: Sequence[int] | None = None) -> Link:
         """Attach ``prog`` (loaded, or a DSL program to load) to every location.
 
         ``pid`` restricts the probe to one process (default: the pid this
@@ -344,10 +349,12 @@ class Usdt:
         elif len(cookies) != len(self.locations):
             raise UsdtTargetError(f"cookies: one per location ({len(self.locations)}), "
                                   f"not {len(cookies)}")
-        owned = False
-        if not _is_loaded(prog):
-            prog = self.load(prog, method=method)
-            owned = True
+        owned: LoadedProgram | None = None
+        loaded: LoadedProgram | Fd | int
+        if _is_loaded(prog):
+            loaded = prog
+        else:
+            loaded = owned = self.load(prog, method=method)
         links = []
         i = 0
         try:
@@ -357,7 +364,7 @@ class Usdt:
                 c = cookies[i:i + k]
                 i += k
                 refs = [n.semaphore_offset for n in locs]
-                link = attach_uprobes(prog, pr.path, [n.offset for n in locs],
+                link = attach_uprobes(loaded, pr.path, [n.offset for n in locs],
                                       cookies=c if any(c) else None,
                                       ref_ctr_offsets=refs if any(refs) else None,
                                       pid=pid, method=method, check_boundary=False)
@@ -365,11 +372,11 @@ class Usdt:
         except BaseException:
             for link in links:
                 link.detach()
-            if owned:
-                prog.close()
+            if owned is not None:
+                owned.close()
             raise
         target = f"usdt:{','.join(self.paths)}:{self.provider}:{self.name}"
-        if len(links) == 1 and not owned:
+        if len(links) == 1 and owned is None:
             link = links[0]
             link.kind, link.target = "usdt", target
             return link
@@ -378,8 +385,8 @@ class Usdt:
         for link in links:
             groups.extend(link._groups)
             link._disown()          # ownership moves to the merged link
-        merged = Link("usdt", target, links[0].method, groups, program=prog,
-                      owns_program=owned,
+        merged = Link("usdt", target, links[0].method, groups, program=loaded,
+                      owns_program=owned is not None,
                       locations=[loc for link in links for loc in link.locations], pid=pid,
                       cookies=[c for link in links for c in link.cookies],
                       parallel_close=links[0].method != "uprobe_multi",
@@ -398,9 +405,9 @@ class Usdt:
         return UsdtTrace(self, args, strings=strings, pid=pid, **reader_kw)
 
 
-def attach_usdt(prog: Any, target: str | None, provider: str | None, name: str, *,
-                pid: int | None = None, method: str = "auto",
-                symbols: Mapping[str, int] | None = None) -> Any:
+def attach_usdt(prog: AttachableProgram, target: str | None, provider: str | None,
+                name: str, *, pid: int | None = None, method: str = "auto",
+                symbols: Mapping[str, int] | None = None) -> Link:
     """Attach ``prog`` to USDT probe ``provider:name`` of ``target``.
 
     ``target`` is a path, a library name (``libpython3.11``) or a program

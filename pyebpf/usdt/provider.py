@@ -46,7 +46,8 @@ Tracers address it as :attr:`Provider.path` = ``/proc/<pid>/fd/<N>``: the
 kernel resolves that magic link to the memfd's inode, so uprobes (pyebpf,
 bpftrace 0.17 ``usdt:/proc/PID/fd/N:myapp:request``) and ``pyebpf list
 /proc/PID/fd/N`` work, from this process or any other (as root).  The path
-is valid while the provider is loaded.  ``Provider(name, directory="/tmp")``
+is valid while the provider is loaded: ``path`` is None before, and a
+:class:`~pyebpf.errors.StateError` after :meth:`Provider.close`.  ``Provider(name, directory="/tmp")``
 writes a regular file there instead (removed by :meth:`close`) for tools
 that need a path that exists for everyone; it is mode ``0o555`` (a regular
 file cannot be sealed: its owner and root could still change it).
@@ -82,7 +83,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..codecs import INT_ALIASES, INT_TYPES
-from ..errors import ArgumentTypeError, UsdtError, UsdtProbeLookupError
+from ..errors import ArgumentTypeError, StateError, UsdtError, UsdtProbeLookupError
 from ..kernel.lifetime import Owner, close_fd
 
 if TYPE_CHECKING:
@@ -540,8 +541,7 @@ class Provider(Owner):
         self._lib: Any = None
         self._layout: _Layout | None = None
         self._closed = False
-        #: where tracers find the probes (None until loaded)
-        self.path: str | None = None
+        self._path: str | None = None
         #: the runtime address the object was loaded at
         self.base: int | None = None
 
@@ -577,6 +577,17 @@ class Provider(Owner):
                                        f"(defined: {known})", probe=str(name), target=self.name,
                                        candidates=[f"{self.name}:{n}" for n in self._probes]
                                        ) from None
+
+    @property
+    def path(self) -> str | None:
+        """Where tracers find the probes: ``/proc/<pid>/fd/<N>`` (a memfd), or
+        the file in :attr:`directory`.  None before :meth:`load` (or the
+        first fire); after :meth:`close` the file is gone, and asking raises
+        :class:`~pyebpf.errors.StateError`."""
+        if self._closed:
+            raise StateError(f"provider {self.name!r} is closed: its shared object (which was "
+                             f"at {self._path or 'no path: it was never loaded'}) is gone")
+        return self._path
 
     # -- lifetime
     @property
@@ -627,7 +638,7 @@ class Provider(Owner):
                 raise
             self._lib = lib
             self.base = base
-            self.path = path
+            self._path = path
             self._layout = layout
         return self
 
@@ -665,7 +676,7 @@ class Provider(Owner):
         return self[probe].usdt()
 
     def __repr__(self) -> str:
-        state = f"loaded at {self.path}" if self.loaded else \
+        state = f"loaded at {self._path}" if self.loaded else \
             ("closed" if self._closed else "not loaded")
         return f"<Provider {self.name!r}: {len(self._probes)} probe(s), {state}>"
 

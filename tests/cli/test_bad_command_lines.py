@@ -89,7 +89,8 @@ CASES: list[tuple] = [
     ("list-bad-flag", ["list", "libc", "--bogus"], 2, "pyebpf list: error: unrecognized"),
     # -- trace: probes
     ("trace-nothing", ["trace"], 2, "required: PROBE"),
-    ("trace-unknown-kind", ["trace", "kprobe:vfs_read"], 1, "starts with a probe kind"),
+    ("trace-unknown-kind", ["trace", "kprobes:vfs_read"], 1, "starts with a probe kind"),
+    ("trace-kprobe", ["trace", "kprobe:vfs_read"], 1, "kprobe probes are not available: "),
     ("trace-missing-binary", ["trace", "uprobe:/nonexistent/bin:main"], 1, "does not exist"),
     ("trace-unknown-symbol", ["trace", f"uprobe:{sys.executable}:no_such_function_xyz"], 1,
      "nothing matches"),
@@ -139,9 +140,8 @@ CASES: list[tuple] = [
     ("trace-expr-unfinished", ["trace", TP, "--hist", "arg0 +"], 1, "unexpected end"),
     ("trace-expr-unknown-name", ["trace", TP, "--count", "nosuchvar"], 1, "Unknown identifier"),
     ("trace-printf-arity", ["trace", TP, "--print", "%d %d", "arg0"], 1, "2 conversion"),
-    # (pyebpf/trace/expr.py gets its own limits on the bounds branch; until
-    # then the command line reports CPython's int() limit and RecursionError
-    # as one line each, which is what these cases check)
+    # (the language's own limits: a literal's digits, the nesting depth; each
+    # reported as one line)
     ("trace-expr-huge-number", ["trace", TP, "--hist", f"arg0 + {HUGE}"], 1, "is too long (5000 digits"),
     ("trace-filter-deep-nesting", ["trace", TP, "--filter", DEEP + " > 1"], 1, "nest more than 64 levels"),
     ("trace-hist-deep-nesting", ["trace", TP, "--hist", DEEP], 1, "nest more than 64 levels"),

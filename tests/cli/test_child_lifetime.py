@@ -1,4 +1,4 @@
-"""The command of ``-c`` (pyebpf.trace.live.Child): its lifetime follows the
+"""The command of ``-c`` (pyebpf.session.live.Child): its lifetime follows the
 tracer's, and signals between fork and exec never run the tracer's code.
 
 * A tracer killed by SIGKILL takes its command with it (PR_SET_PDEATHSIG)
@@ -116,7 +116,7 @@ def test_sigkill_of_the_tracer_ends_the_command(workload, kind):
 # status, or that the child ran this script's code (it must not).
 HELD = textwrap.dedent("""
     import os, sys
-    from pyebpf.trace.live import Child, sigterm_as_interrupt
+    from pyebpf.session.live import Child, sigterm_as_interrupt
     sigterm_as_interrupt()
     me = os.getpid()
     try:
@@ -150,7 +150,7 @@ def test_a_signal_before_exec_ends_the_child_quietly(sig):
 # The command (grep) prints the signal mask and the ignored signals it started
 # with, after the script printed those it started with itself.
 MASKS = textwrap.dedent("""
-    from pyebpf.trace.live import Child, sigterm_as_interrupt
+    from pyebpf.session.live import Child, sigterm_as_interrupt
     with open("/proc/self/status") as f:   # (Python ignores SIGPIPE and SIGXFSZ itself)
         print("".join(line for line in f if line.startswith(("SigBlk", "SigIgn"))),
               end="", flush=True)
@@ -181,7 +181,7 @@ def test_the_command_starts_with_default_signals():
 # The interrupted tracer then kills the command, closing what is left.
 GO_INTERRUPTED = textwrap.dedent("""
     import os, signal, sys
-    from pyebpf.trace.live import Child, sigterm_as_interrupt
+    from pyebpf.session.live import Child, sigterm_as_interrupt
     sigterm_as_interrupt()
     child = Child(["sleep", "30"])
     release = child._go

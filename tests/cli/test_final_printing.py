@@ -14,9 +14,10 @@ import os
 
 import pytest
 
-from pyebpf.trace import Trace, formatting, log2_bucket, render
-from pyebpf.trace.asmfile import AsmSession, parse_asm_file
-from pyebpf.trace.live import print_final
+from pyebpf.draw import formatting, render
+from pyebpf.session.asmfile import AsmSession, parse_asm_file
+from pyebpf.session.live import print_final
+from pyebpf.trace import Trace, log2_bucket
 
 pytestmark = pytest.mark.kernel
 TP = "tracepoint:syscalls:sys_enter_getpid"
@@ -139,7 +140,7 @@ def test_run_prints_a_map_it_cannot_format_raw(tmp_path, monkeypatch):
 
 def test_interval_printing_survives_a_formatting_error(trace_session, monkeypatch):
     """--interval prints with the same care: a failing map is raw, the trace goes on."""
-    from pyebpf.trace.live import print_interval
+    from pyebpf.session.live import print_interval
     me = os.getpid()
     count = trace_session.results()["@count"][(me,)]
     monkeypatch.setattr(formatting, "format_hist", planted_bug)
@@ -155,7 +156,7 @@ def test_interval_clear_counts_every_hit_once(monkeypatch):
     """--interval with --clear: the values printed are the baseline of the
     next printing, so a hit that lands after the read (here: while the
     printing formats) is in the next one, never lost."""
-    from pyebpf.trace.live import print_interval
+    from pyebpf.session.live import print_interval
     me = os.getpid()
     t = Trace(TP, pid=me).count()
     with t.start(me) as session:

@@ -49,7 +49,9 @@ def test_trace_help_reads_well():
     (["trace", "uprobe:/bin/true:main", "-p", "1", "-c", "true"], 2, "exclude each other"),
     (["trace", "uprobe:/bin/true:main", "-n", "3"], 2, "add --print"),
     (["trace", "uprobe:/bin/true:main", "--duration", "-1"], 2, "positive"),
-    (["trace", "kprobe:vfs_read"], 1, "starts with a probe kind"),
+    (["trace", "kprobe:vfs_read"], 1, "kprobe probes are not available: "),
+    (["trace", "kretprobe:vfs_read"], 1, "kretprobe probes are not available: "),
+    (["trace", "bogus:vfs_read"], 1, "starts with a probe kind"),
     (["trace", "uprobe:/nonexistent/bin:main"], 1, "does not exist"),
     (["trace", "uprobe:/bin/true:no_such_function_xyz"], 1, "nothing matches"),
     (["trace", "uprobe:/bin/true:main", "--hist", "arg0 +"], 1, "unexpected end"),
@@ -66,6 +68,18 @@ def test_errors_and_exit_status(args, status, words):
     assert proc.returncode == status, (proc.stdout, proc.stderr)
     assert words in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("spec", ["kprobe:vfs_read", "kr:vfs_read"])
+def test_a_kprobe_gets_the_reason_bt_gives(spec):
+    """pyebpf trace names why kprobes cannot be used here, in bt's words
+    (it said 'not a probe spec' before)."""
+    trace = cli("trace", spec, "--count")
+    bt = cli("bt", "-e", f"{spec} {{ @ = count(); }}")
+    assert trace.returncode == bt.returncode == 1, (trace.stderr, bt.stderr)
+    why = trace.stderr.strip().removeprefix("pyebpf trace: ")
+    assert why == bt.stderr.strip().removeprefix("pyebpf bt: "), (trace.stderr, bt.stderr)
+    assert "probes are not available: " in why and "not a probe spec" not in why
 
 
 @pytest.mark.kernel

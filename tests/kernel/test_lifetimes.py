@@ -98,14 +98,6 @@ def _usdt_trace(provider: Any) -> Any:
     return provider.usdt("tick").trace(size=4096)
 
 
-def _trace(_: Any) -> Any:
-    from pyebpf.trace import Trace
-    t = Trace(f"tracepoint:{GETPPID}").count().hist("arg0")
-    t.build(os.getpid())
-    t.open_maps()
-    return t
-
-
 def _session(_: Any) -> Any:
     from pyebpf.trace import Trace
     return Trace(f"tracepoint:{GETPPID}", pid=os.getpid()).count().start()
@@ -121,19 +113,19 @@ def _flag_session(_: Any) -> Any:
 
 
 def _asm_session(_: Any) -> Any:
-    from pyebpf.trace.asmfile import AsmSession, parse_asm_file
+    from pyebpf.session.asmfile import AsmSession, parse_asm_file
     path = ROOT / "asm" / "execsnoop.s"
     return AsmSession(parse_asm_file(path.read_text(), str(path)), pid=os.getpid())
 
 
 def _aggregations() -> dict[str, Callable[[Any], Any]]:
-    from pyebpf.trace import aggregate as a
+    from pyebpf.lang import aggregations as a
     return {cls.__name__: (lambda _, cls=cls: cls(keyed=True))
             for cls in (a.Count, a.Sum, a.Min, a.Max, a.Stats, a.Avg, a.Histogram)}
 
 
 def _child(_: Any) -> Any:
-    from pyebpf.trace.live import Child
+    from pyebpf.session.live import Child
     child = Child(["true"])
     child.go()                       # (the pipes are closed by then: the pidfd stays)
     child.wait()
@@ -141,7 +133,7 @@ def _child(_: Any) -> Any:
 
 
 def _process_watch(_: Any) -> Any:
-    from pyebpf.trace.live import _ProcessWatch
+    from pyebpf.session.live import _ProcessWatch
     return _ProcessWatch(os.getpid())
 
 
@@ -190,7 +182,7 @@ OWNERS: dict[str, Callable[[Any], Any]] = {
     "BpfObject": _bpf_object,
     "Fd": _fd, **_maps(), "LoadedProgram": _loaded, "Link": _link,
     "PerfBuffer": _perf_buffer, "RingBufferReader": _ring_reader, "Provider": _provider,
-    "UsdtCounter": _usdt_counter, "UsdtTrace": _usdt_trace, "Trace": _trace,
+    "UsdtCounter": _usdt_counter, "UsdtTrace": _usdt_trace,
     "TraceSession": _session, "FlagSession": _flag_session, "AsmSession": _asm_session, **_aggregations(), "Child": _child,
     "_ProcessWatch": _process_watch, "BtRun": _bt_run, "Profiler": _profiler,
 }

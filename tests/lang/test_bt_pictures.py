@@ -78,10 +78,10 @@ def test_a_picture_file_of_unknown_kind_is_refused_before_tracing(tmp_path):
 def test_a_drawing_error_keeps_the_data(w, tmp_path, monkeypatch):
     """The flame graph's drawing fails: the text was printed and the stacks
     are saved as folded text beside the file."""
+    from pyebpf.draw.output import ProfileWriteError
     from pyebpf.lang import compile as bt_compile
     from pyebpf.lang import pictures
-    from pyebpf.profile.output import ProfileWriteError
-    import pyebpf.profile.flamegraph as fg
+    import pyebpf.draw.flamegraph as fg
 
     def broken(*a, **k):
         raise RuntimeError("no drawing today")

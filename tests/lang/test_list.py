@@ -34,6 +34,20 @@ def test_tracepoints_like_bpftrace(pattern):
     assert list_probes(pattern) == bpftrace_l(pattern)
 
 
+@pytest.mark.parametrize("pattern", [
+    "tracepoint:sched:sched_process_exec",          # a __data_loc string
+    "tracepoint:sched:sched_switch",                # char prev_comm[16]
+    "tracepoint:syscalls:sys_enter_openat"])        # a pointer
+def test_tracepoint_fields_like_bpftrace(pattern):
+    # -lv: a __data_loc field is written as the format file declares it
+    # ("__data_loc char[] filename"), not as the string it points to
+    if shutil.which("bpftrace") is None:
+        pytest.skip("bpftrace is not installed")
+    proc = subprocess.run(["bpftrace", "-lv", pattern], capture_output=True, text=True,
+                          timeout=120)
+    assert list_probes(pattern, verbose=True) == proc.stdout.splitlines()
+
+
 @pytest.mark.parametrize("suffix", ["*", "lock*", "*e*", "nap", "nomatch*"])
 def test_workload_functions_like_bpftrace(suffix):
     w = bt_workload()

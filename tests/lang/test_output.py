@@ -15,8 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pyebpf.lang import output as out
+from pyebpf.lang import output_maps as maps
+from pyebpf.lang.aggregations import log2_bucket
 from pyebpf.lang.types import Type, int_type, string_type
-from pyebpf.trace.aggregate import log2_bucket
 
 from .harness import run_bpftrace
 
@@ -41,7 +42,7 @@ def hist_of(*values: int) -> dict[int, int]:
 def lhist_of(lo: int, hi: int, step: int, *values: int) -> dict[int, int]:
     b: dict[int, int] = {}
     for v in values:
-        i = out.lhist_bucket(v, lo, hi, step)
+        i = maps.lhist_bucket(v, lo, hi, step)
         b[i] = b.get(i, 0) + 1
     return b
 
@@ -114,14 +115,14 @@ EXIT_MAPS = [
 
 def test_maps_at_exit_like_bpftrace():
     theirs = run_bpftrace(EXIT_SCRIPT)
-    assert out.format_exit(EXIT_MAPS) == theirs
+    assert maps.format_exit(EXIT_MAPS) == theirs
 
 
 def test_maps_as_json_like_bpftrace():
     theirs = run_bpftrace(EXIT_SCRIPT, "-f", "json").split("\n")
     assert theirs[0] == '{"type": "attached_probes", "data": {"probes": 1}}'
     ours = [line for m in sorted(EXIT_MAPS, key=lambda m: m[0])
-            for line in [out.json_map(*m)] if line]
+            for line in [maps.json_map(*m)] if line]
     # bpftrace: the attached_probes line, two newlines at exit, then the maps
     assert theirs[1:3] == ["", ""]
     assert ours == [ln for ln in theirs[3:] if ln]
@@ -151,23 +152,23 @@ def test_print_top_div_and_values_like_bpftrace():
     a = {1: stats_of(10), 2: stats_of(21)}
     st_ = {1: stats_of(10)}
     ours = "".join([
-        out.format_map("@c", I64, COUNT, c, top=2),
-        out.format_map("@c", I64, COUNT, c, div=2),
-        out.format_map("@c", I64, COUNT, c, top=1, div=3),
-        out.format_map("@h", I64, HIST, h, top=1),
-        out.format_map("@h", I64, HIST, h, div=2),
-        out.format_map("@a", I64, AVG, a, top=1, div=3),
-        out.format_map("@a", I64, AVG, a, div=2),
-        out.format_map("@st", I64, STATS, st_, div=3),
-        out.format_map("@x", None, I64, {None: 7}),
-        out.format_map("@x", None, I64, {None: 7}, div=2),
+        maps.format_map("@c", I64, COUNT, c, top=2),
+        maps.format_map("@c", I64, COUNT, c, div=2),
+        maps.format_map("@c", I64, COUNT, c, top=1, div=3),
+        maps.format_map("@h", I64, HIST, h, top=1),
+        maps.format_map("@h", I64, HIST, h, div=2),
+        maps.format_map("@a", I64, AVG, a, top=1, div=3),
+        maps.format_map("@a", I64, AVG, a, div=2),
+        maps.format_map("@st", I64, STATS, st_, div=3),
+        maps.format_map("@x", None, I64, {None: 7}),
+        maps.format_map("@x", None, I64, {None: 7}, div=2),
         out.format_value(Type("tuple", elems=(I64, S)), (1, "b")) + "\n",
         out.format_value(I64, 5) + "\n",
         out.format_value(S, "s") + "\n",
         out.format_value(I8, -3) + "\n",
         out.format_value(Type("tuple", elems=(I64, Type("tuple", elems=(I64, S)), S)),
                          (1, (2, "x"), "c")) + "\n",
-        out.format_exit([("@c", I64, COUNT, {}), ("@h", I64, HIST, {}),
+        maps.format_exit([("@c", I64, COUNT, {}), ("@h", I64, HIST, {}),
                          ("@a", I64, AVG, {}), ("@st", I64, STATS, {}),
                          ("@x", None, I64, {None: 7})]),
     ])
@@ -182,8 +183,8 @@ def test_print_json_like_bpftrace():
     c = {1: 1, 2: 2}
     year = time.strftime("%Y")
     assert theirs[1:] == [
-        out.json_map("@c", I64, COUNT, c, top=1),
-        out.json_map("@c", I64, COUNT, c, div=2),
+        maps.json_map("@c", I64, COUNT, c, top=1),
+        maps.json_map("@c", I64, COUNT, c, div=2),
         out.json_value(Type("tuple", elems=(I64, Type("tuple", elems=(I64, S)), S)),
                        (1, (2, "x"), "c")),
         out.json_value(I64, 5),
@@ -229,7 +230,7 @@ def test_buffers_inet_probe_and_strftime_keys_like_bpftrace():
     theirs = run_bpftrace(r"""BEGIN { @b = buf("a\x02", 2); @bk[buf("k\x00", 2)] = 1;
         @n[ntop(0x0100007f)] = 2; @p[probe] = 3; printf("%s\n", strftime("%Y-%m-%d %H:%M", 0));
         exit(); }""")
-    ours = out.format_strftime("%Y-%m-%d %H:%M", 0) + "\n" + out.format_exit([
+    ours = out.format_strftime("%Y-%m-%d %H:%M", 0) + "\n" + maps.format_exit([
         ("@b", None, Type("buffer", 2), {None: b"a\x02"}),
         ("@bk", Type("buffer", 2), I64, {b"k\x00": 1}),
         ("@n", Type("inet"), I64, {bytes([127, 0, 0, 1]): 2}),
@@ -241,10 +242,10 @@ def test_buffers_inet_probe_and_strftime_keys_like_bpftrace():
 # ------------------------------------------------------------------ pure
 def test_lhist_buckets_as_bpftrace_counts_them():
     # lhist(v, 0, 10, 3): [0, 3) [3, 6) [6, 9), and 9 goes with the rest: [10, ...)
-    assert [out.lhist_bucket(v, 0, 10, 3) for v in (-1, 0, 2, 3, 8, 9, 10, 99)] == \
+    assert [maps.lhist_bucket(v, 0, 10, 3) for v in (-1, 0, 2, 3, 8, 9, 10, 99)] == \
         [0, 1, 1, 2, 3, 4, 4, 4]
-    assert out.lhist_range(4, 0, 10, 3) == (10, None)
-    assert out.lhist_range(0, 0, 10, 3) == (None, 0)
+    assert maps.lhist_range(4, 0, 10, 3) == (10, None)
+    assert maps.lhist_range(0, 0, 10, 3) == (None, 0)
 
 
 def test_decode_signed_sizes_strings_and_tuples():
@@ -328,9 +329,9 @@ def test_stacks_in_keys_values_and_print_like_bpftrace():
     perf = Type("ustack", stack_mode="perf", stack_limit=2)
     key = tuple(frames)
     ours = "".join([
-        out.format_map("@p", perf, COUNT, {key: 1}),
-        out.format_map("@", bt, COUNT, {key: 1}),
-        out.format_map("@s", None, bt, {None: frames}),
+        maps.format_map("@p", perf, COUNT, {key: 1}),
+        maps.format_map("@", bt, COUNT, {key: 1}),
+        maps.format_map("@s", None, bt, {None: frames}),
         out.format_value(bt, frames) + "\n",
     ])
     # (the probe may fire a few times before exit() takes effect: counts vary)
@@ -343,7 +344,7 @@ def test_json_escapes_like_bpftrace():
     theirs = run_bpftrace(r"""BEGIN { printf("é\ta\x01/\r|\x08|\x0c|\x7f|\x1f|\\|\"\n");
         @s["é\x01"] = 1; exit(); }""", "-f", "json").split("\n")
     assert theirs[1] == out.json_printf('é\ta\x01/\r|\x08|\x0c|\x7f|\x1f|\\|"\n')
-    assert theirs[4] == out.json_map("@s", S, I64, {"é\x01": 1})
+    assert theirs[4] == maps.json_map("@s", S, I64, {"é\x01": 1})
     assert "\\uffffffc3\\uffffffa9" in theirs[1]
 
 
@@ -351,10 +352,10 @@ def test_an_empty_count_map_without_keys_prints_zero():
     # bpftrace 0.17: a keyless count() map cleared, deleted or never counted
     # prints "@: 0"; other empty maps a blank line
     count = Type("count", 8)
-    assert out.format_map("@", None, count, {}) == "@: 0\n"
-    assert out.json_map("@n", None, count, {}) == '{"type": "map", "data": {"@n": 0}}'
-    assert out.format_map("@s", None, Type("sum", 8, True), {}) == "\n"
-    assert out.format_map("@c", int_type(8, True), count, {}) == "\n"
+    assert maps.format_map("@", None, count, {}) == "@: 0\n"
+    assert maps.json_map("@n", None, count, {}) == '{"type": "map", "data": {"@n": 0}}'
+    assert maps.format_map("@s", None, Type("sum", 8, True), {}) == "\n"
+    assert maps.format_map("@c", int_type(8, True), count, {}) == "\n"
 
 
 def test_kernel_stacks_in_perf_mode_have_no_module():

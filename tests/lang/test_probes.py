@@ -269,7 +269,7 @@ except OSError:
 def test_uprobe_arguments_and_retval_are_unsigned_as_in_bpftrace(tmp_path):
     """bpftrace 0.17 reads a uprobe's argN and retval as uint64: a negative
     offset prints as a huge value and is not < 0; the Resolver says so."""
-    from pyebpf.lang import output
+    from pyebpf.lang import output_maps
     py = SYSTEM_PYTHON
     if not os.path.exists(py):
         pytest.skip(f"{py} is not installed")
@@ -283,6 +283,6 @@ def test_uprobe_arguments_and_retval_are_unsigned_as_in_bpftrace(tmp_path):
     r = Resolver()
     t_arg = r.arg_type(ap("uprobe:libc:lseek64"), 1)
     t_ret = r.retval_type(ap("uretprobe:libc:lseek64"))
-    assert output.format_map("@v", None, t_arg, {None: 2 ** 64 - 100000}) in text
-    assert output.format_map("@rv", None, t_ret, {None: 2 ** 64 - 1}) in text
+    assert output_maps.format_map("@v", None, t_arg, {None: 2 ** 64 - 100000}) in text
+    assert output_maps.format_map("@rv", None, t_ret, {None: 2 ** 64 - 1}) in text
     assert "@neg: 0\n" in text and "@rn[1]" not in text

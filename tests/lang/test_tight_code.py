@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pyebpf import lang
-from pyebpf.trace.aggregate import log2_bucket
+from pyebpf.lang.aggregations import log2_bucket
 
 from .harness import bt_workload
 
@@ -52,6 +52,6 @@ def test_log2_buckets_at_their_edges() -> None:
 
 def _buckets(h: dict) -> dict[int, int]:
     """A histogram as the API reads it ({(lo, hi): count}) as {bucket: count}."""
-    from pyebpf.trace.aggregate import log2_bucket_range
+    from pyebpf.lang.aggregations import log2_bucket_range
     index = {log2_bucket_range(b): b for b in range(66)}
     return {index[k]: n for k, n in h.items()}

@@ -107,7 +107,7 @@ def test_an_address_of_a_process(prog: str) -> None:
 
 
 def test_bad_watchpoints_are_refused() -> None:
-    from pyebpf.trace.probes import ProbeSpecError
+    from pyebpf.probes.sources import ProbeSpecError
     for point, why in (("watchpoint:0x1000:3:w", "length must be one of"),
                        ("watchpoint:0x1000:4:q", "mode must be combination of"),
                        ("watchpoint:f+x1:4:w", "Invalid function argument"),

@@ -35,6 +35,15 @@ def test_listing(objects):
     assert "externs: _stext (ksym), LINUX_KERNEL_VERSION (kconfig), CONFIG_HZ (kconfig)" in out
 
 
+def test_listing_leaves_out_an_empty_text_section(objects):
+    # clang writes an empty .text when every function is in a SEC(): it needs
+    # nothing and was listed as ".text: nothing"
+    res = pyebpf("object", objects["broken"])
+    assert res.returncode == 0, res.stderr
+    needs = res.stdout.split("needs:\n", 1)[1].splitlines()
+    assert needs == ["  tracepoint/syscalls/sys_enter_getpid: 1 map relocations"], res.stdout
+
+
 def test_load_verdicts(objects):
     res = pyebpf("object", objects["kinds"], "--load")
     assert res.returncode == 0, res.stderr
@@ -58,6 +67,19 @@ def test_load_rejected_names_the_line(objects):
                                "verifier rejected the program")
     assert "program good (tracepoint): loaded" in lines
     assert lines[-1] == "1 loaded, 1 rejected, 0 skipped"
+
+
+def test_load_rejected_at_an_unresolved_core_relocation_names_it(objects):
+    # the verifier only sees "invalid func unknown#195896080": the loader's
+    # stand-in for a relocation that found nothing, which the message must name
+    res = pyebpf("object", objects["corefail"], "--load")
+    assert res.returncode == 1
+    first = res.stdout.splitlines()[0]
+    assert first.startswith("program read_missing (tracepoint): rejected: corefail.bpf.c:")
+    assert "invalid func unknown#195896080; the loader wrote that call (0xbad2310, as libbpf " \
+           "does) in place of an instruction whose CO-RE relocation has no match in the " \
+           "kernel's BTF: struct task_struct___missing.pyebpf_no_such_field " \
+           "(field_byte_offset) at instruction " in first, first
 
 
 def test_load_with_settings(objects):

@@ -8,7 +8,7 @@
 #if PY_VERSION_HEX >= 0x030B0000
 #include "internal/pycore_frame.h"
 #endif
-/* Offsets of what pyebpf.profile.python.LAYOUTS lists, from a CPython's own headers
+/* Offsets of what pyebpf.symbols.python.LAYOUTS lists, from a CPython's own headers
    (built by tests/profile/test_python.py against each interpreter found). */
 #define P(name, expr) printf("%s=%ld\n", name, (long)(expr))
 int main(void) {

@@ -1,7 +1,7 @@
 """C++ names demangled without binutils' c++filt (libstdc++'s own demangler)."""
 from __future__ import annotations
 
-from pyebpf.trace import stacks
+from pyebpf.symbols import stacks
 
 
 def test_demangles_without_cxxfilt(monkeypatch):

@@ -13,10 +13,10 @@ from budget import fuzz_settings
 from pyebpf.errors import OptionError, PyebpfError
 from pyebpf.profile import (flamegraph_svg, folded_text, histogram_svg, parse_folded,
                             speedscope_json, write_histogram, write_profile)
-from pyebpf.profile import output as output_mod
-from pyebpf.profile.flamegraph import PAD, WIDTH, escape_xml, layout
-from pyebpf.profile.speedscope import SCHEMA
-from pyebpf.trace.render import log2_label, linear_label
+from pyebpf.draw import output as output_mod
+from pyebpf.draw.flamegraph import PAD, WIDTH, escape_xml, layout
+from pyebpf.draw.render import log2_label, linear_label
+from pyebpf.draw.speedscope import SCHEMA
 
 from .conftest import SVG, svg_frames
 
@@ -216,7 +216,7 @@ def test_unknown_extension(tmp_path):
 def test_a_drawing_error_keeps_the_data(tmp_path, monkeypatch):
     def broken(*a, **k):
         raise ZeroDivisionError("boom")
-    monkeypatch.setattr("pyebpf.profile.flamegraph.flamegraph_svg", broken)
+    monkeypatch.setattr("pyebpf.draw.flamegraph.flamegraph_svg", broken)
     path = tmp_path / "p.svg"
     path.write_text("old picture")
     with pytest.raises(output_mod.ProfileWriteError, match="boom") as info:
@@ -239,7 +239,7 @@ def test_a_chart_error_keeps_the_counts(tmp_path):
 
 
 def test_drawing_profiles_does_not_load_the_kernel_layers():
-    """(A histogram's labels come from pyebpf.trace.render, whose package
+    """(A histogram's labels come from pyebpf.draw.render, whose package
     imports the map layer: charts are left out here.)"""
     import subprocess
     import sys

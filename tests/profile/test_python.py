@@ -19,37 +19,28 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-from pyebpf.profile.folded import parse_folded
-from pyebpf.profile.python import LAYOUTS, decode_line, interleave, python_runs
+from pyebpf.draw.folded import parse_folded
+from pyebpf.symbols.python import (CODE_HEAD, CODE_VALUE_SIZE, FILE_MAX, LAYOUTS, NAME_MAX,
+                                   decode_cached_code, decode_line, interleave, python_runs)
 
 from browser import browse
+from pyworkloads import WORKLOAD, cpythons, marked_lines, missing_shapes
 
 from .conftest import HERE, cli
 
-WORKLOAD = str(HERE / "pyshapes.py")
 SHARES = {"hot": 3 / 7, "cold": 1 / 7, "recurse": 1 / 7, "numbers": 1 / 7, "by_key": 1 / 7}
+
+
+_VERSIONS = cpythons()
+
+
+def _version(exe: str) -> tuple[int, int]:
+    return _VERSIONS[exe]
 
 
 def _pythons() -> list[str]:
     """CPython 3.10+ executables on this machine (pyenv's and the system's)."""
-    found = {}
-    cands = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[0-9]*/bin/python3")))
-    cands += sorted(glob.glob("/usr/bin/python3.1[0-9]"))
-    for exe in cands:
-        m = re.search(r"(3\.1\d+)", exe)
-        if m and os.access(exe, os.X_OK) and (m.group(1), exe) not in found.values():
-            found[exe] = (m.group(1), exe)
-    return list(found)
-
-
-def _version(exe: str) -> tuple[int, int]:
-    out = subprocess.run([exe, "-c", "import sys; print(*sys.version_info[:2])"],
-                         capture_output=True, text=True, timeout=60, check=True).stdout
-    major, minor = out.split()
-    return int(major), int(minor)
-
-
-_VERSIONS = {exe: _version(exe) for exe in _pythons()}
+    return list(_VERSIONS)
 
 
 def _those(keep: Callable[[tuple[int, int]], bool], what: str) -> list[Any]:
@@ -64,17 +55,6 @@ PYTHONS = _those(lambda v: True, "3.10+")
 TABLED = _those(lambda v: v in LAYOUTS, "3.10 to 3.12")
 #: those whose thread states carry the native thread id (3.11+)
 THREAD_IDS = _those(lambda v: v >= (3, 11), "3.11+")
-
-
-def marked_lines() -> dict[str, int]:
-    """``{name: line}`` of pyshapes.py's ``# at:NAME`` lines."""
-    out = {}
-    with open(WORKLOAD) as f:
-        for n, line in enumerate(f, 1):
-            m = re.search(r"# at:(\w+)$", line.rstrip())
-            if m:
-                out[m.group(1)] = n
-    return out
 
 
 # ------------------------------------------------------------ pure checks
@@ -141,6 +121,29 @@ def test_line_tables_decode_as_the_interpreter_does(exe):
     assert checked > 100
 
 
+def _entry(name: bytes, nstate: int, filename: bytes, table: bytes, first: int = 7,
+           flags: int = 1) -> bytes:
+    """A code-cache entry as the program writes it (the byte counts as the
+    process holds them, the bytes cut to their bounds)."""
+    head = CODE_HEAD.pack(first, flags, len(name), len(filename), len(table), nstate, 0b1100100)
+    body = name[:NAME_MAX].ljust(NAME_MAX, b"\0") + filename[:FILE_MAX].ljust(FILE_MAX, b"\0")
+    return (head + body + table).ljust(CODE_VALUE_SIZE, b"\0")[:CODE_VALUE_SIZE]
+
+
+def test_code_cache_entries_decode_whole_cut_and_wide():
+    ascii_ = 0b1100100                               # compact, ascii, kind 1
+    (name, filename, table, first), whole = decode_cached_code(
+        _entry(b"Outer.f", ascii_, b"/x.py", b"\x01\x02"))
+    assert (name, filename, table, first, whole) == ("Outer.f", "/x.py", b"\x01\x02", 7, True)
+    (name, _, _, _), whole = decode_cached_code(_entry(b"n" * 300, ascii_, b"/x.py", b""))
+    assert name == "n" * NAME_MAX + "..." and not whole     # (then read from /proc if it runs)
+    wide = "f\u00e9\u4e16".encode("utf-16-le")      # kind 2: two bytes a character
+    (name, _, _, _), whole = decode_cached_code(_entry(wide, 0b0101000, b"/x.py", b""))
+    assert name == "f\u00e9\u4e16" and whole
+    assert decode_cached_code(_entry(b"f", ascii_, b"/x.py", b"", flags=0)) is None
+    assert decode_line(b"\xf0\x03\x01", 1, 4000, (3, 11)) is None   # (a table cut short)
+
+
 @pytest.mark.parametrize("version, frames, runs", [
     ((3, 10), [(1, 5), (2, 7)], [[(1, 5)], [(2, 7)]]),                   # one frame per call
     ((3, 11), [(1, 5), (2, 7 | 1 << 56), (3, 9)], [[(1, 5), (2, 7)], [(3, 9)]]),  # is_entry
@@ -182,8 +185,7 @@ def test_python_frames_in_profiles(exe):
     assert total >= 150, proc.stdout[-3000:]
     lines = marked_lines()
     frames = {f for s in stacks for f in s}
-    for name in ("hot", "cold", "recurse", "numbers", "by_key", "spin"):
-        assert f"{name} ({WORKLOAD}:{lines[name]})" in frames, (name, sorted(frames)[:40])
+    assert not missing_shapes(frames), (missing_shapes(frames), sorted(frames)[:40])
     # (sanity of the lines: main is only ever seen on a line of its own body)
     body = range(lines["main_start"], lines["main_end"] + 1)
     mains = [f for f in frames if f.startswith(f"main ({WORKLOAD}:")]
@@ -325,3 +327,32 @@ def test_an_unsupported_cpython_says_so_and_keeps_its_native_frames():
     stacks = parse_folded(proc.stdout)
     assert sum(stacks.values()) > 0
     assert not any(f"{WORKLOAD}:" in f for s in stacks for f in s)
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("exe", PYTHONS)
+def test_a_process_gone_before_the_profile_is_read_keeps_its_names(exe):
+    """The program reads code objects' names, files and line tables at sample
+    time: the records are drained only after the process has exited (no
+    /proc/PID/mem left to read), and its frames are still named, on the
+    right lines."""
+    from pyebpf.profile.sampler import Profiler
+    start = "import sys, runpy; sys.stdin.readline(); sys.argv = ['x', '0.7']; " \
+            f"runpy.run_path({WORKLOAD!r})"
+    child = subprocess.Popen([exe, "-c", start], stdin=subprocess.PIPE)
+    try:
+        with Profiler(499, pid=child.pid) as prof:
+            prof.attach()
+            assert child.stdin is not None
+            child.stdin.write(b"go\n")
+            child.stdin.close()
+            child.wait(timeout=60)
+            prof.detach()                  # (the first drain: the process is gone)
+            stacks = prof.stacks()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    frames = {f for s in stacks for f in s}
+    assert not any(f.startswith("[python code") for f in frames), sorted(frames)[:20]
+    assert not missing_shapes(frames), (missing_shapes(frames), sorted(frames)[:40])

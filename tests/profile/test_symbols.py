@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from pyebpf import elf
-from pyebpf.trace.stacks import Symbolizer, read_perf_map
+from pyebpf.symbols.stacks import Symbolizer, read_perf_map
 
 from .conftest import build
 
@@ -62,7 +62,7 @@ def test_a_debug_file_found_through_gnu_debuglink(tmp_path):
                    cwd=tmp_path)
     assert Symbolizer()._in_file(str(stripped), _offset_of(exe, "work"), False) == "work+0"
     os.unlink(debug)
-    from pyebpf.trace import stacks
+    from pyebpf.symbols import stacks
     stacks._debug_file.cache_clear()
     assert Symbolizer()._in_file(str(stripped), _offset_of(exe, "work"), False) is None
 

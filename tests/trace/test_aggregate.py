@@ -5,11 +5,11 @@ import subprocess
 
 import pytest
 
+from pyebpf.lang.aggregations import log2_bucket_range
 from pyebpf.loader import load
 from pyebpf.maps import ArrayMap
 from pyebpf.program import R1, R6, R7, Program
 from pyebpf.trace import Count, Histogram, Sum, format_count, format_hist, log2_bucket
-from pyebpf.trace.aggregate import log2_bucket_range
 
 N = 1000
 

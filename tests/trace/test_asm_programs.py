@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from pyebpf.trace.asmfile import read_asm_file
+from pyebpf.session.asmfile import read_asm_file
 
 from .conftest import ROOT, cli, expected
 

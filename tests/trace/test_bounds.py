@@ -12,12 +12,11 @@ import unprivileged
 from hypothesis import given, strategies as st
 
 from budget import fuzz_settings
-from pyebpf.errors import ProgramError, PyebpfError, SizeError
-from pyebpf.maps import Map, MapSpec
+from pyebpf.errors import OptionError, ProgramError, PyebpfError, SizeError
+from pyebpf.lang.aggregations import LHIST_MAX_BUCKETS, Avg, Count, Histogram, Sum, linear_buckets
+from pyebpf.maps import MapSpec
+from pyebpf.session.asmfile import AsmFileError, parse_asm_file, read_asm_file
 from pyebpf.trace import Trace
-from pyebpf.trace.aggregate import LHIST_MAX_BUCKETS, Avg, Count, Histogram, Sum, linear_buckets
-from pyebpf.trace.asmfile import AsmFileError, parse_asm_file, read_asm_file
-from pyebpf.trace.expr import MAX_DEPTH, ExprError, parse_expr, parse_filter
 
 from .conftest import ROOT
 
@@ -50,18 +49,17 @@ def test_huge_lhist_is_refused_at_once():
 def test_lhist_with_64_bit_bounds_is_built():
     t = Trace(BASH).lhist("arg0", 0, 10_000_000_000, 100_000_000)
     text = t.show()
-    assert "r4 = 10000000000 ll" in text and "s>= r4 goto" in text
+    assert "lhist(arg0, 0, 10000000000, 100000000)" in t.text() and "10000000000 ll" in text
 
 
 # ---------------------------------------------------------------- showing without maps
-def test_show_creates_no_kernel_map():
+def test_show_creates_no_kernel_object():
+    """show() compiles and generates: no map, no program, no fd is made."""
+    before = sorted(os.listdir("/proc/self/fd"))
     t = (Trace(BASH, ring=True).lhist("arg0", 0, 100, 1, by="comm").count(by="ustack")
          .hist("latency").print("%d %s", "pid", "comm"))
-    t.show()
-    maps = [a.impl.map for a in t.aggregates] + [t._stack_map, t._events_map, t._drops]
-    maps += [m for b in t.built for m in b.program.maps.values()]
-    assert maps and all(isinstance(m, MapSpec) for m in maps), maps
-    assert not any(isinstance(m, Map) for m in t._maps)
+    assert "lhist($arg0, 0, 100, 1)" in t.show()
+    assert sorted(os.listdir("/proc/self/fd")) == before
     t.close()
 
 
@@ -74,7 +72,18 @@ def test_show_then_start_counts(tmp_path):
         for _ in range(3):
             os.getppid()
         assert session.results() == {"@count": 3, "@lhist": {1: 3}}
-    assert isinstance(t.aggregates[0].impl.map, Map)
+
+
+def test_start_for_a_pid_after_show_traces_that_pid():
+    """A trace shown (built without a pid), then started for one: built
+    again for it (it ran for every process)."""
+    t = Trace("tracepoint:syscalls:sys_enter_getppid").count()
+    assert "pid ==" not in t.show()
+    with t.start(os.getpid()) as session:
+        assert f"/pid == {os.getpid()}/" in t.text()
+        for _ in range(3):
+            os.getppid()
+        assert session.value() == 3
 
 
 def _unprivileged(*argv: str) -> subprocess.CompletedProcess:
@@ -126,26 +135,27 @@ def test_buffer_size_cli_error_is_clean():
     ("09", "trailing non-numeric"),             # (the language's words: 0... is octal)
     ("arg0 / 09", "trailing non-numeric"),
     ("9" * 5000, "too long"),
-    ("0x" + "f" * 5000, "too long"),
+    ("0x" + "f" * 5000, "out of range"),
     ("0x10000000000000000", "out of range"),
     ("(" * 1200 + "arg0" + ")" * 1200, "nest more than"),
     ("str(" * 300 + "arg0" + ")" * 300, "nest more than"),
-    ("arg" + "9" * 5000, "too large"),
+    ("arg" + "9" * 5000, "too long"),
 ])
 def test_expression_errors(text, words):
-    with pytest.raises(ExprError, match=words):
-        parse_expr(text)
+    with pytest.raises(PyebpfError, match=words):
+        Trace(BASH).count(by=text).build()
 
 
 def test_nesting_up_to_the_limit_is_fine():
-    assert parse_expr("(" * MAX_DEPTH + "arg0" + ")" * MAX_DEPTH).atom == "arg"
+    from pyebpf.lang.flags import MAX_DEPTH
+    t = Trace(BASH).count(by="(" * MAX_DEPTH + "arg0" + ")" * MAX_DEPTH)
+    assert "@[arg0] = count();" in t.text()
 
 
 def test_octal_literals_read_as_the_language_reads_them():
-    """The language's parser (bpftrace's rules) reads ``010`` as octal 8;
-    the old hand-written one refused a leading 0."""
-    assert parse_expr("str(arg0, 010)").size == 9
-    assert parse_expr("arg0 & 010").ops == (("&", 8),)
+    """The language's parser (bpftrace's rules) reads ``010`` as octal 8."""
+    t = Trace(BASH).count(by="str(arg0, 010), arg0 & 010")
+    assert "@[str(arg0, 8), arg0 & 8] = count();" in t.text()
 
 
 @pytest.mark.parametrize("text, words", [
@@ -155,13 +165,13 @@ def test_octal_literals_read_as_the_language_reads_them():
     ("arg0 > 09", "trailing non-numeric"),
 ])
 def test_filter_errors(text, words):
-    with pytest.raises(ExprError, match=words):
-        parse_filter(text)
+    with pytest.raises(PyebpfError, match=words):
+        Trace(BASH).filter(text).count().build()
 
 
 def test_filter_literal_escapes():
-    assert parse_filter('comm == "b\\x41\\tsh\\""').right == b'bA\tsh"'
-    assert parse_filter('comm == "é"').right == "é".encode()
+    t = Trace(BASH).filter('comm == "b\\x41\\tsh\\""').filter('comm == "é"').count()
+    assert '/comm == "bA\\tsh\\"" && comm == "é"/' in t.text()
 
 
 _ATOMS = ["arg0", "arg1", "arg12", "retval", "latency", "pid", "tid", "uid", "gid", "cpu",
@@ -191,14 +201,14 @@ def _documented(fn, *args):
 @fuzz_settings(300)
 @given(st.one_of(st.text(max_size=80), near_valid()))
 def test_expressions_and_filters_give_only_documented_errors(text):
-    _documented(parse_expr, text)
-    _documented(parse_filter, text)
+    _documented(lambda: Trace(BASH).count(by=text).text())
+    _documented(lambda: Trace(BASH).filter(text).count().text())
 
 
 @fuzz_settings(100)
 @given(near_valid(), st.sampled_from(["count", "sum", "hist", "filter", "print"]))
 def test_trace_builder_gives_only_documented_errors(text, how):
-    """The Trace builder (expressions emitted into a program) too."""
+    """The Trace builder (its program compiled and generated) too."""
     def build():
         t = Trace(BASH)
         if how == "count":
@@ -308,12 +318,12 @@ def test_mutated_headers_give_only_file_line_errors(tmp_path_factory, text):
 
 # ---------------------------------------------------------------- typed API misuse
 def test_an_aggregation_without_a_value_is_refused_when_added():
-    """sum/min/max/avg/stats/hist/lhist need a value: a clear ExprError at the
-    call (it was a TypeError deep in the program generation)."""
+    """sum/min/max/avg/stats/hist/lhist need a value: a clear OptionError at
+    the call (it was a TypeError deep in the program generation)."""
     for kind in ("sum", "min", "max", "avg", "stats", "hist"):
-        with pytest.raises(ExprError, match=rf"{kind}\(\) needs a value"):
+        with pytest.raises(OptionError, match=rf"{kind}\(\) needs a value"):
             getattr(Trace(BASH), kind)(None)
-    with pytest.raises(ExprError, match=r"lhist\(\) needs a value"):
+    with pytest.raises(OptionError, match=r"lhist\(\) needs a value"):
         Trace(BASH).lhist(None, 0, 10, 1)
     assert Trace(BASH).count().aggregates[0].value is None       # count takes none
 

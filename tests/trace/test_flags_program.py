@@ -54,6 +54,16 @@ def test_program_text():
                                          "{\n  @[str(arg0, 8)] = count();\n}\n")
 
 
+def test_filters_stay_whole_when_joined():
+    """Each filter is one operand of the && that joins them with the pid's
+    test: ``pid == N && a || b`` kept other processes' hits where b held."""
+    q = Question(["uprobe:/bin/x:work"], filters=["arg0 == 1 || arg1 == 2", "arg2 ? 1 : 0",
+                                                   "arg3 && arg4"], pid=5)
+    assert q.add("count", None).finish().program_text().startswith(
+        "uprobe:/bin/x:work /pid == 5 && ((arg0 == 1) || (arg1 == 2)) && (arg2 ? 1 : 0) && "
+        "arg3 && arg4/\n")
+
+
 @pytest.mark.parametrize("flags", [
     ["--count", "arg0, arg1 % 7", "--hist", "latency / 1000", "--filter", "arg0 > -1"],
     ["--print", 'x "%d"\t%s', "arg0", "str(arg1, 3)", "--stats", "retval"],

@@ -7,11 +7,12 @@ import subprocess
 
 import pytest
 
+from pyebpf.errors import OptionError, ProgramError
+from pyebpf.lang.errors import LangError
+from pyebpf.probes.sources import ProbeSpecError
+from pyebpf.session.live import Child
 from pyebpf.trace import Trace, log2_bucket
 from pyebpf.trace import recipes
-from pyebpf.trace.expr import ExprError
-from pyebpf.trace.live import Child
-from pyebpf.trace.probes import ProbeSpecError
 
 from .conftest import NAMES, expected
 
@@ -60,6 +61,14 @@ def test_count_hist_stats_exact(workload, no_fd_leak):
         text = s.format_text()
         assert "@count[3]: 20\n" in text and f"@stats: count {N}, average" in text
         assert text.index("@avg") < text.index("@count[") < text.index("@hist:")
+        # the typed readers: one aggregation each, in its kind's shape
+        assert s.counts("@count") == res["@count"] and s.value("@sum") == res["@sum"]
+        assert s.histogram("hist") == res["@hist"] and s.stats("@stats") == res["@stats"]
+        assert (s.value("@min"), s.value("@avg")) == (min(a1), sum(a1) // N)
+        with pytest.raises(ProgramError, match="@hist is an unkeyed hist.*histogram()"):
+            s.counts("@hist")
+        with pytest.raises(ProgramError, match="no aggregation @nope; the trace has @avg, "):
+            s.value("@nope")
 
 
 @pytest.mark.kernel
@@ -71,6 +80,7 @@ def test_string_keys_comm_and_filters(workload, no_fd_leak):
         names = expected(N)["greet_names"][3:]
         assert res["@count"] == {(n,): names.count(n) for n in NAMES}
         comm = os.path.basename(workload)[:15]
+        assert s.counts("@count2") == res["@count2"]
         assert res["@count2"] == {(comm, 0): sum(1 for i in range(3, N) if i % 2 == 0),
                                   (comm, 1): sum(1 for i in range(3, N) if i % 2 == 1)}
         assert f"@count2[{comm}, 1]: " in s.format_text()
@@ -94,7 +104,10 @@ def test_latency_and_retval(workload, no_fd_leak):
         assert sum(hist.values()) == calls
         assert min(hist) >= log2_bucket(300)          # nanosleep(300 us) lasts at least that
         assert res["@count"] == {(300, 300): calls}
-        assert [b.role for b in t.built] == ["entry", "return"]
+        # the two-probe program a user would write: the entry saves the time
+        # and arg0 by thread, the return runs the actions
+        assert t.text().startswith(f"uprobe:{workload}:slow") and "@__arg0[tid] = arg0" in t.text()
+        assert len(t.programs) == 2
 
 
 @pytest.mark.kernel
@@ -122,14 +135,14 @@ def test_user_stacks_are_symbolized_after_exit(workload, no_fd_leak):
 
 @pytest.mark.kernel
 def test_events_perf_and_ring(workload, no_fd_leak):
+    # (ring=False asked for the perf buffer: the language's run has one ring
+    # buffer, which both now take)
     for ring in (False, True):
         t = Trace(f"uprobe:{workload}:greet", ring=ring).print(
             "%s %d %s", "name=str(arg0)", "arg1", "comm")
         s, _ = run(t, [workload, "30"])
         with s:
             evs = s.read_events(0)
-            if not ring:     # per-CPU rings are drained CPU by CPU
-                evs.sort(key=lambda e: e.fields["arg1"])
             assert [e.fields["arg1"] for e in evs] == list(range(30))
             names = [e.fields["name"] for e in evs]
             # the first call reads the string before its page was touched
@@ -205,27 +218,35 @@ def test_usdt_probe(workload):
 def test_show_and_program(workload):
     with recipes.latency(f"uprobe:{workload}:slow", unit="us") as t:
         text = t.show()
-        assert "; uprobe:" in text and "(entry: saves the time)" in text
-        assert "call 5  # bpf_ktime_get_ns" in text or "bpf_ktime_get_ns" in text
-        assert t.program is t.built[1].program
+        program = t.text()
+        assert text.startswith(program)              # the bpftrace program, then its eBPF
+        assert f"uretprobe:{workload}:slow /@__start[tid]/" in program
+        assert "@latency_us = hist($latency / 1000);" in program
+        assert "; probe uprobe:" in text and "bpf_ktime_get_ns" in text
+        assert len(t.programs) == 2 and t.program is not t.programs[0]
         assert t.aggregates[0].name == "latency_us"
 
 
 def test_errors_before_loading(workload):
-    with pytest.raises(ProbeSpecError, match="no symbol 'nope'"):
+    with pytest.raises(ProbeSpecError, match="nothing matches 'nope'"):
         Trace(f"uprobe:{workload}:nope").count().build()
-    with pytest.raises(ProbeSpecError, match="no function"):
+    with pytest.raises(ProbeSpecError, match=r"nothing matches 'zz\*'"):
         Trace(f"uprobe:{workload}:zz*").count().build()
-    with pytest.raises(ExprError, match="latency needs a function probe"):
+    with pytest.raises(OptionError, match="latency needs a function probe"):
         Trace("tracepoint:syscalls:sys_enter_openat").hist("latency").build()
-    with pytest.raises(ExprError, match="no return value"):
+    with pytest.raises(OptionError, match="no return value"):
         Trace("tracepoint:syscalls:sys_enter_openat").sum("retval").build()
-    with pytest.raises(ProbeSpecError, match="has no field 'nme'"):
+    with pytest.raises(LangError, match="does not contain a field named 'nme'"):
         Trace("tracepoint:syscalls:sys_enter_openat").count(by="args.nme").build()
-    with pytest.raises(ProbeSpecError, match="close matches"):
+    with pytest.raises(LangError, match="close matches"):
         Trace("tracepoint:syscalls:sys_enter_opnat").count().build()
     with pytest.raises(ValueError, match="2 conversion"):
         Trace(f"uprobe:{workload}:work").print("%d %d", "arg0")
+    # the arguments at a return: refused, as the language refuses them
+    with pytest.raises(LangError, match="arg0 builtin can only be used"):
+        Trace(f"uretprobe:{workload}:work").sum("arg0").build()
+    with pytest.raises(OptionError, match="two aggregations are named @n"):
+        Trace(f"uprobe:{workload}:work").count(name="n").sum("arg0", name="n").build()
 
 
 @pytest.mark.kernel
@@ -246,3 +267,15 @@ def test_cxx_stacks_are_demangled(tmp_path):
         assert stack[0][2].startswith("main+")
         assert res["@count"][stack] == 25
         assert res["@count2"] == {("shapes::Circle::area(int) const",): 25}
+
+
+def test_importing_trace_does_not_import_the_compiler():
+    """The language's compiler is imported when a trace is built, not with
+    the API (which re-exports the language's aggregation classes)."""
+    import sys
+    code = ("import sys, pyebpf.trace, pyebpf.trace.recipes; "
+            "print(sorted(m for m in sys.modules if m.startswith('pyebpf.lang.')))")
+    from .conftest import ROOT
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=str(ROOT), env={"PYTHONPATH": str(ROOT)})
+    assert out.stdout.strip() == "['pyebpf.lang.aggregations']"

@@ -1,4 +1,4 @@
-"""README, "The assembler DSL, maps, and the verifier"."""
+"""README and docs/guide/assembly.md: the assembler DSL, maps, and the verifier."""
 from __future__ import annotations
 
 from pyebpf.loader import load

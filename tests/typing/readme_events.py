@@ -1,4 +1,4 @@
-"""README: events through a ring buffer, read in batches, from a uprobe."""
+"""docs/guide/assembly.md: events through a ring buffer, read in batches, from a uprobe."""
 from __future__ import annotations
 
 from pyebpf import ptregs

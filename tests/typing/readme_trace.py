@@ -1,4 +1,4 @@
-"""README, "In your Python program": a bpftrace-like Trace, run as a session."""
+"""docs/guide/tracing.md, "In your Python program": a bpftrace-like Trace, run as a session."""
 from __future__ import annotations
 
 import time

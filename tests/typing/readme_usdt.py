@@ -1,4 +1,4 @@
-"""README: USDT probes declared at run time, and probes of another program."""
+"""docs/guide/tracing.md: USDT probes declared at run time, and probes of another program."""
 from __future__ import annotations
 
 from pyebpf.usdt import Provider, usdt

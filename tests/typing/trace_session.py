@@ -17,6 +17,7 @@ t = (Trace("uprobe:libc:malloc", "uprobe:libc:calloc", pid=1234, strlen=32,
      .count(by="comm", name="calls")
      .sum("arg0", by=["pid", "str(arg1, 16)"])
      .min("arg0").max("arg0").avg("arg0", by="comm").stats("arg0")
+     .stats("arg1", by="probe", name="per_probe")
      .hist("arg0", name="sizes")
      .lhist("arg0", 0, 4096, 256, by="probe", name="small")
      .print("%s asked %d bytes", "comm", "size=arg0"))
@@ -45,17 +46,33 @@ with t.start() as session:
     header: str | None = session.header()
     results = session.results()
     assert_type(results, dict[str, AggResult])
-    calls = results["@calls"]
-    if isinstance(calls, dict):                 # keyed: {(comm,): count}
-        for key, value in calls.items():
-            # (a dict is also an unkeyed histogram's {bucket: count})
-            assert_type(key, int | tuple[KeyPart, ...])
-            if isinstance(key, tuple) and isinstance(value, int):
-                part: KeyPart = key[0]
-                print(part, value + 1)
-    sizes = results["@sizes"]
-    if isinstance(sizes, dict):                 # a histogram: {bucket: count}
-        print(sizes)
+    # one aggregation each, in the shape its kind has: no isinstance, no cast
+    calls = session.counts("@calls")            # keyed: {(comm,): count}
+    assert_type(calls, dict[tuple[KeyPart, ...], int])
+    for key, value in calls.items():
+        part: KeyPart = key[0]
+        print(part, value + 1)
+    top = max(calls.values(), default=0)
+    print(top * 2)
+    per_comm: dict[tuple[KeyPart, ...], int] = session.counts("@avg")
+    print(sorted(per_comm.items(), key=lambda kv: kv[1]))
+    smallest = session.value("@min")            # unkeyed: int, None before any hit
+    assert_type(smallest, int | None)
+    print(0 if smallest is None else smallest + 1)
+    sizes = session.histogram("@sizes")         # {bucket: count}
+    assert_type(sizes, dict[int, int])
+    print(sum(sizes.values()), max(sizes, default=0))
+    small = session.histograms("@small")        # keyed: {(probe,): {bucket: count}}
+    assert_type(small, dict[tuple[KeyPart, ...], dict[int, int]])
+    for key, buckets in small.items():
+        print(key, sum(buckets.values()))
+    st = session.stats("@stats")
+    assert_type(st, tuple[int, int, int] | None)
+    if st is not None:
+        count_, average, total = st
+        print(count_ + average + total)
+    by_probe = session.keyed_stats("@per_probe")
+    assert_type(by_probe, dict[tuple[KeyPart, ...], tuple[int, int, int]])
     assert_type(session.format_text(), str)
     assert_type(session.format_table(results), str)
     for obj in session.json_objects():

@@ -28,9 +28,9 @@ def _imports(path: pathlib.Path) -> list[str]:
 
 def test_scanner_sees_relative_and_lazy_imports(tmp_path):
     src = tmp_path / "m.py"
-    src.write_text("def f():\n    from ..trace.aggregate import Count\n"
+    src.write_text("def f():\n    from ..lang.aggregations import Count\n"
                    "    from .. import trace\n")
-    assert "pyebpf.trace.aggregate" in _imports(src) and "pyebpf.trace" in _imports(src)
+    assert "pyebpf.lang.aggregations" in _imports(src) and "pyebpf.trace" in _imports(src)
 
 
 def test_usdt_never_imports_trace():

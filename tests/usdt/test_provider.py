@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from pyebpf.errors import UsdtError
+from pyebpf.errors import StateError, UsdtError
 from pyebpf.usdt import Provider, UsdtFile, usdt
 from pyebpf.usdt.provider import build_provider_elf, _arg_type
 
@@ -159,6 +159,27 @@ def test_lazy_load_and_close(no_fd_leak):
     with pytest.raises(UsdtError, match="closed"):
         p.fire(2)
     assert not p.enabled
+
+
+def test_path_is_none_before_load_and_refused_after_close(tmp_path, no_fd_leak):
+    """Provider.path: None until loaded, the object's path while loaded, and a
+    StateError once closed (the path it named is gone: no stale path for a tracer)."""
+    for directory in (None, tmp_path):
+        app = Provider("pathy", directory=directory)
+        app.probe("go", int)
+        assert app.path is None
+        app.load()
+        path = app.path
+        assert path is not None and os.path.exists(path)
+        app.close()
+        assert not os.path.exists(path) or not os.readlink(path).startswith("/memfd:pyebpf")
+        with pytest.raises(StateError, match="provider 'pathy' is closed.*gone"):
+            app.path
+        assert "closed" in repr(app)
+    never = Provider("never")
+    never.close()
+    with pytest.raises(StateError, match="never loaded"):
+        never.path
 
 
 @pytest.mark.kernel

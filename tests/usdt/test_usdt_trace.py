@@ -13,8 +13,8 @@ from systools import LIBJVM, LIBPYTHON_NAME
 
 from pyebpf.errors import UsdtProbeLookupError, UsdtSpecError, UsdtTargetError
 from pyebpf.maps import HashMap
+from pyebpf.probes.usdt_source import usdt_probe_source
 from pyebpf.program import R0, R1, R6, R7, Program
-from pyebpf.trace.usdt_source import usdt_probe_source
 from pyebpf.usdt import ArgReader, UsdtFile, attach_usdt, find_usdt, read_probes, usdt
 
 from usdt_testlib import FORMS_MAIN_C, VARIANTS, build_forms, expected_table

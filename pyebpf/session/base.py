@@ -2,9 +2,9 @@
 
 :class:`Session` is the base of both kinds: :class:`~pyebpf.trace.recipes.TraceSession`
 (a :class:`~pyebpf.trace.Trace` running) and
-:class:`~pyebpf.trace.asmfile.AsmSession` (an asm file running).  It owns
+:class:`~pyebpf.session.asmfile.AsmSession` (an asm file running).  It owns
 the kernel objects and their teardown, and states the contract that the
-loop and the printers of :mod:`pyebpf.trace.live` and the command line's
+loop and the printers of :mod:`pyebpf.session.live` and the command line's
 runner (:func:`pyebpf.cli.runner.run_session`) use:
 
 * :meth:`~Session.attach`, :meth:`~Session.detach`, :meth:`~Session.close`
@@ -22,6 +22,7 @@ itself, with its stop signals held).
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from ..attach import Link
     from ..events import PerfBuffer, RingBufferReader
     from ..loader import LoadedProgram
-    from .probes import ProbeSource
+    from ..probes.sources import ProbeSource
 
     class PrintedEvent(Protocol):
         """What :meth:`Session.read_events` returns: an event the loop prints."""
@@ -52,7 +53,23 @@ if TYPE_CHECKING:
     #: one attachment to make: (probe source, loaded program, pid or None)
     AttachStep = tuple[ProbeSource, LoadedProgram, int | None]
 
-__all__ = ["Session"]
+__all__ = ["Session", "Event", "FieldValue"]
+
+#: the value of an event field: a number, a string, or a stack's frames
+FieldValue = int | str | list[str]
+
+
+@dataclasses.dataclass
+class Event:
+    """One event: the probe that fired and its fields by name."""
+
+    probe: str
+    fields: dict[str, FieldValue]
+    line: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The event as a JSON object: ``{"type": "event", "probe": ..., "fields": {...}}``."""
+        return {"type": "event", "probe": self.probe, "fields": self.fields}
 
 
 def _release(links: list[Link], loaded: list[LoadedProgram]) -> None:

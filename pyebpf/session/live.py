@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable, NoReturn, TextIO
     from types import FrameType
 
-    from .session import PrintedEvent, Session
+    from .base import PrintedEvent, Session
 
     #: a thread's signal mask, as :func:`signal.pthread_sigmask` returns it
     SignalMask = set[int | signal.Signals]
@@ -483,7 +483,7 @@ def _format_warning(err: TextIO, command: str, what: str, exc: BaseException) ->
 
 
 def _raw_chunk(name: str, data: Any, json_mode: bool, exc: BaseException) -> str:
-    from .render import format_raw, raw_json
+    from ..draw.render import format_raw, raw_json
     if json_mode:
         import json
         return json.dumps({"type": "raw", "data": {_at(name): raw_json(data)},

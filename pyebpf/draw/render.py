@@ -17,7 +17,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-from .aggregate import log2_bucket_range
+from .buckets import log2_bucket_range
 
 BAR_WIDTH = 52
 _SUFFIXES = ("", "K", "M", "G", "T", "P", "E")
@@ -53,8 +53,11 @@ def linear_label(lo: int | None, hi: int | None) -> str:
     return f"[{lo}, {hi})"
 
 
-def hist_lines(buckets: Mapping[int, int], label: Callable[[int], str]) -> list[str]:
-    """One line per bucket from the lowest to the highest non-empty one."""
+def hist_lines(buckets: Mapping[int, int], label: Callable[[int], str],
+               div: int = 1) -> list[str]:
+    """One line per bucket from the lowest to the highest non-empty one.
+    As bpftrace's ``print(@h, 0, div)``, the counts shown are divided by
+    ``div`` but the bars are drawn from the counts before."""
     nonzero = [b for b, c in buckets.items() if c]
     if not nonzero:
         return []
@@ -63,7 +66,7 @@ def hist_lines(buckets: Mapping[int, int], label: Callable[[int], str]) -> list[
     for b in range(min(nonzero), max(nonzero) + 1):
         count = buckets.get(b, 0)
         bar = "@" * (count * BAR_WIDTH // top) if top else ""
-        lines.append(f"{label(b):<16}{count:>8} |{bar:<{BAR_WIDTH}}|")
+        lines.append(f"{label(b):<16}{count // div:>8} |{bar:<{BAR_WIDTH}}|")
     return lines
 
 
@@ -200,18 +203,18 @@ def format_printf(fmt: str, values: list[Any]) -> str:
 
 
 def hist_json(buckets: Mapping[int, int],
-              bucket_range: Callable[[int], tuple[int | None, int | None]]
+              bucket_range: Callable[[int], tuple[int | None, int | None]], div: int = 1
               ) -> list[dict[str, int | None]]:
     """A histogram as bpftrace's JSON output lists it: ``{"min", "max", "count"}``
     per bucket from the lowest to the highest non-empty one (``max``
-    inclusive; None for an open end)."""
+    inclusive; None for an open end; counts divided by ``div``)."""
     nonzero = [b for b, c in buckets.items() if c]
     if not nonzero:
         return []
     out: list[dict[str, int | None]] = []
     for b in range(min(nonzero), max(nonzero) + 1):
         lo, hi = bucket_range(b)
-        out.append({"min": lo, "max": None if hi is None else hi - 1, "count": buckets.get(b, 0)})
+        out.append({"min": lo, "max": None if hi is None else hi - 1, "count": buckets.get(b, 0) // div})
     return out
 
 

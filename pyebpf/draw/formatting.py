@@ -1,35 +1,83 @@
-"""A recipe's results as text and JSON: bpftrace's layouts (``@name[key]:
+"""Aggregations' results as text and JSON: bpftrace's layouts (``@name[key]:
 value``, histograms with bars, ``-f json`` objects) and tables.
 
-The functions take the aggregations (:class:`~pyebpf.trace.model.Aggregate`)
-and the results of :meth:`TraceSession.results
-<pyebpf.trace.trace_session.TraceSession.results>`; the session's
-``format_text``, ``format_table`` and ``json_objects`` call them.
+The functions take the aggregations (anything shaped like
+:class:`AggregateLike`: a :class:`~pyebpf.lang.flags.FlagAggregate` of a
+recipe or of ``pyebpf trace``'s flags, a program's) and their results (:data:`AggResult` by display name); the
+sessions' ``format_text``, ``format_table`` and ``json_objects`` call them.
 """
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
+from ..symbols.stacks import format_stack
 from .render import format_count, format_hist, hist_json
-from .stacks import format_stack
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Sequence
 
-    from . import aggregate as _agg
-    from .model import Aggregate, AggResult, KeyPart
+#: one part of an aggregation key as shown: a number, a string (``comm``,
+#: ``str(...)``, ``probe``, ``func``), or a user stack (its frames, innermost first)
+KeyPart = int | str | tuple[str, ...]
+#: the value of one key of an aggregation: count/sum/min/max/avg an int (min,
+#: max and avg None while nothing was recorded), stats ``(count, average,
+#: total)`` (None likewise), hist/lhist ``{bucket: count}``
+AggValue = int | tuple[int, int, int] | dict[int, int] | None
+#: the results of one aggregation: its value, or when keyed ``{key: value}``
+#: with one :data:`KeyPart` per key expression
+AggResult = AggValue | dict[tuple[KeyPart, ...], AggValue]
 
-__all__ = ["format_text", "format_table", "json_objects", "key_text"]
+
+class _Text(Protocol):
+    @property
+    def text(self) -> str: ...
 
 
-def format_text(aggregates: Iterable[Aggregate], results: dict[str, AggResult]) -> str:
+class _Buckets(Protocol):
+    def bucket_range(self, bucket: int) -> tuple[int | None, int | None]: ...
+
+
+class AggregateLike(Protocol):
+    """What the printers read of an aggregation: its kind (``count``,
+    ``hist``...), names, key and value expressions (their ``text``), linear
+    histogram parameters, and the aggregation numbering its buckets."""
+
+    kind: str
+    name: str | None
+    linear: tuple[int, int, int] | None
+
+    @property
+    def display(self) -> str:
+        """The name as printed (``@name``)."""
+        ...
+
+    @property
+    def keys(self) -> Sequence[_Text]:
+        """The key expressions (their ``text`` heads a table's columns)."""
+        ...
+
+    @property
+    def value(self) -> _Text | None:
+        """The value expression (None for a count)."""
+        ...
+
+    def aggregation(self) -> Any:
+        """The aggregation numbering a histogram's buckets (``bucket_range``)."""
+        ...
+
+
+__all__ = ["format_text", "format_table", "json_objects", "key_text", "AggregateLike", "KeyPart",
+           "AggValue", "AggResult"]
+
+
+def format_text(aggregates: Iterable[AggregateLike], results: dict[str, AggResult]) -> str:
     """The aggregations as bpftrace prints them at exit (sorted by name)."""
     by_name = {a.display: a for a in aggregates}
     return "".join(_format_agg(by_name[name], results[name]) for name in sorted(results))
 
 
-def format_table(aggregates: Iterable[Aggregate], results: dict[str, AggResult]) -> str:
+def format_table(aggregates: Iterable[AggregateLike], results: dict[str, AggResult]) -> str:
     """The aggregations as tables: one column per key expression and the
     value(s), rows by decreasing value; histograms (and unkeyed aggregations)
     as bpftrace prints them."""
@@ -45,7 +93,7 @@ def format_table(aggregates: Iterable[Aggregate], results: dict[str, AggResult])
     return "".join(chunks)
 
 
-def _table(a: Aggregate, data: dict[tuple[KeyPart, ...], Any]) -> str:
+def _table(a: AggregateLike, data: dict[tuple[KeyPart, ...], Any]) -> str:
     """The rows of keyed aggregation ``a``, under a header, columns aligned."""
     stats = a.kind == "stats"
     vcols = ["COUNT", "AVERAGE", "TOTAL"] if stats else [
@@ -68,7 +116,7 @@ def _table(a: Aggregate, data: dict[tuple[KeyPart, ...], Any]) -> str:
     return "\n".join(line(r) for r in [head] + rows)
 
 
-def json_objects(aggregates: Iterable[Aggregate], results: dict[str, AggResult]
+def json_objects(aggregates: Iterable[AggregateLike], results: dict[str, AggResult]
                  ) -> list[dict[str, Any]]:
     """The aggregations as JSON objects (bpftrace's ``-f json`` shapes):
     ``{"type": "map"|"hist"|"stats", "data": {"@name": ...}}``, by name."""
@@ -89,7 +137,7 @@ def key_text(key: tuple[KeyPart, ...], for_json: bool = False) -> str:
     return ", ".join(parts)
 
 
-def _format_agg(a: Aggregate, data: Any) -> str:
+def _format_agg(a: AggregateLike, data: Any) -> str:
     name = a.name or ""
     if a.kind in ("hist", "lhist"):
         if a.keys:
@@ -111,10 +159,10 @@ def _format_agg(a: Aggregate, data: Any) -> str:
     return text + ("\n" if a.kind == "avg" else "")
 
 
-def _json_agg(a: Aggregate, data: Any) -> dict[str, Any]:
+def _json_agg(a: AggregateLike, data: Any) -> dict[str, Any]:
     name = a.display
     if a.kind in ("hist", "lhist"):
-        h = cast("_agg.Histogram", a.aggregation())
+        h = cast("_Buckets", a.aggregation())
 
         def conv(b: dict[int, int]) -> list[dict[str, Any]]:
             return hist_json(b, h.bucket_range)

@@ -3,7 +3,7 @@
 One bar per bucket from the lowest to the highest non-empty one (empty
 buckets in between drawn empty, as bpftrace prints them), labelled like
 bpftrace's text histograms: ``[4, 8)``, ``[1K, 2K)`` for log2 buckets
-(:func:`pyebpf.trace.render.log2_label`); a label function for others.
+(:func:`pyebpf.draw.render.log2_label`); a label function for others.
 Each bar has a ``<title>`` with its count and share.
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ def histogram_svg(buckets: Mapping[int, int], title: str = "Histogram", *,
     ``label(bucket)`` names a bucket (default: bpftrace's log2 labels);
     ``unit`` is shown after the title (``usecs``...)."""
     if label is None:
-        from ..trace.render import log2_label
+        from .render import log2_label
         label = log2_label
     nonzero = sorted(b for b, c in buckets.items() if c)
     rows = list(range(nonzero[0], nonzero[-1] + 1)) if nonzero else []

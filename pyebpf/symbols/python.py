@@ -1,9 +1,10 @@
 """Python frames in sampled stacks: CPython's structures, found in a running process.
 
-The sampler (:mod:`pyebpf.profile.sampler`) walks the interpreter's frame
-chain in the eBPF program at sample time with ``bpf_probe_read_user``; this
-module gives it the layout to walk and turns what it recorded into frame
-names.
+The profiler's program (:mod:`pyebpf.profile.sampler`) and bt's ``pystack``
+(:mod:`pyebpf.lang.pystack`) walk the interpreter's frame chain in eBPF at
+sample time with ``bpf_probe_read_user`` (the walk: :mod:`pyebpf.lang.pywalk`);
+this module finds the interpreter in a process, gives the walk its layout
+and turns what it recorded into frame names.
 
 **Finding the interpreter.**  A module mapped by the process that defines
 ``_PyRuntime`` (the ``python3.X`` executable, or ``libpython3.X.so`` in a
@@ -25,13 +26,18 @@ thread holding the GIL (``_PyRuntime.gilstate.tstate_current``), which is
 the sampled thread whenever it runs Python code (a thread sampled while it
 runs C code without the GIL gets the GIL holder's Python frames).
 
-**What is recorded per frame**: the code object's address and the
+**What is recorded per frame**: the code object's address (tagged, see
+:data:`ADDRESS_MASK`) and the
 instruction position (3.10: ``f_lasti``; 3.11-3.12: ``prev_instr``; 3.13:
 ``instr_ptr``), with the frame's ``is_entry`` (3.11) or ``owner`` (3.12+)
-byte in the top byte.  Names (``co_qualname``, ``co_filename``) and the line
-(``co_firstlineno`` and the line table) are read from the process's memory
-(``/proc/PID/mem``) once per code object, while it runs; a code object
-freed before that shows as ``[python code 0x...]``.
+byte in the top byte.  Names (``co_qualname``, ``co_filename``) and what the
+line needs (``co_firstlineno`` and the line table) are read by the program
+too, at sample time, once per code object, into a cache map (key and value:
+:data:`CODE_KEY`, :data:`CODE_HEAD`; bounded copies): a process that exits
+before its profile is printed keeps its names.  A code object the program
+could not read (a page not resident), or whose parts were cut at their
+bounds, is read from the process's memory (``/proc/PID/mem``) while it
+runs; one neither could read shows as ``[python code 0x...]``.
 
 **Interleaving**: a Python frame runs inside a native
 ``_PyEval_EvalFrameDefault`` call (3.11+: several frames per call, the
@@ -48,7 +54,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["PyLayout", "PythonProcess", "LAYOUTS", "find_python", "decode_line",
-           "interleave", "EVAL_FUNCTIONS"]
+           "decode_cached_code", "interleave", "EVAL_FUNCTIONS", "CODE_KEY", "CODE_HEAD",
+           "CODE_VALUE_SIZE"]
 
 #: native functions whose frames Python frames replace
 EVAL_FUNCTIONS = frozenset({"_PyEval_EvalFrameDefault"})
@@ -56,9 +63,25 @@ EVAL_FUNCTIONS = frozenset({"_PyEval_EvalFrameDefault"})
 #: the fields of the config array the program reads (u64 each), in order
 CONFIG_FIELDS = ("kind", "address", "threads_head", "ts_next", "ts_tid", "ts_frame",
                  "cframe_frame", "has_cframe", "f_back", "f_code", "f_instr",
-                 "f_marker", "has_marker", "instr_mask")
+                 "f_marker", "has_marker", "instr_mask", "code_name", "code_filename",
+                 "code_firstlineno", "code_linetable", "ascii_size", "compact_size")
 KIND_GIL_HOLDER = 1      # address is &_PyRuntime.gilstate.tstate_current
 KIND_THREAD_LIST = 2     # address is &_PyRuntime.interpreters.head
+
+#: the code-object cache the walk fills at sample time
+#: (:func:`pyebpf.lang.pywalk.emit_code_cache`): the key is the process id,
+#: 4 zero bytes and the code object's address; the value a header
+#: (:data:`CODE_HEAD`: first line, a completeness flag, the byte counts of the
+#: name, file name and line table as the process holds them, the two strings'
+#: ``state`` words) and then the three byte arrays, each cut to its bound
+CODE_KEY = struct.Struct("<IIQ")
+#: a recorded code object's address without its tag (the top 16 bits: 16
+#: bits of its name's and line table's addresses, so that a code object made
+#: where a freed one was is not named from the cache as that one)
+ADDRESS_MASK = (1 << 48) - 1
+CODE_HEAD = struct.Struct("<iIQQQII")
+NAME_MAX, FILE_MAX, TABLE_MAX = 128, 256, 1024
+CODE_VALUE_SIZE = CODE_HEAD.size + NAME_MAX + FILE_MAX + TABLE_MAX
 
 
 @dataclass(frozen=True)
@@ -145,7 +168,10 @@ def config_values(layout: PyLayout, runtime: int) -> list[int]:
             layout.cframe_frame or 0, int(layout.cframe_frame is not None), layout.f_back,
             layout.f_code, layout.f_instr, layout.f_marker or 0,
             int(layout.f_marker is not None),
-            0xFFFFFFFF if layout.version < (3, 11) else (1 << 56) - 1]
+            0xFFFFFFFF if layout.version < (3, 11) else (1 << 56) - 1,
+            layout.code_qualname if layout.code_qualname is not None else layout.code_name,
+            layout.code_filename, layout.code_firstlineno, layout.code_linetable,
+            layout.ascii_size, layout.compact_size]
 
 
 _VERSION_RE = re.compile(r"python(\d)\.(\d+)")
@@ -249,14 +275,34 @@ class PythonProcess:
         codec = {1: "latin-1", 2: "utf-16-le", 4: "utf-32-le"}[kind]
         return data.decode(codec, "replace") if len(data) == length * kind else None
 
-    def code(self, addr: int) -> tuple[str, str, bytes, int] | None:
+    def code(self, addr: int, cached: bytes | None = None) -> tuple[str, str, bytes, int] | None:
         """``(qualified name, file name, line table, first line)`` of the code
-        object at ``addr`` (cached; None when unreadable)."""
-        if addr in self._code:
-            return self._code[addr]
+        object at ``addr``: from ``cached`` (its entry in the program's
+        code-object cache, :data:`CODE_HEAD`) when that holds all of it, else
+        read from the process's memory (``/proc/PID/mem``), else what
+        ``cached`` holds cut short; None when neither has it.  Kept once found."""
+        hit = self._code.get(addr)
+        if hit is not None:
+            return hit
+        got = decode_cached_code(cached) if cached else None
+        if got is not None and got[1]:
+            hit = got[0]
+        else:
+            if addr not in self._code:           # (the memory is read once per code object)
+                hit = self._read_code(addr & ADDRESS_MASK)
+            if hit is None and got is not None:
+                hit = got[0]
+        self._code[addr] = hit
+        return hit
+
+    def has_code(self, addr: int) -> bool:
+        """Whether the code object at ``addr`` is named already."""
+        return self._code.get(addr) is not None
+
+    def _read_code(self, addr: int) -> tuple[str, str, bytes, int] | None:
+        """:meth:`code` read from ``/proc/PID/mem`` (None when unreadable)."""
         lay = self.layout
         assert lay is not None
-        hit = None
         name_at = self._u64(addr + (lay.code_qualname if lay.code_qualname is not None
                                     else lay.code_name))
         file_at = self._u64(addr + lay.code_filename)
@@ -267,15 +313,16 @@ class PythonProcess:
             size = self._u64(table_at + 16)
             table = self.read(table_at + 32, size) if size is not None and size < 1 << 20 else b""
             if name is not None and filename is not None:
-                hit = (name, filename, table, struct.unpack("<i", first)[0])
-        self._code[addr] = hit
-        return hit
+                return (name, filename, table, struct.unpack("<i", first)[0])
+        return None
 
-    def frame_name(self, code: int, instr: int) -> str:
-        """``qualname (file:line)`` for a recorded frame."""
+    def frame_name(self, code: int, instr: int, cached: bytes | None = None) -> str:
+        """``qualname (file:line)`` for a recorded frame (``cached``: the code
+        object's entry in the program's cache, see :meth:`code`)."""
         lay = self.layout
         assert lay is not None
-        got = self.code(code)
+        got = self.code(code, cached)
+        code &= ADDRESS_MASK
         if got is None:
             return f"[python code {code:#x}]"
         name, filename, table, first = got
@@ -287,7 +334,39 @@ class PythonProcess:
         return f"{name} ({filename}:{line if line is not None else first})"
 
 
+def _cached_text(data: bytes, nbytes: int, state: int) -> str:
+    """A ``str`` object's text from the bytes the program copied (``nbytes``
+    of them in the process, cut to ``len(data)``), ``...`` marking a cut."""
+    kind = (state >> 2) & 7
+    codec = {2: "utf-16-le", 4: "utf-32-le"}.get(kind, "latin-1")
+    kept = data[:min(nbytes, len(data)) // max(kind, 1) * max(kind, 1)]
+    text = kept.decode(codec, "replace")
+    return text + "..." if nbytes > len(data) else text
+
+
+def decode_cached_code(raw: bytes) -> tuple[tuple[str, str, bytes, int], bool] | None:
+    """An entry of the program's code-object cache (:data:`CODE_HEAD`) as
+    ``((qualified name, file name, line table, first line), complete)``;
+    ``complete`` is False when a part was longer than its bound (then cut);
+    None when the entry is not filled."""
+    if len(raw) < CODE_VALUE_SIZE:
+        return None
+    first, flags, nlen, flen, tlen, nstate, fstate = CODE_HEAD.unpack_from(raw, 0)
+    if not flags & 1:
+        return None
+    at = CODE_HEAD.size
+    name = _cached_text(raw[at:at + NAME_MAX], nlen, nstate)
+    at += NAME_MAX
+    filename = _cached_text(raw[at:at + FILE_MAX], flen, fstate)
+    at += FILE_MAX
+    table = bytes(raw[at:at + min(tlen, TABLE_MAX)])
+    return (name, filename, table, first), nlen <= NAME_MAX and flen <= FILE_MAX and \
+        tlen <= TABLE_MAX
+
+
 def _varint(table: bytes, i: int) -> tuple[int, int]:
+    if i >= len(table):
+        return 0, len(table)                 # (a table cut short)
     b = table[i]
     i += 1
     val, shift = b & 63, 6

@@ -54,14 +54,14 @@ from typing import Any, Callable, cast
 
 from ..codecs import INT_TYPES, layout_format
 from ..errors import PyebpfError, StateError
-from .session import Session
+from .base import Session
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..maps import HashMap, Map, MapSpec, PerfEventArray, RingBuf
+    from ..probes.sources import Source
     from ..program import Program
-    from .model import Source
-    from .session import AttachStep
+    from .base import AttachStep
 
 __all__ = ["AsmFileError", "AsmFile", "MapDecl", "OutputDecl", "ProgramDecl", "Param",
            "parse_asm_file", "read_asm_file", "AsmSession", "AsmEvent"]
@@ -356,7 +356,7 @@ def _map_decl(af: AsmFile, name: str, mtype: str, args: list[str], fn: str,
     linear = None
     m = _LHIST.fullmatch(show)
     if m:
-        from .aggregate import linear_buckets
+        from ..draw.buckets import linear_buckets
         linear = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
         try:
             linear_buckets(*linear)
@@ -404,7 +404,7 @@ def _fields(kv: dict[str, str], fn: str, line: int) -> list[tuple[str, TypeSpec]
             raise AsmFileError(f"field {fname}: {exc.reason}", fn, line) from None
     fmt = kv.get("format")
     if fmt is not None:
-        from .render import printf_specs, unescape
+        from ..draw.render import printf_specs, unescape
         n = len(printf_specs(unescape(fmt)))
         if n != len(fields):
             raise AsmFileError(f"format={fmt!r} has {n} conversion(s) but there are "
@@ -439,7 +439,7 @@ def substitute(text: str, values: dict[str, str], filename: str, line: int,
 
 class AsmSession(Session):
     """An asm file loaded and attached: its maps, programs, links and reader
-    (a :class:`~pyebpf.trace.session.Session`).
+    (a :class:`~pyebpf.session.base.Session`).
 
     Args:
         af: the parsed file.
@@ -501,7 +501,7 @@ class AsmSession(Session):
                                          on_lost=self._on_lost)
 
     def _source(self, pd: ProgramDecl, attach: str, pid: int | None) -> Source:
-        from .probes import probe_source
+        from ..probes.sources import probe_source
         try:
             return probe_source(attach, pid, unsafe=self.unsafe)
         except PyebpfError as exc:
@@ -600,7 +600,7 @@ class AsmSession(Session):
     def format_text(self, results: dict[str, Any] | None = None) -> str:
         """The maps declared with ``show=`` (or those of ``results``) in
         bpftrace's format, by name."""
-        from .render import format_count, format_hist
+        from ..draw.render import format_count, format_hist
         res = self.results() if results is None else results
         chunks = []
         for name in sorted(res):
@@ -635,8 +635,8 @@ class AsmSession(Session):
         """The maps declared with ``show=`` (or those of ``results``) as
         bpftrace's JSON objects (``{"type": "map"|"hist", "data": {"@name": ...}}``),
         by name."""
-        from .aggregate import linear_bucket_range, log2_bucket_range
-        from .render import hist_json
+        from ..draw.buckets import linear_bucket_range, log2_bucket_range
+        from ..draw.render import hist_json
         res = self.results() if results is None else results
         objs: list[dict[str, Any]] = []
         for name in sorted(res):
@@ -676,7 +676,7 @@ class AsmEvent:
     ``fields`` by name, the printed ``line``, the output ``map``'s name."""
 
     def __init__(self, o: OutputDecl, values: list[int | str]) -> None:
-        from .render import format_printf, unescape
+        from ..draw.render import format_printf, unescape
         self.fields = {name: v for (name, _), v in zip(o.fields, values)}
         if o.format is not None:
             fmt = unescape(o.format)

@@ -18,7 +18,7 @@ A *probe source* is what a probe spec becomes once resolved: an object that
 knows which program type to load (``prog_type``, ``load_options``), how to
 read argument *n* in the program (``emit_arg(p, dst, n, ctx)``), and how to
 attach a loaded program (``attach(loaded, pid=None) -> Link``).  Every kind
-has that same shape -- the USDT one is in :mod:`pyebpf.trace.usdt_source` --
+has that same shape -- the USDT one is in :mod:`pyebpf.probes.usdt_source` --
 so the tracing layer treats all kinds alike.  Sources of this module add a
 few optional capabilities, checked with ``hasattr``: ``emit_retval``
 (uretprobes), ``emit_field``/``emit_field_string`` (tracepoint fields by
@@ -128,7 +128,7 @@ def parse_probe(text: str) -> ProbeSpec:
 class ProbeSource(Protocol):
     """What the tracing layer needs from a probe of any kind (see the module
     docs): :class:`UprobeSource`, :class:`TracepointSource` and
-    :class:`pyebpf.trace.usdt_source.UsdtProbeSource` all have this shape."""
+    :class:`pyebpf.probes.usdt_source.UsdtProbeSource` all have this shape."""
 
     @property
     def prog_type(self) -> int:
@@ -485,7 +485,7 @@ class TracepointSource(FixedTypeSource):
 # ====================================================================== USDT
 def usdt_source(target: str, provider: str | None, name: str,
                 pid: int | None = None) -> UsdtProbeSource:
-    """The USDT probe source of :mod:`pyebpf.trace.usdt_source` (imported
+    """The USDT probe source of :mod:`pyebpf.probes.usdt_source` (imported
     lazily: it brings the USDT package)."""
     from .usdt_source import usdt_probe_source
     return usdt_probe_source(target, provider, name, pid=pid)
@@ -508,3 +508,8 @@ def probe_source(spec: "ProbeSpec | str", pid: int | None = None, *,
     if spec.kind == "usdt":
         return usdt_source(spec.target, spec.provider, spec.name, pid)
     raise ProbeSpecError(f"unknown probe kind {spec.kind!r}")  # pragma: no cover
+
+
+if TYPE_CHECKING:
+    #: a resolved probe (what :func:`probe_source` returns)
+    Source = UprobeSource | TracepointSource | UsdtProbeSource

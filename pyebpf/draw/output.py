@@ -105,7 +105,7 @@ def write_profile(stacks: Stacks, path: str, title: str = "Flame graph", subtitl
 def write_histogram(buckets: Mapping[int, int], path: str, title: str = "Histogram", *,
                     label: Callable[[int], str] | None = None, unit: str = "") -> None:
     """Write the SVG chart of ``{bucket: count}`` to ``path`` (see
-    :func:`~pyebpf.profile.chart.histogram_svg`); when drawing fails the
+    :func:`~pyebpf.draw.chart.histogram_svg`); when drawing fails the
     counts land in ``path.txt`` (``bucket count`` lines) and
     :class:`ProfileWriteError` is raised."""
     from .chart import histogram_svg

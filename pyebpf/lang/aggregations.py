@@ -37,12 +37,19 @@ if TYPE_CHECKING:
 from ..errors import ProgramError
 from ..kernel.lifetime import Owner
 from ..maps import MapSpec, PerCpuArrayMap, PerCpuHashMap
+from ..draw.buckets import (LHIST_MAX_BUCKETS, LOG2_BUCKETS, linear_bucket_range,
+                            linear_buckets, log2_bucket, log2_bucket_range)
 from ..program import R0, R1, R2, R3, R4, R5, R10, Program, Reg
+
+__all__ = ["Aggregation", "Count", "Sum", "Min", "Max", "Avg", "Stats", "Histogram", "AggKey",
+           "emit_log2_bucket", "emit_linear_bucket", "emit_percpu_add", "BPF_NOEXIST",
+           # (the bucket numbers, from pyebpf.draw.buckets)
+           "LOG2_BUCKETS", "LHIST_MAX_BUCKETS", "log2_bucket", "log2_bucket_range",
+           "linear_buckets", "linear_bucket_range"]
 
 #: a key as ``read()`` gives it back: an int (``key_size=8``) or the key's bytes
 AggKey = int | bytes
 
-LOG2_BUCKETS = 66  # negative, zero, and one per power of two below 2**64
 BPF_NOEXIST = 1
 
 
@@ -78,63 +85,6 @@ def emit_log2_bucket(p: Program, dst: Reg, value: Reg, tmp: Reg, tmp2: Reg) -> N
         p.add(dst, shift)
         p.label(skip)
     p.label(done)
-
-
-def log2_bucket(value: int) -> int:
-    """The log2 bucket of ``value``, computed in Python (the same as the kernel's)."""
-    if value < 0:
-        return 0
-    if value == 0:
-        return 1
-    return value.bit_length() + 1
-
-
-def log2_bucket_range(bucket: int) -> tuple[int | None, int | None]:
-    """``[lo, hi)`` of a log2 bucket (None for unbounded ends)."""
-    if bucket == 0:
-        return None, 0
-    if bucket == 1:
-        return 0, 1
-    return 1 << (bucket - 2), 1 << (bucket - 1)
-
-
-#: the most buckets a linear histogram may have between its lo and hi (bpftrace's
-#: cap too): one per-CPU u64 each, so the map stays small and is made at once
-LHIST_MAX_BUCKETS = 1000
-_S64 = (-(1 << 63), 1 << 63)
-
-
-def linear_buckets(lo: int, hi: int, step: int) -> int:
-    """The number of buckets of a linear histogram ``(lo, hi, step)``, the two
-    open-ended ones (below ``lo``, ``>= hi``) included.
-
-    The one check of the parameters, made before anything is built: integers
-    (signed 64-bit), ``lo < hi``, ``step > 0`` and at most
-    :data:`LHIST_MAX_BUCKETS` buckets in ``[lo, hi)``.  Raises
-    :class:`~pyebpf.errors.ProgramError` (a ``ValueError``).
-    """
-    for name, v in (("min", lo), ("max", hi), ("step", step)):
-        if not isinstance(v, int) or isinstance(v, bool):
-            raise ProgramError(f"lhist {name} must be an integer, not {v!r}")
-        if not _S64[0] <= v < _S64[1]:
-            raise ProgramError(f"lhist {name} {v} does not fit in signed 64 bits")
-    if step <= 0 or hi <= lo:
-        raise ProgramError(f"lhist needs min < max and step > 0 (got {lo}, {hi}, {step})")
-    inside = (hi - lo + step - 1) // step
-    if inside > LHIST_MAX_BUCKETS:
-        raise ProgramError(f"lhist({lo}, {hi}, {step}) would have {inside} buckets; at most "
-                           f"{LHIST_MAX_BUCKETS} are allowed (raise step or narrow min..max)")
-    return inside + 2
-
-
-def linear_bucket_range(bucket: int, lo: int, hi: int, step: int) -> tuple[int | None, int | None]:
-    """``[start, end)`` of a linear histogram's bucket (None for an open end)."""
-    if bucket == 0:
-        return None, lo
-    if bucket == linear_buckets(lo, hi, step) - 1:
-        return hi, None
-    start = lo + (bucket - 1) * step
-    return start, min(start + step, hi)
 
 
 def emit_linear_bucket(p: Program, dst: Reg, value: Reg, lo: int, hi: int, step: int,

@@ -1,5 +1,5 @@
 """The USDT probe source of the tracing layer: a USDT probe seen through
-the :class:`~pyebpf.trace.probes.ProbeSource` contract that ``pyebpf trace``,
+the :class:`~pyebpf.probes.sources.ProbeSource` contract that ``pyebpf trace``,
 :class:`~pyebpf.trace.Trace` and the asm files use.
 
 (It lived in ``pyebpf.usdt.source`` before; the tracing layer owns its probe
@@ -8,7 +8,7 @@ attaching.  ``pyebpf.usdt.usdt_probe_source`` still names it.)
 
 ::
 
-    from pyebpf.trace.usdt_source import usdt_probe_source
+    from pyebpf.probes.usdt_source import usdt_probe_source
 
     src = usdt_probe_source("/usr/bin/python3.11", "python", "function__entry")
     p = Program("t")

@@ -56,8 +56,8 @@ def cache_dir() -> str:
 
 #: pyebpf's packages that compiling a bpftrace program never imports (their
 #: files are not part of the key)
-_NOT_COMPILING = frozenset({"__pycache__", "cli", "profile", "export", "demo", "vm", "text",
-                            "objects"})
+_NOT_COMPILING = frozenset({"__pycache__", "cli", "trace", "profile", "export", "demo", "vm",
+                            "text", "objects"})
 
 
 def _package_stamp() -> tuple[Any, ...]:
@@ -243,8 +243,8 @@ def _entry(run: Any, warnings: list[str]) -> dict[str, Any]:
                 insn.imm = 0
             code += insn.encode()
         probes.append((plan.name, plan.kind, loaded.prog_type, loaded.expected_attach_type,
-                       obj_name(loaded.name or ""), getattr(loaded.program, "license", "GPL"), bytes(code),
-                       relocs, attach))
+                       obj_name(loaded.name or ""), getattr(loaded.program, "license", "GPL"),
+                       bytes(code), relocs, attach))
     actions = []
     for a in unit.actions:
         if a.kind not in ACTIONS:

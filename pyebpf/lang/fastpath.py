@@ -227,6 +227,11 @@ class _Fd:
             os.close(fd)
 
 
+def _absent(key: bytes) -> Exception:
+    from ..errors import MapKeyError
+    return MapKeyError(f"key {key.hex()} is not in the map")
+
+
 def _ncpus() -> int:
     from ..kernel.cpus import num_possible_cpus
     return num_possible_cpus()
@@ -292,11 +297,11 @@ class _Map(_Fd):
                 out.append((k, v))
         return out
 
-    # (what BtRun's clear_map and zero_map do to a map)
+    # (what BtRun's clear_map and zero_map do to a map: a key absent is a KeyError)
     def __getitem__(self, key: bytes) -> Any:
         got = self.get(key)
         if got is None:
-            raise KeyError(key)
+            raise _absent(key)
         return got
 
     def __setitem__(self, key: bytes, value: Any) -> None:
@@ -305,14 +310,14 @@ class _Map(_Fd):
         if not isinstance(value, (bytes, bytearray)) or len(value) < self.value_size:
             value = bytes(self.stride * self.ncpus)        # (zero_map's zeros)
         if not self._elem(_UPDATE, key, value):
-            raise KeyError(key)
+            raise _absent(key)
 
     def __delitem__(self, key: bytes) -> None:
         """Delete ``key`` (an array's slot: zeroed)."""
         if self.map_type in _ARRAYS:
             self[key] = None                # (zeros)
         elif not self._elem(_DELETE, key, None):
-            raise KeyError(key)
+            raise _absent(key)
 
 
 class _Ring:

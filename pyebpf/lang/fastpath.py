@@ -16,7 +16,8 @@ from __future__ import annotations
 import mmap
 import os
 
-from ..kernel.ffi import NR_BPF, ffi, sys_bpf
+from ..kernel import bare
+from ..kernel.lifetime import Owner, close_fd
 from .btcache import FORMAT, cache_key, load
 from .runtime import BtRun, map_entries
 from .types import Type
@@ -27,17 +28,11 @@ if TYPE_CHECKING:
 
 __all__ = ["cached_program", "CachedProgram", "FastRun", "decode_type"]
 
-_ATTR_SIZE = ffi.sizeof("union bpf_attr")
 _PAGE = mmap.PAGESIZE
 _BUSY, _DISCARD = 1 << 31, 1 << 30
 #: map types whose values are per CPU (read as one value per possible CPU)
 _PERCPU = (5, 6, 10)           # PERCPU_HASH, PERCPU_ARRAY, LRU_PERCPU_HASH
 _ARRAYS = (2, 6)               # ARRAY, PERCPU_ARRAY
-_UPROBE_MULTI_RETURN = 1
-_UPROBE_MULTI = 48           # BPF_TRACE_UPROBE_MULTI
-#: bpf() commands
-_MAP_CREATE, _LOOKUP, _UPDATE, _DELETE, _NEXT_KEY, _PROG_LOAD = 0, 1, 2, 3, 4, 5
-_PROG_TEST_RUN, _LINK_CREATE = 10, 28
 
 
 def decode_type(enc: Any) -> Type:
@@ -101,18 +96,9 @@ class _Uprobe:
         """The link (the cookie of each function is its index, as the
         compiled program's source gives it)."""
         n = len(self.offsets)
-        attr = ffi.new("union bpf_attr *")
-        lc = attr.link_create
-        lc.prog_fd, lc.attach_type = loaded.fd, _UPROBE_MULTI
-        um = lc.uprobe_multi
-        path = ffi.new("char[]", os.fsencode(self.path))
-        offsets = ffi.new("uint64_t[]", self.offsets)
-        cookies = ffi.new("uint64_t[]", list(range(n))) if n > 1 else ffi.NULL
-        um.path, um.offsets, um.cookies = _addr(path), _addr(offsets), _addr(cookies)
-        um.cnt, um.pid = n, pid or 0
-        um.flags = _UPROBE_MULTI_RETURN if self.kind == "uretprobe" else 0
-        return _Fd(_not_zero(_bpf(_LINK_CREATE, attr, "BPF_LINK_CREATE",
-                                  f"{self.kind} {self.path}")))
+        return _Fd(bare.uprobe_multi_link(loaded.fd, self.path, self.offsets,
+                                          list(range(n)) if n > 1 else None, pid or 0,
+                                          self.kind == "uretprobe"))
 
 
 class _Probe:
@@ -173,42 +159,13 @@ class CachedProgram:
             return prog.start(json=json, release=release, begun=begun)
 
 
-def _addr(cdata: Any) -> int:
-    return int(ffi.cast("uintptr_t", cdata))
-
-
-def _try(cmd: int, attr: Any) -> int:
-    """``bpf(cmd, attr)``: the result, or ``-errno`` (EINTR, EAGAIN: again)."""
-    for _ in range(5):
-        ret = int(sys_bpf(NR_BPF, cmd, attr, _ATTR_SIZE))
-        if ret >= 0 or ffi.errno not in (4, 11):
-            return ret if ret >= 0 else -ffi.errno
-    return ret if ret >= 0 else -ffi.errno
-
-
-def _bpf(cmd: int, attr: Any, operation: str, detail: str) -> int:
-    """``bpf(cmd, attr)``, its failure raised as the kernel layer raises it."""
-    ret = _try(cmd, attr)
-    if ret < 0:
-        from ..kernel.core import kernel_error
-        raise kernel_error(operation, -ret, detail)
-    return ret
-
-
-def _not_zero(fd: int) -> int:
-    """A new fd moved off 0 (stdin was closed; 0 means "no fd" in many attrs)."""
-    if fd == 0:
-        import fcntl
-        fd = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 1)
-        os.close(0)
-    return fd
-
-
-class _Fd:
-    """An fd this run owns (a program, a link): :meth:`close` once."""
+class _Fd(Owner):
+    """An fd this run owns (a map, a program, a link): closed by
+    :meth:`close` or when collected."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
+        self._own(close_fd, fd)
 
     def fileno(self) -> int:
         """The fd number."""
@@ -216,15 +173,7 @@ class _Fd:
 
     def test_run(self) -> None:
         """Run the program once (BEGIN, END)."""
-        attr = ffi.new("union bpf_attr *")
-        attr.test.prog_fd = self.fd
-        _bpf(_PROG_TEST_RUN, attr, "BPF_PROG_TEST_RUN", f"program fd {self.fd}")
-
-    def close(self) -> None:
-        """Close the fd (again: nothing)."""
-        fd, self.fd = self.fd, -1
-        if fd >= 0:
-            os.close(fd)
+        bare.prog_test_run(self.fd)
 
 
 def _absent(key: bytes) -> Exception:
@@ -250,21 +199,6 @@ class _Map(_Fd):
         self.stride = (value_size + 7) & ~7
         self.ncpus = _ncpus() if self.percpu else 1
 
-    def _elem(self, cmd: int, key: bytes | None, value: bytearray | bytes | None) -> bool:
-        """One element command; False when the kernel says ENOENT."""
-        attr = ffi.new("union bpf_attr *")
-        el = attr.elem
-        kb = ffi.from_buffer(key) if key is not None else ffi.NULL
-        vb = ffi.from_buffer(value) if value is not None else ffi.NULL
-        el.map_fd, el.key, el.value = self.fd, _addr(kb), _addr(vb)
-        ret = _try(cmd, attr)
-        if ret == -2:
-            return False
-        if ret < 0:
-            from ..kernel.core import kernel_error
-            raise kernel_error(cmd, -ret, f"map fd {self.fd}")
-        return True
-
     def keys(self) -> list[bytes]:
         """Every key (an array's indexes as 4-byte keys)."""
         if self.map_type in _ARRAYS:
@@ -273,7 +207,7 @@ class _Map(_Fd):
         key = None
         while True:
             nxt = bytearray(self.key_size)
-            if not self._elem(_NEXT_KEY, key, nxt):
+            if not bare.elem(bare.NEXT_KEY, self.fd, key, nxt):
                 return out
             key = bytes(nxt)
             out.append(key)
@@ -281,7 +215,7 @@ class _Map(_Fd):
     def get(self, key: bytes) -> Any:
         """The value of ``key`` (per CPU: a list), None when absent."""
         raw = bytearray(self.stride * self.ncpus)
-        if not self._elem(_LOOKUP, key, raw):
+        if not bare.elem(bare.LOOKUP, self.fd, key, raw):
             return None
         if not self.percpu:
             return bytes(raw[:self.value_size])
@@ -309,14 +243,14 @@ class _Map(_Fd):
         per-CPU zeros) writes zeros."""
         if not isinstance(value, (bytes, bytearray)) or len(value) < self.value_size:
             value = bytes(self.stride * self.ncpus)        # (zero_map's zeros)
-        if not self._elem(_UPDATE, key, value):
+        if not bare.elem(bare.UPDATE, self.fd, key, value):
             raise _absent(key)
 
     def __delitem__(self, key: bytes) -> None:
         """Delete ``key`` (an array's slot: zeroed)."""
         if self.map_type in _ARRAYS:
             self[key] = None                # (zeros)
-        elif not self._elem(_DELETE, key, None):
+        elif not bare.elem(bare.DELETE, self.fd, key, None):
             raise _absent(key)
 
 
@@ -389,15 +323,10 @@ class FastRun(BtRun):
     def _create(self) -> None:
         u: Any = self.unit
         for name, mtype, ksize, vsize, entries, flags in u.maps_created:
-            attr = ffi.new("union bpf_attr *")
-            mc = attr.map_create
-            mc.map_type, mc.key_size, mc.value_size = mtype, ksize, vsize
-            mc.max_entries, mc.map_flags = entries, flags
-            ffi.memmove(mc.map_name, name.encode()[:15], min(len(name), 15))
-            fd = _try(_MAP_CREATE, attr)
+            fd = bare.map_create(mtype, ksize, vsize, entries, flags, name.encode())
             if fd < 0:
                 raise _Refused(f"map {name}: errno {-fd}")
-            self.live[name] = _Map(_not_zero(fd), mtype, ksize, vsize, entries)
+            self.live[name] = _Map(fd, mtype, ksize, vsize, entries)
         self.reader = _Ring(self.live[u.ringbuf_name])
 
     def _load(self) -> None:
@@ -407,16 +336,10 @@ class FastRun(BtRun):
             code = bytearray(code)
             for at, index in relocs:
                 code[at + 4:at + 8] = self.live[names[index]].fd.to_bytes(4, "little")
-            attr = ffi.new("union bpf_attr *")
-            pl = attr.prog_load
-            insns, license_ = ffi.from_buffer(code), ffi.new("char[]", lic.encode())
-            pl.prog_type, pl.insn_cnt, pl.insns = ptype, len(code) // 8, _addr(insns)
-            pl.license, pl.expected_attach_type = _addr(license_), eat
-            ffi.memmove(pl.prog_name, pname, len(pname))
-            ret = _try(_PROG_LOAD, attr)
-            if ret < 0:
-                raise _Refused(f"program {plan.name}: errno {-ret}")
-            self.loaded.append(_Fd(_not_zero(ret)))
+            fd = bare.prog_load(ptype, code, lic, pname, eat)
+            if fd < 0:
+                raise _Refused(f"program {plan.name}: errno {-fd}")
+            self.loaded.append(_Fd(fd))
 
     def entries(self, name: str) -> dict[Any, Any]:
         """The entries of map ``name`` (as :meth:`BtRun.entries` gives them)."""

@@ -143,6 +143,17 @@ def _bt_run(_: Any) -> Any:
     return compile(f"tracepoint:{GETPPID} {{ @calls = count(); }}", pid=os.getpid()).start()
 
 
+def _fast_run(_: Any) -> Any:
+    """A program started from a compiled-program cache entry (pyebpf.lang.fastpath)."""
+    from pyebpf.lang import btcache, fastpath
+    from pyebpf.lang.api import compile
+    text = "BEGIN { @calls = count(); @s[1] = sum(2); }"
+    with compile(text).start() as run:
+        entry = btcache.entry_of(run, [])
+    assert entry is not None
+    return fastpath.CachedProgram(entry, (text, "stdin", [], False)).start()
+
+
 def _profiler(_: Any) -> Any:
     """A sampling profiler attached to this process (maps, perf links)."""
     from pyebpf.profile.sampler import Profiler
@@ -184,7 +195,8 @@ OWNERS: dict[str, Callable[[Any], Any]] = {
     "PerfBuffer": _perf_buffer, "RingBufferReader": _ring_reader, "Provider": _provider,
     "UsdtCounter": _usdt_counter, "UsdtTrace": _usdt_trace,
     "TraceSession": _session, "FlagSession": _flag_session, "AsmSession": _asm_session, **_aggregations(), "Child": _child,
-    "_ProcessWatch": _process_watch, "BtRun": _bt_run, "Profiler": _profiler,
+    "_ProcessWatch": _process_watch, "BtRun": _bt_run, "FastRun": _fast_run,
+    "Profiler": _profiler,
 }
 
 
@@ -253,7 +265,8 @@ def test_garbage_collection_releases(kind, provider):
 #: owners made only through another one, or bases: what covers them
 COVERED = {"FdOwner": "Map, LoadedProgram", "Map": "every map kind", "Session": "TraceSession, "
            "AsmSession", "Aggregation": "every aggregation kind",
-           "_Reader": "PerfBuffer, RingBufferReader", "_Recipe": "UsdtCounter, UsdtTrace"}
+           "_Reader": "PerfBuffer, RingBufferReader", "_Recipe": "UsdtCounter, UsdtTrace",
+           "_Map": "FastRun (its maps)"}
 
 
 def _owner_classes() -> set[type]:

@@ -88,12 +88,13 @@ def _programs(w: str) -> dict[str, str]:
             f'@p[probe] = count(); @v = arg0; @t[arg0, "k"] = (arg1, comm); }} '
             f'uretprobe:{w}:compute {{ @r[retval % 3] = count(); }} '
             f'END {{ zero(@hk); clear(@h); zero(@v); clear(@t); zero(@s); clear(@l1); }}'),
+        # (exit() at the last call with arg0 == 9: nothing after it races the detaching)
         "actions": (
             f'BEGIN {{ @b = 7; print(@b); printf("%s|%5d|%-4x|%c\\n", "str", 42, 255, 65); '
             f'time("%Y"); printf("\\n"); }} '
             f'uprobe:{w}:compute /arg0 == 3/ {{ @n[arg1 % 4] = count(); @z = count(); '
             f'printf("%d %s\\n", arg0, probe); print(arg1 > 0); }} '
-            f'uprobe:{w}:compute /arg0 == 9 && @x < 5/ {{ @x++; if (@x == 5) {{ printf("bye\\n"); '
+            f'uprobe:{w}:compute /arg0 == 9 && @x < 6/ {{ @x++; if (@x == 6) {{ printf("bye\\n"); '
             f'exit(); }} }} '
             f'END {{ print(@n); zero(@z); clear(@n); print(@z); print(@n); '
             f'printf("end %d\\n", @x); }}'),

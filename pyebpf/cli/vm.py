@@ -30,8 +30,10 @@ unless --mem/--mem-file is given).  r1 points to the memory, r2 is its length
 An asm/ file (a '# pyebpf:' header, as 'pyebpf run' reads) runs with the maps
 its header declares: 'vm run' runs each of its programs in file order (or the
 one of --program) over the same maps, then prints the output map's events and
-the maps declared with show=, as 'pyebpf run' does.  -D NAME=VALUE sets a
-placeholder used in the code (${PID} is 0 unless given).
+the maps declared with show=, as 'pyebpf run' does.  A header of maps alone
+(no 'program' line, as 'pyebpf load', 'explain' and 'run --type' accept) makes
+the whole file one program.  -D NAME=VALUE sets a placeholder used in the
+code (${PID} is 0 unless given).
 
 The VM's addresses are its own, not the kernel's: the high 32 bits name a
 region, the low 32 the offset in it -- 0x1 the memory (context), 0x2 the
@@ -253,7 +255,7 @@ def load(path: str, dialect: str | None, defines: dict[str, str] | None = None) 
         return Input([], None, vm_asm.read(text, name, defines))
     if defines:
         raise OptionError("-D sets a parameter of an asm/ file (one with a "
-                          "'# pyebpf: program' header)")
+                          "'# pyebpf:' header)")
     if dialect is None:
         dialect = "mnemonic" if "%r" in text else "llvm"
     return Input(list(assemble(text, dialect, name).finalize()), None)

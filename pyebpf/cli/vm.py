@@ -84,7 +84,10 @@ def register(sub: Subparsers) -> None:
                            "before the first instruction and at breakpoints; commands: step, "
                            "next (over calls), continue, break/delete INDEX|FILE:LINE, regs, "
                            "stack [N], maps, where, quit, help. At the end of input the program "
-                           "runs to completion.")
+                           "runs to completion. A register that holds one of the VM's "
+                           "addresses is shown with where it points: stack0[504] is r10 - 8 "
+                           "in frame 0's stack ('pyebpf vm --help' and the help command say "
+                           "more).")
     d.add_argument("file", metavar="FILE", help="text assembly, raw bytes or a *.data file")
     dmem = d.add_mutually_exclusive_group()
     dmem.add_argument("--mem", metavar="HEX", help="the memory as hex bytes")

@@ -77,6 +77,7 @@ def test_hash_round_trip(no_fd_leak):
         assert len(m) == 0
         info = m.info()
         assert info.name == "counts" and info.type == MapType.HASH
+        assert repr(info).startswith("MapInfo(type=1 (HASH), id=")   # (it said type=1)
 
 
 @pytest.mark.kernel

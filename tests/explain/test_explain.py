@@ -270,3 +270,17 @@ def test_packet_access_without_a_bounds_check_gets_a_data_end_hint(tmp_path):
     assert "hint: prove the access is inside the packet first" in out and "data_end" in out, out
     # the verifier's two-line complaint stays under its label
     assert "\n                      R2 offset is outside of the packet\n" in out, out
+
+
+
+@pytest.mark.kernel
+def test_packet_access_past_its_bounds_check_says_how_far_the_check_went(tmp_path):
+    # a check proved 14 bytes, the access needs 21: the hint said to compare
+    # with data_end, as if there were no check
+    f = tmp_path / "short.s"
+    f.write_text("r2 = *(u32 *)(r1 + 0)\nr3 = *(u32 *)(r1 + 4)\nr4 = r2\nr4 += 14\n"
+                 "if r4 > r3 goto out\nr0 = *(u8 *)(r2 + 20)\nout:\nr0 = 0\nexit\n")
+    r = cli(str(f), "--type", "xdp")
+    out = r.stdout.decode()
+    assert r.returncode == 1 and "hint: the bounds check before this proved 14 bytes" in out, out
+    assert "needs 21 (off=20 + size=1): compare the pointer plus 21 (not 14)" in out, out

@@ -192,6 +192,12 @@ def test_verifier_hints_are_a_table():
     assert verifier_hint("R0 invalid mem access 'scalar'", walked).startswith("r0 is NULL here")
     assert verifier_hint("R0 invalid mem access 'scalar'").startswith("a plain number")
     assert verifier_hint("R1 invalid mem access 'scalar'", walked).startswith("a plain number")
+    short = "invalid access to packet, off=20 size=2, R2(id=0,off=20,r=14)\n"
+    assert "needs 22 (off=20 + size=2)" in verifier_hint("R2 offset is outside of the packet",
+                                                          short)
+    unchecked = short.replace("r=14", "r=0")
+    assert verifier_hint("R2 offset is outside of the packet", unchecked).startswith(
+        "prove the access is inside the packet first")
 
 
 def test_start_up_loads_only_the_kernel_modules_it_uses():

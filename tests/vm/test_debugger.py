@@ -80,6 +80,20 @@ def test_addresses_say_where_they_point() -> None:
     assert "the high 32 bits name a region" in text and "r10 - 8 is stackN[504]" in text
 
 
+
+def test_map_addresses_name_their_map() -> None:
+    from pyebpf.kernel.constants import MapType
+    from pyebpf.vm import VmMap
+    source = ("*(u32 *)(r10 - 4) = 1\nr2 = r10\nr2 += -4\nr1 = counts ll\n"
+              "call bpf_map_lookup_elem\nr0 += 4\nr0 = 0\nexit\n")
+    vm = Vm(assemble(source, "llvm", "m.s"), {"counts": VmMap(MapType.ARRAY, 4, 8, 4, "counts")})
+    out = io.StringIO()
+    debug(vm, b"", io.StringIO("b 7\nc\nregs\nc\n").readline, out)
+    text = out.getvalue()
+    assert "addresses: r0 -> mem#13[4]: a value of map counts, r1 -> map#0: counts, " \
+           "r2 -> stack0[508], r10 -> stack0[512]" in text, text
+
+
 def test_breakpoint_by_index_delete_and_errors() -> None:
     _, out = session("b 3\nb 99\nb nowhere.s:1\nd 3\nc\n")
     assert "breakpoint at 3" in out

@@ -170,6 +170,11 @@ class UsdtTargetError(UsdtError):
 # --------------------------------------------------------------------------
 # Kernel errors
 
+#: errnos of the kernel's own that libc has no name for (bpf() returns ENOTSUPP
+#: for a program type that cannot be test-run, a helper the JIT lacks...)
+_KERNEL_ERRNOS = {524: ("ENOTSUPP", "Operation is not supported")}
+
+
 class KernelError(PyebpfError, OSError):
     """A system call failed.  ``errno`` is set; ``hint`` says what to try."""
 
@@ -177,7 +182,8 @@ class KernelError(PyebpfError, OSError):
         self.operation = operation
         self.detail = detail
         self.hint = hint
-        text = f"{operation}: {os.strerror(err)} ({_errno.errorcode.get(err, err)})"
+        name, said = _KERNEL_ERRNOS.get(err, (_errno.errorcode.get(err, err), os.strerror(err)))
+        text = f"{operation}: {said} ({name})"
         if detail:
             text += f": {detail}"
         if hint:

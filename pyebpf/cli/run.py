@@ -35,7 +35,8 @@ header lines (see asm/README.md):
 A file whose header declares maps but no 'program ... attach=' line is one
 program of --type TYPE (xdp, socket_filter, sched_cls...): it is loaded with
 its maps, run with BPF_PROG_TEST_RUN on the packet --test-run HEX (default
-14 zero bytes; --repeat N times), and r0 and its maps are printed.
+14 zero bytes; --repeat N times), and r0, the events of its output map and
+its show= maps are printed.
 """
 
 EPILOG = """\
@@ -143,8 +144,9 @@ def run(args: argparse.Namespace) -> int:
 def test_run(args: argparse.Namespace, path: str, values: dict[str, str]) -> int:
     """``pyebpf run FILE --type TYPE``: a file whose header declares maps (and
     no ``program ... attach=`` line) loaded whole as one program of TYPE, run
-    with BPF_PROG_TEST_RUN, then r0 and its ``show=`` maps printed as at the
-    end of a run (bpftrace's format, or JSON lines)."""
+    with BPF_PROG_TEST_RUN, then r0, the output map's events and the
+    ``show=`` maps printed as at the end of a run (bpftrace's format, or JSON
+    lines)."""
     import json
 
     from ..errors import OptionError
@@ -173,14 +175,16 @@ def test_run(args: argparse.Namespace, path: str, values: dict[str, str]) -> int
                          for n, line in enumerate(text.splitlines(), 1))
         with load(assemble(code, "llvm", path), ptype, maps=session.maps) as prog:
             result = prog.test_run(data, repeat=args.repeat or 1)
+        events = session.read_events(0)            # the output map's, if it has one
         if args.json:
             print(json.dumps({"type": "test_run", "retval": result.retval,
                               "repeat": args.repeat or 1}))
-            for obj in session.json_objects():
+            for obj in [e.to_json() for e in events] + session.json_objects():
                 print(json.dumps(obj))
         else:
             print(f"r0 = {result.retval} (0x{result.retval:x})"
                   + (f", {args.repeat} runs" if args.repeat else ""))
+            print("".join(e.line for e in events), end="")
             shown = session.format_text()
             if shown:
                 print("\n" + shown, end="")

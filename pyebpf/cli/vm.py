@@ -30,8 +30,10 @@ unless --mem/--mem-file is given).  r1 points to the memory, r2 is its length
 An asm/ file (a '# pyebpf:' header, as 'pyebpf run' reads) runs with the maps
 its header declares: 'vm run' runs each of its programs in file order (or the
 one of --program) over the same maps, then prints the output map's events and
-the maps declared with show=, as 'pyebpf run' does.  -D NAME=VALUE sets a
-placeholder used in the code (${PID} is 0 unless given).
+the maps declared with show=, as 'pyebpf run' does.  A header of maps alone
+(no 'program' line, as 'pyebpf load', 'explain' and 'run --type' accept) makes
+the whole file one program.  -D NAME=VALUE sets a placeholder used in the
+code (${PID} is 0 unless given).
 
 The VM's addresses are its own, not the kernel's: the high 32 bits name a
 region, the low 32 the offset in it -- 0x1 the memory (context), 0x2 the
@@ -82,7 +84,10 @@ def register(sub: Subparsers) -> None:
                            "before the first instruction and at breakpoints; commands: step, "
                            "next (over calls), continue, break/delete INDEX|FILE:LINE, regs, "
                            "stack [N], maps, where, quit, help. At the end of input the program "
-                           "runs to completion.")
+                           "runs to completion. A register that holds one of the VM's "
+                           "addresses is shown with where it points: stack0[504] is r10 - 8 "
+                           "in frame 0's stack ('pyebpf vm --help' and the help command say "
+                           "more).")
     d.add_argument("file", metavar="FILE", help="text assembly, raw bytes or a *.data file")
     dmem = d.add_mutually_exclusive_group()
     dmem.add_argument("--mem", metavar="HEX", help="the memory as hex bytes")
@@ -253,7 +258,7 @@ def load(path: str, dialect: str | None, defines: dict[str, str] | None = None) 
         return Input([], None, vm_asm.read(text, name, defines))
     if defines:
         raise OptionError("-D sets a parameter of an asm/ file (one with a "
-                          "'# pyebpf: program' header)")
+                          "'# pyebpf:' header)")
     if dialect is None:
         dialect = "mnemonic" if "%r" in text else "llvm"
     return Input(list(assemble(text, dialect, name).finalize()), None)

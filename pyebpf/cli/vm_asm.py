@@ -20,6 +20,7 @@ what ``pyebpf run`` loads into the kernel, without a kernel:
 """
 from __future__ import annotations
 
+import os
 import re
 
 TYPE_CHECKING = False
@@ -30,12 +31,13 @@ if TYPE_CHECKING:
     from ..session.asmfile import AsmFile, ProgramDecl
     from ..vm import Vm
 
-_PROGRAM_LINE = re.compile(r"^\s*#\s*pyebpf:\s*program\b", re.M)
+_HEADER_LINE = re.compile(r"^\s*#\s*pyebpf:", re.M)
 
 
 def is_asm_file(text: str) -> bool:
-    """Whether ``text`` has an asm-file header (a ``# pyebpf: program`` line)."""
-    return _PROGRAM_LINE.search(text) is not None
+    """Whether ``text`` has an asm-file header (``# pyebpf:`` lines: programs
+    and maps, or maps alone, as ``pyebpf load``/``explain``/``run --type`` read)."""
+    return _HEADER_LINE.search(text) is not None
 
 
 class AsmPrograms:
@@ -118,7 +120,7 @@ class _Maps:
 def read(text: str, filename: str, values: dict[str, str] | None = None) -> AsmPrograms:
     """Parse an asm file and assemble each program for the VM (see the module docs)."""
     from ..session.asmfile import AsmFileError, parse_asm_file
-    af = parse_asm_file(text, filename)
+    af = parse_asm_file(text, filename, need_program=False)
     given = dict(values or {})
     unknown = set(given) - set(af.params) - {"PID"}
     if unknown:
@@ -128,6 +130,8 @@ def read(text: str, filename: str, values: dict[str, str] | None = None) -> AsmP
     vals["PID"] = "0"
     vals.update(given)
     programs = [(pd.name, _assemble(af, pd, vals)) for pd in af.programs]
+    if not af.programs:                # maps alone: the whole file is the one program
+        programs = [(os.path.basename(af.filename), _whole(af, vals))]
     return AsmPrograms(af, programs, {d.name: d.spec() for d in af.maps.values()})
 
 
@@ -144,6 +148,16 @@ def _assemble(af: AsmFile, pd: ProgramDecl, values: dict[str, str]) -> list[Insn
             text = AsmSession._expand_arg(probe.get(lineno), m, af.filename, lineno)
         lines[lineno - 1] = text
     return list(assemble("\n".join(lines), "llvm", af.filename).finalize())
+
+
+def _whole(af: AsmFile, values: dict[str, str]) -> list[Insn]:
+    """A header of maps alone: the whole file is one program (placeholders
+    expanded, lines kept), as ``pyebpf run FILE --type TYPE`` reads it."""
+    from ..session.asmfile import substitute
+    from ..text import assemble
+    code = "\n".join(substitute(line, values, af.filename, n)
+                     for n, line in enumerate(af.text.splitlines(), 1))
+    return list(assemble(code, "llvm", af.filename).finalize())
 
 
 class _Probe:

@@ -365,9 +365,59 @@ def verifier_message(log: str) -> str:
     return ""
 
 
-def verifier_hint(message: str) -> str:
-    """What to try for a verifier message (``""`` when no needle matches)."""
+def verifier_hint(message: str, log: str = "") -> str:
+    """What to try for a verifier message (``""`` when no needle matches);
+    ``log``, the log the message ends, lets a dereference of a number that
+    is the NULL of a tested pointer say so (the verifier calls it 'scalar')."""
+    better = (_null_branch(message, log) or _packet_range(message, log)) if log else None
+    if better:
+        return better
     for needle, hint in VERIFIER_HINTS:
         if needle in message:
             return hint
     return ""
+
+
+def _null_branch(message: str, log: str) -> str | None:
+    """The hint for ``Rn invalid mem access 'scalar'`` when, on the log's
+    walk, Rn held a pointer that may be NULL and was last set to 0: the
+    access is on the branch where the NULL test found it NULL."""
+    words = message.split()
+    if len(words) < 4 or words[1:4] != ["invalid", "mem", "access"] \
+            or words[4:5] not in (["'scalar'"], ["'inv'"]) or not words[0][1:].isdigit():
+        return None
+    reg = words[0]
+    eq, eq_w = reg + "=", reg + "_w="
+    maybe_null, last = False, None
+    for line in log.splitlines():
+        if reg not in line:
+            continue
+        for tok in line.split():
+            if tok.startswith(eq) or tok.startswith(eq_w):
+                last = tok.partition("=")[2]
+                maybe_null = maybe_null or "_or_null" in last
+    if not (maybe_null and last == "0"):
+        return None
+    r = "r" + reg[1:]
+    return (f"{r} is NULL here: it held a pointer that may be NULL (a map lookup's result) "
+            f"and the test before this found it 0; dereference it only on the branch where "
+            f"it is not 0 (if {r} == 0 goto out, then the access)")
+
+
+def _packet_range(message: str, log: str) -> str | None:
+    """The hint for a packet access past what a bounds check proved: the
+    kernel's ``invalid access to packet, off=20 size=1, R2(id=0,off=20,r=14)``
+    says the check covered ``r`` bytes, the access needs ``off + size``."""
+    if "outside of the packet" not in message and "invalid access to packet" not in message:
+        return None
+    import re
+    found = re.findall(r"invalid access to packet, off=(-?\d+) size=(\d+), R\d+\([^)]*\br=(\d+)",
+                       log)
+    if not found:
+        return None
+    off, size, proved = (int(x) for x in found[-1])
+    if proved <= 0 or off < 0:
+        return None
+    return (f"the bounds check before this proved {proved} bytes of the packet (r={proved}); "
+            f"this access needs {off + size} (off={off} + size={size}): compare the pointer plus "
+            f"{off + size} (not {proved}) with data_end before it")

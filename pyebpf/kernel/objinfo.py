@@ -42,6 +42,13 @@ def obj_get_info_by_fd(fd: "int | Fd", info: CData) -> None:
         raise kernel_error("BPF_OBJ_GET_INFO_BY_FD", -ret, f"fd {fd}")
 
 
+def _named_type_repr(info: "ProgInfo | MapInfo | LinkInfo") -> str:
+    """An info record's fields, its type number followed by its name."""
+    parts = [f"type={info.type} ({info.type_name})"]
+    parts += [f"{n}={getattr(info, n)!r}" for n in info._fields if n != "type"]
+    return f"{type(info).__name__}({', '.join(parts)})"
+
+
 # (duplicates: deliberate, the records below mirror the kernel's info structs field by field)
 @record
 class ProgInfo(Record):
@@ -71,9 +78,7 @@ class ProgInfo(Record):
 
     def __repr__(self) -> str:
         """The fields, the type with its name: ``ProgInfo(type=6 (XDP), id=...)``."""
-        parts = [f"type={self.type} ({self.type_name})"]
-        parts += [f"{n}={getattr(self, n)!r}" for n in self._fields if n != "type"]
-        return f"ProgInfo({', '.join(parts)})"
+        return _named_type_repr(self)
 
 
 @record
@@ -94,6 +99,10 @@ class MapInfo(Record):
     def type_name(self) -> str:
         """The map type's name (``"HASH"``; ``"#<n>"`` when unknown here)."""
         return enum_name(MapType, self.type)
+
+    def __repr__(self) -> str:
+        """The fields, the type with its name: ``MapInfo(type=1 (HASH), id=...)``."""
+        return _named_type_repr(self)
 
 
 @record
@@ -123,6 +132,10 @@ class LinkInfo(Record):
     def type_name(self) -> str:
         """The link type's name (``"UPROBE_MULTI"``; ``"#<n>"`` when unknown here)."""
         return enum_name(LinkType, self.type)
+
+    def __repr__(self) -> str:
+        """The fields, the type with its name: ``LinkInfo(type=12 (UPROBE_MULTI), ...)``."""
+        return _named_type_repr(self)
 
 
 @record

@@ -153,7 +153,7 @@ def _prog_load_error(err: int, log: str, prog_type: int, expected_attach_type: i
     from .hints import VERIFIER_ERRNOS, verifier_hint, verifier_message  # the failure path
     if log.strip() and err in VERIFIER_ERRNOS:
         message = verifier_message(log)
-        return VerifierError(err, log, message or os.strerror(err), hint=verifier_hint(message))
+        return VerifierError(err, log, message or os.strerror(err), hint=verifier_hint(message, log))
     tname = enum_name(ProgType, prog_type)
     return kernel_error("BPF_PROG_LOAD", err, f"program type {tname}", tname=tname,
                         prog_type=prog_type,

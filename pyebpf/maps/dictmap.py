@@ -130,6 +130,8 @@ class _DictMap(Map, Generic[_K, _V]):
 
     def _size_error(self, role: str, v: Any, c: Codec | None, exc: BaseException) -> SizeError:
         assert c is not None      # a keyed map has both codecs
+        if role == "key":
+            self._check_key(v)    # an array's negative index: out of range, as writes say
         if isinstance(c, StructCodec):
             err = c.error(v, exc, role)
             return type(err)(f"map {self.name!r}: {err}")

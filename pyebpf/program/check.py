@@ -209,7 +209,7 @@ def _step(insns: list[Insn], i: int, st: _State, slot_of: list[int],
         base = use(insn.src, "load")
         if base.kind == "map_value_or_null":
             fail(f"load through r{insn.src}, a map value that may be NULL: "
-                 f"test it (e.g. jeq r{insn.src}, 0, <out>) before dereferencing")
+                 f"test it (e.g. if r{insn.src} == 0 goto out) before dereferencing")
         regs[insn.dst] = UNKNOWN if form.size == 8 and base.kind not in ("ctx",) else SCALAR
         return [(nxt, _State(tuple(regs), init))]
     if form.op == "load_acquire":  # dst = *(src + off)

@@ -16,11 +16,19 @@ reads commands (one a line; an empty line repeats the last ``step``/``next``)::
     q, quit          stop the program
     h, help          this text
 
+    The VM's addresses are its own: the high 32 bits name a region, the
+    low 32 the offset in it.  A register that points somewhere is shown
+    with the place: stackN[OFF] is offset OFF in frame N's 512-byte stack
+    (r10 = stackN[512], so r10 - 8 is stackN[504]), ctx[OFF] the memory r1
+    points to at the start, packet[OFF], mem#T[OFF] a map value (region T;
+    which map's is said), code[SLOT] an instruction, map#N the N-th map.
+
 At the end of input, the program runs to completion.
 """
 from __future__ import annotations
 
 from .errors import VmError
+from .memory import FIRST_DYNAMIC, MAPS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -72,7 +80,7 @@ class Debugger:
         """Called after each instruction: what changed."""
         quiet = self._mode == "next" and self.vm.depth > self._depth      # inside a call
         if self._mode in ("step", "next") and not quiet and (step.regs or step.writes):
-            changes = [f"r{n} = 0x{v:x}" for n, v in sorted(step.regs.items())]
+            changes = [f"r{n} = 0x{v:x}{self.place(v)}" for n, v in sorted(step.regs.items())]
             changes += [f"{self.vm.memory.short(a)} = 0x{v:x} ({n} bytes)"
                         for a, n, v in step.writes]
             self.say("    " + ", ".join(changes))
@@ -175,11 +183,35 @@ class Debugger:
         insn = self.vm.program[pc]
         self.say(f"=> {pc:4}: {self.text(insn):40} {insn.origin or ''}".rstrip())
 
+    def place(self, value: int) -> str:
+        """`` (stack0[504])`` when ``value`` is an address the VM made, else ``""``."""
+        where = self.pointee(value)
+        return f" ({where})" if where is not None else ""
+
+    def pointee(self, value: int) -> str | None:
+        """Where the address ``value`` points (``stack0[504]``, ``map#0: counts``,
+        ``mem#13[4]: a value of map counts``), or None for a number."""
+        memory = self.vm.memory
+        where = memory.pointer(value)
+        if where is None:
+            return None
+        tag = value >> 32
+        if tag == MAPS:
+            names = [str(n) for n, m in self.vm.maps.items() if self.vm.map_address(m) == value]
+            return f"{where}: {names[0]}" if names else where
+        if tag >= FIRST_DYNAMIC:
+            return f"{where}: {memory.names[tag]}"
+        return where
+
     def regs(self) -> None:
-        """Print the registers."""
+        """Print the registers, then where those that are addresses point."""
         R = self.vm.R
         for row in range(0, 11, 4):
             self.say("  ".join(f"r{n:<2}= 0x{R[n]:016x}" for n in range(row, min(row + 4, 11))))
+        places = [(n, self.pointee(R[n])) for n in range(11)]
+        pointers = [f"r{n} -> {where}" for n, where in places if where is not None]
+        if pointers:
+            self.say("addresses: " + ", ".join(pointers))
 
     def stack(self, size: int) -> None:
         """Print ``size`` bytes below r10, 8 a line."""

@@ -103,6 +103,22 @@ class Memory:
         name = {CTX: "ctx", PACKET: "packet"}.get(tag, f"mem#{tag}")
         return f"{name}[{off}]"
 
+    def pointer(self, addr: int) -> str | None:
+        """``addr`` as :meth:`short` says it when it points into (or just past)
+        a region the VM made -- ``stack0[512]`` for r10, ``code[7]``,
+        ``map#0`` -- else None (a number)."""
+        tag, off = addr >> TAG_SHIFT, addr & OFF_MASK
+        if tag == CODE:
+            return f"code[{off}]"
+        if tag == MAPS:
+            return f"map#{off}"
+        if not 0 < tag < len(self.regions):
+            return None
+        buf = self.regions[tag]
+        if buf is None or off > len(buf):
+            return None
+        return self.short(addr)
+
     def region(self, addr: int, size: int) -> tuple[bytearray, int] | None:
         """The buffer and offset of ``size`` bytes at ``addr``, or None if
         they are not all inside one region."""

@@ -189,6 +189,7 @@ def test_raw_tracepoint_fires(no_fd_leak, target_pie, spawn):
     with attach_raw_tracepoint(p, "sys_enter") as link:
         (lid,) = link.link_ids
         assert link.info()[0].raw_tracepoint == "sys_enter"
+        assert repr(link.info()[0]).startswith("LinkInfo(type=1 (RAW_TRACEPOINT), id=")
         t.run("getpid 250")
     assert dict(m.items()) == {0: 250}
     assert gone([lid])

@@ -72,3 +72,13 @@ def test_jit_listing_names_call_targets_and_shows_jumps_as_offsets(tmp_path: pat
     offsets = [int(line.split(":")[0], 16) for line in r.stdout.splitlines()[2:]]
     jumps = [line.split()[-1] for line in r.stdout.splitlines() if " je " in line]
     assert jumps and all(int(j, 16) in offsets for j in jumps), r.stdout
+
+
+def test_a_type_that_cannot_be_test_run_says_so_in_words(tmp_path: pathlib.Path) -> None:
+    # the kernel's own ENOTSUPP (524), which libc does not name (it said "Unknown error 524")
+    prog = tmp_path / "k.s"
+    prog.write_text("r0 = 0\nexit\n")
+    r = cli(str(prog), "--type", "kprobe", "--test-run", "")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "BPF_PROG_TEST_RUN: Operation is not supported (ENOTSUPP)" in r.stderr, r.stderr
+    assert "cannot be test-run" in r.stderr and "Unknown error" not in r.stderr

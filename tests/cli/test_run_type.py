@@ -41,6 +41,24 @@ def test_header_maps_without_attach_run_as_the_type(tmp_path: pathlib.Path, ptyp
 
 
 @pytest.mark.kernel
+def test_the_output_map_s_events_are_printed(tmp_path: pathlib.Path) -> None:
+    # (they were dropped: only r0 and the show= maps came out)
+    prog = tmp_path / "out.s"
+    prog.write_text("# pyebpf: map events ringbuf entries=4096\n"
+                    "# pyebpf: output events fields=len:u32,tag:u32 format=\"len %d tag %d\"\n"
+                    "*(u32 *)(r10 - 8) = 20\n*(u32 *)(r10 - 4) = 7\nr1 = events ll\n"
+                    "r2 = r10\nr2 += -8\nr3 = 8\nr4 = 0\ncall bpf_ringbuf_output\n"
+                    "r0 = 0\nexit\n")
+    r = cli(str(prog), "--type", "socket_filter", "--test-run", "00" * 20, "--repeat", "2")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "r0 = 0 (0x0), 2 runs\nlen 20 tag 7\nlen 20 tag 7\n", r.stdout
+    r = cli(str(prog), "--type", "socket_filter", "--json")
+    assert [json.loads(line) for line in r.stdout.splitlines()] == [
+        {"type": "test_run", "retval": 0, "repeat": 1},
+        {"type": "event", "output": "events", "fields": {"len": 20, "tag": 7}}], r.stdout
+
+
+@pytest.mark.kernel
 def test_a_rejection_names_the_line(tmp_path: pathlib.Path) -> None:
     prog = tmp_path / "pkt.s"
     prog.write_text("# pyebpf: map counts array key=u32 value=u64 entries=1\n"

@@ -212,6 +212,7 @@ def test_cli_header_maps_and_type():
     assert b"map_value_or_null" in r.stdout and b"r1 = map_fd(calls)" in r.stdout
 
 
+@pytest.mark.kernel
 def test_cli_shows_each_source_line_with_its_text(tmp_path):
     # `# file.s:N` carries the line as written: its map name, its comment
     r = cli(str(ROOT / "asm" / "count_calls.s"))
@@ -221,6 +222,7 @@ def test_cli_shows_each_source_line_with_its_text(tmp_path):
         in r.stdout, r.stdout.decode()[:2000]
 
 
+@pytest.mark.kernel
 def test_cli_header_of_maps_alone_with_a_type(tmp_path):
     # a header that declares maps but no `program ... attach=` line: --type says the type
     f = tmp_path / "lookup.s"
@@ -233,6 +235,32 @@ def test_cli_header_of_maps_alone_with_a_type(tmp_path):
     assert b"R1=map_ptr(map=counts" in r.stdout, r.stdout
 
 
+LOOKUP = ("# pyebpf: map counts hash key=u32 value=u64 entries=4\n"
+          "*(u32 *)(r10 - 4) = 0\nr2 = r10\nr2 += -4\nr1 = counts ll\n"
+          "call bpf_map_lookup_elem\n")
+
+
+@pytest.mark.kernel
+def test_maybe_null_map_value_dereference_says_to_test_for_null(tmp_path):
+    # not tested at all: pyebpf's own check says so before the kernel
+    f = tmp_path / "null.s"
+    f.write_text(LOOKUP + "r0 = *(u64 *)(r0 + 0)\nexit\n")
+    r = cli(str(f), "--type", "xdp")
+    err = r.stderr.decode()
+    assert r.returncode == 1 and "null.s:7: load through r0, a map value that may be NULL: " \
+        "test it" in err, err
+    # tested, but dereferenced on the branch where it is NULL: the verifier
+    # says 'scalar' (the 0), and the hint talked of plain numbers and
+    # bpf_probe_read; it says the pointer is NULL there
+    f.write_text(LOOKUP + "r6 = r0\nif r6 == 0 goto missing\nr0 = *(u64 *)(r6 + 0)\nexit\n"
+                 "missing:\nr0 = *(u32 *)(r6 + 4)\nexit\n")
+    r = cli(str(f), "--type", "xdp")
+    out = r.stdout.decode()
+    assert r.returncode == 1 and "R6 invalid mem access 'scalar'" in out, out
+    assert "hint: r6 is NULL here" in out and "probe_read" not in out, out
+
+
+@pytest.mark.kernel
 def test_packet_access_without_a_bounds_check_gets_a_data_end_hint(tmp_path):
     f = tmp_path / "pkt.s"
     f.write_text("r2 = *(u32 *)(r1 + 0)\nr0 = *(u8 *)(r2 + 12)\nexit\n")
@@ -242,3 +270,17 @@ def test_packet_access_without_a_bounds_check_gets_a_data_end_hint(tmp_path):
     assert "hint: prove the access is inside the packet first" in out and "data_end" in out, out
     # the verifier's two-line complaint stays under its label
     assert "\n                      R2 offset is outside of the packet\n" in out, out
+
+
+
+@pytest.mark.kernel
+def test_packet_access_past_its_bounds_check_says_how_far_the_check_went(tmp_path):
+    # a check proved 14 bytes, the access needs 21: the hint said to compare
+    # with data_end, as if there were no check
+    f = tmp_path / "short.s"
+    f.write_text("r2 = *(u32 *)(r1 + 0)\nr3 = *(u32 *)(r1 + 4)\nr4 = r2\nr4 += 14\n"
+                 "if r4 > r3 goto out\nr0 = *(u8 *)(r2 + 20)\nout:\nr0 = 0\nexit\n")
+    r = cli(str(f), "--type", "xdp")
+    out = r.stdout.decode()
+    assert r.returncode == 1 and "hint: the bounds check before this proved 14 bytes" in out, out
+    assert "needs 21 (off=20 + size=1): compare the pointer plus 21 (not 14)" in out, out

@@ -186,6 +186,18 @@ def test_verifier_hints_are_a_table():
     assert verifier_message(log) == "R0 !read_ok"
     assert verifier_hint("R0 !read_ok").startswith("r0 is the program's return value")
     assert verifier_hint("nothing we know") == ""
+    # a dereference of the 0 a NULL test left in a maybe-NULL pointer is no plain number
+    walked = ("5: (85) call bpf_map_lookup_elem#1 ; R0=map_value_or_null(id=1,ks=4,vs=8)\n"
+              "6: (55) if r0 != 0x0 goto pc+1 ; R0=0\n7: (79) r0 = *(u64 *)(r0 +0)\n")
+    assert verifier_hint("R0 invalid mem access 'scalar'", walked).startswith("r0 is NULL here")
+    assert verifier_hint("R0 invalid mem access 'scalar'").startswith("a plain number")
+    assert verifier_hint("R1 invalid mem access 'scalar'", walked).startswith("a plain number")
+    short = "invalid access to packet, off=20 size=2, R2(id=0,off=20,r=14)\n"
+    assert "needs 22 (off=20 + size=2)" in verifier_hint("R2 offset is outside of the packet",
+                                                          short)
+    unchecked = short.replace("r=14", "r=0")
+    assert verifier_hint("R2 offset is outside of the packet", unchecked).startswith(
+        "prove the access is inside the packet first")
 
 
 def test_start_up_loads_only_the_kernel_modules_it_uses():

@@ -77,6 +77,7 @@ def test_hash_round_trip(no_fd_leak):
         assert len(m) == 0
         info = m.info()
         assert info.name == "counts" and info.type == MapType.HASH
+        assert repr(info).startswith("MapInfo(type=1 (HASH), id=")   # (it said type=1)
 
 
 @pytest.mark.kernel
@@ -545,13 +546,15 @@ def test_a_key_of_the_wrong_type_says_so(no_fd_leak):
             m[1 << 32] = 1
 
 
-def test_array_reads_and_writes_out_of_range_say_the_same(no_fd_leak):
+@pytest.mark.parametrize("index", [7, -1])
+def test_array_reads_and_writes_out_of_range_say_the_same(no_fd_leak, index):
+    # (a negative index: the read said "key -1 does not fit u32", a SizeError)
     with ArrayMap("u64", 4, name="four") as m:
         said = []
-        for action in (lambda: m[7], lambda: m.__setitem__(7, 1)):
+        for action in (lambda: m[index], lambda: m.__setitem__(index, 1)):
             with pytest.raises(MapKeyError) as ei:
                 action()
             said.append(str(ei.value))
-        assert said[0] == said[1] == "index 7 is out of range for array map 'four' " \
+        assert said[0] == said[1] == f"index {index} is out of range for array map 'four' " \
                                      "(max_entries 4)"
-        assert m.get(7) is None and m.get(7, 5) == 5
+        assert m.get(index) is None and m.get(index, 5) == 5 and index not in m

@@ -87,6 +87,24 @@ def test_program_and_define_need_an_asm_file(tmp_path) -> None:
         assert proc.returncode == 1 and "asm/ file" in proc.stderr.decode()
 
 
+def test_a_header_of_maps_alone_runs_the_whole_file(tmp_path) -> None:
+    # no 'program ... attach=' line: the whole file is one program, as load,
+    # explain and run --type read it (before: "map 'counts' was not given to the VM")
+    prog = tmp_path / "count.s"
+    prog.write_text("# pyebpf: param SLOT=0 the array slot to add to\n"
+                    "# pyebpf: map counts array key=u32 value=u64 entries=4 show=count\n"
+                    "*(u32 *)(r10 - 4) = ${SLOT}\nr2 = r10\nr2 += -4\nr1 = counts ll\n"
+                    "call bpf_map_lookup_elem\nif r0 == 0 goto out\nr1 = 1\n"
+                    "lock *(u64 *)(r0 + 0) += r1\nout:\nr0 = 2\nexit\n")
+    proc = cli("vm", "run", "-D", "SLOT=3", str(prog))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.decode() == "r0 = 2 (0x2)\n@counts[3]: 1\n"
+    proc = cli("vm", "step", str(prog), stdin=b"step\n")
+    assert proc.returncode == 0, proc.stderr
+    assert "count.s:3" in proc.stdout.decode()
+    assert proc.stdout.decode().endswith("r0 = 2 (0x2)\n@counts[0]: 1\n")
+
+
 def test_asm_files_run_unprivileged() -> None:
     proc = cli("vm", "run", str(ASM / "count_calls.s"), prefix=unprivileged.python_argv())
     assert proc.stdout.decode() == "r0 = 0 (0x0)\n@calls[1000]: 1\n", proc.stderr

@@ -49,7 +49,7 @@ def test_next_steps_over_a_call() -> None:
     lines = out.splitlines()
     after_call = lines.index(next(x for x in lines if "=>    2: call f" in x)) + 1
     assert lines[after_call] == "(vm) n"
-    assert lines[after_call + 1] == "    r6 = 0x64, r10 = 0x300000200"   # what the call changed
+    assert lines[after_call + 1] == "    r6 = 0x64, r10 = 0x300000200 (stack0[512])"  # what the call changed
     assert "=>    3: r0 += r6" in lines[after_call + 2]
     assert "=>    6:" not in out and "stack1" not in out      # nothing inside f shown
 
@@ -61,6 +61,37 @@ def test_breakpoint_by_source_line_where_stack_and_regs() -> None:
     assert "called from    2: call f" in out and "d.s:3" in out
     assert "r10   -8: 00 00 00 00 00 00 00 00" in out
     assert "r10= 0x0000000400000200" in out                   # frame 1's stack
+
+
+def test_addresses_say_where_they_point() -> None:
+    # the VM's addresses are its own (0x300000200 is r10 of frame 0): a
+    # register that holds one is shown with its region and offset, and
+    # help says how they are made (before: bare hex, explained nowhere in step)
+    source = "r1 = r10\nr1 += -8\nr2 = 5\nr0 = 0\nexit\n"
+    vm = Vm(assemble(source, "llvm", "a.s"))
+    out = io.StringIO()
+    debug(vm, b"\x01\x02", io.StringIO("regs\ns\ns\ns\nregs\nhelp\nq\n").readline, out)
+    text = out.getvalue()
+    assert "addresses: r1 -> ctx[0], r10 -> stack0[512]" in text, text
+    assert "    r1 = 0x300000200 (stack0[512])\n" in text
+    assert "    r1 = 0x3000001f8 (stack0[504])\n" in text
+    assert "    r2 = 0x5\n" in text                          # a number: no place
+    assert "addresses: r1 -> stack0[504], r10 -> stack0[512]" in text
+    assert "the high 32 bits name a region" in text and "r10 - 8 is stackN[504]" in text
+
+
+
+def test_map_addresses_name_their_map() -> None:
+    from pyebpf.kernel.constants import MapType
+    from pyebpf.vm import VmMap
+    source = ("*(u32 *)(r10 - 4) = 1\nr2 = r10\nr2 += -4\nr1 = counts ll\n"
+              "call bpf_map_lookup_elem\nr0 += 4\nr0 = 0\nexit\n")
+    vm = Vm(assemble(source, "llvm", "m.s"), {"counts": VmMap(MapType.ARRAY, 4, 8, 4, "counts")})
+    out = io.StringIO()
+    debug(vm, b"", io.StringIO("b 7\nc\nregs\nc\n").readline, out)
+    text = out.getvalue()
+    assert "addresses: r0 -> mem#13[4]: a value of map counts, r1 -> map#0: counts, " \
+           "r2 -> stack0[508], r10 -> stack0[512]" in text, text
 
 
 def test_breakpoint_by_index_delete_and_errors() -> None:

@@ -172,6 +172,20 @@ def conformance_dir() -> pathlib.Path:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _bt_program_cache(tmp_path_factory):
+    """``pyebpf bt``'s compiled-program cache ($XDG_CACHE_HOME/pyebpf/bt) in a
+    temporary directory, not the user's (the suite's runs share it, so a
+    program run twice starts from the cache the second time)."""
+    old = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+    yield
+    if old is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = old
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _btf_index_cache(tmp_path_factory):
     """The kernel BTF's index cache in a temporary directory, not the user's."""
     old = os.environ.get("PYEBPF_BTF_CACHE")

@@ -38,7 +38,7 @@ FORMAT = "pyebpf-bt-cache-1"
 #: the action kinds an entry may hold (the others need the compiler's data)
 ACTIONS = frozenset({"printf", "time", "exit", "print", "print_value", "clear", "zero", "join"})
 #: type kinds printed with the help of symbols or stacks: not cached
-_UNCACHED_KINDS = frozenset({"ustack", "kstack", "usym", "ksym"})
+_UNCACHED_KINDS = frozenset({"ustack", "kstack", "usym", "ksym", "pystack"})
 #: BPF_TRACE_UPROBE_MULTI: the uprobe attach method an entry may hold
 _UPROBE_MULTI = 48
 

@@ -246,3 +246,16 @@ def test_a_changed_stamp_of_a_file_is_a_miss(tmp_path: Path,
     assert btcache.load(("k",)) is not None
     probed.write_bytes(b"three")
     assert btcache.load(("k",)) is None
+
+
+def test_stack_and_symbol_types_are_not_stored() -> None:
+    """A value whose printing needs the run's symbols or stacks (pystack: the
+    Python frames read from the traced processes) makes no entry."""
+    from pyebpf.lang.btcache import _Uncacheable, encode_type
+    from pyebpf.lang.types import Type, tuple_type
+    for kind in ("ustack", "kstack", "usym", "ksym", "pystack"):
+        with pytest.raises(_Uncacheable):
+            encode_type(Type(kind, 8))
+        with pytest.raises(_Uncacheable):
+            encode_type(tuple_type([Type("int", 8), Type(kind, 8)]))
+    assert encode_type(Type("int", 8)) is not None

@@ -656,6 +656,9 @@ def run(quick: bool = False, rounds: int | None = None, tools: tuple[str, ...] =
     # 4. library parts
     log("-- library parts")
     res["library"] = library_parts(quick, module_results)
+    # 5. bpftrace programs and clang-built objects: the modules' own comparisons
+    # (bench_lang against bpftrace, bench_objects against bpftool), when they ran
+    res["programs"] = {name: (module_results or {}).get(name) for name in ("lang", "objects")}
     res["machine"]["loadavg_end"] = os.getloadavg()[0]
     res["date"] = time.strftime("%Y-%m-%d %H:%M")
     res["elapsed_s"] = time.perf_counter() - t_start
@@ -912,6 +915,8 @@ def markdown(res: dict, why: bool = True) -> str:
     ])
     L.append("")
 
+    L += _programs_section(res.get("programs") or {})
+
     # targets
     L.append("**Targets**")
     L.append("")
@@ -930,6 +935,59 @@ def markdown(res: dict, why: bool = True) -> str:
         L.append("Failures:")
         L += errors
     return "\n".join(L) + "\n"
+
+
+def _programs_section(progs: dict) -> list[str]:
+    """Case 5: ``bench_lang``'s start-up and per-hit comparison with bpftrace,
+    ``bench_objects``' loading against ``bpftool prog loadall`` (libbpf), with
+    their own target lines; nothing when neither module ran."""
+    lang, objs = progs.get("lang") or {}, progs.get("objects") or {}
+    L: list[str] = []
+    if "start/bpftrace first_event_s" in lang:
+        ms = lambda key: _num(lang.get(key, float("nan")) * 1e3, 1)   # noqa: E731
+        L.append("**5. bpftrace programs** (`bench_lang`: pyebpf bt and bpftrace alternately, "
+                 "medians).  Start-up: from the process's start to BEGIN's line, which both "
+                 "print once every probe is attached (a script of BEGIN and two uprobes); "
+                 "pyebpf with its compiled-program cache emptied (cold) and filled (warm).")
+        L.append("")
+        rows = []
+        for label, key in (("start to first event, wall (ms)", "first_event_s"),
+                           ("start to exit, process CPU (ms)", "process_cpu_s")):
+            rows.append([label, ms(f"start/pyebpf {key}"), ms(f"start/pyebpf-warm {key}"),
+                         ms(f"start/bpftrace {key}")])
+        for script in ("count", "agg"):
+            rows.append([f"per hit, `{script}` script (ns)",
+                         _num(lang.get(f"{script}/pyebpf ns_per_hit")), "",
+                         _num(lang.get(f"{script}/bpftrace ns_per_hit"))])
+            rows.append([f"xlated instructions, `{script}` script",
+                         _num(lang.get(f"{script}/pyebpf xlated_insns")), "",
+                         _num(lang.get(f"{script}/bpftrace xlated_insns"))])
+        L += _table(["", "pyebpf (cold cache)", "pyebpf (warm cache)", "bpftrace"], rows)
+        L.append("")
+    elif lang.get("skipped") or lang.get("error"):
+        L += [f"**5. bpftrace programs**: not measured ({lang.get('skipped') or lang.get('error')})", ""]
+    names = sorted(k[:-len("_bpftool_ms")] for k in objs if k.endswith("_bpftool_ms"))
+    if names:
+        L.append("**6. clang-built objects** (`bench_objects`): open and load every program, "
+                 "a fresh process each time, best of the rounds; bpftool's `prog loadall` is "
+                 "libbpf's loader.")
+        L.append("")
+        L += _table(["object", "pyebpf (ms)", "bpftool (ms)", "pyebpf / bpftool"],
+                    [[n, _num(objs.get(f"{n}_pyebpf_ms"), 1), _num(objs.get(f"{n}_bpftool_ms"), 1),
+                      _num(objs.get(f"{n}_ratio"))] for n in names])
+        L.append("")
+    elif objs.get("skipped") or objs.get("error"):
+        L += [f"**6. clang-built objects**: not measured ({objs.get('skipped') or objs.get('error')})", ""]
+    lines = [f"{k}: {v}" for k, v in sorted(lang.items()) if k.startswith("target ")]
+    lines += [objs[k] for k in ("target", "target_large") if isinstance(objs.get(k), str)]
+    if lines:
+        L.append("Their targets:")
+        L.append("")
+        L.append("```")
+        L += lines
+        L.append("```")
+        L.append("")
+    return L
 
 
 def explain(res: dict) -> list[str]:

@@ -8,8 +8,9 @@ and offsets -- to a file (``marshal``: the child reads it without importing
 anything).  The child, a fresh interpreter, imports only pyebpf's cffi
 declaration (:mod:`pyebpf.kernel.ffi`) and then: creates the maps, loads
 the programs (no BTF, no verifier log), runs BEGIN (``BPF_PROG_TEST_RUN``),
-prints ``go`` once its record is in the ring buffer, attaches the two
-uprobes (``uprobe_multi`` links) and waits for SIGINT.  No parsing, no
+attaches the two uprobes (``uprobe_multi`` links), prints ``go`` (BEGIN's
+record is in the ring buffer: bpftrace too prints BEGIN's output once every
+probe is attached) and waits for SIGINT.  No parsing, no
 analysis, no code generation, no ELF reading, no formatting.
 
 Measured as ``bench_lang`` measures (wall time to the ``go`` line, the
@@ -78,9 +79,6 @@ for fd, kind, _, _ in progs:
 rb = fds[spec["ringbuf"]]
 page = mmap.PAGESIZE
 producer = mmap.mmap(rb, page, mmap.MAP_SHARED, mmap.PROT_READ, offset=page)
-if int.from_bytes(producer[:8], "little") > 0:              # BEGIN's record is there
-    sys.stdout.write("go\n")
-    sys.stdout.flush()
 links = []
 try:                                                        # (SIGINT may come before the attaching ends)
     for fd, kind, path, offsets in progs:
@@ -93,6 +91,9 @@ try:                                                        # (SIGINT may come b
             u.offsets = ptr(bytearray(b"".join(o.to_bytes(8, "little") for o in offsets)))
             u.cnt = len(offsets)
             links.append(bpf(28, a))                        # BPF_LINK_CREATE
+    if int.from_bytes(producer[:8], "little") > 0:          # attached; BEGIN's record is there
+        sys.stdout.write("go\n")
+        sys.stdout.flush()
     _signal.pause()
 except KeyboardInterrupt:
     pass

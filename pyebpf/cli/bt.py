@@ -260,25 +260,17 @@ def _run(prog: Any, args: argparse.Namespace, out: TextIO,
         child = guard.child = _spawn(args.cmd) if args.cmd else None
         stops.hold()
 
-        def begun(run: Any) -> None:
-            # BEGIN has run, the probes are not attached yet: the 'Attaching'
-            # line and BEGIN's events now, not after the kernel's wait at the
-            # first uprobe (the probes' events come after them either way)
-            run.show_warnings = not args.no_warnings
+        # bpftrace's order: BEGIN runs before the other probes are attached
+        # (its events come first in the ring), then every probe is attached,
+        # and only then the 'Attaching' line, the test suite's signal and
+        # BEGIN's events: a workload started on that line is traced
+        run = guard.resource = prog.start(child=child, json=json_mode, release=False)
+        run.show_warnings = not args.no_warnings
+        if not args.quiet:
             n = run.attached_count()
-            if not args.quiet:
-                out.write('{"type": "attached_probes", "data": {"probes": %d}}\n' % n
-                          if json_mode else f"Attaching {n} probe{'s' if n != 1 else ''}...\n")
-                out.flush()
-            _emit(run.poll(0), out, flush)
-
-        run = guard.resource = prog.start(child=child, json=json_mode, release=False,
-                                          begun=begun)
-        if cache_key is not None:
-            from ..lang import btcache
-            entry = btcache.entry_of(run, prog.warnings)
-            if entry is not None:
-                btcache.store(cache_key, entry)
+            out.write('{"type": "attached_probes", "data": {"probes": %d}}\n' % n
+                      if json_mode else f"Attaching {n} probe{'s' if n != 1 else ''}...\n")
+            out.flush()
         from . import started
         started()                               # (the collector back on: see pyebpf.cli)
         if args.verbose:
@@ -286,6 +278,12 @@ def _run(prog: Any, args: argparse.Namespace, out: TextIO,
         if os.environ.get(NOTIFY_ATTACHED):     # bpftrace's signal to its test suite
             sys.stdout.flush()
             print(NOTIFY_ATTACHED, file=sys.stderr, flush=True)
+        _emit(run.poll(0), out, flush)
+        if cache_key is not None:
+            from ..lang import btcache
+            entry = btcache.entry_of(run, prog.warnings)
+            if entry is not None:
+                btcache.store(cache_key, entry)
         _loop(run, stops, child, args.pid, out, flush, maps_now)
         run.stop(discard=stops.requested)      # (a stop signal: the backlog is not run)
         _emit(run.poll(0), out, True)

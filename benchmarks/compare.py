@@ -782,8 +782,10 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines
 
 
-def markdown(res: dict, why: bool = True) -> str:
-    """The results as markdown tables; ``why``: with the notes on missed targets."""
+def markdown(res: dict, why: bool = True, brief: bool = False) -> str:
+    """The results as markdown tables; ``why``: with the notes on missed targets;
+    ``brief`` (the README's): the tables and the targets, without the notes under
+    the tables and the library parts (``latest.md`` has them)."""
     m, tools = res["machine"], res["tools"]
     mode = "quick" if res["quick"] else "full"
     P = res["params"]
@@ -822,7 +824,7 @@ def markdown(res: dict, why: bool = True) -> str:
                         crow("traced loop (ns/call)", "loop_ns_per_call", lambda v: _num(v, 0))])
     py = c.get("pyebpf", {})
     phases = [k for k in py if k.startswith("phase_")]
-    if phases:
+    if phases and not brief:
         L.append("")
         L.append(f"pyebpf's wall time, by phase (median ms): interpreter start "
                  f"{c['python_start_s'] * 1e3:.0f} (a bare `python -c pass`, measured apart), " +
@@ -833,7 +835,7 @@ def markdown(res: dict, why: bool = True) -> str:
     trap_fn = _get(c, "pyebpf", "loop_ns_per_call") or _get(c, "bpftrace", "loop_ns_per_call")
     trap_nop = _get(res, "agg_count", "pyebpf", "added_ns") or \
         _get(res, "agg_count", "bpftrace", "added_ns")
-    if trap_fn and trap_nop:
+    if trap_fn and trap_nop and not brief:
         L.append("")
         L.append(f"The uprobe on `hit()` costs every tool ~{trap_fn / 1e3:.1f} us per call, the "
                  f"USDT probe of cases 2-3 ~{trap_nop / 1e3:.1f} us.  Both probe a `nop` "
@@ -866,13 +868,15 @@ def markdown(res: dict, why: bool = True) -> str:
         srow("tracer CPU time (s)", "cpu_s") +
         [_num(_ratio(_get(s, "pyebpf", "cpu_s"), _get(s, "bcc", "cpu_s")))],
     ])
-    L.append("")
-    L.append("Lost: for a perf ring, reported by the kernel (PERF_RECORD_LOST); for pyebpf's "
-             "ring buffer, outputs that failed, counted by the program itself (the kernel "
-             "reports ring-buffer drops to no one).  Unaccounted: neither received nor "
-             "reported lost (the kernel reports a perf loss only before the next event that "
-             "fits, so the last losses of a run can go unreported).  Drain rate: events "
-             "received per second from the loop's start to the last event received.")
+    if not brief:
+        L.append("")
+        L.append("Lost: for a perf ring, reported by the kernel (PERF_RECORD_LOST); for "
+                 "pyebpf's ring buffer, outputs that failed, counted by the program itself "
+                 "(the kernel reports ring-buffer drops to no one).  Unaccounted: neither "
+                 "received nor reported lost (the kernel reports a perf loss only before the "
+                 "next event that fits, so the last losses of a run can go unreported).  "
+                 "Drain rate: events received per second from the loop's start to the last "
+                 "event received.")
     method = _get(s, "pyebpf", "method")
     if method == "uprobe-at-note":
         L.append("")
@@ -900,28 +904,17 @@ def markdown(res: dict, why: bool = True) -> str:
 
     # library
     lib = res["library"]
-    L.append("**4. Library parts** (pyebpf alone; from the `bench_*` modules)")
-    L.append("")
-    L += _table(["part", "rate"], [
-        ["instructions assembled / s (DSL, 4,000-insn programs)", _num(lib.get("dsl_insns_per_s"))],
-        ["lines assembled / s (text, compiler-like / all-distinct lines)",
-         f"{_num(lib.get('text_lines_per_s_typical'))} / "
-         f"{_num(lib.get('text_lines_per_s_unique'))}"],
-        [f"USDT notes parsed / s (libjvm.so; {lib.get('notes_source', '?')})",
-         _num(lib.get("notes_per_s"))],
-        ["map lookups / s (one `m[key]`)", _num(lib.get("map_lookups_per_s"))],
-        ["batch iteration (entries / s, 100,000-entry hash)",
-         _num(lib.get("batch_iteration_entries_per_s"))],
-    ])
-    L.append("")
-
-    L += _programs_section(res.get("programs") or {})
+    if not brief:
+        L += _library_table(lib)
+    L += _programs_section(res.get("programs") or {}, targets=not brief)
 
     # targets
     L.append("**Targets**")
     L.append("")
     L.append("```")
     L += target_lines(res)
+    if brief:
+        L += _program_targets(res.get("programs") or {})
     L.append("```")
     notes = explain(res) if why else []
     if notes:
@@ -937,7 +930,32 @@ def markdown(res: dict, why: bool = True) -> str:
     return "\n".join(L) + "\n"
 
 
-def _programs_section(progs: dict) -> list[str]:
+def _library_table(lib: dict) -> list[str]:
+    """Case 4: the library's own rates."""
+    L = ["**4. Library parts** (pyebpf alone; from the `bench_*` modules)", ""]
+    L += _table(["part", "rate"], [
+        ["instructions assembled / s (DSL, 4,000-insn programs)", _num(lib.get("dsl_insns_per_s"))],
+        ["lines assembled / s (text, compiler-like / all-distinct lines)",
+         f"{_num(lib.get('text_lines_per_s_typical'))} / "
+         f"{_num(lib.get('text_lines_per_s_unique'))}"],
+        [f"USDT notes parsed / s (libjvm.so; {lib.get('notes_source', '?')})",
+         _num(lib.get("notes_per_s"))],
+        ["map lookups / s (one `m[key]`)", _num(lib.get("map_lookups_per_s"))],
+        ["batch iteration (entries / s, 100,000-entry hash)",
+         _num(lib.get("batch_iteration_entries_per_s"))],
+    ])
+    L.append("")
+    return L
+
+
+def _program_targets(progs: dict) -> list[str]:
+    """The target lines of ``bench_lang`` and ``bench_objects``."""
+    lang, objs = progs.get("lang") or {}, progs.get("objects") or {}
+    lines = [f"{k}: {v}" for k, v in sorted(lang.items()) if k.startswith("target ")]
+    return lines + [objs[k] for k in ("target", "target_large") if isinstance(objs.get(k), str)]
+
+
+def _programs_section(progs: dict, targets: bool = True) -> list[str]:
     """Case 5: ``bench_lang``'s start-up and per-hit comparison with bpftrace,
     ``bench_objects``' loading against ``bpftool prog loadall`` (libbpf), with
     their own target lines; nothing when neither module ran."""
@@ -955,13 +973,13 @@ def _programs_section(progs: dict) -> list[str]:
                            ("start to exit, process CPU (ms)", "process_cpu_s")):
             rows.append([label, ms(f"start/pyebpf {key}"), ms(f"start/pyebpf-warm {key}"),
                          ms(f"start/bpftrace {key}")])
-        for script in ("count", "agg"):
+        for script in ("count", "agg") if targets else ():     # (brief: in the targets)
             rows.append([f"per hit, `{script}` script (ns)",
-                         _num(lang.get(f"{script}/pyebpf ns_per_hit")), "",
-                         _num(lang.get(f"{script}/bpftrace ns_per_hit"))])
+                         _num(lang.get(f"{script}/pyebpf ns_per_hit"), 0), "",
+                         _num(lang.get(f"{script}/bpftrace ns_per_hit"), 0)])
             rows.append([f"xlated instructions, `{script}` script",
-                         _num(lang.get(f"{script}/pyebpf xlated_insns")), "",
-                         _num(lang.get(f"{script}/bpftrace xlated_insns"))])
+                         _num(lang.get(f"{script}/pyebpf xlated_insns"), 0), "",
+                         _num(lang.get(f"{script}/bpftrace xlated_insns"), 0)])
         L += _table(["", "pyebpf (cold cache)", "pyebpf (warm cache)", "bpftrace"], rows)
         L.append("")
     elif lang.get("skipped") or lang.get("error"):
@@ -978,8 +996,7 @@ def _programs_section(progs: dict) -> list[str]:
         L.append("")
     elif objs.get("skipped") or objs.get("error"):
         L += [f"**6. clang-built objects**: not measured ({objs.get('skipped') or objs.get('error')})", ""]
-    lines = [f"{k}: {v}" for k, v in sorted(lang.items()) if k.startswith("target ")]
-    lines += [objs[k] for k in ("target", "target_large") if isinstance(objs.get(k), str)]
+    lines = _program_targets(progs) if targets else []
     if lines:
         L.append("Their targets:")
         L.append("")
@@ -1078,7 +1095,7 @@ def update_readme(res: dict, readme: Path = ROOT / "README.md") -> bool:
         return False
     a = text.index(README_START) + len(README_START)
     b = text.index(README_END)
-    readme.write_text(text[:a] + "\n" + markdown(res, why=False) + text[b:])
+    readme.write_text(text[:a] + "\n" + markdown(res, why=False, brief=True) + text[b:])
     return True
 
 

@@ -172,26 +172,18 @@ def conformance_dir() -> pathlib.Path:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _bt_program_cache(tmp_path_factory):
-    """``pyebpf bt``'s compiled-program cache ($XDG_CACHE_HOME/pyebpf/bt) in a
-    temporary directory, not the user's (the suite's runs share it, so a
-    program run twice starts from the cache the second time)."""
-    old = os.environ.get("XDG_CACHE_HOME")
-    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+def _caches(tmp_path_factory):
+    """pyebpf's caches in temporary directories, not the user's: the kernel
+    BTF's index (``PYEBPF_BTF_CACHE``) and ``pyebpf bt``'s compiled programs
+    (``$XDG_CACHE_HOME/pyebpf/bt``; the suite's runs share it, so a program
+    run twice starts from the cache the second time)."""
+    names = ("PYEBPF_BTF_CACHE", "XDG_CACHE_HOME")
+    old = {name: os.environ.get(name) for name in names}
+    for name in names:
+        os.environ[name] = str(tmp_path_factory.mktemp(name.lower()))
     yield
-    if old is None:
-        os.environ.pop("XDG_CACHE_HOME", None)
-    else:
-        os.environ["XDG_CACHE_HOME"] = old
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _btf_index_cache(tmp_path_factory):
-    """The kernel BTF's index cache in a temporary directory, not the user's."""
-    old = os.environ.get("PYEBPF_BTF_CACHE")
-    os.environ["PYEBPF_BTF_CACHE"] = str(tmp_path_factory.mktemp("btf-index-cache"))
-    yield
-    if old is None:
-        os.environ.pop("PYEBPF_BTF_CACHE", None)
-    else:
-        os.environ["PYEBPF_BTF_CACHE"] = old
+    for name, value in old.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value

@@ -120,10 +120,22 @@ def load(key: tuple[Any, ...]) -> dict[str, Any] | None:
     of another key or format, or a probed file changed since."""
     path = _path(key)
     try:
-        with open(path, "rb") as f:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        # the entry's code is loaded into the kernel: only a file and folder
+        # this user owns and no one else may write are trusted
+        if not (_private(os.fstat(fd)) and _private(os.stat(os.path.dirname(path)))):
+            return None
+        with os.fdopen(fd, "rb") as f:
+            fd = -1
             entry = marshal.loads(f.read())
     except (OSError, EOFError, ValueError, TypeError):
         return None
+    finally:
+        if fd >= 0:
+            os.close(fd)
     try:
         if not isinstance(entry, dict) or entry.get("key") != key:
             return None
@@ -139,6 +151,11 @@ def load(key: tuple[Any, ...]) -> dict[str, Any] | None:
     return entry
 
 
+def _private(st: os.stat_result) -> bool:
+    """Owned by this user and writable by no one else."""
+    return st.st_uid == os.geteuid() and not st.st_mode & 0o022
+
+
 def store(key: tuple[Any, ...], entry: dict[str, Any]) -> None:
     """Write ``entry`` under ``key`` (atomically, mode 0600), then remove
     the least recently used entries beyond :data:`MAX_ENTRIES`. A failure
@@ -148,7 +165,10 @@ def store(key: tuple[Any, ...], entry: dict[str, Any]) -> None:
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        if not _private(os.stat(folder)):
+            return                       # (a folder others may write: not trusted, not used)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(marshal.dumps(dict(entry, key=key)))
         os.replace(tmp, path)

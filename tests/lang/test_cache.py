@@ -190,6 +190,25 @@ def test_corrupt_and_foreign_entries_are_ignored(tmp_path: Path, work: str) -> N
 
 
 @pytest.mark.kernel
+def test_an_entry_others_may_write_is_not_trusted(tmp_path: Path, work: str) -> None:
+    """An entry's code is loaded into the kernel: a file or folder another
+    user could have written (group/other-writable) is compiled over, never run."""
+    program = f'BEGIN {{ printf("hi\\n"); exit(); }} uprobe:{work}:compute {{ @ = count(); }}'
+    cache = tmp_path / "cache"
+    good = _bt(cache, program)
+    (entry,) = _entries(cache)
+    assert not _bt(cache, program)[3]        # (a hit)
+    entry.chmod(0o666)
+    got = _bt(cache, program)
+    assert got[3] and got[:3] == good[:3]
+    entry.chmod(0o600)
+    entry.parent.chmod(0o777)
+    got = _bt(cache, program)
+    assert got[3] and got[:3] == good[:3]
+    assert _entries(cache) == [entry]        # (nothing written into that folder either)
+
+
+@pytest.mark.kernel
 def test_no_cache_and_its_variable_store_nothing(tmp_path: Path, work: str,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     program = f'BEGIN {{ printf("hi\\n"); exit(); }} uprobe:{work}:compute {{ @ = count(); }}'

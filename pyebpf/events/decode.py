@@ -100,6 +100,14 @@ class _Decoder:
     def run(self, d: _Buf, off: int, n: int, stride: int, plen: int, out: list[Any]) -> None:
         raise NotImplementedError
 
+    def take(self, d: _Buf, off: int, n: int, stride: int, plen: int, out: list[Any]) -> int:
+        """``run`` when the payloads carry what this decoder needs: how many
+        records were decoded (0: too short, the drain counts them malformed)."""
+        if plen < self.need:
+            return 0
+        self.run(d, off, n, stride, plen, out)
+        return n
+
     def one(self, buf: _Buf, off: int, plen: int, out: list[Any]) -> None:
         raise NotImplementedError
 

@@ -269,14 +269,10 @@ class PerfBuffer(_Reader):
                             win = max(4, 2 * n)
                         elif win < _WIN_MAX:
                             win *= 4
-                    plen = sz - 12
-                    # (duplicates: deliberate, hot path: the ringbuf drain has this tail too)
                     pos += n * sz                  # consumed even if decoding raises
-                    if plen >= need:
-                        dec.run(d, off, n, sz, plen, out)
-                        count += n
-                    else:
-                        bad += n
+                    ok = dec.take(d, off, n, sz, sz - 12, out)
+                    count += ok
+                    bad += n - ok
                     continue
                 # one record: wrapped around the end (copy the two pieces) or not a sample
                 if end <= size:

@@ -188,7 +188,6 @@ class RingBufferReader(_Reader):
             return 0
         d = self._data
         mask = self.size - 1
-        need = dec.need
         count = bad = 0
         win = _WIN_START
         try:
@@ -214,13 +213,10 @@ class RingBufferReader(_Reader):
                         win *= 4
                 elif n < 1:
                     break                          # cannot happen: a torn record
-                # (duplicates: deliberate, hot path: the perf drain has this tail too)
                 cons += n * stride                 # consumed even if decoding raises
-                if plen >= need:
-                    dec.run(d, off, n, stride, plen, out)
-                    count += n
-                else:
-                    bad += n
+                ok = dec.take(d, off, n, stride, plen, out)
+                count += ok
+                bad += n - ok
         finally:
             # everything before cons is copied out: release it, once
             self._cons_cell[0] = cons

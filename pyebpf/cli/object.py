@@ -45,9 +45,7 @@ def register(subparsers: Subparsers) -> None:
     p.add_argument("--load", action="store_true",
                    help="load every map and program, and report each program's verdict")
     p.add_argument("--strict-sections", action="store_true",
-                   help="match section names as libbpf 1.x does (refuse xdp/NAME, "
-                        "classifier/NAME, perf_event/...; libbpf 0.x's lenient rules are "
-                        "the default)")
+                   help="match section names as libbpf 1.x does (see above)")
     p.add_argument("--set", metavar="NAME=VALUE", action="append", default=[],
                    help="set a global variable before loading (an int, or text); repeatable")
     p.set_defaults(func=run)

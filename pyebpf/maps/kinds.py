@@ -349,6 +349,18 @@ class StackTraceMap(_DictMap):
 # -------------------------------------------------------------------------
 # queue and stack
 
+class _Absent:
+    """The type of :data:`_ABSENT`: no default given to ``pop``/``peek``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<no default>"
+
+
+_ABSENT = _Absent()
+
+
 class _QueueLike(Map, Generic[_V]):
     """Maps without keys: push / pop / peek (generic, to a type checker, in
     the value type)."""
@@ -378,33 +390,22 @@ class _QueueLike(Map, Generic[_V]):
                                 f"{vc.label} ({vc.size} bytes): {exc}") from None  # type: ignore[union-attr]
             self._ops.update(BPF_EXIST if overwrite else BPF_ANY)
 
-    if TYPE_CHECKING:
-        @overload
-        def pop(self) -> _V: ...
-        @overload
-        def pop(self, default: _D, /) -> _V | _D: ...
-
-    def pop(self, *default: Any) -> Any:
+    def pop(self, default: _D | _Absent = _ABSENT) -> _V | _D:
         """Remove and return the next element (``default`` if given and empty)."""
         return self._next(True, default)
 
-    if TYPE_CHECKING:
-        @overload
-        def peek(self) -> _V: ...
-        @overload
-        def peek(self, default: _D, /) -> _V | _D: ...
-
-    def peek(self, *default: Any) -> Any:
-        """Return the next element without removing it."""
+    def peek(self, default: _D | _Absent = _ABSENT) -> _V | _D:
+        """Return the next element without removing it (``default`` if given and empty)."""
         return self._next(False, default)
 
-    def _next(self, remove: bool, default: tuple[Any, ...]) -> Any:
+    def _next(self, remove: bool, default: _D | _Absent) -> _V | _D:
         ops = self._ops
         with self._lock:
             if ops.lookup_and_delete() if remove else ops.lookup():
-                return self.value_codec.unpack_from(ops.value, 0)  # type: ignore[union-attr]
-        if default:
-            return default[0]
+                value: _V = self.value_codec.unpack_from(ops.value, 0)  # type: ignore[union-attr]
+                return value
+        if not isinstance(default, _Absent):
+            return default
         raise MapKeyError(f"{self._what} {self.name!r} is empty")
 
     def drain(self) -> list[_V]:

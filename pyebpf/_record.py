@@ -28,7 +28,6 @@ standard ones.
 """
 from __future__ import annotations
 
-from collections import namedtuple
 from operator import attrgetter, methodcaller
 
 TYPE_CHECKING = False
@@ -49,6 +48,9 @@ else:
 
     def record(cls: type) -> type:
         """Turn ``cls`` (annotated fields, optional defaults) into a named tuple class."""
+        # (imported here: collections costs a cold start ~1.5 ms, and the modules
+        # of the object loading path define no record; see tests/objects/test_objects_lean.py)
+        from collections import namedtuple
         ns = dict(cls.__dict__)
         fields = list(ns.get("__annotations__", {}))
         defaults = []

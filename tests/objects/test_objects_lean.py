@@ -30,7 +30,9 @@ is paid again at interpreter exit:
   run's result lives in :mod:`pyebpf.kernel.testrun` --, and the BTF index is
   packed memoryviews, not ``array`` (which imports ``collections.abc``);
 * ``bisect`` and ``fcntl`` (shared libraries to load): a few dozen search
-  steps; an fd 0 or a dup only.
+  steps; an fd 0 or a dup only;
+* ``operator``: the BTF types' equality key (``@dataclass``) is made on
+  their first comparison, and loading compares none.
 
 What the shortcuts give is what the kernel says: the maps' shapes equal
 ``map_info``'s, the programs' instructions their bytes.
@@ -68,7 +70,7 @@ FORBIDDEN = frozenset({
     "resource", "typing", "re", "enum", "argparse", "dataclasses", "inspect", "functools",
     "warnings", "importlib", "ctypes", "glob", "difflib", "subprocess", "shutil", "tempfile",
     "json", "threading", "logging", "contextlib", "textwrap",
-    "collections", "array", "bisect", "fcntl", "pyebpf.kernel.testrun"})
+    "collections", "array", "bisect", "fcntl", "operator", "pyebpf.kernel.testrun"})
 
 _LOAD = """
 import sys

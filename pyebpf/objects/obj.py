@@ -61,9 +61,41 @@ class ObjectProgram:
         self.status = "not loaded"
         self.reason = ""
         self.error: Exception | None = None
-        self.loaded: Any = None
+        self._loaded: Any = None
+        #: (fd, instructions, maps, log) of a program loaded, until ``loaded`` wraps them
+        self._kept: tuple[Any, Any, Any, str] | None = None
         #: the instruction slots as loaded (after linking and relocation)
         self.insn_count = func.end - func.start
+
+    @property
+    def loaded(self) -> Any:
+        """The :class:`~pyebpf.loader.LoadedProgram` once loaded (else None),
+        made on first use: loading keeps each program's fd alone (owned by the
+        object), and a process that loads and closes never imports the loader."""
+        lp = self._loaded
+        if lp is None and self._kept is not None:
+            from ..loader import LoadedProgram
+            fd, insns, maps, log = self._kept
+            self._kept = None
+            lp = self._loaded = LoadedProgram(fd, self.prog_type, None, insns, maps, log,
+                                              self.name, self.expected_attach_type)
+            owned = self._obj._owned
+            for i, thing in enumerate(owned):      # the object closes the wrapper now
+                if thing is fd:
+                    owned[i] = lp
+                    break
+            else:                                  # the object closed it already
+                lp.close()
+        return lp
+
+    @loaded.setter
+    def loaded(self, value: Any) -> None:
+        self._loaded, self._kept = value, None
+
+    def _loaded_as(self, fd: Any, insns: bytes, maps: Any, log: str) -> None:
+        """Loaded as ``fd`` (the object owns it until :attr:`loaded` wraps it)."""
+        self._loaded, self._kept = None, (fd, insns, maps, log)
+        self._obj._owned.append(fd)
 
     @property
     def type_name(self) -> str:
@@ -76,7 +108,8 @@ class ObjectProgram:
     # the attach functions accept a program with fileno()/fd/prog_type
     def fileno(self) -> int:
         """The loaded program's fd (raises if it is not loaded)."""
-        fd: int = self._require().fileno()
+        kept = self._kept              # (its fd alone: the loader is not needed for it)
+        fd: int = kept[0].fileno() if kept is not None else self._require().fileno()
         return fd
 
     @property

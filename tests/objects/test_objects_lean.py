@@ -32,7 +32,11 @@ is paid again at interpreter exit:
 * ``bisect`` and ``fcntl`` (shared libraries to load): a few dozen search
   steps; an fd 0 or a dup only;
 * ``operator``: the BTF types' equality key (``@dataclass``) is made on
-  their first comparison, and loading compares none.
+  their first comparison, and loading compares none;
+* ``pyebpf.loader`` and the ``pyebpf.kernel.syscall`` facade: a program's
+  :class:`~pyebpf.loader.LoadedProgram` is made on first use of
+  ``loaded`` (until then the object owns the program's fd), and maps are
+  created through :mod:`pyebpf.kernel.mapops` itself.
 
 What the shortcuts give is what the kernel says: the maps' shapes equal
 ``map_info``'s, the programs' instructions their bytes.
@@ -70,7 +74,8 @@ FORBIDDEN = frozenset({
     "resource", "typing", "re", "enum", "argparse", "dataclasses", "inspect", "functools",
     "warnings", "importlib", "ctypes", "glob", "difflib", "subprocess", "shutil", "tempfile",
     "json", "threading", "logging", "contextlib", "textwrap",
-    "collections", "array", "bisect", "fcntl", "operator", "pyebpf.kernel.testrun"})
+    "collections", "array", "bisect", "fcntl", "operator", "pyebpf.kernel.testrun",
+    "pyebpf.loader", "pyebpf.kernel.syscall"})
 
 _LOAD = """
 import sys
@@ -128,6 +133,35 @@ def test_the_maps_python_objects_are_made_on_first_use(objects):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert ("[('.bss', 'ArrayMap'), ('.data', 'ArrayMap'), ('.rodata', 'ArrayMap'), "
             "('events', 'RingBuf')]") in proc.stdout
+
+
+@pytest.mark.kernel
+def test_a_programs_loaded_wrapper_is_made_on_first_use(objects):
+    after = ("assert 'pyebpf.loader' not in sys.modules\n"
+             "p = obj.programs['handle_execve']\n"
+             "fd = p.fileno()\n"
+             "assert 'pyebpf.loader' not in sys.modules\n"
+             "lp = p.loaded\n"
+             "assert type(lp).__name__ == 'LoadedProgram' and p.loaded is lp\n"
+             "assert lp.fileno() == fd and lp.name == 'handle_execve' and not lp.closed\n"
+             "assert lp.prog_type == p.prog_type and sum(i.slots for i in lp.insns) == p.insn_count\n"
+             "obj.close()\n"
+             "assert lp.closed\n"
+             "print('wrapped', lp)")
+    proc, _ = _imported(_LOAD.format(after=after), objects["execsnoop"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "wrapped <LoadedProgram 'handle_execve'" in proc.stdout and "(closed)>" in proc.stdout
+
+
+@pytest.mark.kernel
+def test_a_program_first_asked_for_after_close_is_closed(objects):
+    obj = open_object(objects["execsnoop"]).load()
+    prog = next(iter(obj.programs.values()))
+    fd = prog.fileno()
+    obj.close()
+    assert prog.loaded.closed and prog.status == "loaded"
+    assert not os.path.exists(f"/proc/self/fd/{fd}") or \
+        not os.readlink(f"/proc/self/fd/{fd}").startswith("anon_inode:bpf-prog")
 
 
 @pytest.mark.kernel

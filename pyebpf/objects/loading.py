@@ -645,7 +645,7 @@ def _attach_btf_id(obj: BpfObject, prog: ObjectProgram,
 def _load_program(obj: BpfObject, prog: ObjectProgram, index: CodeIndex,
                   infos: BtfInfos, ksyms: dict[str, tuple[str, int]],
                   targets: dict[tuple[str, int], int], log_level: int) -> None:
-    from ..kernel.objload import prog_load_btf
+    from ..kernel.prog import prog_load
     if prog.sdef is None:
         prog.status, prog.reason = "skipped", f"unknown section {prog.section!r}"
         return
@@ -670,12 +670,12 @@ def _load_program(obj: BpfObject, prog: ObjectProgram, index: CodeIndex,
         prog.expected_attach_type = usdt_attach_type(prog.attach_type)
     flags = 1 << 4 if prog.sdef.sleepable else 0         # BPF_F_SLEEPABLE
     try:
-        fd, log = prog_load_btf(prog.prog_type, insns, obj.license or "GPL", name=prog.name,
-                                btf_fd=obj._btf_fd.fileno() if obj._btf_fd is not None else 0,
-                                func_info=func_info, line_info=line_info,
-                                expected_attach_type=prog.expected_attach_type,
-                                attach_btf_id=btf_id, kern_version=obj.kern_version,
-                                prog_flags=flags, log_level=log_level)
+        fd, log = prog_load(prog.prog_type, insns, obj.license or "GPL", name=prog.name,
+                            btf_fd=obj._btf_fd.fileno() if obj._btf_fd is not None else 0,
+                            func_info=func_info, line_info=line_info,
+                            expected_attach_type=prog.expected_attach_type,
+                            attach_btf_id=btf_id, kern_version=obj.kern_version,
+                            prog_flags=flags, log_level=log_level)
     except VerifierError as exc:
         prog.status, prog.error = "rejected", _explain(exc, insns, lines_of(infos, linked),
                                                        _btf_note(obj, exc.message)
@@ -727,12 +727,12 @@ def _probe_refuses(prog: ObjectProgram, btf_id: int) -> str | None:
     another target of the same kind may load (one iterator refused, the
     next loaded)."""
     from ..kernel.features import RETURN_ZERO
-    from ..kernel.objload import prog_load_btf
+    from ..kernel.prog import prog_load
     key = (prog.prog_type, prog.attach_type, btf_id)
     if key not in _PROBES:
         try:
-            fd, _ = prog_load_btf(prog.prog_type, RETURN_ZERO, "GPL",
-                                  expected_attach_type=prog.attach_type, attach_btf_id=btf_id)
+            fd, _ = prog_load(prog.prog_type, RETURN_ZERO, "GPL",
+                              expected_attach_type=prog.attach_type, attach_btf_id=btf_id)
         except KernelError as exc:
             name = os.strerror(exc.errno) if exc.errno else str(exc)
             target = prog.section.split("/", 1)[1] if btf_id and "/" in prog.section else ""

@@ -118,7 +118,7 @@ def test_open_and_load_import_no_module_the_path_does_not_need(objects, name):
     proc, names = _imported(_LOAD.format(after=""), objects[name])
     assert proc.returncode == 0, proc.stderr[-3000:]
     # (the check sees the load: the object's modules, the kernel's)
-    assert {"pyebpf.objects.loading", "pyebpf.kernel.objload", "pyebpf.kernel.mapops"} <= names
+    assert {"pyebpf.objects.loading", "pyebpf.kernel.prog", "pyebpf.kernel.mapops"} <= names
     assert not names & FORBIDDEN, sorted(names & FORBIDDEN)
 
 

@@ -54,7 +54,7 @@ def prog_load(prog_type: int, insns: bytes, license: str = "GPL", *, name: str =
     ``btf_fd`` with ``func_info``/``line_info`` (packed ``bpf_func_info``, 8
     bytes, / ``bpf_line_info``, 16 bytes, records whose ``insn_off`` counts
     instructions and whose ids and string offsets refer to that BTF) are what
-    an object file's programs carry (:mod:`.objload`).
+    an object file's programs carry (:mod:`pyebpf.objects` loads them with this).
     """
     code = bytes(insns)
     if len(code) % 8 or not code:

@@ -165,6 +165,36 @@ def test_a_program_first_asked_for_after_close_is_closed(objects):
         not os.readlink(f"/proc/self/fd/{fd}").startswith("anon_inode:bpf-prog")
 
 
+def test_a_large_object_is_mapped_and_its_dwarf_read_when_asked(objects, tmp_path):
+    """A ``-g`` object built with a vmlinux.h is mostly DWARF: it is mapped
+    while parsed, the loader's sections copied out, and the file's bytes and
+    the debug sections read again only when asked for (as they are in it);
+    a file changed since is refused, not misread."""
+    from pyebpf.objects.elfobj import ObjElf
+    from pyebpf.objects.errors import ObjectError
+
+    path = tmp_path / "copy.o"
+    raw = open(objects["execsnoop"], "rb").read()
+    path.write_bytes(raw)
+    assert len(raw) >= 64 * 1024
+    elf = ObjElf.read(str(path))
+    assert elf._data is None                            # not read whole
+    debug = [sec for sec in elf.sections if sec.name.startswith(".debug_info")]
+    assert debug and all(sec._data is None for sec in debug)
+    for sec in elf.sections:
+        if not sec.name.startswith((".debug", ".rel.debug")) and sec.type != 8:
+            assert sec._data is not None, sec.name         # copied while mapped
+    assert ObjElf(raw, str(path)).section(".BTF").data == elf.section(".BTF").data
+    assert debug[0].data == raw[debug[0]._offset:debug[0]._offset + debug[0].size]
+    assert elf.data == raw
+    again = ObjElf.read(str(path))
+    path.write_bytes(raw + b"\0")                       # rebuilt since
+    with pytest.raises(ObjectError, match="changed since it was opened"):
+        again.data                                         # noqa: B018
+    with pytest.raises(ObjectError, match="changed since it was opened"):
+        next(sec for sec in again.sections if sec.name.startswith(".debug")).data  # noqa: B018
+
+
 @pytest.mark.kernel
 def test_closing_closes_maps_never_used(objects):
     obj = open_object(objects["execsnoop"]).load()

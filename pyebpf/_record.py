@@ -28,9 +28,6 @@ standard ones.
 """
 from __future__ import annotations
 
-from collections import namedtuple
-from operator import attrgetter, methodcaller
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import NamedTuple as Record
@@ -49,6 +46,9 @@ else:
 
     def record(cls: type) -> type:
         """Turn ``cls`` (annotated fields, optional defaults) into a named tuple class."""
+        # (imported here: collections costs a cold start ~1.5 ms, and the modules
+        # of the object loading path define no record; see tests/objects/test_objects_lean.py)
+        from collections import namedtuple
         ns = dict(cls.__dict__)
         fields = list(ns.get("__annotations__", {}))
         defaults = []
@@ -72,6 +72,7 @@ def keyed_by(method: str) -> Callable[[_T], _T]:
     ``method`` named returns (looked up on each instance, so a subclass may
     redefine it).  An instance equals any instance of the decorated class or
     of a subclass whose key is equal; anything else is ``NotImplemented``."""
+    from operator import methodcaller   # (here: see _first_key)
     key = methodcaller(method)
 
     def decorate(cls: _T) -> _T:
@@ -152,7 +153,7 @@ else:
         if "__repr__" not in own:
             cls.__repr__ = _repr
         if eq and "__eq__" not in own:
-            cls._key = attrgetter(*cls._fields) if cls._fields else _no_fields
+            cls._key = staticmethod(_first_key(cls))
             cls.__eq__ = _eq
             if "__hash__" not in own:          # (an explicit one is kept, as dataclasses does)
                 cls.__hash__ = _hash if frozen else None
@@ -204,6 +205,18 @@ else:
         values = {n: getattr(obj, n) for n in obj._field_specs}
         values.update(changes)
         return type(obj)(**values)
+
+    def _first_key(cls: Any) -> Callable[[Any], Any]:
+        """The key ``__eq__``/``__hash__`` compare for ``cls``, which on first
+        use puts ``operator.attrgetter(*fields)`` in its place (importing
+        :mod:`operator` costs a cold start ~0.3 ms; loading an object never
+        compares its BTF types)."""
+        def key(obj: Any) -> Any:
+            from operator import attrgetter
+            real = attrgetter(*cls._fields) if cls._fields else staticmethod(_no_fields)
+            cls._key = real
+            return cls._key(obj)
+        return key
 
     def _no_fields(obj: Any) -> tuple[()]:
         return ()

@@ -211,3 +211,29 @@ def test_the_tree_needs_no_dataclasses_module():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=root).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("options", [{}, {"frozen": True}])
+def test_dataclass_without_fields_compares_as_the_standard_one(options):
+    """The equality key is made on the first comparison (``operator`` is not
+    imported before); a class with no field compares and hashes as
+    dataclasses' does (it raised TypeError)."""
+    import dataclasses
+
+    from pyebpf import _record
+
+    rows = {}
+    for name, make in (("ours", _record.dataclass), ("std", dataclasses.dataclass)):
+        @make(**options)
+        class Empty:
+            pass
+
+        @make(**options)
+        class One(Empty):
+            x: int
+
+        row = [Empty() == Empty(), One(1) == One(1), One(1) == One(2), One(1) == Empty()]
+        if options:
+            row += [hash(Empty()) == hash(Empty()), hash(One(1)) == hash(One(1))]
+        rows[name] = row
+    assert rows["ours"] == rows["std"]

@@ -25,10 +25,9 @@ Nothing here reads the whole target BTF: candidates are found by name.
 """
 from __future__ import annotations
 
-from .._record import Record, record
 from .errors import BtfError
 from .ext import CORE_KINDS, CoreRelo
-from .types import Kind
+from .types import Kind, _Plain
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -69,14 +68,16 @@ def essential_name(name: str) -> str:
     return name
 
 
-@record
-class Accessor(Record):
+class Accessor(_Plain):
     """One step of a spec: ``type_id`` holds member/element ``idx``; ``name``
     is the member's name ("" for an array index)."""
 
-    type_id: int
-    idx: int
-    name: str
+    __slots__ = ("type_id", "idx", "name")
+
+    def __init__(self, type_id: int, idx: int, name: str):
+        self.type_id = type_id
+        self.idx = idx
+        self.name = name
 
 
 class Spec:
@@ -123,8 +124,7 @@ class Spec:
         return f"<Spec {self.describe()} ({self.access}) bit {self.bit_offset}>"
 
 
-@record
-class CoreResult(Record):
+class CoreResult(_Plain):
     """What a relocation resolves to.
 
     ``orig`` is the value for the local (object) types -- what clang put in
@@ -137,17 +137,23 @@ class CoreResult(Record):
     ``type_id_local``).
     """
 
-    kind: int
-    orig: int
-    new: int
-    poison: bool
-    validate: bool
-    local: Spec
-    target: Spec | None
-    orig_size: int = 0
-    new_size: int = 0
-    orig_type_id: int = 0
-    new_type_id: int = 0
+    __slots__ = ("kind", "orig", "new", "poison", "validate", "local", "target", "orig_size",
+                 "new_size", "orig_type_id", "new_type_id")
+
+    def __init__(self, kind: int, orig: int, new: int, poison: bool, validate: bool,
+                 local: Spec, target: Spec | None, orig_size: int = 0, new_size: int = 0,
+                 orig_type_id: int = 0, new_type_id: int = 0):
+        self.kind = kind
+        self.orig = orig
+        self.new = new
+        self.poison = poison
+        self.validate = validate
+        self.local = local
+        self.target = target
+        self.orig_size = orig_size
+        self.new_size = new_size
+        self.orig_type_id = orig_type_id
+        self.new_type_id = new_type_id
 
     @property
     def kind_name(self) -> str:

@@ -2,14 +2,18 @@
 records clang writes beside ``.BTF`` (names and access strings point into the
 ``.BTF`` string table).  ``insn_off`` is a byte offset in its ELF section, as
 in the file (divide by 8 for an instruction index).
+
+The records are small value classes (``__slots__``, equality, hashing, repr),
+as :mod:`.types`' members and parameters are: every object load reads them,
+and a named tuple class would cost it :mod:`collections` (~1.5 ms cold).
 """
 from __future__ import annotations
 
 import struct
 
-from .._record import Record, record
 from .errors import BtfError
 from .reader import MAGIC
+from .types import _Plain
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -30,38 +34,45 @@ CORE_KINDS = ("field_byte_offset", "field_byte_size", "field_exists", "field_sig
               "type_exists", "type_size", "enumval_exists", "enumval_value", "type_matches")
 
 
-@record
-class FuncInfo(Record):
+class FuncInfo(_Plain):
     """A function starting at ``insn_off`` (bytes) of ``section``, of FUNC ``type_id``."""
 
-    section: str
-    insn_off: int
-    type_id: int
+    __slots__ = ("section", "insn_off", "type_id")
+
+    def __init__(self, section: str, insn_off: int, type_id: int):
+        self.section = section
+        self.insn_off = insn_off
+        self.type_id = type_id
 
 
-@record
-class LineInfo(Record):
+class LineInfo(_Plain):
     """The C source line of the instruction at ``insn_off`` (bytes) of ``section``."""
 
-    section: str
-    insn_off: int
-    file_name: str
-    line_text: str
-    line: int
-    column: int
+    __slots__ = ("section", "insn_off", "file_name", "line_text", "line", "column")
+
+    def __init__(self, section: str, insn_off: int, file_name: str, line_text: str,
+                 line: int, column: int):
+        self.section = section
+        self.insn_off = insn_off
+        self.file_name = file_name
+        self.line_text = line_text
+        self.line = line
+        self.column = column
 
 
-@record
-class CoreRelo(Record):
+class CoreRelo(_Plain):
     """A CO-RE relocation: the instruction at ``insn_off`` (bytes) of ``section``
     reads ``access`` (``"0:1:2"``) from local type ``type_id``; ``kind`` is a
     number of :data:`CORE_KINDS`."""
 
-    section: str
-    insn_off: int
-    type_id: int
-    access: str
-    kind: int
+    __slots__ = ("section", "insn_off", "type_id", "access", "kind")
+
+    def __init__(self, section: str, insn_off: int, type_id: int, access: str, kind: int):
+        self.section = section
+        self.insn_off = insn_off
+        self.type_id = type_id
+        self.access = access
+        self.kind = kind
 
     @property
     def kind_name(self) -> str:

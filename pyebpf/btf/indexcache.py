@@ -27,7 +27,6 @@ import os
 import struct
 import sys
 import zlib
-from array import array
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -86,6 +85,7 @@ def _arrays(raw: bytes | mmap, at: int, counts: tuple[int, ...]) -> list[Sequenc
         if sys.byteorder == "little":
             out.append(part.cast("I"))
         else:
+            from array import array
             a = array("I")
             a.frombytes(part)
             a.byteswap()
@@ -127,10 +127,7 @@ def store(btf_path: str, key: bytes, offsets: Sequence[int], by_name: Sequence[i
         return
     parts = [_HEAD.pack(MAGIC, len(key), len(offsets), len(by_name)), key]
     for seq in (offsets, by_name):
-        a = array("I", seq)
-        if sys.byteorder == "big":
-            a.byteswap()
-        parts.append(a.tobytes())
+        parts.append(struct.pack(f"<{len(seq)}I", *seq))
     blob = b"".join(parts)
     blob += zlib.crc32(blob).to_bytes(4, "little")
     tmp = f"{path}.{os.getpid()}.tmp"

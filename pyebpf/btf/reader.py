@@ -1,7 +1,7 @@
 """Reading BTF: the header, a lazy index of the type records, types on demand.
 
 Opening a blob checks its header and walks the type section once, keeping
-only the word offset of each record in an ``array`` (the record lengths are
+only the word offset of each record in a packed array (the record lengths are
 looked up by their info word, so the walk is a few bytecodes per record).
 A type is decoded when it is asked for and then cached; a name is found by
 searching the string table for it and the records' name offsets for the
@@ -23,8 +23,6 @@ from __future__ import annotations
 import os
 import struct
 import sys
-from array import array
-from bisect import bisect_left, bisect_right
 
 from .errors import BtfError
 from .types import EnumValue, Kind, Member, Param, Type, VarSecinfo, kind_name
@@ -32,7 +30,7 @@ from .types import EnumValue, Kind, Member, Param, Type, VarSecinfo, kind_name
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from mmap import mmap
-    from typing import BinaryIO, Iterator, Sequence
+    from typing import Any, BinaryIO, Callable, Iterator, Sequence
 
 __all__ = ["Btf", "MAGIC", "HEADER", "VMLINUX"]
 
@@ -60,10 +58,18 @@ def _words(data: memoryview) -> Sequence[int]:
     a little-endian host)."""
     if sys.byteorder == "little":
         return data.cast("I")
+    from array import array
     out = array("I")
     out.frombytes(data)
     out.byteswap()
     return out
+
+
+def u32s(values: Sequence[int]) -> memoryview:
+    """``values`` packed as native unsigned 32-bit words, viewed as a read-only
+    sequence of ints (what an ``array("I")`` holds, without importing
+    :mod:`array`: it imports :mod:`collections`, ~2 ms of a cold start)."""
+    return memoryview(struct.pack(f"={len(values)}I", *values)).cast("I")
 
 
 def _map(f: BinaryIO) -> mmap | None:
@@ -76,12 +82,12 @@ def _map(f: BinaryIO) -> mmap | None:
         return None
 
 
-def _record_offsets(words: Sequence[int], first_id: int, types_at: int) -> array[int]:
+def _record_offsets(words: Sequence[int], first_id: int, types_at: int) -> Sequence[int]:
     """The word offset of each type record: one walk, each record's length
     (in words) looked up by its info word (kind and vlen) in a table filled
     on first sight, so a record costs one dictionary lookup."""
     lengths: dict[int, int] = {}
-    offsets = array("I")
+    offsets: list[int] = []
     add = offsets.append
     n = len(words)
     i = 0
@@ -102,11 +108,28 @@ def _record_offsets(words: Sequence[int], first_id: int, types_at: int) -> array
             offsets.pop()
             break
     if i == n:
-        return offsets
+        return u32s(offsets)
     if i < n:
         raise BtfError("truncated type record", types_at + 4 * i, first_id + len(offsets))
     raise BtfError("last type record runs past the type section",
                    types_at + 4 * offsets[-1], first_id + len(offsets) - 1)
+
+
+def search_sorted(seq: Sequence[Any], want: Any, lo: int = 0,
+                  key: Callable[[Any], Any] | None = None, after: bool = False) -> int:
+    """Where ``want`` goes in ``seq`` (sorted by ``key``) from ``lo`` on: before
+    the equal items, or after them (``after``): ``bisect_left`` and
+    ``bisect_right``, without loading :mod:`bisect`'s shared library (a
+    cold object load's search is a few dozen steps)."""
+    hi = len(seq)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        k = seq[mid] if key is None else key(seq[mid])
+        if k < want or (after and k == want):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 class Btf:
@@ -436,7 +459,7 @@ class Btf:
     def _name_offsets_of_types(self) -> Sequence[int]:
         """The name offset of every own type record (made on first need)."""
         if self._name_offs is None:
-            offs = array("I", map(self._words.__getitem__, self._offsets))
+            offs = u32s(list(map(self._words.__getitem__, self._offsets)))
             self._name_bytes = offs.tobytes()
             self._name_offs = offs
         return self._name_offs
@@ -486,7 +509,7 @@ class Btf:
         names = self._name_offsets_of_types()
         first = self._first_id
         named = [first + k for k, off in enumerate(names) if off]
-        self._by_name = array("I", sorted(named, key=self._raw_name))
+        self._by_name = u32s(sorted(named, key=self._raw_name))
 
     def _named(self, name: str, prefix: bool) -> list[int]:
         """Own ids whose name is ``name`` (or starts with it), in id order."""
@@ -501,9 +524,9 @@ class Btf:
         key = self._raw_name
         want = name.encode()
         try:
-            lo = bisect_left(by_name, want, key=key)
-            hi = (bisect_left(by_name, want + b"\xff", lo, key=key) if prefix
-                  else bisect_right(by_name, want, lo, key=key))
+            lo = search_sorted(by_name, want, 0, key)
+            hi = search_sorted(by_name, want + b"\xff" if prefix else want, lo, key,
+                               after=not prefix)
         except (IndexError, BtfError):      # an index naming ids this blob has not
             self._by_name = None
             return self._named(name, prefix)

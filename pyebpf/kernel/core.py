@@ -22,7 +22,6 @@ elements and batches), :mod:`.prog` (loading, test runs), :mod:`.objinfo`
 from __future__ import annotations
 
 import errno as E
-import fcntl
 import os
 
 TYPE_CHECKING = False
@@ -178,6 +177,7 @@ class Fd(Owner):
         if fd < 0:
             raise OptionError(f"invalid file descriptor {fd}")
         if fd == 0:
+            import fcntl            # (rare: not loaded at start-up)
             new = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 1)
             os.close(0)
             fd = new
@@ -211,6 +211,7 @@ class Fd(Owner):
 
     def dup(self) -> "Fd":
         """A new :class:`Fd` for the same open file (close-on-exec)."""
+        import fcntl
         return Fd(fcntl.fcntl(self.fileno(), fcntl.F_DUPFD_CLOEXEC, 1))
 
     def __repr__(self) -> str:

@@ -1,4 +1,4 @@
-"""Programs: BPF_PROG_LOAD with its verifier log, and BPF_PROG_TEST_RUN.
+"""Programs: BPF_PROG_LOAD with its verifier log (BPF_PROG_TEST_RUN: :mod:`.testrun`).
 
 The conventions are those of :mod:`.core`; a rejection by the verifier becomes
 a :class:`~pyebpf.errors.VerifierError` with a hint from :mod:`.hints`.
@@ -14,18 +14,16 @@ if TYPE_CHECKING:
 
 from ..errors import EncodingError, KernelError, VerifierError
 from .constants import AttachType, Cmd, ProgType, enum_name
-from .core import (Fd, addr, as_fd, attr_size, buf, decode_cstr, kernel_error, new_attr,
+from .core import (Fd, addr, as_fd, attr_size, decode_cstr, kernel_error, new_attr,
                    obj_name, try_bpf)
 from .ffi import ffi
-from .._record import Record, record
 
-__all__ = ["prog_load", "prog_test_run", "TestRun", "DEFAULT_LOG_SIZE"]
+__all__ = ["prog_load", "DEFAULT_LOG_SIZE", "FUNC_INFO_REC", "LINE_INFO_REC"]
 
 #: the verifier log buffer a load starts with (it grows as the kernel asks)
 DEFAULT_LOG_SIZE = 64 * 1024
 _LOG_MAX = (1 << 30) - 1           # the kernel's bound on log_size (UINT_MAX >> 2)
 _SZ_PROG_LOAD = attr_size("prog_load", "log_true_size")
-_SZ_TEST = attr_size("test", "batch_size")
 FUNC_INFO_REC = 8                  # sizeof(struct bpf_func_info)
 LINE_INFO_REC = 16                 # sizeof(struct bpf_line_info)
 
@@ -56,7 +54,7 @@ def prog_load(prog_type: int, insns: bytes, license: str = "GPL", *, name: str =
     ``btf_fd`` with ``func_info``/``line_info`` (packed ``bpf_func_info``, 8
     bytes, / ``bpf_line_info``, 16 bytes, records whose ``insn_off`` counts
     instructions and whose ids and string offsets refer to that BTF) are what
-    an object file's programs carry (:mod:`.objload`).
+    an object file's programs carry (:mod:`pyebpf.objects` loads them with this).
     """
     code = bytes(insns)
     if len(code) % 8 or not code:
@@ -159,65 +157,3 @@ def _prog_load_error(err: int, log: str, prog_type: int, expected_attach_type: i
                         prog_type=prog_type,
                         attach=enum_name(AttachType, expected_attach_type),
                         license_note="" if license else "; the license must not be empty")
-
-
-@record
-class TestRun(Record):
-    """Result of :func:`prog_test_run` (a tuple: ``retval, data_out, duration_ns, ctx_out``)."""
-
-    retval: int
-    data_out: bytes
-    duration_ns: int
-    ctx_out: bytes | None
-
-
-TestRun.__test__ = False  # type: ignore[attr-defined]  # not a pytest class
-
-
-def prog_test_run(fd: "int | Fd", data: bytes = b"", repeat: int = 1,
-                  ctx: bytes | None = None, data_size_out: int | None = None, *,
-                  flags: int = 0, cpu: int = 0, batch_size: int = 0) -> TestRun:
-    """BPF_PROG_TEST_RUN: run the program ``repeat`` times on ``data`` (and ``ctx``).
-
-    ``data_size_out`` is the size of the output buffer (default: ``len(data)``
-    plus 4 KiB of room for programs that grow the packet; 0 = no output).
-    ``duration_ns`` is the kernel's average per run.  Returns :class:`TestRun`.
-    """
-    fd = as_fd(fd)
-    if data_size_out is None:
-        data_size_out = len(data) + 4096 if data else 0
-    din = buf(data)
-    dout = bytearray(data_size_out) if data_size_out else None
-    dout_cd = buf(dout)
-    cin = buf(ctx)
-    cout = bytearray(len(ctx)) if ctx else None
-    cout_cd = buf(cout)
-    attr = new_attr()
-    t = attr.test
-    t.prog_fd = fd
-    t.data_size_in = len(data)
-    t.data_size_out = data_size_out
-    t.data_in = addr(din) if din is not None else 0
-    t.data_out = addr(dout_cd) if dout_cd is not None else 0
-    # the kernel runs once for repeat 0; raw_tracepoint programs insist on 0
-    t.repeat = 0 if repeat == 1 else repeat
-    t.ctx_size_in = len(ctx) if ctx else 0
-    t.ctx_size_out = len(ctx) if ctx else 0
-    t.ctx_in = addr(cin) if cin is not None else 0
-    t.ctx_out = addr(cout_cd) if cout_cd is not None else 0
-    t.flags = flags
-    t.cpu = cpu
-    t.batch_size = batch_size
-    ret = try_bpf(Cmd.PROG_TEST_RUN, attr, _SZ_TEST)
-    if ret == -E.EINVAL and cout is not None:
-        # raw_tracepoint (and some other) programs take ctx in but give none back;
-        # the kernel checks this before running, so trying again is safe
-        t.ctx_size_out = 0
-        t.ctx_out = 0
-        cout = None
-        ret = try_bpf(Cmd.PROG_TEST_RUN, attr, _SZ_TEST)
-    if ret < 0:
-        raise kernel_error("BPF_PROG_TEST_RUN", -ret, f"program fd {fd}", out=t.data_size_out)
-    out = bytes(dout[:min(t.data_size_out, data_size_out)]) if dout is not None else b""
-    ctx_out = bytes(cout[:t.ctx_size_out]) if cout is not None else None
-    return TestRun(t.retval, out, t.duration, ctx_out)

@@ -9,7 +9,7 @@ then ``_sys.map_create`` imports :mod:`.mapops` alone):
   conventions every wrapper keeps (its docstring);
 * :mod:`.hints` -- errno -> exception class and hint, the verifier's hints (data);
 * :mod:`.mapops` -- map creation, element and batch operations;
-* :mod:`.prog` -- program loading and test runs;
+* :mod:`.prog` -- program loading; :mod:`.testrun` -- test runs;
 * :mod:`.objinfo` -- object info records, ids <-> fds, run-time stats;
 * :mod:`.links` -- BPF links, raw tracepoints, task fd queries;
 * :mod:`.fs` -- bpffs and tracefs mounts, pinning;
@@ -57,8 +57,8 @@ if TYPE_CHECKING:       # what __getattr__ imports on first use, as type checker
                        perf_event_reset as perf_event_reset,
                        perf_event_set_bpf as perf_event_set_bpf,
                        perf_event_set_output as perf_event_set_output)
-    from .prog import (DEFAULT_LOG_SIZE as DEFAULT_LOG_SIZE, TestRun as TestRun,
-                       prog_load as prog_load, prog_test_run as prog_test_run)
+    from .prog import DEFAULT_LOG_SIZE as DEFAULT_LOG_SIZE, prog_load as prog_load
+    from .testrun import TestRun as TestRun, prog_test_run as prog_test_run
 
 #: module -> the names it lends to this one
 _MODULES = {
@@ -69,7 +69,8 @@ _MODULES = {
                "map_delete_batch", "MapOps", "BatchOps"),
     "fs": ("obj_pin", "obj_get", "bpffs_mounted", "mount_bpffs", "ensure_bpffs",
            "mount_tracefs", "BPF_FS_MAGIC"),
-    "prog": ("prog_load", "prog_test_run", "TestRun", "DEFAULT_LOG_SIZE"),
+    "prog": ("prog_load", "DEFAULT_LOG_SIZE"),
+    "testrun": ("prog_test_run", "TestRun"),
     "objinfo": ("ProgInfo", "MapInfo", "LinkInfo", "UprobeMultiLinkInfo", "JitedImage",
                 "obj_get_info_by_fd", "prog_info", "map_info", "link_info",
                 "prog_xlated_insns", "prog_jited", "prog_jited_insns",

@@ -45,16 +45,16 @@ class BtfInfos:
         key = (func.section, func.start)
         got = self._funcs.get(key)
         if got is None:
-            from bisect import bisect_left
+            from ..btf.reader import search_sorted
             prepared = self.prepared
             assert prepared is not None
             fi_offs, fi, li_offs, li = self._section(self.obj.elf.sections[func.section].name)
             lo, hi = func.start * 8, func.end * 8
             funcs = [(r.insn_off // 8 - func.start, r.type_id)
-                     for r in fi[bisect_left(fi_offs, lo):bisect_left(fi_offs, hi)]]
+                     for r in fi[search_sorted(fi_offs, lo):search_sorted(fi_offs, hi)]]
             lines = [(r.insn_off // 8 - func.start, prepared.string(r.file_name),
                       prepared.string(r.line_text), (r.line << 10) | r.column, r)
-                     for r in li[bisect_left(li_offs, lo):bisect_left(li_offs, hi)]]
+                     for r in li[search_sorted(li_offs, lo):search_sorted(li_offs, hi)]]
             got = self._funcs[key] = (funcs, lines)
         return got
 

@@ -282,7 +282,7 @@ def _kallsyms(names: set[str]) -> dict[str, int]:
 
 # ------------------------------------------------------------------ maps
 def _create_maps(obj: BpfObject) -> None:
-    from ..kernel import syscall as _sys
+    from ..kernel.mapops import map_update
     for name, d in obj.map_defs.items():
         obj._maps[name] = _create_map(obj, d)
     for name, d in obj.map_defs.items():
@@ -293,8 +293,8 @@ def _create_maps(obj: BpfObject) -> None:
             if inner is None:             # (open_object checked the names)
                 raise ObjectError(f"map {name!r}: slot [{slot}]: {inner_name!r} is not a "
                                   "map of this object")
-            _sys.map_update(obj._maps[name].fileno(), struct.pack("<I", slot),
-                            struct.pack("<I", inner.fileno()))
+            map_update(obj._maps[name].fileno(), struct.pack("<I", slot),
+                       struct.pack("<I", inner.fileno()))
 
 
 def _init_prog_arrays(obj: BpfObject) -> None:
@@ -302,20 +302,20 @@ def _init_prog_arrays(obj: BpfObject) -> None:
     once every program has had its turn (libbpf's init_prog_arrays); the
     slot of a program that did not load stays empty, and says so in
     :attr:`~.obj.BpfObject.empty_slots`."""
-    from ..kernel import syscall as _sys
+    from ..kernel.mapops import map_update
     for name, d in obj.map_defs.items():
         if d.type != MapType.PROG_ARRAY or not d.init_slots:
             continue
         fd = obj._maps[name].fileno()
         for slot, prog_name in sorted(d.init_slots.items()):
             prog = obj.programs[prog_name]
-            if prog.loaded is None:
+            if prog.status != "loaded":         # (asked without wrapping its fd)
                 why = f": {prog.reason}" if prog.reason else ""
                 obj.empty_slots.append(f"map {name!r}: slot [{slot}]: prog {prog_name!r} is "
                                        f"{prog.status}{why}; the slot is left empty")
                 continue
             try:
-                _sys.map_update(fd, struct.pack("<I", slot), struct.pack("<I", prog.fileno()))
+                map_update(fd, struct.pack("<I", slot), struct.pack("<I", prog.fileno()))
             except KernelError as exc:
                 raise ObjectError(f"map {name!r}: slot [{slot}]: prog {prog_name!r}: the "
                                   f"kernel refused it ({exc})") from None
@@ -343,10 +343,12 @@ def _adopt(fd: Any, created: tuple[int, int, int, int, int, str] | None = None) 
 
 
 def _create_map(obj: BpfObject, d: MapDef) -> Any:
-    from ..kernel import syscall as _sys
+    # (the wrappers' own module, not the kernel.syscall facade: one module less to import)
+    from ..kernel.mapops import map_create, map_freeze, map_update
     path = os.path.join(PIN_ROOT, d.name) if d.pinning == PIN_BY_NAME else None
     if path is not None and os.path.exists(path):
-        m = _adopt(_sys.obj_get(path))
+        from ..kernel.fs import obj_get
+        m = _adopt(obj_get(path))
         obj._owned.append(m)
         return m
     inner = None
@@ -369,15 +371,15 @@ def _create_map(obj: BpfObject, d: MapDef) -> Any:
                               inner_map_fd=inner.fileno() if inner is not None else 0,
                               map_extra=d.map_extra, numa_node=d.numa_node or None)
     try:
-        fd = _sys.map_create(d.type, d.key_size, d.value_size, max_entries, btf_fd=btf_fd,
-                             btf_key_type_id=key_id, btf_value_type_id=value_id, **kw)
+        fd = map_create(d.type, d.key_size, d.value_size, max_entries, btf_fd=btf_fd,
+                        btf_key_type_id=key_id, btf_value_type_id=value_id, **kw)
     except KernelError as exc:
         if not btf_fd:
             if obj.btf_error is not None and d.key_type_id | d.value_type_id and \
                     d.type not in _NO_BTF_MAPS:
                 raise _with_btf_note(obj, exc) from None
             raise
-        fd = _sys.map_create(d.type, d.key_size, d.value_size, max_entries, **kw)
+        fd = map_create(d.type, d.key_size, d.value_size, max_entries, **kw)
     flags = d.flags | (4 if d.numa_node else 0)          # (map_create's BPF_F_NUMA_NODE)
     m = CreatedMap(fd, (d.type, d.key_size, d.value_size, max_entries, flags, name))
     obj._owned.append(m)
@@ -385,12 +387,13 @@ def _create_map(obj: BpfObject, d: MapDef) -> Any:
     if inner is not None:
         inner.close()
     if d.data is not None:
-        _sys.map_update(m.fileno(), b"\0\0\0\0", bytes(d.data))
+        map_update(m.fileno(), b"\0\0\0\0", bytes(d.data))
         if d.frozen:
-            _sys.map_freeze(m.fileno())
+            map_freeze(m.fileno())
             m.frozen = True
     if path is not None:
-        _sys.obj_pin(path, m.fileno())
+        from ..kernel.fs import obj_pin
+        obj_pin(path, m.fileno())
     return m
 
 
@@ -642,7 +645,7 @@ def _attach_btf_id(obj: BpfObject, prog: ObjectProgram,
 def _load_program(obj: BpfObject, prog: ObjectProgram, index: CodeIndex,
                   infos: BtfInfos, ksyms: dict[str, tuple[str, int]],
                   targets: dict[tuple[str, int], int], log_level: int) -> None:
-    from ..kernel.objload import prog_load_btf
+    from ..kernel.prog import prog_load
     if prog.sdef is None:
         prog.status, prog.reason = "skipped", f"unknown section {prog.section!r}"
         return
@@ -667,12 +670,12 @@ def _load_program(obj: BpfObject, prog: ObjectProgram, index: CodeIndex,
         prog.expected_attach_type = usdt_attach_type(prog.attach_type)
     flags = 1 << 4 if prog.sdef.sleepable else 0         # BPF_F_SLEEPABLE
     try:
-        fd, log = prog_load_btf(prog.prog_type, insns, obj.license or "GPL", name=prog.name,
-                                btf_fd=obj._btf_fd.fileno() if obj._btf_fd is not None else 0,
-                                func_info=func_info, line_info=line_info,
-                                expected_attach_type=prog.expected_attach_type,
-                                attach_btf_id=btf_id, kern_version=obj.kern_version,
-                                prog_flags=flags, log_level=log_level)
+        fd, log = prog_load(prog.prog_type, insns, obj.license or "GPL", name=prog.name,
+                            btf_fd=obj._btf_fd.fileno() if obj._btf_fd is not None else 0,
+                            func_info=func_info, line_info=line_info,
+                            expected_attach_type=prog.expected_attach_type,
+                            attach_btf_id=btf_id, kern_version=obj.kern_version,
+                            prog_flags=flags, log_level=log_level)
     except VerifierError as exc:
         prog.status, prog.error = "rejected", _explain(exc, insns, lines_of(infos, linked),
                                                        _btf_note(obj, exc.message)
@@ -687,10 +690,7 @@ def _load_program(obj: BpfObject, prog: ObjectProgram, index: CodeIndex,
             prog.status, prog.error = "rejected", exc
             prog.reason = str(exc).splitlines()[0]
         return
-    from ..loader import LoadedProgram
-    prog.loaded = LoadedProgram(fd, prog.prog_type, None, insns, _maps_of(obj), log, prog.name,
-                                prog.expected_attach_type)
-    obj._owned.append(prog.loaded)
+    prog._loaded_as(fd, insns, _maps_of(obj), log)
     prog.status, prog.reason = "loaded", ""
 
 
@@ -727,12 +727,12 @@ def _probe_refuses(prog: ObjectProgram, btf_id: int) -> str | None:
     another target of the same kind may load (one iterator refused, the
     next loaded)."""
     from ..kernel.features import RETURN_ZERO
-    from ..kernel.objload import prog_load_btf
+    from ..kernel.prog import prog_load
     key = (prog.prog_type, prog.attach_type, btf_id)
     if key not in _PROBES:
         try:
-            fd, _ = prog_load_btf(prog.prog_type, RETURN_ZERO, "GPL",
-                                  expected_attach_type=prog.attach_type, attach_btf_id=btf_id)
+            fd, _ = prog_load(prog.prog_type, RETURN_ZERO, "GPL",
+                              expected_attach_type=prog.attach_type, attach_btf_id=btf_id)
         except KernelError as exc:
             name = os.strerror(exc.errno) if exc.errno else str(exc)
             target = prog.section.split("/", 1)[1] if btf_id and "/" in prog.section else ""

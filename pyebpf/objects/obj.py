@@ -61,9 +61,53 @@ class ObjectProgram:
         self.status = "not loaded"
         self.reason = ""
         self.error: Exception | None = None
-        self.loaded: Any = None
+        #: (fd, instructions, maps, log, the fd's place in the object's owned list)
+        #: of a program loaded, until ``loaded`` wraps them (kept as ``_loaded``)
+        self._kept: tuple[Any, Any, Any, str, int] | None = None
         #: the instruction slots as loaded (after linking and relocation)
         self.insn_count = func.end - func.start
+
+    @property
+    def loaded(self) -> Any:
+        """The :class:`~pyebpf.loader.LoadedProgram` once loaded (else None),
+        made on first use: loading keeps each program's fd alone (owned by the
+        object), and a process that loads and closes never imports the loader."""
+        lp = self.__dict__.get("_loaded")
+        kept = self._kept
+        if lp is None and kept is not None:
+            from ..loader import LoadedProgram
+            fd, insns, maps, log, at = kept
+            made = LoadedProgram(fd, self.prog_type, None, insns, maps, log, self.name,
+                                 self.expected_attach_type)
+            # (setdefault is atomic: of two threads asking at once, one wrapper owns the fd)
+            lp = self.__dict__.setdefault("_loaded", made)
+            if lp is not made:
+                made._disown()
+                return lp
+            self._kept = None
+            owned = self._obj._owned
+            if not (at < len(owned) and owned[at] is fd):
+                at = next((i for i, thing in enumerate(owned) if thing is fd), -1)
+            if at >= 0:
+                owned[at] = lp                     # the object closes the wrapper now
+            else:                                  # the object closed it already
+                lp.close()
+        return lp
+
+    @loaded.setter
+    def loaded(self, value: Any) -> None:
+        self._kept = None
+        if value is None:
+            self.__dict__.pop("_loaded", None)
+        else:
+            self.__dict__["_loaded"] = value
+
+    def _loaded_as(self, fd: Any, insns: bytes, maps: Any, log: str) -> None:
+        """Loaded as ``fd`` (the object owns it until :attr:`loaded` wraps it)."""
+        self.loaded = None
+        owned = self._obj._owned
+        self._kept = (fd, insns, maps, log, len(owned))
+        owned.append(fd)
 
     @property
     def type_name(self) -> str:
@@ -76,7 +120,8 @@ class ObjectProgram:
     # the attach functions accept a program with fileno()/fd/prog_type
     def fileno(self) -> int:
         """The loaded program's fd (raises if it is not loaded)."""
-        fd: int = self._require().fileno()
+        kept = self._kept              # (its fd alone: the loader is not needed for it)
+        fd: int = kept[0].fileno() if kept is not None else self._require().fileno()
         return fd
 
     @property

@@ -105,7 +105,7 @@ def test_damaged_cache_is_ignored_and_rewritten(cache, monkeypatch, uncached, da
 def test_an_index_of_another_blob_is_refused(uncached):
     # right format, wrong data: the spot checks see the record lengths differ
     mine = Btf.load(VMLINUX, cache=False)
-    offsets = mine._offsets[:]
+    offsets = list(mine._offsets)
     offsets[len(offsets) // 2] += 1
     for k in range(len(offsets) // 2, len(offsets)):
         offsets[k] += 1
@@ -118,7 +118,7 @@ def test_an_index_of_another_blob_is_refused(uncached):
 def test_an_index_naming_ids_past_the_end_falls_back_to_the_scan(uncached):
     mine = Btf.load(VMLINUX, cache=False)
     mine._sort_names()
-    by_name = mine._by_name[:]
+    by_name = list(mine._by_name)
     by_name[len(by_name) // 2] = len(mine) + 1000      # not caught by the spot checks
     other = Btf(mine.data, name=VMLINUX, index=(mine._offsets, by_name))
     assert other._by_name is not None

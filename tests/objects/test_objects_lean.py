@@ -23,7 +23,20 @@ is paid again at interpreter exit:
   accounting says EPERM;
 * the standard library's heavy modules (``typing``, ``re``, ``enum``,
   ``argparse``, ``dataclasses``, ``inspect``, ``functools``, ``warnings``,
-  ``importlib``, ``ctypes``, ...), none of which the path uses.
+  ``importlib``, ``ctypes``, ...), none of which the path uses;
+* ``collections`` (with the ``operator``, ``reprlib``, ``keyword`` it
+  imports: ~1.5 ms cold): no record (named tuple) class is made on the path
+  -- ``.BTF.ext``'s and CO-RE's records are plain value classes, the test
+  run's result lives in :mod:`pyebpf.kernel.testrun` --, and the BTF index is
+  packed memoryviews, not ``array`` (which imports ``collections.abc``);
+* ``bisect`` and ``fcntl`` (shared libraries to load): a few dozen search
+  steps; an fd 0 or a dup only;
+* ``operator``: the BTF types' equality key (``@dataclass``) is made on
+  their first comparison, and loading compares none;
+* ``pyebpf.loader`` and the ``pyebpf.kernel.syscall`` facade: a program's
+  :class:`~pyebpf.loader.LoadedProgram` is made on first use of
+  ``loaded`` (until then the object owns the program's fd), and maps are
+  created through :mod:`pyebpf.kernel.mapops` itself.
 
 What the shortcuts give is what the kernel says: the maps' shapes equal
 ``map_info``'s, the programs' instructions their bytes.
@@ -60,7 +73,9 @@ FORBIDDEN = frozenset({
     "pyebpf.btf.own", "pyebpf.btf.writer", "pyebpf.kernel.objinfo", "pyebpf.kernel.hints",
     "resource", "typing", "re", "enum", "argparse", "dataclasses", "inspect", "functools",
     "warnings", "importlib", "ctypes", "glob", "difflib", "subprocess", "shutil", "tempfile",
-    "json", "threading", "logging", "contextlib", "textwrap"})
+    "json", "threading", "logging", "contextlib", "textwrap",
+    "collections", "array", "bisect", "fcntl", "operator", "pyebpf.kernel.testrun",
+    "pyebpf.loader", "pyebpf.kernel.syscall"})
 
 _LOAD = """
 import sys
@@ -103,8 +118,23 @@ def test_open_and_load_import_no_module_the_path_does_not_need(objects, name):
     proc, names = _imported(_LOAD.format(after=""), objects[name])
     assert proc.returncode == 0, proc.stderr[-3000:]
     # (the check sees the load: the object's modules, the kernel's)
-    assert {"pyebpf.objects.loading", "pyebpf.kernel.objload", "pyebpf.kernel.mapops"} <= names
+    assert {"pyebpf.objects.loading", "pyebpf.kernel.prog", "pyebpf.kernel.mapops"} <= names
     assert not names & FORBIDDEN, sorted(names & FORBIDDEN)
+
+
+@pytest.mark.kernel
+def test_a_load_compiles_no_code(objects):
+    """No ``@dataclass`` ``__init__`` is generated (compiled) on the path:
+    the BTF types' is written out (compiling it cost ~0.3 ms)."""
+    code = ("import sys\n"
+            "from pyebpf import _record\n"
+            "made = []\n"
+            "compile_init = _record._compile_init\n"
+            "_record._compile_init = lambda cls: made.append(cls) or compile_init(cls)\n"
+            + _LOAD.format(after="assert not made, made\nprint('compiled', len(made))"))
+    proc, _ = _imported(code, objects["execsnoop"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "compiled 0" in proc.stdout
 
 
 @pytest.mark.kernel
@@ -118,6 +148,66 @@ def test_the_maps_python_objects_are_made_on_first_use(objects):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert ("[('.bss', 'ArrayMap'), ('.data', 'ArrayMap'), ('.rodata', 'ArrayMap'), "
             "('events', 'RingBuf')]") in proc.stdout
+
+
+@pytest.mark.kernel
+def test_a_programs_loaded_wrapper_is_made_on_first_use(objects):
+    after = ("assert 'pyebpf.loader' not in sys.modules\n"
+             "p = obj.programs['handle_execve']\n"
+             "fd = p.fileno()\n"
+             "assert 'pyebpf.loader' not in sys.modules\n"
+             "lp = p.loaded\n"
+             "assert type(lp).__name__ == 'LoadedProgram' and p.loaded is lp\n"
+             "assert lp.fileno() == fd and lp.name == 'handle_execve' and not lp.closed\n"
+             "assert lp.prog_type == p.prog_type\n"
+             "assert sum(i.slots for i in lp.insns) == p.insn_count\n"
+             "obj.close()\n"
+             "assert lp.closed\n"
+             "print('wrapped', lp)")
+    proc, _ = _imported(_LOAD.format(after=after), objects["execsnoop"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "wrapped <LoadedProgram 'handle_execve'" in proc.stdout and "(closed)>" in proc.stdout
+
+
+@pytest.mark.kernel
+def test_a_program_first_asked_for_after_close_is_closed(objects):
+    obj = open_object(objects["execsnoop"]).load()
+    prog = next(iter(obj.programs.values()))
+    fd = prog.fileno()
+    obj.close()
+    assert prog.loaded.closed and prog.status == "loaded"
+    assert not os.path.exists(f"/proc/self/fd/{fd}") or \
+        not os.readlink(f"/proc/self/fd/{fd}").startswith("anon_inode:bpf-prog")
+
+
+def test_a_large_object_is_mapped_and_its_dwarf_read_when_asked(objects, tmp_path):
+    """A ``-g`` object built with a vmlinux.h is mostly DWARF: it is mapped
+    while parsed, the loader's sections copied out, and the file's bytes and
+    the debug sections read again only when asked for (as they are in it);
+    a file changed since is refused, not misread."""
+    from pyebpf.objects.elfobj import ObjElf
+    from pyebpf.objects.errors import ObjectError
+
+    path = tmp_path / "copy.o"
+    raw = open(objects["execsnoop"], "rb").read()
+    path.write_bytes(raw)
+    assert len(raw) >= 64 * 1024
+    elf = ObjElf.read(str(path))
+    assert elf._data is None                            # not read whole
+    debug = [sec for sec in elf.sections if sec.name.startswith(".debug_info")]
+    assert debug and all(sec._data is None for sec in debug)
+    for sec in elf.sections:
+        if not sec.name.startswith((".debug", ".rel.debug")) and sec.type != 8:
+            assert sec._data is not None, sec.name         # copied while mapped
+    assert ObjElf(raw, str(path)).section(".BTF").data == elf.section(".BTF").data
+    assert debug[0].data == raw[debug[0]._offset:debug[0]._offset + debug[0].size]
+    assert elf.data == raw
+    again = ObjElf.read(str(path))
+    path.write_bytes(raw + b"\0")                       # rebuilt since
+    with pytest.raises(ObjectError, match="changed since it was opened"):
+        again.data                                         # noqa: B018
+    with pytest.raises(ObjectError, match="changed since it was opened"):
+        next(sec for sec in again.sections if sec.name.startswith(".debug")).data  # noqa: B018
 
 
 @pytest.mark.kernel

@@ -117,9 +117,9 @@ class FlagSession(Session):
         stacks = self.run.stacks
         if stacks is None or not self.cpid:
             return
-        stacks.remember_pid(self.cpid)
-        if stacks.python is not None:
+        if stacks.python is not None:           # (first: it waits for the loader)
             stacks.python.configure(self.cpid, wait=1.0)
+        stacks.remember_pid(self.cpid)
 
     # ------------------------------------------------------------ attaching
     def attach(self) -> None:

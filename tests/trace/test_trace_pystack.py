@@ -8,32 +8,21 @@ probed where the interpreter calls ``PyObject_GetIter`` (in every ``for``)."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 
-from pyworkloads import WORKLOAD, cpythons, marked_lines
-from waiting import read_line
+from pyworkloads import WORKLOAD, cpythons, held, marked_lines, run_on_held, runtime_file
 
-from .conftest import ROOT, cli
+from .conftest import cli
 
 VERSIONS = cpythons()
 PYTHONS = list(VERSIONS) or [pytest.param(None, marks=pytest.mark.skip(
     "no CPython 3.10+ on this machine"))]
 
 
-def _runtime_file(exe: str) -> str:
-    """The file of ``exe``'s interpreter (libpython in a shared build)."""
-    out = subprocess.run(["ldd", exe], capture_output=True, text=True, timeout=60).stdout
-    m = re.search(r"=> (\S*libpython3\.\d+\.so[.\d]*)", out)
-    return m.group(1) if m else os.path.realpath(exe)
-
-
 def _probe(exe: str) -> str:
-    return f"uprobe:{_runtime_file(exe)}:PyObject_GetIter"
+    return f"uprobe:{runtime_file(exe)}:PyObject_GetIter"
 
 
 def _newest() -> str:
@@ -114,46 +103,17 @@ def test_pystack_as_an_event_field_and_in_a_table():
     _shapes_seen(chains)
 
 
-def _held(exe: str, seconds: float) -> subprocess.Popen[bytes]:
-    """The workload under ``exe``, started, waiting for a line on its stdin."""
-    start = (f"import sys, runpy; sys.stdin.readline(); sys.argv = ['x', '{seconds}']; "
-             f"runpy.run_path({WORKLOAD!r}, run_name='__main__')")
-    return subprocess.Popen([exe, "-c", start], stdin=subprocess.PIPE)
-
-
 @pytest.mark.kernel
 @pytest.mark.parametrize("how", ["-p", "the probed binary"])
 def test_a_running_process_by_pid_or_by_the_probed_binary(how):
     """``-p PID``: that process's CPython; no pid, a uprobe in a CPython
     binary: the processes running it when the trace starts."""
     exe = _newest()
-    child = _held(exe, 0.3)
-    try:
-        args = ["trace", _probe(exe), "--count", "pystack"]
-        args += ["-p", str(child.pid)] if how == "-p" else ["--filter", f"pid == {child.pid}"]
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
-        trace = subprocess.Popen([sys.executable, "-m", "pyebpf", *args], cwd=str(ROOT),
-                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 text=True)
-        try:
-            assert trace.stderr is not None and child.stdin is not None
-            first = read_line(trace.stderr, "the 'Attached' line", timeout=120)
-            assert first.startswith("Attached"), first
-            child.stdin.write(b"go\n")
-            child.stdin.close()
-            child.wait(timeout=60)
-            if how != "-p":
-                trace.send_signal(2)                  # (trace -p ends with its process)
-            out, err = trace.communicate(timeout=60)
-        finally:
-            if trace.poll() is None:
-                trace.kill()
-                trace.wait()
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    assert trace.returncode == 0, err
+    args = ["trace", _probe(exe), "--count", "pystack"]
+    child = held(exe, 0.3)
+    args += ["-p", str(child.pid)] if how == "-p" else ["--filter", f"pid == {child.pid}"]
+    status, out, err = run_on_held(child, args, "Attached", interrupt=how != "-p")
+    assert status == 0, err
     _shapes_seen([_names(s) for s in _text_stacks(out)])
 
 
@@ -161,7 +121,7 @@ def test_a_running_process_by_pid_or_by_the_probed_binary(how):
 def test_the_trace_api_keys_counts_by_python_frames(no_fd_leak):
     from pyebpf.trace import Trace
     exe = _newest()
-    child = _held(exe, 0.3)
+    child = held(exe, 0.3)
     try:
         with Trace(_probe(exe), pid=child.pid).count(by="pystack").start() as session:
             assert child.stdin is not None

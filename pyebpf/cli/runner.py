@@ -187,6 +187,7 @@ def _loop(session: Session, stops: StopSignals, child: Child | None, opts: RunOp
             stops.arm()
             if child is not None:
                 child.go()
+                session.child_started()
             live.run_loop(session, json_mode=opts.json_mode, duration=opts.duration,
                           max_events=opts.max_events, child=child, pid=opts.pid,
                           interval=opts.interval, clear=opts.clear, table=opts.table)

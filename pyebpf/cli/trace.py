@@ -32,7 +32,9 @@ expressions (for --count KEY, --hist EXPR, --print, --filter):
   arg0..argN     arguments (tracepoints: the fields in order)
   args.NAME      a tracepoint field        retval    return value
   latency        ns from entry to return (attaches the entry and return probes)
-  pid tid uid gid cpu nsecs elapsed comm ustack probe func
+  pid tid uid gid cpu nsecs elapsed comm ustack kstack probe func
+  pystack        the Python frames of a CPython 3.10-3.13 thread (-p, -c or a
+                 probe in a CPython binary names the process to read)
   str(EXPR[,N])  a string in user memory   EXPR / 1000, EXPR % 10, EXPR & 0xff ...
   KEY may list several expressions: --count 'comm, arg0'
   (expressions are the bpftrace language's: C precedence, casts, ternaries...)
@@ -48,6 +50,7 @@ examples:
   pyebpf trace 'tracepoint:syscalls:sys_enter_openat' \\
         --print '%-6d %-16s %s' pid comm 'str(args.filename)'
   pyebpf trace 'uprobe:./app:work' --count ustack --json
+  pyebpf trace 'uprobe:libpython3.12.so:PyObject_GetIter' --count pystack -p 1234
   pyebpf trace 'uprobe:libc:open' --print pid comm 'str(arg0)'     (a table)
   pyebpf trace 'uprobe:libc:malloc' --sum arg0 --by comm --table
   pyebpf trace 'uprobe:./app:work' --hist arg1 --show-program
@@ -78,7 +81,8 @@ def register(subparsers: Subparsers) -> None:
     p.add_argument("probes", nargs="+", metavar="PROBE", help="one or more probes (see above)")
     a = p.add_argument_group("actions (any number; default: --count probe)")
     a.add_argument("--count", action="append", nargs="?", const="", metavar="KEY",
-                   help="count hits, per KEY if given (e.g. arg0, comm, ustack, 'comm, arg0')")
+                   help="count hits, per KEY if given (e.g. arg0, comm, ustack, pystack, "
+                        "'comm, arg0')")
     a.add_argument("--hist", action="append", metavar="EXPR",
                    help="log2 histogram of EXPR (e.g. arg1, latency, 'latency / 1000')")
     a.add_argument("--lhist", action="append", nargs=4, metavar=("EXPR", "MIN", "MAX", "STEP"),
@@ -191,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
         from ..lang.flagsession import FlagTrace
         trace = FlagTrace(build_question(args),
                           ring_size=args.buffer_size if args.buffer_size != 1 << 20 else None,
-                          unsafe=args.unsafe)
+                          unsafe=args.unsafe, command=args.cmd)
     except ValueError as exc:
         report("trace", str(exc))
         return 1

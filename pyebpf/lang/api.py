@@ -128,6 +128,14 @@ class BtProgram:
                                             for r in self.resolver.probes(ap)]
         return got
 
+    def check_pystack(self, command: Sequence[str] | None = None) -> None:
+        """Refuse (a script error at it) a ``pystack`` that has no CPython to
+        read, when compiling named no process and ``command`` (the argv
+        about to run, or None) names none either."""
+        if self._pystack_later:
+            from .pystack import check_targets
+            check_targets(self.script, None, command, self._files)
+
     def generate(self, cpid: int | None = None, *, count_drops: bool = False) -> Unit:
         """The generated programs and maps (pure: nothing is created);
         ``count_drops``: the events the ring buffer refuses are counted (the
@@ -165,10 +173,7 @@ class BtProgram:
         caller calls its ``go()``); ``begun(run)`` is called once BEGIN has
         run, before the probes are attached (:meth:`BtRun.start`)."""
         from .runtime import BtRun
-        if self._pystack_later:
-            from .pystack import check_targets
-            argv = command if command is not None else getattr(child, "argv", None)
-            check_targets(self.script, None, argv, self._files)
+        self.check_pystack(command if command is not None else getattr(child, "argv", None))
         own = False
         if command is not None and child is None:
             from ..session.live import Child

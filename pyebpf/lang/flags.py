@@ -488,8 +488,9 @@ def _kind_of(f: FlagField) -> str:
     n = f.node
     if isinstance(n, A.Call) and n.name == "str":
         return "str"
-    if isinstance(n, A.Builtin) and n.name in ("comm", "ustack", "kstack", "probe", "func"):
-        return {"comm": "str", "kstack": "ustack"}.get(n.name, n.name)
+    if isinstance(n, A.Builtin) and n.name in ("comm", "ustack", "kstack", "pystack", "probe",
+                                               "func"):
+        return {"comm": "str", "kstack": "ustack", "pystack": "ustack"}.get(n.name, n.name)
     return "int"
 
 

@@ -35,10 +35,12 @@ class FlagTrace:
 
     ``ring_size``: bytes of the ring buffer the events go through;
     ``unsafe``: uprobes may go where no instruction start is proven;
-    ``filename``: what errors in the program name it."""
+    ``filename``: what errors in the program name it; ``command``: the
+    ``-c`` command's argv (``pystack`` needs it to be a CPython)."""
 
     def __init__(self, question: Question, *, ring_size: int | None = None,
-                 unsafe: bool = False, filename: str = "flags") -> None:
+                 unsafe: bool = False, filename: str = "flags",
+                 command: list[str] | None = None) -> None:
         from .api import compile
         if ring_size is not None:
             from ..maps import perf_ring_size
@@ -47,7 +49,8 @@ class FlagTrace:
         self.text = question.program_text(header=False)
         self.ring_size = ring_size
         self.program: BtProgram = compile(self.text, filename=filename, pid=question.pid,
-                                          unsafe=unsafe)
+                                          unsafe=unsafe, command=command)
+        self.program.check_pystack(command)    # (the process is named by now, or never)
 
     def shown_text(self) -> str:
         """The program as ``--show-program`` prints it (with a table's
@@ -103,9 +106,20 @@ class FlagSession(Session):
             self.reader.on_lost = self._on_lost      # (counted in self.lost, reported)
         for a in q.aggregates:
             a.impl = unit.maps[a.display].agg
-        if self.run.stacks is not None and cpid:
-            self.run.stacks.remember_pid(cpid)
+        self.cpid = cpid if q.cpid else None
         self.attach_seconds = time.perf_counter() - t0
+
+    def child_started(self) -> None:
+        """The ``-c`` command has exec'd: its modules are snapshotted (for
+        frames without a build id) and, with ``pystack``, its CPython's
+        layout given to the program (before, the process was a copy of
+        this one)."""
+        stacks = self.run.stacks
+        if stacks is None or not self.cpid:
+            return
+        if stacks.python is not None:           # (first: it waits for the loader)
+            stacks.python.configure(self.cpid, wait=1.0)
+        stacks.remember_pid(self.cpid)
 
     # ------------------------------------------------------------ attaching
     def attach(self) -> None:
@@ -192,9 +206,11 @@ class FlagSession(Session):
                 from ..symbols.stacks import demangle
                 return demangle([name])[name]
             return name
-        if kind in ("ustack", "kstack"):
+        if kind in ("ustack", "kstack", "pystack"):
             stacks = self.run.stacks
             frames = stacks.frames(t, int(v)) if stacks is not None else []
+            if kind == "pystack":            # (0: the thread ran no Python code then)
+                return tuple(n for _, n in frames) or ("[no Python frames]",)
             return tuple(n for _, n in frames) or ("[stack lost]",)
         if kind in ("usym", "ksym"):
             return self.run._sym_text(v, t, event=True)
@@ -221,7 +237,7 @@ class FlagSession(Session):
         average, total)``); keyed, ``{key tuple: value}``.  ``clear``: what
         was read becomes the baseline of the next reads (min and max are
         reset in the kernel)."""
-        reads = {a.display: self.run.entries(a.display) for a in self.question.aggregates}
+        reads = {a.display: self._entries(a.display) for a in self.question.aggregates}
         out: dict[str, Any] = {}
         for a in self.question.aggregates:
             name = a.display
@@ -236,6 +252,16 @@ class FlagSession(Session):
                     self._base[name] = reads[name]
             out[name] = self._shape(a, data)
         return out
+
+    def _entries(self, name: str) -> dict[Any, Any]:
+        """Aggregation ``name``'s entries; ``pystack`` keys that print alike
+        (ids that differ only in an instruction within a line) merged."""
+        entries = self.run.entries(name)
+        python = getattr(self.run.stacks, "python", None)
+        if python is None:
+            return entries
+        from .pystack import merge_printed
+        return merge_printed(self.unit.maps[name], entries, python)
 
     def _shape(self, a: FlagAggregate, data: dict[Any, Any]) -> Any:
         plan = self.unit.maps[a.display]

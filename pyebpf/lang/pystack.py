@@ -250,15 +250,17 @@ class PyStackNames:
 
     def configure(self, pid: int, wait: float = 0.0) -> str | None:
         """Tell the program ``pid``'s layout (waiting up to ``wait`` seconds
-        for a process just exec'd to map its interpreter); why not, when it
-        cannot be walked."""
+        for a process just exec'd to map its interpreter: until the loader
+        has mapped it whole, its ``_PyRuntime`` may not read as one yet);
+        why not, when it cannot be walked."""
         import time
 
         from ..symbols.python import PythonProcess, config_values, find_python
         deadline = time.monotonic() + wait
         while True:
             got = find_python(pid)
-            if got is not None or time.monotonic() >= deadline:
+            if (isinstance(got, PythonProcess) and got.layout is not None) or \
+                    time.monotonic() >= deadline:
                 break
             time.sleep(0.002)
         if not isinstance(got, PythonProcess) or got.layout is None:

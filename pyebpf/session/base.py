@@ -124,6 +124,11 @@ class Session(Owner):
             raise
         self.attach_seconds += time.perf_counter() - t0
 
+    def child_started(self) -> None:
+        """Called once the ``-c`` command has exec'd (the runner released
+        it): a session that reads the command's process (its modules, its
+        CPython) does it now.  Nothing by default."""
+
     def probe_count(self) -> int:
         """How many probes are attached (the "Attached N probes" line)."""
         return len(self.links)

@@ -180,7 +180,9 @@ _VERSION_RE = re.compile(r"python(\d)\.(\d+)")
 def find_python(pid: int) -> PythonProcess | str | None:
     """The CPython of process ``pid`` (see the module docs); a sentence saying
     why its frames cannot be walked (a version or build not supported, the
-    process unreadable); None when it runs no CPython."""
+    process unreadable); None when it runs no CPython, or not yet (the
+    dynamic loader is still mapping it: ``_PyRuntime`` lies in a read-only
+    mapping then, at a place that will move)."""
     from .. import elf
     try:
         mods = elf.process_modules(pid)
@@ -201,6 +203,8 @@ def find_python(pid: int) -> PythonProcess | str | None:
             runtime = _runtime_address(m, syms[0].address)
         except Exception:
             continue
+        if any(e.start <= runtime < e.end and "w" not in e.perms for e in m.maps):
+            return None              # (being loaded: the loader has not mapped its data yet)
         match = _VERSION_RE.search(base)
         version = (int(match.group(1)), int(match.group(2))) if match else (0, 0)
         proc = PythonProcess(pid, m.path, runtime, None)

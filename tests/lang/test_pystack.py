@@ -12,7 +12,8 @@ import sys
 
 import pytest
 
-from pyworkloads import WORKLOAD, cpythons, marked_lines, missing_shapes
+from pyworkloads import (WORKLOAD, cpythons, held, marked_lines, missing_shapes,
+                         run_on_held, runtime_file)
 
 from .harness import ROOT
 
@@ -63,13 +64,6 @@ def test_sampled_python_stacks_name_functions_and_lines(exe):
     assert len(set(map_stacks(proc.stdout))) == len(re.findall(r"^@\[$", proc.stdout, re.M))
 
 
-def _runtime_file(exe: str) -> str:
-    """The file of ``exe``'s interpreter (libpython in a shared build)."""
-    out = subprocess.run(["ldd", exe], capture_output=True, text=True, timeout=60).stdout
-    m = re.search(r"=> (\S*libpython3\.\d+\.so[.\d]*)", out)
-    return m.group(1) if m else os.path.realpath(exe)
-
-
 def _has_symbol(path: str, name: str) -> bool:
     from pyebpf import elf
     return any(s.address for s in elf.open_elf(path).find_symbols(name))
@@ -77,7 +71,7 @@ def _has_symbol(path: str, name: str) -> bool:
 
 #: the interpreters whose builtin_sorted can be probed (a stripped build,
 #: Debian's, keeps no static functions)
-SORTED = [e for e in VERSIONS if _has_symbol(_runtime_file(e), "builtin_sorted")] or [
+SORTED = [e for e in VERSIONS if _has_symbol(runtime_file(e), "builtin_sorted")] or [
     pytest.param(None, marks=pytest.mark.skip("no CPython 3.10+ with a symbol table here"))]
 
 
@@ -86,7 +80,7 @@ SORTED = [e for e in VERSIONS if _has_symbol(_runtime_file(e), "builtin_sorted")
 def test_a_uprobe_in_the_interpreter_with_the_native_stack(exe, tmp_path):
     """pystack beside ustack in a key, and in print(), at a C function
     sorted() runs, drawn as a flame graph."""
-    lib = _runtime_file(exe)
+    lib = runtime_file(exe)
     program = (f"uprobe:{lib}:builtin_sorted /pid == cpid/ {{ @[pystack, ustack(1)] = count(); "
                "print(pystack); }")
     svg = tmp_path / "py.svg"
@@ -124,13 +118,6 @@ def test_an_unknown_version_is_a_script_error():
                      proc.stderr), proc.stderr
 
 
-def _held(exe: str, seconds: float) -> subprocess.Popen[bytes]:
-    """The workload under ``exe``, started, waiting for a line on its stdin."""
-    start = (f"import sys, runpy; sys.stdin.readline(); sys.argv = ['x', '{seconds}']; "
-             f"runpy.run_path({WORKLOAD!r}, run_name='__main__')")
-    return subprocess.Popen([exe, "-c", start], stdin=subprocess.PIPE)
-
-
 @pytest.mark.kernel
 @pytest.mark.parametrize("how", ["-p", "the probed binary"])
 def test_a_running_process_by_pid_or_by_the_probed_binary(how):
@@ -139,37 +126,17 @@ def test_a_running_process_by_pid_or_by_the_probed_binary(how):
     exe = next(iter(VERSIONS), None)
     if exe is None:
         pytest.skip("no CPython 3.10+ on this machine")
-    child = _held(exe, 1.0)
-    try:
-        lib = _runtime_file(exe)
-        if how == "-p":
-            args = ["-e", "profile:hz:499 /pid == $1/ { @[pystack] = count(); }",
-                    "-p", str(child.pid), str(child.pid)]
-        else:
-            args = ["-e", f"uprobe:{lib}:PyObject_GetIter /pid == $1/ {{ @[pystack] = count(); }}",
-                    str(child.pid)]
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
-        bt = subprocess.Popen([sys.executable, "-m", "pyebpf", "bt", *args], cwd=str(ROOT),
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            assert bt.stdout is not None and child.stdin is not None
-            first = bt.stdout.readline()              # (attached once it is printed)
-            assert first.startswith("Attaching"), (first, bt.stderr and bt.stderr.read())
-            child.stdin.write(b"go\n")
-            child.stdin.close()
-            child.wait(timeout=60)
-            if how != "-p":
-                bt.send_signal(2)                     # (bt -p ends with its process)
-            out, err = bt.communicate(timeout=60)
-        finally:
-            if bt.poll() is None:
-                bt.kill()
-                bt.wait()
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    assert bt.returncode == 0, err
+    lib = runtime_file(exe)
+    child = held(exe, 1.0)
+    if how == "-p":
+        args = ["-e", "profile:hz:499 /pid == $1/ { @[pystack] = count(); }",
+                "-p", str(child.pid), str(child.pid)]
+    else:
+        args = ["-e", f"uprobe:{lib}:PyObject_GetIter /pid == $1/ {{ @[pystack] = count(); }}",
+                str(child.pid)]
+    status, out, err = run_on_held(child, ["bt", *args], "Attaching", interrupt=how != "-p",
+                                   on_stdout=True)
+    assert status == 0, err
     chains = named(map_stacks(out))
     assert any(c[-2:] == ["main", "<module>"] for c in chains), out[-2000:]
 

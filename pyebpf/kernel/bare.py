@@ -11,9 +11,10 @@ program again); the others raise the kernel layer's error
 """
 from __future__ import annotations
 
+import _thread
 import os
 
-from .constants import AttachType, Cmd
+from .constants import AttachType, Cmd, ProgType
 from .ffi import NR_BPF, ffi, sys_bpf
 
 TYPE_CHECKING = False
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from typing import Any, Sequence
 
 __all__ = ["map_create", "prog_load", "prog_test_run", "uprobe_multi_link", "elem",
-           "LOOKUP", "UPDATE", "DELETE", "NEXT_KEY"]
+           "prime_uprobes", "LOOKUP", "UPDATE", "DELETE", "NEXT_KEY"]
 
 #: the element commands :func:`elem` takes
 LOOKUP, UPDATE, DELETE, NEXT_KEY = (int(Cmd.MAP_LOOKUP_ELEM), int(Cmd.MAP_UPDATE_ELEM),
@@ -116,6 +117,106 @@ def uprobe_multi_link(prog_fd: int, path: str, offsets: Sequence[int],
     if ret < 0:
         _raise(int(Cmd.LINK_CREATE), -ret, f"uprobe_multi {path}")
     return _fd(ret)
+
+
+#: a program that returns 0 (``r0 = 0; exit``): the primer's
+_RETURN_0 = bytes.fromhex("b700000000000000" "9500000000000000")
+
+
+def prime_uprobes() -> Any:
+    """Start, in a thread, the kernel's slow first step of a uprobe
+    registration, so that this process's own uprobes, attached a few
+    milliseconds later, need not wait for it. The thread's lock when
+    started (acquirable once it has ended), else None.
+
+    The first uprobe registered after a quiet spell waits ~15 ms in the
+    kernel (an RCU grace period: ``uprobe_register`` takes the writer's side
+    of a per-CPU semaphore that every ``fork`` reads); one that comes soon
+    after, a few microseconds. The primer registers (then removes) a
+    ``uprobe_multi`` link on a private, empty, unnamed file (``memfd``,
+    through ``/proc/self/fd``) that no process maps: the probe is never put
+    into any process's code. Its program and file are made here (~0.1 ms);
+    the thread only makes the link -- the system call, which waits with the
+    GIL released, while the caller creates its maps and loads its programs
+    -- and closes the three. (The thread needs the GIL to start: the
+    switch interval is made short until it has made the link, or a caller
+    busy in Python code would hold it back by the 5 ms the interval is.)
+
+    Best effort: when the kernel refuses (no ``uprobe_multi``, no ``/proc``),
+    nothing happens and the real attach waits as before. (Like any uprobe
+    registration, the primer's holds other processes' ``fork`` back for the
+    few microseconds its writer's side is held, not for the wait.)"""
+    fds: list[int] = []
+    try:
+        prog = prog_load(int(ProgType.KPROBE), _RETURN_0, "GPL", b"pyebpf_primer",
+                         int(AttachType.TRACE_UPROBE_MULTI))
+        if prog < 0:
+            return None
+        fds.append(prog)
+        fds.append(os.memfd_create("pyebpf-primer", os.MFD_CLOEXEC))
+        attr = ffi.new("union bpf_attr *")
+        lc = attr.link_create
+        lc.prog_fd, lc.attach_type = prog, int(AttachType.TRACE_UPROBE_MULTI)
+        where = ffi.new("char[]", b"/proc/self/fd/%d" % fds[1])
+        at = ffi.new("uint64_t[]", [0])
+        um = lc.uprobe_multi
+        um.path, um.offsets, um.cnt = _addr(where), _addr(at), 1
+        done = _thread.allocate_lock()
+        done.acquire()
+        _quick_switches(True)
+        try:
+            _thread.start_new_thread(_prime, (attr, (where, at), fds, done))
+        except RuntimeError:
+            _quick_switches(False)
+            raise
+        return done
+    except (OSError, RuntimeError):   # (no memfd, no thread: the attach waits)
+        _close(fds)
+        return None
+
+
+def _prime(attr: Any, keep: Any, fds: list[int], done: Any) -> None:
+    """The primer's thread: the link made (``keep``: the buffers its
+    attr points to), the switch interval put back, everything closed,
+    ``done`` released."""
+    try:
+        link = _try(int(Cmd.LINK_CREATE), attr)
+        if link >= 0:
+            fds.append(link)
+    finally:
+        _quick_switches(False)
+        _close(fds)
+        done.release()
+
+
+#: [primers running, the switch interval from before the first]
+_switching: list[Any] = [0, 0.0]
+_switching_lock = _thread.allocate_lock()
+
+
+def _quick_switches(on: bool) -> None:
+    """A short switch interval while a primer runs (``on``: one more;
+    else one less: the interval from before put back after the last)."""
+    import sys
+    with _switching_lock:
+        if on:
+            if not _switching[0]:
+                _switching[1] = sys.getswitchinterval()
+                sys.setswitchinterval(min(_switching[1], 0.0002))
+            _switching[0] += 1
+        else:
+            _switching[0] -= 1
+            if not _switching[0]:
+                sys.setswitchinterval(_switching[1])
+
+
+def _close(fds: list[int]) -> None:
+    """Close ``fds``, the last first (a link before its program and file)."""
+    for fd in reversed(fds):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def elem(cmd: int, fd: int, key: bytes | None, value: bytes | bytearray | None) -> bool:

@@ -1,0 +1,37 @@
+"""``pyebpf bt``'s start: the primer of the kernel's first-uprobe wait
+(:func:`pyebpf.kernel.bare.prime_uprobes`) that the cached and the compiled
+start both run before their programs are loaded."""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from pyebpf.kernel import bare
+
+
+def _fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.kernel
+def test_the_primer_closes_what_it_opened() -> None:
+    interval = sys.getswitchinterval()
+    before = _fds()
+    done = bare.prime_uprobes()
+    assert done is not None, "this kernel has uprobe_multi links: the primer starts"
+    assert done.acquire(timeout=30), "the primer's thread ended"
+    assert _fds() == before, "its program, file and link are closed"
+    assert sys.getswitchinterval() == interval, "the switch interval is put back"
+
+
+@pytest.mark.kernel
+def test_primers_running_together_each_end() -> None:
+    interval = sys.getswitchinterval()
+    before = _fds()
+    locks = [bare.prime_uprobes() for _ in range(3)]
+    assert all(lock is not None for lock in locks)
+    assert all(lock.acquire(timeout=30) for lock in locks)
+    assert _fds() == before
+    assert sys.getswitchinterval() == interval

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from typing import Any, Sequence
 
 __all__ = ["map_create", "prog_load", "prog_test_run", "uprobe_multi_link", "elem",
-           "prime_uprobes", "LOOKUP", "UPDATE", "DELETE", "NEXT_KEY"]
+           "prime_uprobes", "MapMaker", "LOOKUP", "UPDATE", "DELETE", "NEXT_KEY"]
 
 #: the element commands :func:`elem` takes
 LOOKUP, UPDATE, DELETE, NEXT_KEY = (int(Cmd.MAP_LOOKUP_ELEM), int(Cmd.MAP_UPDATE_ELEM),
@@ -117,6 +117,53 @@ def uprobe_multi_link(prog_fd: int, path: str, offsets: Sequence[int],
     if ret < 0:
         _raise(int(Cmd.LINK_CREATE), -ret, f"uprobe_multi {path}")
     return _fd(ret)
+
+
+class MapMaker:
+    """Maps created in a thread, while the caller goes on (imports its
+    modules): a per-CPU hash map's creation is ~3 ms of the kernel's time
+    (it allocates every element's per-CPU value), which a second CPU can
+    spend meanwhile. ``specs``: ``(name, map_type, key_size, value_size,
+    max_entries, flags)`` each, in order; :meth:`take` gives their fds
+    (``-errno`` for one the kernel refused; none after it), the caller's to
+    close -- those never taken are closed when the maker is collected."""
+
+    def __init__(self, specs: Sequence[tuple[str, int, int, int, int, int]]) -> None:
+        self._fds: list[int] = []
+        self._taken = False
+        self._done = _thread.allocate_lock()
+        self._done.acquire()
+        _quick_switches(True)
+        try:
+            _thread.start_new_thread(self._make, (list(specs),))
+        except BaseException:
+            _quick_switches(False)
+            self._done.release()
+            raise
+
+    def _make(self, specs: list[tuple[str, int, int, int, int, int]]) -> None:
+        try:
+            for name, map_type, key_size, value_size, max_entries, flags in specs:
+                fd = map_create(map_type, key_size, value_size, max_entries, flags,
+                                name.encode())
+                self._fds.append(fd)
+                if fd < 0:
+                    break
+        except BaseException:          # (the caller sees too few fds: a refusal)
+            self._fds.append(-_EAGAIN)
+        finally:
+            _quick_switches(False)
+            self._done.release()
+
+    def take(self) -> list[int]:
+        """The fds, once the thread has made them (now the caller's)."""
+        with self._done:
+            self._taken = True
+            return list(self._fds)
+
+    def __del__(self) -> None:
+        if not self._taken and not self._done.locked():
+            _close([fd for fd in self._fds if fd >= 0])
 
 
 #: a program that returns 0 (``r0 = 0; exit``): the primer's

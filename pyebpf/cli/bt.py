@@ -182,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
     key = None
     user_probes = _user_probes(text)
     if _cacheable(args, text):
-        if user_probes:          # (the kernel's first-uprobe wait, overlapped: see _prime)
+        if user_probes and not _primed:   # (the kernel's first-uprobe wait: see _prime)
             _prime()
         found = _look_up(text, filename, params, args.unsafe)
         from ..lang.fastpath import cached_program
@@ -271,10 +271,26 @@ def _look_up(text: str, filename: str, params: list[str], unsafe: bool) -> tuple
     return key, entry, maker
 
 
+#: the primer was started (by :func:`prime_early`, from the command line's entry)
+_primed = False
+
+
+def prime_early(argv: list[str]) -> None:
+    """Called by :func:`pyebpf.cli.entry` for ``pyebpf bt ARGS`` before
+    anything else: when ``argv`` (ARGS) looks like a program with uprobes,
+    start the primer (see :func:`_prime`) now -- the earlier, the less of
+    its wait is left at the attach. (A program in a file is primed by
+    :func:`run`, once read.)"""
+    if any(_user_probes(arg) for arg in argv):
+        _prime()
+
+
 def _prime() -> None:
     """Start the primer of the kernel's first-uprobe wait (~15 ms), to
-    overlap it with the maps' creation and the programs' loading
-    (:func:`pyebpf.kernel.bare.prime_uprobes`)."""
+    overlap it with the imports, the maps' creation and the programs'
+    loading (:func:`pyebpf.kernel.bare.prime_uprobes`)."""
+    global _primed
+    _primed = True
     from ..kernel.bare import prime_uprobes
     prime_uprobes()
 

@@ -185,9 +185,9 @@ def prime_uprobes() -> Any:
     into any process's code. Its program and file are made here (~0.1 ms);
     the thread only makes the link -- the system call, which waits with the
     GIL released, while the caller creates its maps and loads its programs
-    -- and closes the three. (The thread needs the GIL to start: the
-    switch interval is made short until it has made the link, or a caller
-    busy in Python code would hold it back by the 5 ms the interval is.)
+    -- and closes the three. (The caller waits, GIL released, until the
+    thread is in that call: a thread waiting for the GIL behind a caller
+    busy in Python code would start its wait up to milliseconds late.)
 
     Best effort: when the kernel refuses (no ``uprobe_multi``, no ``/proc``),
     nothing happens and the real attach waits as before. (Like any uprobe
@@ -208,30 +208,26 @@ def prime_uprobes() -> Any:
         at = ffi.new("uint64_t[]", [0])
         um = lc.uprobe_multi
         um.path, um.offsets, um.cnt = _addr(where), _addr(at), 1
-        done = _thread.allocate_lock()
+        done, calling = _thread.allocate_lock(), _thread.allocate_lock()
         done.acquire()
-        _quick_switches(True)
-        try:
-            _thread.start_new_thread(_prime, (attr, (where, at), fds, done))
-        except RuntimeError:
-            _quick_switches(False)
-            raise
+        calling.acquire()
+        _thread.start_new_thread(_prime, (attr, (where, at), fds, done, calling))
+        calling.acquire(timeout=0.05)   # (the GIL given up until the thread is in its call)
         return done
-    except (OSError, RuntimeError):   # (no memfd, no thread: the attach waits)
+    except Exception:   # (no memfd, no thread...: the attach waits, as without a primer)
         _close(fds)
         return None
 
 
-def _prime(attr: Any, keep: Any, fds: list[int], done: Any) -> None:
-    """The primer's thread: the link made (``keep``: the buffers its
-    attr points to), the switch interval put back, everything closed,
-    ``done`` released."""
+def _prime(attr: Any, keep: Any, fds: list[int], done: Any, calling: Any) -> None:
+    """The primer's thread: ``calling`` released, the link made (``keep``:
+    the buffers its attr points to), everything closed, ``done`` released."""
     try:
+        calling.release()
         link = _try(int(Cmd.LINK_CREATE), attr)
         if link >= 0:
             fds.append(link)
     finally:
-        _quick_switches(False)
         _close(fds)
         done.release()
 

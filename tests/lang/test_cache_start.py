@@ -69,3 +69,12 @@ def test_maps_never_taken_are_closed_with_their_maker() -> None:
     assert len(_fds()) == len(before) + 1
     del maker
     assert _fds() == before
+
+
+def test_a_map_without_a_key_is_made_for_one_entry() -> None:
+    from pyebpf import lang
+    unit = lang.compile('BEGIN { @c = count(); @s = sum(1); @a = avg(2); @v = 5; '
+                        '@k[1] = count(); @h = hist(3); }').generate()
+    entries = {plan.name: plan.spec.max_entries for plan in unit.maps.values()
+               if plan.kind != "hist"}         # (hist without a key: an array of buckets)
+    assert entries == {"@c": 1, "@s": 1, "@a": 1, "@v": 1, "@k": 4096}, entries

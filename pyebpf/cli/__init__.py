@@ -403,8 +403,8 @@ def entry() -> NoReturn:
         if _interrupted:               # during the imports
             raise KeyboardInterrupt
         if sys.argv[1:2] == ["bt"]:    # (its uprobes' first wait in the kernel, begun now)
-            from .bt import prime_early
-            prime_early(sys.argv[2:])
+            import importlib           # (as _parse imports a sub-command's module)
+            importlib.import_module("pyebpf.cli.bt").prime_early(sys.argv[2:])
         status = main()
     except KeyboardInterrupt:
         status = INTERRUPTED

@@ -8,6 +8,11 @@ Fds are plain ints, the caller's to close. The creating calls return
 ``-errno`` on failure (the caller decides: the cache's user compiles the
 program again); the others raise the kernel layer's error
 (:func:`pyebpf.kernel.core.kernel_error`, imported with the failure).
+
+Two helpers overlap a start's waits with its other work, in threads (the
+system calls release the GIL): :func:`prime_uprobes` (the kernel's wait at
+the first uprobe registered, an RCU grace period) and :class:`MapMaker`
+(maps created while the caller imports its modules).
 """
 from __future__ import annotations
 

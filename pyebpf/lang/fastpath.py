@@ -10,6 +10,10 @@ entry is there and valid (else None: the caller compiles); its
 kernel layer's calls directly and whose events and maps are printed by the
 same code as a compiled program's (:mod:`pyebpf.lang.output`). The programs
 are loaded without pyebpf's own BTF (line records for ``bpftool``).
+
+``pyebpf bt`` looks the entry up itself, before importing this module, and
+has its maps made meanwhile in a thread (:class:`pyebpf.kernel.bare.MapMaker`,
+given to :func:`cached_program` as ``found``).
 """
 from __future__ import annotations
 

@@ -184,9 +184,8 @@ def run(args: argparse.Namespace) -> int:
     if _cacheable(args, text):
         if user_probes and not _primed:   # (the kernel's first-uprobe wait: see _prime)
             _prime()
-        found = _look_up(text, filename, params, args.unsafe)
         from ..lang.fastpath import cached_program
-        prog, key = cached_program(text, filename, params, args.unsafe, found)
+        prog, key = cached_program(text, filename, params, args.unsafe)
     if prog is None:
         from ..lang.api import compile
         # (a script error is a PyebpfError: reported as 'pyebpf bt: FILE:LINE:COL-END:
@@ -251,24 +250,6 @@ def _user_probes(text: str) -> bool:
     """Whether the program may have uprobes or USDT probes (a quick look at
     its text: a false yes costs a primer, ~0.2 ms)."""
     return any(word in text for word in ("uprobe", "uretprobe", "usdt", "u:", "U:"))
-
-
-def _look_up(text: str, filename: str, params: list[str], unsafe: bool) -> tuple[Any, ...]:
-    """``(key, entry, maker)``: the program's entry in the cache (or None)
-    and, when there is one, its maps being made in a thread
-    (:class:`pyebpf.kernel.bare.MapMaker`, None without an entry) while the
-    fast path's modules are imported."""
-    from ..lang import btcache
-    key = btcache.cache_key(text, filename, params, unsafe)
-    entry = btcache.load(key)
-    maker = None
-    if entry is not None and entry.get("format") == btcache.FORMAT:
-        from ..kernel.bare import MapMaker
-        try:
-            maker = MapMaker(entry["maps"])
-        except (KeyError, TypeError, ValueError, RuntimeError):
-            maker = None      # (a foreign entry: refused later; no thread: made later)
-    return key, entry, maker
 
 
 #: the primer was started (by :func:`prime_early`, from the command line's entry)

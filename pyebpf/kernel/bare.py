@@ -9,10 +9,9 @@ Fds are plain ints, the caller's to close. The creating calls return
 program again); the others raise the kernel layer's error
 (:func:`pyebpf.kernel.core.kernel_error`, imported with the failure).
 
-Two helpers overlap a start's waits with its other work, in threads (the
-system calls release the GIL): :func:`prime_uprobes` (the kernel's wait at
-the first uprobe registered, an RCU grace period) and :class:`MapMaker`
-(maps created while the caller imports its modules).
+:func:`prime_uprobes` overlaps a start's longest wait in the kernel (at the
+first uprobe registered: an RCU grace period) with its other work, in a
+thread (the system call releases the GIL).
 """
 from __future__ import annotations
 
@@ -27,7 +26,7 @@ if TYPE_CHECKING:
     from typing import Any, Sequence
 
 __all__ = ["map_create", "prog_load", "prog_test_run", "uprobe_multi_link", "elem",
-           "prime_uprobes", "MapMaker", "LOOKUP", "UPDATE", "DELETE", "NEXT_KEY"]
+           "prime_uprobes", "LOOKUP", "UPDATE", "DELETE", "NEXT_KEY"]
 
 #: the element commands :func:`elem` takes
 LOOKUP, UPDATE, DELETE, NEXT_KEY = (int(Cmd.MAP_LOOKUP_ELEM), int(Cmd.MAP_UPDATE_ELEM),
@@ -124,53 +123,6 @@ def uprobe_multi_link(prog_fd: int, path: str, offsets: Sequence[int],
     return _fd(ret)
 
 
-class MapMaker:
-    """Maps created in a thread, while the caller goes on (imports its
-    modules): a per-CPU hash map's creation is ~3 ms of the kernel's time
-    (it allocates every element's per-CPU value), which a second CPU can
-    spend meanwhile. ``specs``: ``(name, map_type, key_size, value_size,
-    max_entries, flags)`` each, in order; :meth:`take` gives their fds
-    (``-errno`` for one the kernel refused; none after it), the caller's to
-    close -- those never taken are closed when the maker is collected."""
-
-    def __init__(self, specs: Sequence[tuple[str, int, int, int, int, int]]) -> None:
-        self._fds: list[int] = []
-        self._taken = False
-        self._done = _thread.allocate_lock()
-        self._done.acquire()
-        _quick_switches(True)
-        try:
-            _thread.start_new_thread(self._make, (list(specs),))
-        except BaseException:
-            _quick_switches(False)
-            self._done.release()
-            raise
-
-    def _make(self, specs: list[tuple[str, int, int, int, int, int]]) -> None:
-        try:
-            for name, map_type, key_size, value_size, max_entries, flags in specs:
-                fd = map_create(map_type, key_size, value_size, max_entries, flags,
-                                name.encode())
-                self._fds.append(fd)
-                if fd < 0:
-                    break
-        except BaseException:          # (the caller sees too few fds: a refusal)
-            self._fds.append(-_EAGAIN)
-        finally:
-            _quick_switches(False)
-            self._done.release()
-
-    def take(self) -> list[int]:
-        """The fds, once the thread has made them (now the caller's)."""
-        with self._done:
-            self._taken = True
-            return list(self._fds)
-
-    def __del__(self) -> None:
-        if not self._taken and not self._done.locked():
-            _close([fd for fd in self._fds if fd >= 0])
-
-
 #: a program that returns 0 (``r0 = 0; exit``): the primer's
 _RETURN_0 = bytes.fromhex("b700000000000000" "9500000000000000")
 
@@ -235,27 +187,6 @@ def _prime(attr: Any, keep: Any, fds: list[int], done: Any, calling: Any) -> Non
     finally:
         _close(fds)
         done.release()
-
-
-#: [primers running, the switch interval from before the first]
-_switching: list[Any] = [0, 0.0]
-_switching_lock = _thread.allocate_lock()
-
-
-def _quick_switches(on: bool) -> None:
-    """A short switch interval while a primer runs (``on``: one more;
-    else one less: the interval from before put back after the last)."""
-    import sys
-    with _switching_lock:
-        if on:
-            if not _switching[0]:
-                _switching[1] = sys.getswitchinterval()
-                sys.setswitchinterval(min(_switching[1], 0.0002))
-            _switching[0] += 1
-        else:
-            _switching[0] -= 1
-            if not _switching[0]:
-                sys.setswitchinterval(_switching[1])
 
 
 def _close(fds: list[int]) -> None:

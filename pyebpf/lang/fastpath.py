@@ -10,10 +10,6 @@ entry is there and valid (else None: the caller compiles); its
 kernel layer's calls directly and whose events and maps are printed by the
 same code as a compiled program's (:mod:`pyebpf.lang.output`). The programs
 are loaded without pyebpf's own BTF (line records for ``bpftool``).
-
-``pyebpf bt`` looks the entry up itself, before importing this module, and
-has its maps made meanwhile in a thread (:class:`pyebpf.kernel.bare.MapMaker`,
-given to :func:`cached_program` as ``found``).
 """
 from __future__ import annotations
 
@@ -52,23 +48,15 @@ def _optional(enc: Any) -> Type | None:
 
 
 def cached_program(text: str, filename: str, params: Sequence[str],
-                   unsafe: bool = False, found: tuple[Any, ...] | None = None
-                   ) -> tuple[CachedProgram | None, tuple[Any, ...]]:
+                   unsafe: bool = False) -> tuple[CachedProgram | None, tuple[Any, ...]]:
     """``(program, key)``: the cached program (None on a miss) and the key
-    to store a compiled one under. ``found``: ``(key, entry, maker)``, the
-    caller's look-up (:func:`~pyebpf.lang.btcache.cache_key`,
-    :func:`~pyebpf.lang.btcache.load`) and the
-    :class:`~pyebpf.kernel.bare.MapMaker` it started for the entry's maps
-    (or None), made before this module was imported."""
-    if found is None:
-        key = cache_key(text, filename, params, unsafe)
-        entry, maker = load(key), None
-    else:
-        key, entry, maker = found
+    to store a compiled one under."""
+    key = cache_key(text, filename, params, unsafe)
+    entry = load(key)
     if entry is None or entry.get("format") != FORMAT:
         return None, key
     try:
-        return CachedProgram(entry, (text, filename, list(params), unsafe), maker), key
+        return CachedProgram(entry, (text, filename, list(params), unsafe)), key
     except (KeyError, TypeError, ValueError, IndexError):      # (a foreign entry)
         return None, key
 
@@ -140,18 +128,14 @@ class _Unit:
         self.stack_map = self.kstack_map = self.join_map = self.drops = self.script = None
         self.helper_check = 0
         self.skipped: list[str] = []
-        #: the maps made already, in a thread (their fds taken once)
-        self.maker: bare.MapMaker | None = None
 
 
 class CachedProgram:
     """A program from the cache: what :func:`pyebpf.lang.compile` gives,
     as far as ``pyebpf bt`` uses it (``warnings``, :meth:`start`)."""
 
-    def __init__(self, entry: dict[str, Any], source: tuple[Any, ...],
-                 maker: bare.MapMaker | None = None) -> None:
+    def __init__(self, entry: dict[str, Any], source: tuple[Any, ...]) -> None:
         self.unit = _Unit(entry)
-        self.unit.maker = maker
         #: the warnings the compilation printed
         self.warnings: list[str] = list(entry["warnings"])
         self._source = source
@@ -338,21 +322,11 @@ class FastRun(BtRun):
 
     def _create(self) -> None:
         u: Any = self.unit
-        made: list[int] = []
-        if u.maker is not None:
-            made, u.maker = u.maker.take(), None
-        try:
-            for i, (name, mtype, ksize, vsize, entries, flags) in enumerate(u.maps_created):
-                fd = made[i] if i < len(made) else bare.map_create(mtype, ksize, vsize, entries,
-                                                                 flags, name.encode())
-                if fd < 0:
-                    raise _Refused(f"map {name}: errno {-fd}")
-                self.live[name] = _Map(fd, mtype, ksize, vsize, entries)
-        except BaseException:          # (the made maps not yet owned: closed here)
-            for fd in made[len(self.live):]:
-                if fd >= 0:
-                    close_fd(fd)
-            raise
+        for name, mtype, ksize, vsize, entries, flags in u.maps_created:
+            fd = bare.map_create(mtype, ksize, vsize, entries, flags, name.encode())
+            if fd < 0:
+                raise _Refused(f"map {name}: errno {-fd}")
+            self.live[name] = _Map(fd, mtype, ksize, vsize, entries)
         self.reader = _Ring(self.live[u.ringbuf_name])
 
     def _load(self) -> None:

@@ -37,40 +37,6 @@ def test_primers_running_together_each_end() -> None:
     assert sys.getswitchinterval() == interval
 
 
-@pytest.mark.kernel
-def test_maps_made_in_a_thread_are_the_callers() -> None:
-    before = _fds()
-    maker = bare.MapMaker([("bt0_a", 1, 8, 8, 16, 0), ("bt_events", 27, 0, 0, 1 << 16, 0)])
-    fds = maker.take()
-    assert len(fds) == 2 and all(fd > 0 for fd in fds)
-    assert bare.elem(bare.UPDATE, fds[0], bytes(8), bytes(8))      # (a hash map of 8-byte keys)
-    for fd in fds:
-        os.close(fd)
-    assert _fds() == before
-
-
-@pytest.mark.kernel
-def test_a_refused_map_is_its_errno_and_the_last() -> None:
-    before = _fds()
-    maker = bare.MapMaker([("bt0_a", 1, 8, 8, 16, 0), ("bad", 1, 0, 8, 16, 0),
-                           ("bt1_b", 1, 8, 8, 16, 0)])
-    fds = maker.take()
-    assert len(fds) == 2 and fds[0] > 0 and fds[1] == -22     # (EINVAL: a key of 0 bytes)
-    os.close(fds[0])
-    assert _fds() == before
-
-
-@pytest.mark.kernel
-def test_maps_never_taken_are_closed_with_their_maker() -> None:
-    before = _fds()
-    maker = bare.MapMaker([("bt0_a", 1, 8, 8, 16, 0)])
-    with maker._done:                  # (the thread has ended)
-        pass
-    assert len(_fds()) == len(before) + 1
-    del maker
-    assert _fds() == before
-
-
 def test_a_map_without_a_key_is_made_for_one_entry() -> None:
     from pyebpf import lang
     unit = lang.compile('BEGIN { @c = count(); @s = sum(1); @a = avg(2); @v = 5; '

@@ -11,7 +11,11 @@ the programs (no BTF, no verifier log), runs BEGIN (``BPF_PROG_TEST_RUN``),
 attaches the two uprobes (``uprobe_multi`` links), prints ``go`` (BEGIN's
 record is in the ring buffer: bpftrace too prints BEGIN's output once every
 probe is attached) and waits for SIGINT.  No parsing, no
-analysis, no code generation, no ELF reading, no formatting.
+analysis, no code generation, no ELF reading, no formatting -- and no
+overlap: the calls come one after the other, the first uprobe's wait in the
+kernel (an RCU grace period, ~10-15 ms) in full, where ``pyebpf bt`` primes
+it in a thread at its start (:func:`pyebpf.kernel.bare.prime_uprobes`): its
+wall time may come in under this floor.
 
 Measured as ``bench_lang`` measures (wall time to the ``go`` line, the
 process's whole CPU time), also with ``runpy`` imported first (what

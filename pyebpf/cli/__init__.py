@@ -402,6 +402,9 @@ def entry() -> NoReturn:
         _armed = True
         if _interrupted:               # during the imports
             raise KeyboardInterrupt
+        if sys.argv[1:2] == ["bt"]:    # (its uprobes' first wait in the kernel, begun now)
+            import importlib           # (as _parse imports a sub-command's module)
+            importlib.import_module("pyebpf.cli.bt").prime_early(sys.argv[2:])
         status = main()
     except KeyboardInterrupt:
         status = INTERRUPTED

@@ -180,7 +180,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     prog: Any = None
     key = None
+    user_probes = _user_probes(text)
     if _cacheable(args, text):
+        if user_probes and not _primed:   # (the kernel's first-uprobe wait: see _prime)
+            _prime()
         from ..lang.fastpath import cached_program
         prog, key = cached_program(text, filename, params, args.unsafe)
     if prog is None:
@@ -192,6 +195,7 @@ def run(args: argparse.Namespace) -> int:
                        include_dirs=args.include_dirs or (), helper_check=args.helper_check)
     else:
         key = None                   # (found there: nothing to store)
+        user_probes = False          # (primed already)
     if not args.no_warnings:
         for warning in prog.warnings:
             print(warning, file=sys.stderr)
@@ -202,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
     if out is None:
         return 1
     try:
-        return _run(prog, args, out, key)
+        return _run(prog, args, out, key, user_probes)
     finally:
         if out is not sys.stdout:
             out.close()
@@ -242,11 +246,43 @@ def _cacheable(args: argparse.Namespace, text: str) -> bool:
                 or "elapsed" in text or "cgroupid" in text)
 
 
+def _user_probes(text: str) -> bool:
+    """Whether the program may have uprobes or USDT probes (a quick look at
+    its text: a false yes costs a primer, ~0.2 ms)."""
+    return any(word in text for word in ("uprobe", "uretprobe", "usdt", "u:", "U:"))
+
+
+#: the primer was started (by :func:`prime_early`, from the command line's entry)
+_primed = False
+
+
+def prime_early(argv: list[str]) -> None:
+    """Called by :func:`pyebpf.cli.entry` for ``pyebpf bt ARGS`` before
+    anything else: when ``argv`` (ARGS) looks like a program with uprobes,
+    start the primer (see :func:`_prime`) now -- the earlier, the less of
+    its wait is left at the attach. (A program in a file is primed by
+    :func:`run`, once read.)"""
+    if any(_user_probes(arg) for arg in argv):
+        _prime()
+
+
+def _prime() -> None:
+    """Start the primer of the kernel's first-uprobe wait (~15 ms), to
+    overlap it with the imports, the maps' creation and the programs'
+    loading (:func:`pyebpf.kernel.bare.prime_uprobes`)."""
+    global _primed
+    _primed = True
+    from ..kernel.bare import prime_uprobes
+    prime_uprobes()
+
+
 def _run(prog: Any, args: argparse.Namespace, out: TextIO,
-         cache_key: tuple[Any, ...] | None = None) -> int:
+         cache_key: tuple[Any, ...] | None = None, user_probes: bool = False) -> int:
     """Attach, print events until a stop condition, then END and the maps;
     the compiled program stored in the cache under ``cache_key`` once
-    started (when it can be)."""
+    started (when it can be). ``user_probes``: the program may attach
+    uprobes, and the kernel's first-uprobe wait is to be primed before its
+    start."""
     import os
 
     from . import StopSignals
@@ -264,6 +300,8 @@ def _run(prog: Any, args: argparse.Namespace, out: TextIO,
         # (its events come first in the ring), then every probe is attached,
         # and only then the 'Attaching' line, the test suite's signal and
         # BEGIN's events: a workload started on that line is traced
+        if user_probes:
+            _prime()             # (a compiled program's: the compiling took longer than the wait)
         run = guard.resource = prog.start(child=child, json=json_mode, release=False)
         run.show_warnings = not args.no_warnings
         if not args.quiet:

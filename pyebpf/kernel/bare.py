@@ -8,12 +8,17 @@ Fds are plain ints, the caller's to close. The creating calls return
 ``-errno`` on failure (the caller decides: the cache's user compiles the
 program again); the others raise the kernel layer's error
 (:func:`pyebpf.kernel.core.kernel_error`, imported with the failure).
+
+:func:`prime_uprobes` overlaps a start's longest wait in the kernel (at the
+first uprobe registered: an RCU grace period) with its other work, in a
+thread (the system call releases the GIL).
 """
 from __future__ import annotations
 
+import _thread
 import os
 
-from .constants import AttachType, Cmd
+from .constants import AttachType, Cmd, ProgType
 from .ffi import NR_BPF, ffi, sys_bpf
 
 TYPE_CHECKING = False
@@ -21,7 +26,7 @@ if TYPE_CHECKING:
     from typing import Any, Sequence
 
 __all__ = ["map_create", "prog_load", "prog_test_run", "uprobe_multi_link", "elem",
-           "LOOKUP", "UPDATE", "DELETE", "NEXT_KEY"]
+           "prime_uprobes", "LOOKUP", "UPDATE", "DELETE", "NEXT_KEY"]
 
 #: the element commands :func:`elem` takes
 LOOKUP, UPDATE, DELETE, NEXT_KEY = (int(Cmd.MAP_LOOKUP_ELEM), int(Cmd.MAP_UPDATE_ELEM),
@@ -116,6 +121,81 @@ def uprobe_multi_link(prog_fd: int, path: str, offsets: Sequence[int],
     if ret < 0:
         _raise(int(Cmd.LINK_CREATE), -ret, f"uprobe_multi {path}")
     return _fd(ret)
+
+
+#: a program that returns 0 (``r0 = 0; exit``): the primer's
+_RETURN_0 = bytes.fromhex("b700000000000000" "9500000000000000")
+
+
+def prime_uprobes() -> Any:
+    """Start, in a thread, the kernel's slow first step of a uprobe
+    registration, so that this process's own uprobes, attached a few
+    milliseconds later, need not wait for it. The thread's lock when
+    started (acquirable once it has ended), else None.
+
+    The first uprobe registered after a quiet spell waits ~15 ms in the
+    kernel (an RCU grace period: ``uprobe_register`` takes the writer's side
+    of a per-CPU semaphore that every ``fork`` reads); one that comes soon
+    after, a few microseconds. The primer registers (then removes) a
+    ``uprobe_multi`` link on a private, empty, unnamed file (``memfd``,
+    through ``/proc/self/fd``) that no process maps: the probe is never put
+    into any process's code. Its program and file are made here (~0.1 ms);
+    the thread only makes the link -- the system call, which waits with the
+    GIL released, while the caller creates its maps and loads its programs
+    -- and closes the three. (The caller waits, GIL released, until the
+    thread is in that call: a thread waiting for the GIL behind a caller
+    busy in Python code would start its wait up to milliseconds late.)
+
+    Best effort: when the kernel refuses (no ``uprobe_multi``, no ``/proc``),
+    nothing happens and the real attach waits as before. (Like any uprobe
+    registration, the primer's holds other processes' ``fork`` back for the
+    few microseconds its writer's side is held, not for the wait.)"""
+    fds: list[int] = []
+    try:
+        prog = prog_load(int(ProgType.KPROBE), _RETURN_0, "GPL", b"pyebpf_primer",
+                         int(AttachType.TRACE_UPROBE_MULTI))
+        if prog < 0:
+            return None
+        fds.append(prog)
+        fds.append(os.memfd_create("pyebpf-primer", os.MFD_CLOEXEC))
+        attr = ffi.new("union bpf_attr *")
+        lc = attr.link_create
+        lc.prog_fd, lc.attach_type = prog, int(AttachType.TRACE_UPROBE_MULTI)
+        where = ffi.new("char[]", b"/proc/self/fd/%d" % fds[1])
+        at = ffi.new("uint64_t[]", [0])
+        um = lc.uprobe_multi
+        um.path, um.offsets, um.cnt = _addr(where), _addr(at), 1
+        done, calling = _thread.allocate_lock(), _thread.allocate_lock()
+        done.acquire()
+        calling.acquire()
+        _thread.start_new_thread(_prime, (attr, (where, at), fds, done, calling))
+        calling.acquire(timeout=0.05)   # (the GIL given up until the thread is in its call)
+        return done
+    except Exception:   # (no memfd, no thread...: the attach waits, as without a primer)
+        _close(fds)
+        return None
+
+
+def _prime(attr: Any, keep: Any, fds: list[int], done: Any, calling: Any) -> None:
+    """The primer's thread: ``calling`` released, the link made (``keep``:
+    the buffers its attr points to), everything closed, ``done`` released."""
+    try:
+        calling.release()
+        link = _try(int(Cmd.LINK_CREATE), attr)
+        if link >= 0:
+            fds.append(link)
+    finally:
+        _close(fds)
+        done.release()
+
+
+def _close(fds: list[int]) -> None:
+    """Close ``fds``, the last first (a link before its program and file)."""
+    for fd in reversed(fds):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def elem(cmd: int, fd: int, key: bytes | None, value: bytes | bytearray | None) -> bool:

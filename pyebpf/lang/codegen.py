@@ -99,16 +99,19 @@ class MapPlan:
         self.agg: Any = None
         self.spec: Any = None
         self.value_size = 8
+        # (a map without a key holds key 0 alone: made for one entry -- a per-CPU
+        # hash map's preallocation of 4096 costs ~3 ms of kernel time at each start)
+        entries = MAX_MAP_ENTRIES if key is not None else 1
         from ..maps import Bytes, HashMap, MapSpec
         if self.kind == "plain":
             if value.kind in ("count", "none"):
                 raise CodegenError(f"map {name} has no value type")
             self.value_size = stored_size(_stored_value_type(value))
             self.spec = MapSpec(HashMap, Bytes(self.key_size), Bytes(self.value_size),
-                                max_entries=MAX_MAP_ENTRIES, name=self.kname)
+                                max_entries=entries, name=self.kname)
             return
         from . import aggregations as agg
-        kw: dict[str, Any] = dict(keyed=True, max_keys=MAX_MAP_ENTRIES, key_size=self.key_size,
+        kw: dict[str, Any] = dict(keyed=True, max_keys=entries, key_size=self.key_size,
                                   create=False)
         if self.kind in _AGGREGATIONS:
             self.agg = getattr(agg, _AGGREGATIONS[self.kind])(self.kname, **kw)

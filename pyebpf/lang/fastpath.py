@@ -340,6 +340,10 @@ class FastRun(BtRun):
             if fd < 0:
                 raise _Refused(f"program {plan.name}: errno {-fd}")
             self.loaded.append(_Fd(fd))
+        # (the events' printing code, imported now rather than for the first
+        # event: before the attach, the kernel's first-uprobe wait is often
+        # still running -- see pyebpf.kernel.bare.prime_uprobes)
+        from . import output  # noqa: F401
 
     def entries(self, name: str) -> dict[Any, Any]:
         """The entries of map ``name`` (as :meth:`BtRun.entries` gives them)."""

@@ -107,8 +107,9 @@ class MapPlan:
             if value.kind in ("count", "none"):
                 raise CodegenError(f"map {name} has no value type")
             self.value_size = stored_size(_stored_value_type(value))
+            from .aggregations import hash_map_flags
             self.spec = MapSpec(HashMap, Bytes(self.key_size), Bytes(self.value_size),
-                                max_entries=entries, name=self.kname)
+                                max_entries=entries, name=self.kname, flags=hash_map_flags())
             return
         from . import aggregations as agg
         kw: dict[str, Any] = dict(keyed=True, max_keys=entries, key_size=self.key_size,

@@ -7,9 +7,10 @@ from :class:`Owner`, which gives it, once for all of them:
 * ``close()`` -- idempotent, safe to call from several threads and again
   from inside its own teardown;
 * ``with`` blocks (``__enter__`` returns the object, ``__exit__`` closes);
-* closing on garbage collection: a :class:`weakref.finalize` that holds the
-  *resources* (never the object, which would then never be collected) and
-  releases them when the object is collected, or at interpreter exit;
+* closing on garbage collection: a finalizer (:class:`_Release`, the part of
+  :class:`weakref.finalize` an owner needs) that holds the *resources*
+  (never the object, which would then never be collected) and releases them
+  when the object is collected, or at interpreter exit, the newest first;
   failures there are swallowed, not printed;
 * ``closed``, and a ``repr`` that says ``closed``.
 
@@ -24,13 +25,16 @@ A subclass states what it owns in one of two ways (or both):
   these steps close must itself be an :class:`Owner` (or be freed by the
   kernel with its last fd), so that garbage collection releases it too.
 
-This module imports nothing but :mod:`os` and :mod:`weakref`: every layer may
-use it, without the cffi backend.
+This module imports nothing but :mod:`os`, :mod:`atexit` and ``_weakref``
+(the built-in half of :mod:`weakref`, which imports ``_weakrefset``, ``types``
+and ``itertools``: ~1 ms of a cold start): every layer may use it, without
+the cffi backend.
 """
 from __future__ import annotations
 
+import atexit
 import os
-import weakref
+from _weakref import ref
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -80,6 +84,60 @@ def _release(func: Callable[..., Any], args: tuple[Any, ...]) -> None:
         pass
 
 
+#: the finalizers not run yet, by id (holding them, and so their weak references)
+_pending: dict[int, _Release] = {}
+_at_exit: list[bool] = []       # (non-empty once _run_pending is registered)
+
+
+def _run_pending() -> None:
+    """At interpreter exit: run the finalizers left, the newest first (before
+    the modules they use are torn down)."""
+    while _pending:
+        _, f = _pending.popitem()
+        _release(*f._drop())
+
+
+class _Release:
+    """``release(*args)`` to run once: when ``owner`` is garbage collected, at
+    interpreter exit, or by whoever :meth:`detach` es it first (the parts of
+    :class:`weakref.finalize` an :class:`Owner` uses)."""
+
+    __slots__ = ("_ref", "_func", "_args")
+
+    def __init__(self, owner: object, func: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self._func: Any = func
+        self._args: Any = args
+        self._ref: Any = ref(owner, self._collected)
+        if not _at_exit:
+            _at_exit.append(True)
+            atexit.register(_run_pending)
+        _pending[id(self)] = self
+
+    def _drop(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        """The release function and its arguments, no longer held here (nor
+        the weak reference: the resources go as soon as they are released)."""
+        func, args = self._func, self._args
+        self._func = self._args = self._ref = None
+        return func, args
+
+    def _collected(self, _ref: object) -> None:
+        if _pending.pop(id(self), None) is not None:
+            _release(*self._drop())
+
+    def detach(self) -> tuple[Any, Callable[..., Any], tuple[Any, ...], dict[str, Any]] | None:
+        """``(owner, func, args, kwargs)`` and never run, if not run or
+        detached yet (exactly one caller gets it); else None."""
+        if _pending.pop(id(self), None) is None:
+            return None
+        owner = self._ref()
+        return owner, _release, self._drop(), {}
+
+    @property
+    def alive(self) -> bool:
+        """True until run or detached."""
+        return id(self) in _pending
+
+
 class Owner:
     """Base of every object that owns kernel objects; see the module docs.
 
@@ -97,7 +155,7 @@ class Owner:
         Called again after :meth:`close`, it makes the object open again (for
         owners that can be reused, like a trace whose maps are re-created).
         """
-        self._finalizer = weakref.finalize(self, _release, release or _nothing, args)
+        self._finalizer = _Release(self, release or _nothing, args)
 
     def _disown(self) -> None:
         """Stop owning the resources without releasing them (another owner

@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno as E
 import os
 import struct
-import weakref
+from _weakref import ref as _weak    # (not weakref: its import costs ~1 ms)
 
 from ..btf import Kind
 from ..errors import KernelError, VerifierError
@@ -455,7 +455,7 @@ def _maps_of(obj: BpfObject) -> Any:
     """What a loaded program of ``obj`` gives as its maps, asked on first use:
     the object's maps (none once the object is gone; it does not keep the
     object alive)."""
-    ref = weakref.ref(obj)
+    ref = _weak(obj)
 
     def maps() -> dict[str, Any]:
         o = ref()

@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 from ..errors import (AttachError, KernelError, NotSupportedError, OptionError,
                       PermissionDeniedError)
 from ..kernel import features, perf
-from ..kernel.constants import (PERF_ATTR_FLAG_FREQ, PERF_TYPE_HARDWARE, PERF_TYPE_SOFTWARE,
-                               ProgType)
+from ..kernel.constants import (PERF_ATTR_FLAG_FREQ, PERF_ATTR_FLAG_INHERIT, PERF_TYPE_HARDWARE,
+                               PERF_TYPE_SOFTWARE, ProgType)
 from ..kernel.cpus import online_cpus
 from ..kernel.syscall import Fd
 from ._programs import prepare
@@ -55,7 +55,11 @@ def attach_perf_event(prog: AttachableProgram, frequency: int | None = 99, *,
     By default the software ``cpu-clock`` event at ``frequency`` Hz on every
     online CPU, for every process.  ``period`` (events per sample) replaces
     ``frequency``; ``event`` is a name from :data:`PERF_EVENTS` or a
-    ``(type, config)`` pair; ``pid`` restricts sampling to one process.
+    ``(type, config)`` pair.  ``pid`` samples one process only: one event
+    per thread of it, on whichever CPU the thread runs, inherited by the
+    threads and processes it starts later (other processes are never
+    interrupted); with ``cpus`` too, one event per CPU of ``cpus`` for
+    thread ``pid`` alone.
     """
     if (frequency is None) == (period is None):
         if period is not None:
@@ -69,9 +73,16 @@ def attach_perf_event(prog: AttachableProgram, frequency: int | None = 99, *,
                               f"{', '.join(PERF_EVENTS)} (or pass (type, config))") from None
     else:
         ptype, config = event
-    cpu_list = list(cpus) if cpus is not None else online_cpus()
-    if not cpu_list:
-        raise OptionError("no CPUs to sample on")
+    per_thread = pid != -1 and cpus is None
+    if per_thread:
+        targets = [(tid, -1) for tid in _threads(pid)]
+        where = f" in process {pid} ({len(targets)} threads)"
+    else:
+        cpu_list = list(cpus) if cpus is not None else online_cpus()
+        if not cpu_list:
+            raise OptionError("no CPUs to sample on")
+        targets = [(pid, cpu) for cpu in cpu_list]
+        where = f" on CPUs {','.join(map(str, cpu_list))}"
 
     def fill(p: Any) -> None:
         p.type = ptype
@@ -81,27 +92,38 @@ def attach_perf_event(prog: AttachableProgram, frequency: int | None = 99, *,
             p.flags = PERF_ATTR_FLAG_FREQ
         else:
             p.sample_period = period
+        if per_thread:
+            p.flags |= PERF_ATTR_FLAG_INHERIT
     what = f"{event if isinstance(event, str) else event} " + \
-        (f"@{frequency}Hz" if frequency is not None else f"every {period}") + \
-        f" on CPUs {','.join(map(str, cpu_list))}"
-    return _attach_each(prog, "perf_event", what, method, cpu_list, pid, fill)
+        (f"@{frequency}Hz" if frequency is not None else f"every {period}") + where
+    return _attach_each(prog, "perf_event", what, method, targets, pid, fill)
 
 
-def _attach_each(prog: AttachableProgram, kind: str, what: str, method: str, cpus: list[int], pid: int,
-                 fill: Callable[[Any], None]) -> Link:
-    """Open one perf event per CPU of ``cpus`` (for process ``pid``; -1:
-    every process), its attr set by ``fill(attr)``, and attach ``prog`` (a
-    PERF_EVENT program) to each; on a failure everything opened here is
-    closed."""
+def _threads(pid: int) -> list[int]:
+    """The thread ids of process ``pid`` (an :class:`AttachError` when there
+    is no such process)."""
+    import os
+    try:
+        return sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
+    except (FileNotFoundError, NotADirectoryError, ValueError):
+        raise AttachError(f"perf_event: no process {pid}") from None
+
+
+def _attach_each(prog: AttachableProgram, kind: str, what: str, method: str,
+                 targets: list[tuple[int, int]], pid: int, fill: Callable[[Any], None]) -> Link:
+    """Open one perf event per ``(thread, cpu)`` of ``targets`` (thread -1:
+    every process; cpu -1: any CPU), its attr set by ``fill(attr)``, and
+    attach ``prog`` (a PERF_EVENT program) to each; on a failure everything
+    opened here is closed.  ``pid`` is the process the link names (-1: none)."""
     t0 = time.perf_counter()
     chosen = perf_method(method, f"attach_{kind}")
     loaded, owned = prepare(prog, ProgType.PERF_EVENT, f"attach_{kind}")
     groups: list[list[Fd]] = []
     try:
-        for cpu in cpus:
+        for thread, cpu in targets:
             a = perf.PerfAttr()
             fill(a.ptr)
-            pfd = a.open(pid=pid, cpu=cpu)
+            pfd = a.open(pid=thread, cpu=cpu)
             group = [pfd]
             groups.append(group)
             group.extend(attach_perf_fd(loaded, pfd, chosen))
@@ -143,8 +165,8 @@ def attach_breakpoint(prog: AttachableProgram, address: int, length: int, mode: 
         p.bp_addr = address
         p.bp_len = length
         p.sample_period = 1
-    return _attach_each(prog, "breakpoint", f"{address:#x}:{length}:{mode}", "auto", cpu_list,
-                        pid, fill)
+    return _attach_each(prog, "breakpoint", f"{address:#x}:{length}:{mode}", "auto",
+                        [(pid, cpu) for cpu in cpu_list], pid, fill)
 
 
 def attach_one_event(prog: AttachableProgram, prog_type: int, kind: str, what: str, method: str,

@@ -124,7 +124,8 @@ def _sample(args: argparse.Namespace) -> tuple[dict[tuple[str, ...], int], float
                 if child is not None:
                     child.go()        # (a command that cannot run is the only message)
                 if not args.quiet:
-                    print(f"Sampling at {args.frequency} Hz on every CPU. "
+                    print(f"Sampling at {args.frequency} Hz "
+                          + (f"in process {target} (its threads only). " if target else "on every CPU. ")
                           + ("Running the command." if child else "Hit Ctrl-C to end."),
                           file=sys.stderr, flush=True)
                 _wait(prof, child, args.pid, args.duration)

@@ -1,7 +1,9 @@
 """Sampling on-CPU stacks in the kernel: the engine of ``pyebpf profile``.
 
 A PERF_EVENT program runs on the software ``cpu-clock`` event at the
-requested frequency on every online CPU.  Each sample is one record in a
+requested frequency: on every online CPU, or, for one process, on each of
+its threads wherever it runs (and the threads it starts later), so that no
+other process is interrupted.  Each sample is one record in a
 ring buffer: the process and thread, ``comm``, the user stack
 (``bpf_get_stack`` with build ids, so frames resolve after the process is
 gone), with ``kernel=True`` the kernel stack, and for a CPython process the
@@ -13,7 +15,8 @@ identical records.  A sample whose record found the ring full is counted
 (:attr:`Profiler.lost`); a stack the kernel could not read is kept, as one
 frame saying why (``[stack not captured: ...]``), so that samples taken =
 samples drawn + :attr:`Profiler.lost`.  With a ``pid`` only that process's
-threads count.
+threads count (the program checks it too: the processes it starts inherit
+the events).
 
 :meth:`Profiler.stacks` turns the counts into ``{(outermost, ...,
 innermost): samples}`` of function names: user frames symbolized by
@@ -219,11 +222,13 @@ class Profiler(Owner):
         return p
 
     def attach(self) -> None:
-        """Load the program and start sampling on every online CPU."""
+        """Load the program and start sampling: the process's threads (on
+        whichever CPU they run) with a pid, else every online CPU."""
         from ..attach import attach_perf_event
         if self.pid is not None:
             self.remember(self.pid)
-        self.link = attach_perf_event(self.program(), self.frequency)
+        self.link = attach_perf_event(self.program(), self.frequency,
+                                      pid=-1 if self.pid is None else self.pid)
 
     def detach(self) -> None:
         """Stop sampling (idempotent); what was sampled stays readable."""

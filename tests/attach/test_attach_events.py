@@ -231,6 +231,64 @@ def test_perf_event_sampling_on_every_cpu(no_fd_leak, target_pie, spawn):
     assert gone(ids)
 
 
+THREADED = r"""
+import sys, threading, time
+def spin(seconds):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+early = threading.Thread(target=spin, args=(1.5,))
+early.start()
+print(threading.get_native_id(), early.native_id, flush=True)
+sys.stdin.readline()
+late = threading.Thread(target=spin, args=(1.0,))
+late.start()
+print(late.native_id, flush=True)
+spin(1.0)
+early.join(); late.join()
+"""
+
+
+@pytest.mark.kernel
+def test_perf_event_for_one_process_samples_its_threads_only(no_fd_leak):
+    """With a pid: one event per thread, inherited by the threads started
+    later; a busy process beside it is never sampled."""
+    import sys
+    m = HashMap("u64", "u64", 64, name="by_thread")
+    p = Program("sample")
+    p.call("get_current_pid_tgid")
+    key = p.stack_store(R0, 8)
+    p.map_increment(m, key)
+    p.ret(0)
+    target = subprocess.Popen([sys.executable, "-c", THREADED], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    other = subprocess.Popen([sys.executable, "-c", THREADED], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert target.stdout and target.stdin and other.stdin and other.stdout
+        main, early = map(int, read_line(target.stdout, "the target's threads", 60).split())
+        read_line(other.stdout, "the other process's threads", 60)
+        with attach_perf_event(p, frequency=499, pid=target.pid) as link:
+            assert str(target.pid) in link.target and "2 threads" in link.target, link.target
+            for proc in (target, other):
+                proc.stdin.write("go\n")
+                proc.stdin.flush()
+            late = int(read_line(target.stdout, "the late thread", 60))
+            assert target.wait(60) == 0 and other.wait(60) == 0
+        samples = {(k >> 32, k & 0xFFFFFFFF): v for k, v in m.items()}
+    finally:
+        for proc in (target, other):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            for pipe in (proc.stdin, proc.stdout):
+                if pipe is not None:
+                    pipe.close()
+    assert {tgid for tgid, _ in samples} == {target.pid}, samples
+    threads = {tid for _, tid in samples}
+    assert {main, early, late} <= threads, (main, early, late, samples)
+
+
 @pytest.mark.kernel
 def test_perf_event_arguments():
     m = HashMap("u32", "u64", 1, name="x")

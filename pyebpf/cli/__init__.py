@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable, NoReturn
 
     from ..errors import VerifierError
+    from ..session.live import Child
 
     from .parser import Parser
 else:
@@ -120,6 +121,8 @@ class StopSignals:
     (once: the first stop signal raises, later ones are recorded).  After
     the loop, :meth:`hold` again: detaching and printing the results cannot
     be interrupted.  :meth:`restore` puts the previous handlers back.
+    :meth:`run` is that loop's frame: arm, release the ``-c`` command, loop,
+    hold.
     """
 
     def __init__(self) -> None:
@@ -149,6 +152,26 @@ class StopSignals:
         if self.requested and self._raising:   # (one that came since raised already)
             self._raising = False
             raise KeyboardInterrupt
+
+    def run(self, loop: Callable[[], None], child: Child | None = None,
+            started: Callable[[], None] | None = None) -> None:
+        """Run ``loop`` (a trace's loop) with the stop signals armed: first
+        the ``-c`` command ``child`` is released (``child.go()``) and
+        ``started()`` called (the trace reads the command's process then);
+        a stop signal ends the loop quietly.  Returns with the stop signals
+        held; the loop's other errors go through."""
+        try:
+            try:
+                self.arm()
+                if child is not None:
+                    child.go()
+                    if started is not None:
+                        started()
+                loop()
+            finally:
+                self.hold()
+        except KeyboardInterrupt:
+            pass
 
     def restore(self) -> None:
         """The handlers from before (SIG_IGN for a SIGINT ignored at start)."""

@@ -443,24 +443,19 @@ def _loop(run: Any, stops: Any, child: Any, pid: int | None, out: TextIO,
     if pid is not None:
         from ..session.live import _ProcessWatch
         watch = _ProcessWatch(pid)
+
+    def events() -> None:
+        while not run.exited:
+            _emit(run.poll(0.1), out, flush)
+            if maps_now is not None and maps_now.take():
+                out.write(run.format_maps())
+                out.flush()
+            if (child is not None and child.poll()) or (watch is not None and watch.poll()):
+                _emit(run.poll(0), out, flush)
+                return
+
     try:
-        try:
-            stops.arm()
-            if child is not None:
-                child.go()
-                run.child_started()
-            while not run.exited:
-                _emit(run.poll(0.1), out, flush)
-                if maps_now is not None and maps_now.take():
-                    out.write(run.format_maps())
-                    out.flush()
-                if (child is not None and child.poll()) or (watch is not None and watch.poll()):
-                    _emit(run.poll(0), out, flush)
-                    break
-        finally:
-            stops.hold()
-    except KeyboardInterrupt:
-        pass
+        stops.run(events, child, run.child_started)
     finally:
         if watch is not None:
             watch.close()

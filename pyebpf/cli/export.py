@@ -174,19 +174,14 @@ def _loop(run: Any, stops: Any, child: Any) -> None:
     """Read the program's events (its printf lines to stdout; clear() and
     zero() happen as they are read) until exit() or a stop signal."""
     out = sys.stdout
-    try:
-        try:
-            stops.arm()
-            if child is not None:
-                child.go()
-            while not run.exited:
-                for ev in run.poll(0.5):
-                    if ev.text:
-                        out.write(ev.text)
-                out.flush()
-                if child is not None and child.status is None:
-                    child.poll()
-        finally:
-            stops.hold()
-    except KeyboardInterrupt:
-        pass
+
+    def events() -> None:
+        while not run.exited:
+            for ev in run.poll(0.5):
+                if ev.text:
+                    out.write(ev.text)
+            out.flush()
+            if child is not None and child.status is None:
+                child.poll()
+
+    stops.run(events, child)

@@ -118,21 +118,16 @@ def _sample(args: argparse.Namespace) -> tuple[dict[tuple[str, ...], int], float
         stops.hold()                  # from the first attach on, the output is written
         prof.attach()
         t0 = time.monotonic()
-        try:
-            try:
-                stops.arm()
-                if child is not None:
-                    child.go()        # (a command that cannot run is the only message)
-                if not args.quiet:
-                    print(f"Sampling at {args.frequency} Hz "
-                          + (f"in process {target} (its threads only). " if target else "on every CPU. ")
-                          + ("Running the command." if child else "Hit Ctrl-C to end."),
-                          file=sys.stderr, flush=True)
-                _wait(prof, child, args.pid, args.duration)
-            finally:
-                stops.hold()
-        except KeyboardInterrupt:
-            pass
+
+        def sample() -> None:
+            if not args.quiet:
+                print(f"Sampling at {args.frequency} Hz "
+                      + (f"in process {target} (its threads only). " if target else "on every CPU. ")
+                      + ("Running the command." if child else "Hit Ctrl-C to end."),
+                      file=sys.stderr, flush=True)
+            _wait(prof, child, args.pid, args.duration)
+
+        stops.run(sample, child)      # (a command that cannot run is the only message)
         elapsed = time.monotonic() - t0
         prof.detach()
         if child is not None and not child.poll():

@@ -182,19 +182,13 @@ def _loop(session: Session, stops: StopSignals, child: Child | None, opts: RunOp
     """Let the command run and loop until a stop condition or a stop signal;
     returns with the stop signals held (see :class:`StopSignals`)."""
     from ..session import live
-    try:
-        try:
-            stops.arm()
-            if child is not None:
-                child.go()
-                session.child_started()
-            live.run_loop(session, json_mode=opts.json_mode, duration=opts.duration,
-                          max_events=opts.max_events, child=child, pid=opts.pid,
-                          interval=opts.interval, clear=opts.clear, table=opts.table)
-        finally:
-            stops.hold()
-    except KeyboardInterrupt:
-        pass
+
+    def loop() -> None:
+        live.run_loop(session, json_mode=opts.json_mode, duration=opts.duration,
+                      max_events=opts.max_events, child=child, pid=opts.pid,
+                      interval=opts.interval, clear=opts.clear, table=opts.table)
+
+    stops.run(loop, child, session.child_started)
 
 
 def _finish(session: Session, child: Child | None, opts: RunOptions) -> bool:

@@ -326,15 +326,6 @@ class _DictMap(Map, Generic[_K, _V]):
             if ops.lookup():
                 yield kc.unpack_from(ops.key, 0), vc.unpack_from(ops.value, 0)  # type: ignore[union-attr]
 
-    def _iter_keys_slow(self) -> Iterator[Any]:
-        ops = _sys.MapOps(self.fd, self.key_size, self.value_codec.size)  # type: ignore[union-attr]
-        kc = self.key_codec
-        first = True
-        while ops.next(first):
-            first = False
-            ops.key[:] = ops.next_key
-            yield kc.unpack_from(ops.key, 0)  # type: ignore[union-attr]
-
     def _iter_chunks(self) -> Iterator[tuple[list[Any], list[Any]]]:
         """Yield ``(keys, values)`` lists chunk by chunk (batch or fallback)."""
         kc, vc = self.key_codec, self.value_codec

@@ -228,3 +228,57 @@ def test_stop_signals_restore_what_was_there():
     finally:
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)
+
+
+class _Command:
+    """Stands for a held ``-c`` command (:class:`pyebpf.session.live.Child`): records its release."""
+
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+
+    def go(self) -> None:
+        self.calls.append("go")
+
+
+def test_stop_signals_run_frames_the_loop():
+    """In process, :meth:`StopSignals.run`: the command released and the run
+    told before the loop; a stop signal in the loop ends it quietly, one that
+    came while held ends it before anything starts; other errors go through;
+    every way out leaves the stop signals held."""
+    from pyebpf.cli import StopSignals
+
+    old_int = signal.getsignal(signal.SIGINT)
+    old_term = signal.getsignal(signal.SIGTERM)
+    calls: list[str] = []
+
+    def stopped_loop() -> None:
+        calls.append("loop")
+        os.kill(os.getpid(), signal.SIGTERM)        # raises here, the loop's stop
+        calls.append("not reached")
+
+    try:
+        stops = StopSignals()
+        stops.hold()
+        stops.run(stopped_loop, _Command(calls), lambda: calls.append("started"))
+        assert calls == ["go", "started", "loop"]
+        os.kill(os.getpid(), signal.SIGTERM)        # held again: recorded, not raised
+
+        calls.clear()
+        stops = StopSignals()
+        stops.hold()
+        os.kill(os.getpid(), signal.SIGTERM)        # came while held
+        stops.run(stopped_loop, _Command(calls), lambda: calls.append("started"))
+        assert calls == []                          # neither the command nor the loop ran
+        os.kill(os.getpid(), signal.SIGTERM)
+
+        def failing_loop() -> None:
+            raise ValueError("the loop's own error")
+        stops = StopSignals()
+        stops.hold()
+        with pytest.raises(ValueError, match="own error"):
+            stops.run(failing_loop)
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stops.requested
+    finally:
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term)

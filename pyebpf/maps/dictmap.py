@@ -100,33 +100,42 @@ class _DictMap(Map, Generic[_K, _V]):
             slot.invalidate()
 
     # -- packing with clear errors -------------------------------------------
-    def _pack_key(self, slot: "_Slot", key: Any) -> None:
-        kv = slot.kview
+    def _keyed(self, key: Any) -> "_Slot":
+        """A slot taken from the pool with ``key`` packed in it; the caller
+        puts it back (``self._pool.append(slot)``).  A key that does not fit
+        raises a SizeError naming the map (the slot back in the pool).
+
+        The hot path: the pool's pop and the key's packing written out (a
+        method call each is a measurable share of a lookup)."""
+        pool = self._pool
+        try:
+            s = pool.pop()
+        except IndexError:
+            s = self._new_slot()
+        kv = s.kview
         try:
             if kv is not None:
                 kv[0] = key
             else:
-                self._kpack(slot.key, 0, key)
+                self._kpack(s.key, 0, key)
         except (struct.error, ValueError, TypeError) as exc:
+            pool.append(s)
             if isinstance(exc, SizeError):
                 raise
             raise self._size_error("key", key, self.key_codec, exc) from None
+        return s
 
-    def _pack_value(self, buf: _WBuf, offset: int, value: Any) -> None:
+    def _pack_at(self, role: str, buf: _WBuf, offset: int, v: Any) -> None:
+        """Pack ``v``, a key or a value (``role``), into ``buf`` at ``offset``
+        (a SizeError naming the map when it does not fit)."""
+        key = role == "key"
         try:
-            self._vpack(buf, offset, value)
+            (self._kpack if key else self._vpack)(buf, offset, v)
         except (struct.error, ValueError, TypeError) as exc:
             if isinstance(exc, SizeError):
                 raise
-            raise self._size_error("value", value, self.value_codec, exc) from None
-
-    def _pack_key_at(self, buf: _WBuf, offset: int, key: Any) -> None:
-        try:
-            self._kpack(buf, offset, key)
-        except (struct.error, ValueError, TypeError) as exc:
-            if isinstance(exc, SizeError):
-                raise
-            raise self._size_error("key", key, self.key_codec, exc) from None
+            raise self._size_error(role, v, self.key_codec if key else self.value_codec,
+                                   exc) from None
 
     def _size_error(self, role: str, v: Any, c: Codec | None, exc: BaseException) -> SizeError:
         assert c is not None      # a keyed map has both codecs
@@ -156,23 +165,8 @@ class _DictMap(Map, Generic[_K, _V]):
 
     # -- single elements -----------------------------------------------------
     def __getitem__(self, key: _K) -> _V:
-        # (duplicates: deliberate, the hot path: set() writes the same lines out)
-        # The hot path: _take() and _pack_key() written out here and in set()
-        # (a method call each is a measurable share of a lookup).
-        pool = self._pool
+        s = self._keyed(key)
         try:
-            s = pool.pop()
-        except IndexError:
-            s = self._new_slot()
-        try:
-            kv = s.kview
-            if kv is not None:
-                try:
-                    kv[0] = key
-                except (ValueError, TypeError) as exc:
-                    raise self._size_error("key", key, self.key_codec, exc) from None
-            else:
-                self._pack_key(s, key)
             if s.raw_bpf(*s.lookup_args) < 0 and not s.lookup_failed():
                 self._check_key(key)         # an array's index out of range says so
                 raise MapKeyError(key)
@@ -180,7 +174,7 @@ class _DictMap(Map, Generic[_K, _V]):
             value: _V = vv[0] if vv is not None else self._vunpack(s.value, 0)
             return value
         finally:
-            pool.append(s)
+            self._pool.append(s)
 
     if TYPE_CHECKING:
         @overload
@@ -196,15 +190,11 @@ class _DictMap(Map, Generic[_K, _V]):
             return default
 
     def __contains__(self, key: Any) -> bool:
-        s = self._take()
+        s = self._keyed(key)
         try:
-            self._pack_key(s, key)
             return s.lookup()
         finally:
             self._pool.append(s)
-
-    def __setitem__(self, key: _K, value: _V) -> None:
-        self.set(key, value)
 
     def set(self, key: Any, value: Any, flags: int = BPF_ANY) -> None:
         """Store ``value`` under ``key``.
@@ -215,20 +205,8 @@ class _DictMap(Map, Generic[_K, _V]):
         mi = self._max_index
         if mi is not None and type(key) is int and not 0 <= key < mi:
             self._check_key(key)
-        pool = self._pool               # (the hot path: see __getitem__)
+        s = self._keyed(key)
         try:
-            s = pool.pop()
-        except IndexError:
-            s = self._new_slot()
-        try:
-            kv = s.kview
-            if kv is not None:
-                try:
-                    kv[0] = key
-                except (ValueError, TypeError) as exc:
-                    raise self._size_error("key", key, self.key_codec, exc) from None
-            else:
-                self._pack_key(s, key)
             vv = s.vview
             if vv is not None:
                 try:
@@ -236,18 +214,24 @@ class _DictMap(Map, Generic[_K, _V]):
                 except (ValueError, TypeError) as exc:
                     raise self._size_error("value", value, self.value_codec, exc) from None
             else:
-                self._pack_value(s.value, 0, value)
+                self._pack_at("value", s.value, 0, value)
             if flags != s.update_flags:
                 s.set_update_flags(flags)
             if s.raw_bpf(*s.update_args) < 0 and not s.update_failed():
                 raise MapKeyError(key)
         finally:
-            pool.append(s)
+            self._pool.append(s)
+
+    # m[k] = v is set() itself (one call less on the hot path); typed as the
+    # map's key and value types for a checker
+    if TYPE_CHECKING:
+        def __setitem__(self, key: _K, value: _V) -> None: ...
+    else:
+        __setitem__ = set
 
     def __delitem__(self, key: Any) -> None:
-        s = self._take()
+        s = self._keyed(key)
         try:
-            self._pack_key(s, key)
             if not s.delete():
                 raise MapKeyError(key)
         finally:
@@ -261,9 +245,8 @@ class _DictMap(Map, Generic[_K, _V]):
 
     def pop(self, key: Any, *default: Any) -> Any:
         """Remove ``key`` and return its value (``default`` if given and absent)."""
-        s = self._take()
+        s = self._keyed(key)
         try:
-            self._pack_key(s, key)
             try:
                 found = s.lookup_and_delete()
             except NotSupportedError:      # kernels before 5.14 for hash maps
@@ -404,8 +387,8 @@ class _DictMap(Map, Generic[_K, _V]):
             for start in range(0, len(items), ops.count):
                 part = items[start:start + ops.count]
                 for i, (k, v) in enumerate(part):
-                    self._pack_key_at(ops.keys, i * ks, k)
-                    self._pack_value(ops.values, i * vs, v)
+                    self._pack_at("key", ops.keys, i * ks, k)
+                    self._pack_at("value", ops.values, i * vs, v)
                 try:
                     ops.update(len(part), flags)
                 except NotSupportedError:

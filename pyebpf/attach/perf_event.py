@@ -106,7 +106,8 @@ def _threads(pid: int) -> list[int]:
     try:
         return sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
     except (FileNotFoundError, NotADirectoryError, ValueError):
-        raise AttachError(f"perf_event: no process {pid}") from None
+        raise AttachError(E.ESRCH, "attach_perf_event", f"pid {pid}",
+                          f"no process with pid {pid}") from None
 
 
 def _attach_each(prog: AttachableProgram, kind: str, what: str, method: str,

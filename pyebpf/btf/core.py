@@ -139,21 +139,23 @@ class CoreResult(_Plain):
 
     __slots__ = ("kind", "orig", "new", "poison", "validate", "local", "target", "orig_size",
                  "new_size", "orig_type_id", "new_type_id")
+    _defaults = (0, 0, 0, 0)
+    kind: int
+    orig: int
+    new: int
+    poison: bool
+    validate: bool
+    local: Spec
+    target: Spec | None
+    orig_size: int
+    new_size: int
+    orig_type_id: int
+    new_type_id: int
 
-    def __init__(self, kind: int, orig: int, new: int, poison: bool, validate: bool,
-                 local: Spec, target: Spec | None, orig_size: int = 0, new_size: int = 0,
-                 orig_type_id: int = 0, new_type_id: int = 0):
-        self.kind = kind
-        self.orig = orig
-        self.new = new
-        self.poison = poison
-        self.validate = validate
-        self.local = local
-        self.target = target
-        self.orig_size = orig_size
-        self.new_size = new_size
-        self.orig_type_id = orig_type_id
-        self.new_type_id = new_type_id
+    if TYPE_CHECKING:
+        def __init__(self, kind: int, orig: int, new: int, poison: bool, validate: bool,
+                     local: Spec, target: Spec | None, orig_size: int = 0, new_size: int = 0,
+                     orig_type_id: int = 0, new_type_id: int = 0) -> None: ...
 
     @property
     def kind_name(self) -> str:

@@ -6,6 +6,8 @@ in the file (divide by 8 for an instruction index).
 The records are small value classes (``__slots__``, equality, hashing, repr),
 as :mod:`.types`' members and parameters are: every object load reads them,
 and a named tuple class would cost it :mod:`collections` (~1.5 ms cold).
+Line records, many to a program, write their ``__init__`` out; the others
+take :class:`~.types._Plain`'s.
 """
 from __future__ import annotations
 
@@ -38,11 +40,12 @@ class FuncInfo(_Plain):
     """A function starting at ``insn_off`` (bytes) of ``section``, of FUNC ``type_id``."""
 
     __slots__ = ("section", "insn_off", "type_id")
+    section: str
+    insn_off: int
+    type_id: int
 
-    def __init__(self, section: str, insn_off: int, type_id: int):
-        self.section = section
-        self.insn_off = insn_off
-        self.type_id = type_id
+    if TYPE_CHECKING:
+        def __init__(self, section: str, insn_off: int, type_id: int) -> None: ...
 
 
 class LineInfo(_Plain):
@@ -66,13 +69,15 @@ class CoreRelo(_Plain):
     number of :data:`CORE_KINDS`."""
 
     __slots__ = ("section", "insn_off", "type_id", "access", "kind")
+    section: str
+    insn_off: int
+    type_id: int
+    access: str
+    kind: int
 
-    def __init__(self, section: str, insn_off: int, type_id: int, access: str, kind: int):
-        self.section = section
-        self.insn_off = insn_off
-        self.type_id = type_id
-        self.access = access
-        self.kind = kind
+    if TYPE_CHECKING:
+        def __init__(self, section: str, insn_off: int, type_id: int, access: str,
+                     kind: int) -> None: ...
 
     @property
     def kind_name(self) -> str:

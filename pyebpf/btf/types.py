@@ -71,9 +71,28 @@ MODIFIERS = frozenset({Kind.TYPEDEF, Kind.VOLATILE, Kind.CONST, Kind.RESTRICT, K
 
 
 class _Plain:
-    """Equality, hashing and repr over ``__slots__`` (small value records)."""
+    """Equality, hashing and repr over ``__slots__`` (small value records).
+
+    A record made a few times a load takes its fields, in ``__slots__``
+    order, from this ``__init__`` (the trailing ones it is not given from
+    ``_defaults``); one made per type or member of a kernel's BTF writes its
+    own, which is faster.
+    """
 
     __slots__: tuple[str, ...] = ()
+    #: the values of the last fields when they are not given
+    _defaults: tuple[Any, ...] = ()
+
+    def __init__(self, *values: Any) -> None:
+        names = self.__slots__
+        missing = len(names) - len(values)
+        if missing:
+            if not 0 < missing <= len(self._defaults):
+                raise TypeError(f"{type(self).__name__} takes {len(names)} fields "
+                                f"({', '.join(names)}), not {len(values)}")
+            values += self._defaults[len(self._defaults) - missing:]
+        for name, value in zip(names, values):
+            setattr(self, name, value)
 
     def _fields(self) -> tuple[Any, ...]:
         return tuple(getattr(self, f) for f in self.__slots__)

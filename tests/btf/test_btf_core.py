@@ -190,3 +190,20 @@ def test_bad_relocations_are_btf_errors(relo, match):
     local = Btf(local.data)
     with pytest.raises(BtfError, match=match):
         CoreResolver(_target()).resolve(local, (2,) + relo[1:] if relo[0] == 1 else relo)
+
+
+def test_plain_records_take_fields_in_order():
+    """The records without an __init__ of their own: fields in __slots__
+    order, the trailing defaults filled, a wrong count named."""
+    from pyebpf.btf.core import CoreResult
+    from pyebpf.btf.ext import CoreRelo, FuncInfo
+    r = CoreResult(FIELD_BYTE_OFFSET, 8, 16, False, True, None, None)
+    assert (r.orig, r.new, r.orig_size, r.new_type_id, r.kind_name) == \
+        (8, 16, 0, 0, "field_byte_offset")
+    assert CoreResult(FIELD_BYTE_OFFSET, 8, 16, False, True, None, None, 4, 8).new_size == 8
+    assert FuncInfo("uprobe", 0, 3) == FuncInfo("uprobe", 0, 3) != FuncInfo("uprobe", 8, 3)
+    assert CoreRelo(".text", 16, 2, "0:1", 0).access == "0:1"
+    with pytest.raises(TypeError, match=r"FuncInfo takes 3 fields \(section, insn_off, type_id\)"):
+        FuncInfo("uprobe", 0)                            # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="not 12"):
+        CoreResult(*range(12))                           # type: ignore[arg-type]

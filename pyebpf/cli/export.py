@@ -184,4 +184,4 @@ def _loop(run: Any, stops: Any, child: Any) -> None:
             if child is not None and child.status is None:
                 child.poll()
 
-    stops.run(events, child)
+    stops.run(events, child, run.child_started)

@@ -247,3 +247,15 @@ def test_keeps_serving_under_a_flood_of_events() -> None:
     print(f"\n{rate:,.0f} events/s during {len(seen)} scrapes; the slowest took "
           f"{slowest * 1000:.1f} ms")
     assert all(b >= a for a, b in zip(seen, seen[1:])), seen
+
+
+def test_pystack_of_a_command_names_its_python_functions() -> None:
+    """``-c`` a CPython command: the exporter tells the run once it has
+    exec'd (as bt does), so ``pystack`` keys read its frames."""
+    import sys
+    from pyworkloads import WORKLOAD
+    program = "profile:hz:99 { @[pystack] = count(); }"
+    with Exporter("-e", program, "-c", f"{sys.executable} {WORKLOAD} 3") as exp:
+        def hot_seen() -> bool:
+            return "hot (" in scrape(exp.url)
+        wait_until(hot_seen, "a pystack label naming hot()", timeout=30)

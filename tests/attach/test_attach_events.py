@@ -291,7 +291,13 @@ def test_perf_event_for_one_process_samples_its_threads_only(no_fd_leak):
 
 @pytest.mark.kernel
 def test_perf_event_arguments():
+    import sys
     m = HashMap("u32", "u64", 1, name="x")
+    gone_pid = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    with pytest.raises(AttachError, match=f"no process with pid {gone_pid}") as info:
+        attach_perf_event(progs.counter(m), 99, pid=int(gone_pid))
+    assert info.value.errno == errno.ESRCH
     with pytest.raises(ValueError):
         attach_perf_event(progs.counter(m), frequency=None)
     with pytest.raises(ValueError, match="unknown perf event"):

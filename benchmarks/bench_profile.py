@@ -14,38 +14,38 @@
   (sanity: ~99 per second of its run).
 * The Python comparison, pyebpf against py-spy (``python_*``; run alone:
   ``python benchmarks/bench_profile.py --python [--bpf-stats] [--log]``).
-  A pure-Python CPU-bound workload (hot/cold spinning loops, a fixed amount
-  of work, ~3 s a phase on the newest CPython found: pyenv's 3.1x, else
-  this interpreter) does the same work four times in one process: once to
-  warm up, alone, while ``pyebpf profile -F HZ -p PID`` (or ``py-spy
-  record -r HZ -p PID``) samples it, alone again.  The sampled phase is
-  compared with the mean of the two around it: the same process (one
-  memory layout: from one process to the next this interpreter's speed
-  differs by up to ~20% here) at the same moment (the machine's speed
-  drifts).  Each phase times itself: wall time, CPU time and the time it
-  waited for a CPU (``/proc/self/schedstat``).  ``alone`` is the control:
-  alone in the middle phase too (its ratios show the noise).  Per case,
+  Two processes of the same pure-Python CPU-bound work (hot/cold spinning
+  loops on the newest CPython found: pyenv's 3.1x, else this interpreter),
+  ``a`` and ``b``, take turns on one CPU (a token passed through pipes,
+  ~50 ms a turn), while ``pyebpf profile -F HZ -p A`` (or ``py-spy record
+  -r HZ -p A``) samples ``a`` alone, pinned to the other CPU.  Each turn
+  times itself: wall time, CPU time (``thread_time``) and the time it
+  waited for a CPU (``/proc/self/schedstat``).  A pair is a turn of ``a``
+  and the next of ``b``: the same work at the same moment, so the
+  machine's speed, which on the VM measured moves in steps of 2-3% every
+  few seconds and after idling, cancels out of ``a``'s time over ``b``'s.
+  Each case is a window of ``PY_WINDOW`` seconds with the profiler on,
+  between windows with none (different processes run at different speeds:
+  their memory layouts), its slowdown the median pair ratio in the window
+  over the mean of those in the windows around it; ``alone`` is the control
+  (no profiler in its window either: its ratios show the noise).  Per case,
   over ``rounds`` rounds in an order rotated each round, the median and
   quartiles (``_spread``) of:
 
   - ``_own_wall_slowdown``: the wall time less the waits for a CPU -- the
     slowdown a user feels on a machine where nothing else wants that CPU
-    (the workload is pinned to CPU 1, the tool to CPU 0: as on a machine
-    with a core to spare, the tool never competes with its target, and the
-    other work of a shared machine shows as waits, taken out; ``--no-pin``
-    made the sampled runs 3-10% faster than the unsampled ones around them
-    on the 2-CPU VM measured, CPU time too, the control staying at 1.00);
+    (other work on a shared machine shows as waits, taken out);
   - ``_wall_slowdown``: the wall time as measured (waits included);
   - ``_cpu_slowdown``: the CPU time (the eBPF program runs in the
     sampled task's context: its cost shows here and in the wall time);
-  - ``_stopped_share``: the share of the wall time the workload was
-    neither running nor waiting for a CPU (py-spy stops it to read it);
-  - ``_tool_cpu_share``: the tool's own CPU time over the wall time;
-  - ``_samples_per_s``: the workload's samples per second (fairness: both
-    tools take the rate asked);
+  - ``_stopped_share``: the share of ``a``'s turns it was neither running
+    nor waiting for a CPU (py-spy stops it to read it);
+  - ``_tool_cpu_share``: the tool's own CPU time over the window;
+  - ``_samples_per_s``: ``a``'s samples per second of its running
+    (fairness: both tools take the rate asked);
   - with ``--bpf-stats``, ``_bpf_share`` and ``_bpf_ns_per_sample``: the
-    sampler program's own run time (BPF_ENABLE_STATS, which counts every
-    program of the machine while it is on).
+    sampler program's own run time over ``a``'s turns (BPF_ENABLE_STATS,
+    which counts every program of the machine while it is on).
 * ``<tool>_stop_to_output_s``: from Ctrl-C to the tool's exit with every
   process's stacks symbolized and printed (system-wide: every process that
   ran; bpftrace is killed after 60 s).
@@ -185,8 +185,8 @@ def _drawing(out: dict, rounds: int) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-PY_WORKLOAD = """
-import sys, time
+PY_WORKER = """
+import os, sys, time
 def spin(n):
     for _ in range(n):
         pass
@@ -194,22 +194,23 @@ def hot():
     spin(60000)
 def cold():
     spin(20000)
-def schedstat():
+def waited():
     with open("/proc/self/schedstat") as f:
-        oncpu, waited, _ = f.read().split()
-    return int(oncpu) / 1e9, int(waited) / 1e9
-for _ in sys.stdin:
-    c0, w0 = schedstat()
-    t0 = time.perf_counter()
-    for _ in range(int(sys.argv[1])):
+        return int(f.read().split()[1]) / 1e9
+take, give, n = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+while os.read(take, 1):
+    w0, c0, t0 = waited(), time.thread_time(), time.perf_counter()
+    for _ in range(n):
         hot()
         cold()
-    t = time.perf_counter() - t0
-    c1, w1 = schedstat()
-    print(t, c1 - c0, w1 - w0, flush=True)
+    t1, c1, w1 = time.perf_counter(), time.thread_time(), waited()
+    print(t0, t1, c1 - c0, w1 - w0, flush=True)
+    os.write(give, b"x")
 """
-#: iterations of PY_WORKLOAD's loop per phase: ~3 s on CPython 3.13 here (quick: ~1 s)
-PY_WORK, PY_QUICK_WORK = 2400, 800
+#: iterations of PY_WORKER's loop per turn: ~50 ms on CPython 3.13 here
+PY_TURN = 40
+#: seconds of each window (quick: 2)
+PY_WINDOW, PY_QUICK_WINDOW = 6.0, 2.0
 #: the CPUs of the workload and of the tool when the machine has two or more
 WORK_CPU, TOOL_CPU = 1, 0
 
@@ -323,79 +324,113 @@ class _BpfTime:
         self.stats.close()
 
 
-def _python_process(py: str, n: str, tool: tuple[list[str], str, str] | None, pin: bool,
-                    bpf_stats: bool) -> dict[str, float]:
-    """One process of the Python workload doing the same work three times:
-    alone, while ``tool`` samples it (argv without the pid, the line it
-    prints once sampling, the file it writes; None: alone again), alone
-    again.  The middle phase's wall and CPU time over the mean of the
-    others' (the same process: the same memory layout, the same moment),
-    its own numbers, the tool's CPU time during it and its samples."""
-    two = pin and (os.cpu_count() or 1) >= 2
-    work = subprocess.Popen([py, "-c", PY_WORKLOAD, n], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True,
-                            preexec_fn=_pinned(WORK_CPU if two else None))
-    assert work.stdin is not None and work.stdout is not None
+class _Pair:
+    """Two processes of the same Python work taking turns on one CPU (a
+    token passed through pipes): ``a`` (the one a profiler samples) and
+    ``b`` (never sampled).  Each turn times itself (wall, CPU, waits for a
+    CPU); a thread collects the lines."""
 
-    def phase(times: int = 1) -> tuple[float, float, float]:
-        assert work.stdin is not None and work.stdout is not None
-        work.stdin.write("go\n" * times)
-        work.stdin.flush()
-        for _ in range(times):
-            wall, cpu, waited = map(float, work.stdout.readline().split())
-        return wall, cpu, waited
+    def __init__(self, py: str, cpu: int | None) -> None:
+        a_to_b, b_to_a = os.pipe(), os.pipe()
+        self.turns: dict[str, list[tuple[float, ...]]] = {"a": [], "b": []}
+        self.procs = {}
+        for name, take, give in (("a", b_to_a[0], a_to_b[1]), ("b", a_to_b[0], b_to_a[1])):
+            self.procs[name] = subprocess.Popen(
+                [py, "-c", PY_WORKER, str(take), str(give), str(PY_TURN)], pass_fds=(take, give),
+                stdout=subprocess.PIPE, text=True, preexec_fn=_pinned(cpu))
+        self.readers = [threading.Thread(target=self._read, args=(name,), daemon=True)
+                        for name in self.procs]
+        for t in self.readers:
+            t.start()
+        for fd in (*a_to_b, b_to_a[0]):
+            os.close(fd)
+        os.write(b_to_a[1], b"x")              # a's turn first; a and b hold the pipes now
+        os.close(b_to_a[1])
+        self.a = self.procs["a"]
 
+    def _read(self, name: str) -> None:
+        stdout = self.procs[name].stdout
+        assert stdout is not None
+        for line in stdout:
+            self.turns[name].append(tuple(map(float, line.split())))
+
+    def pairs(self, t0: float, t1: float) -> list[tuple[tuple[float, ...], tuple[float, ...]]]:
+        """The pairs (a's turn, b's next turn) of the window ``t0``..``t1``
+        (perf_counter times): each turn ``(start, end, cpu, waited)``."""
+        a, b = list(self.turns["a"]), list(self.turns["b"])
+        return [(x, y) for x, y in zip(a, b) if x[0] >= t0 and y[1] <= t1]
+
+    def close(self) -> None:
+        for proc in self.procs.values():
+            proc.kill()
+            proc.wait()
+        for t in self.readers:
+            t.join(5)
+        for proc in self.procs.values():
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+
+def _window(pair: _Pair, t0: float, t1: float) -> dict[str, float]:
+    """A window's numbers: the medians over its pairs of a's turn over b's
+    (``own_wall``: the wall time less the waits for a CPU; ``wall``; ``cpu``),
+    a's stopped share (neither running nor waiting) and its running time."""
+    got = pair.pairs(t0, t1)
+    if len(got) < 5:
+        raise RuntimeError(f"only {len(got)} turns in a {t1 - t0:.1f} s window")
+
+    def own(t: tuple[float, ...]) -> float:
+        return t[1] - t[0] - t[3]
+    out = {"pairs": len(got),
+           "own_wall": statistics.median(own(x) / own(y) for x, y in got),
+           "wall": statistics.median((x[1] - x[0]) / (y[1] - y[0]) for x, y in got),
+           "cpu": statistics.median(x[2] / y[2] for x, y in got),
+           "a_wall": sum(x[1] - x[0] for x, _ in got), "a_cpu": sum(x[2] for x, _ in got)}
+    out["stopped"] = (out["a_wall"] - out["a_cpu"] - sum(x[3] for x, _ in got)) / out["a_wall"]
+    return out
+
+
+def _sampled_window(pair: _Pair, tool: tuple[list[str], str, str] | None, seconds: float,
+                    cpu: int | None, bpf_stats: bool) -> dict[str, float]:
+    """One window of ``seconds`` while ``tool`` (argv without the pid, its
+    'sampling' line, its output file; None: no tool, the control) samples
+    process a; the tool is started before the window and stopped after."""
     prof = stats = None
+    got: dict[str, float] = {}
     try:
-        phase()                     # (warming up: the first run of a process is slower)
-        before = phase()
         if tool is not None:
             argv, ready, out = tool
             if os.path.exists(out):
                 os.unlink(out)
             stats = _BpfTime() if bpf_stats and "pyebpf" in argv else None
-            prof = _Tool(argv + [str(work.pid)], ready, TOOL_CPU if two else None)
+            prof = _Tool(argv + [str(pair.a.pid)], ready, cpu)
             tool0 = _cpu_of(prof.proc.pid)
             bpf0 = stats.read() if stats else (0, 0)
-        during = phase()
-        got: dict[str, float] = {}
+        t0 = time.perf_counter()
+        time.sleep(seconds)
+        t1 = time.perf_counter()
         if prof is not None and tool is not None:
-            got["tool_cpu"] = (_cpu_of(prof.proc.pid) - tool0) / during[0]
+            got["tool_cpu"] = (_cpu_of(prof.proc.pid) - tool0) / (t1 - t0)
             if stats is not None:
-                runs, ns = (b - a for a, b in zip(bpf0, stats.read()))
+                runs, ns = (y - x for x, y in zip(bpf0, stats.read()))
                 got["bpf_runs"], got["bpf_ns"] = runs, ns
             prof.stop()
             prof = None
+            t_stop = time.perf_counter()
             got["samples"] = _workload_samples(tool[2])
-        after = phase()
-        work.stdin.close()
-        work.wait(STOP_TIMEOUT)
     finally:
         if stats is not None:
             stats.close()
         if prof is not None:
             prof.stop()
-        if work.poll() is None:
-            work.kill()
-            work.wait()
-    got.update(_ratios(before, during, after))
+    time.sleep(0.2)                             # (the last turn of the window ends)
+    got.update(_window(pair, t0, t1))
+    if "samples" in got:                        # (per second a ran while the tool was on)
+        got["samples_per_s"] = got["samples"] / sum(
+            x[2] for x, _ in pair.pairs(t0 - seconds, t_stop) if x[1] > t0 - 0.1)
+    if "bpf_ns" in got:
+        got["bpf_share"] = got["bpf_ns"] / 1e9 / got["a_wall"]
     return got
-
-
-def _ratios(before: tuple[float, float, float], during: tuple[float, float, float],
-            after: tuple[float, float, float]) -> dict[str, float]:
-    """The middle phase's numbers and its ratios over the mean of the phases
-    around it: wall, wall without the waits for a CPU ("own_wall": the
-    work's wall time had no other process wanted the CPU), CPU."""
-    def own(p: tuple[float, float, float]) -> float:
-        return p[0] - p[2]
-    wall, cpu, waited = during
-    return {"wall": wall, "cpu": cpu, "waited": waited, "stopped": wall - cpu - waited,
-            "wall_ratio": wall / ((before[0] + after[0]) / 2),
-            "own_wall_ratio": own(during) / ((own(before) + own(after)) / 2),
-            "cpu_ratio": cpu / ((before[1] + after[1]) / 2),
-            "alone_wall": (before[0] + after[0]) / 2, "before_waited": before[2],
-            "after_waited": after[2]}
 
 
 def _quartiles(values: list[float]) -> tuple[float, float, float]:
@@ -406,13 +441,14 @@ def _quartiles(values: list[float]) -> tuple[float, float, float]:
     return q[0], statistics.median(values), q[2]
 
 
-def python_tools(tmp: str) -> dict[str, tuple[list[str], str, str]]:
+def python_tools(tmp: str, rates: tuple[str, ...] = ("99", "999")
+                 ) -> dict[str, tuple[list[str], str, str]]:
     """The profilers compared, by name: pyebpf and py-spy (when installed) at
-    99 and 999 Hz, each as (argv without the pid, its 'sampling' line, the
-    file it writes)."""
+    each rate of ``rates`` (Hz), each as (argv without the pid, its
+    'sampling' line, the file it writes)."""
     spy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
     tools: dict[str, tuple[list[str], str, str]] = {}
-    for hz in ("99", "999"):
+    for hz in rates:
         out = os.path.join(tmp, f"pyebpf{hz}.folded")
         tools[f"pyebpf_{hz}hz"] = ([sys.executable, "-m", "pyebpf", "profile", "-F", hz,
                                     "-o", out, "-p"], "Sampling at", out)
@@ -423,55 +459,66 @@ def python_tools(tmp: str) -> dict[str, tuple[list[str], str, str]]:
     return tools
 
 
-def run_python(rounds: int = 8, quick: bool = False, pin: bool = True,
-               bpf_stats: bool = False, log: Any = None) -> dict:
-    """The Python workload's slowdown under pyebpf and under py-spy (see the
-    module docs): ``rounds`` rounds of every case (and of a control: alone
-    in the middle phase too), in an order rotated each round; per case the
-    median and the quartiles of its ratios over the rounds.  ``log`` (a
-    file) gets one line per process."""
+def run_python(rounds: int = 6, quick: bool = False, pin: bool = True,
+               bpf_stats: bool = False, log: Any = None,
+               rates: tuple[str, ...] = ("99", "999")) -> dict:
+    """The Python work's slowdown under pyebpf and under py-spy (see the
+    module docs): two processes of the work take turns on one CPU, and each
+    case is a window while a profiler samples one of them, between windows
+    where none does; ``rounds`` rounds of every case (and of a control: no
+    profiler in its window either), in an order rotated each round.  Per
+    case the median and the quartiles of its windows' slowdowns.  ``log``
+    (a file) gets one line per window; ``rates``: the sampling rates (Hz)."""
     py = _newest_python()
-    n = str(PY_QUICK_WORK if quick else PY_WORK)
+    seconds = PY_QUICK_WINDOW if quick else PY_WINDOW
+    two = pin and (os.cpu_count() or 1) >= 2
     tmp = tempfile.mkdtemp(prefix="pyebpf_bench_")
-    tools = python_tools(tmp)
+    tools = python_tools(tmp, rates)
     cases: list[str] = [*tools, "alone"]
     runs: dict[str, list[dict[str, float]]] = {c: [] for c in cases}
     load = os.getloadavg()
+    pair = _Pair(py, WORK_CPU if two else None)
     try:
-        for name in cases:                                  # (warm the caches, untimed)
-            _python_process(py, "20", tools.get(name), pin, False)
+        time.sleep(2 * seconds / 3)                          # (warming up)
+        base = _sampled_window(pair, None, seconds, None, False)
         for r in range(rounds):
             k = r % len(cases)
             for name in cases[k:] + cases[:k]:
-                got = _python_process(py, n, tools.get(name), pin, bpf_stats)
+                got = _sampled_window(pair, tools.get(name), seconds,
+                                      TOOL_CPU if two else None, bpf_stats)
+                after = _sampled_window(pair, None, seconds, None, False)
+                for what in ("own_wall", "wall", "cpu"):
+                    got[f"{what}_ratio"] = got[what] / ((base[what] + after[what]) / 2)
+                base = after
                 runs[name].append(got)
                 if log is not None:
                     print(f"round {r} {name}: " + " ".join(f"{key} {v:.4g}" for key, v
                                                           in got.items()),
                           file=log, flush=True)
     finally:
+        pair.close()
         shutil.rmtree(tmp, ignore_errors=True)
-    out: dict = {"python": py, "python_rounds": rounds, "python_pinned": pin,
-                 "python_load_before": load[0], "python_load_after": os.getloadavg()[0],
-                 "python_alone_wall_s": statistics.median(
-                     x["alone_wall"] for c in cases for x in runs[c])}
+    out: dict = {"python": py, "python_rounds": rounds, "python_pinned": two,
+                 "python_window_s": seconds, "python_load_before": load[0],
+                 "python_load_after": os.getloadavg()[0],
+                 "python_turn_s": statistics.median(
+                     x["a_wall"] / x["pairs"] for c in cases for x in runs[c])}
     for name in cases:
         for what in ("wall", "own_wall", "cpu"):
             q1, med, q3 = _quartiles([x[f"{what}_ratio"] for x in runs[name]])
             out[f"python_{name}_{what}_slowdown"] = med
             out[f"python_{name}_{what}_spread"] = f"{q1:.3f}-{q3:.3f}"
-        out[f"python_{name}_stopped_share"] = statistics.median(
-            x["stopped"] / x["wall"] for x in runs[name])
+        out[f"python_{name}_stopped_share"] = statistics.median(x["stopped"] for x in runs[name])
         if name in tools:
             out[f"python_{name}_tool_cpu_share"] = statistics.median(
                 x["tool_cpu"] for x in runs[name])
             out[f"python_{name}_samples_per_s"] = statistics.median(
-                x["samples"] / x["wall"] for x in runs[name])
+                x["samples_per_s"] for x in runs[name])
         if runs[name] and "bpf_runs" in runs[name][0]:
             out[f"python_{name}_bpf_share"] = statistics.median(
-                x["bpf_ns"] / 1e9 / x["wall"] for x in runs[name])
+                x["bpf_share"] for x in runs[name])
             out[f"python_{name}_bpf_ns_per_sample"] = statistics.median(
-                x["bpf_ns"] / max(1, x["samples"]) for x in runs[name])
+                x["bpf_ns"] / max(1, x["bpf_runs"]) for x in runs[name])
     return out
 
 
@@ -509,7 +556,7 @@ def run(quick: bool = False) -> dict:
     for name in tools:
         out[f"{name}_stop_to_output_s"] = stop[name]
     out["pyebpf_99hz_samples"] = samples
-    out.update(run_python(2 if quick else 8, quick))
+    out.update(run_python(2 if quick else 6, quick))
     return out
 
 
@@ -519,20 +566,23 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="fewer rounds, shorter workloads")
     parser.add_argument("--python", action="store_true",
                         help="only the Python workload under pyebpf and py-spy")
-    parser.add_argument("--rounds", type=int, help="rounds of the Python comparison (8)")
+    parser.add_argument("--rounds", type=int, help="rounds of the Python comparison (6)")
     parser.add_argument("--bpf-stats", action="store_true",
                         help="also pyebpf's program run time (BPF_ENABLE_STATS: counts every "
                              "program of the machine meanwhile)")
     parser.add_argument("--no-pin", action="store_true",
                         help="leave the workload and the tool where the scheduler puts them")
-    parser.add_argument("--log", action="store_true", help="one line per run on stderr")
+    parser.add_argument("--log", action="store_true", help="one line per window on stderr")
+    parser.add_argument("--rates", default="99,999",
+                        help="sampling rates of the Python comparison, Hz (99,999)")
     args = parser.parse_args()
     if os.geteuid() != 0:
         results: dict = {"overhead": "skipped: needs root"}
     elif args.python:
-        results = run_python(args.rounds or (2 if args.quick else 8), args.quick,
+        results = run_python(args.rounds or (2 if args.quick else 6), args.quick,
                              pin=not args.no_pin, bpf_stats=args.bpf_stats,
-                             log=sys.stderr if args.log else None)
+                             log=sys.stderr if args.log else None,
+                             rates=tuple(args.rates.split(",")))
     else:
         results = run(quick=args.quick)
     for key, value in results.items():

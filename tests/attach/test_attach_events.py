@@ -205,16 +205,22 @@ def test_raw_tracepoint_wrong_name(no_fd_leak):
 
 
 # --------------------------------------------------------------- perf events
+def _samples_by(helper: str, key: str) -> tuple[HashMap, Program]:
+    """A map of samples counted by what ``helper`` returns (a ``key``-typed
+    integer), and the PERF_EVENT program that counts them."""
+    m = HashMap(key, "u64", 64, name="samples")
+    p = Program("sample")
+    p.call(helper)
+    p.map_increment(m, p.stack_store(R0, 8 if key == "u64" else 4))
+    p.ret(0)
+    return m, p
+
+
 @pytest.mark.kernel
 def test_perf_event_sampling_on_every_cpu(no_fd_leak, target_pie, spawn):
     from pyebpf.kernel.cpus import online_cpus
     cpus = online_cpus()
-    m = HashMap("u32", "u64", 64, name="samples")
-    p = Program("sample")
-    p.call("get_smp_processor_id")
-    key = p.stack_store(R0, 4)
-    p.map_increment(m, key)
-    p.ret(0)
+    m, p = _samples_by("get_smp_processor_id", "u32")
     workers = [spawn(target_pie) for _ in cpus]
     with attach_perf_event(p, frequency=499) as link:
         assert link.kind == "perf_event" and len(link.fds) == len(cpus) * (
@@ -254,12 +260,7 @@ def test_perf_event_for_one_process_samples_its_threads_only(no_fd_leak):
     """With a pid: one event per thread, inherited by the threads started
     later; a busy process beside it is never sampled."""
     import sys
-    m = HashMap("u64", "u64", 64, name="by_thread")
-    p = Program("sample")
-    p.call("get_current_pid_tgid")
-    key = p.stack_store(R0, 8)
-    p.map_increment(m, key)
-    p.ret(0)
+    m, p = _samples_by("get_current_pid_tgid", "u64")
     target = subprocess.Popen([sys.executable, "-c", THREADED], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
     other = subprocess.Popen([sys.executable, "-c", THREADED], stdin=subprocess.PIPE,

@@ -88,8 +88,9 @@ class _Plain:
         missing = len(names) - len(values)
         if missing:
             if not 0 < missing <= len(self._defaults):
-                raise TypeError(f"{type(self).__name__} takes {len(names)} fields "
-                                f"({', '.join(names)}), not {len(values)}")
+                from ..errors import ArgumentTypeError
+                raise ArgumentTypeError(f"{type(self).__name__} takes {len(names)} fields "
+                                        f"({', '.join(names)}), not {len(values)}")
             values += self._defaults[len(self._defaults) - missing:]
         for name, value in zip(names, values):
             setattr(self, name, value)

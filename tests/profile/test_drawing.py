@@ -106,15 +106,17 @@ def test_svg_of_nothing():
 def test_svg_is_well_formed_and_proportional(stacks):
     frames = svg_frames(flamegraph_svg(stacks))
     total = sum(stacks.values())
+    if not total:
+        return
+    full = WIDTH - 2 * PAD
     shown: dict = {}                # as drawn: characters XML cannot hold are U+FFFD
     for k, v in stacks.items():
+        if v * full / total < 0.1:
+            continue                # (not drawn, even where its name merges with another's)
         k = tuple(escape_xml(n).replace("&lt;", "<").replace("&gt;", ">").replace(
             "&quot;", '"').replace("&amp;", "&") for n in k)
         shown[k] = shown.get(k, 0) + v
     stacks = shown
-    if not total:
-        return
-    full = WIDTH - 2 * PAD
     for stack, count in stacks.items():
         drawn = frames.get(("all",) + stack)
         if count * full / total >= 0.1:                    # (narrower ones are left out)

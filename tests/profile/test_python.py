@@ -214,24 +214,19 @@ def _folded_file(path: str, *, py_spy: bool = False) -> dict[tuple[str, ...], in
     """The stacks of a folded file (py-spy's raw format: its frames as
     ``name (file:line)`` too, every line of a function merged).
 
-    py-spy's file may hold a few torn lines: with ``--nonblocking`` it reads a
-    running process, and a name read mid-change may hold a line break (seen
-    once in CI: a line whose "count" was a scrap of binary).  Those lines are
-    left out, and there must be few of them."""
+    py-spy's file may hold torn stacks: with ``--nonblocking`` it reads a
+    running process, and a name read mid-change may be any memory, line breaks
+    included (seen: a docstring as a frame name; a "count" that was a scrap of
+    binary).  The lines that do not end in a count are left out; the caller
+    checks that the samples kept are most of the run's."""
     out: dict[tuple[str, ...], int] = {}
-    torn = lines = 0
     with open(path, encoding="utf-8", errors="replace", newline="\n") as f:
         for line in f:
-            lines += 1
             stack, _, count = line.rstrip("\n").rpartition(" ")
-            if not stack:
-                continue
-            if py_spy and not count.isdigit():
-                torn += 1
+            if not stack or (py_spy and not count.isdigit()):
                 continue
             frames = tuple(f.split(" (")[0] + " (x)" if py_spy else f for f in stack.split(";"))
             out[frames] = out.get(frames, 0) + int(count)
-    assert torn <= max(2, lines // 50), f"{torn} of {lines} lines of {path} are not stacks"
     return out
 
 
@@ -280,7 +275,11 @@ def test_the_same_shares_as_py_spy(exe, tmp_path):
                 proc.wait()
     if not theirs.exists():
         pytest.skip(f"py-spy cannot profile {exe}")
-    mine, spys = shares(_folded_file(str(ours))), shares(_folded_file(str(theirs), py_spy=True))
+    ours_stacks, spy_stacks = _folded_file(str(ours)), _folded_file(str(theirs), py_spy=True)
+    # (both sampled the same run at the same rate: py-spy's stacks kept are most of it)
+    assert sum(spy_stacks.values()) >= 0.8 * sum(ours_stacks.values()), \
+        (sum(spy_stacks.values()), sum(ours_stacks.values()))
+    mine, spys = shares(ours_stacks), shares(spy_stacks)
     assert max(mine, key=mine.get) == max(spys, key=spys.get) == "hot", (mine, spys)
     for name, truth in SHARES.items():
         assert abs(mine[name] - truth) <= 0.05, (name, mine, truth)

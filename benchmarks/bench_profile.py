@@ -30,7 +30,14 @@
   over the mean of those in the windows around it; ``alone`` is the control
   (no profiler in its window either: its ratios show the noise).  Per case,
   over ``rounds`` rounds in an order rotated each round, the median and
-  quartiles (``_spread``) of:
+  quartiles (``_spread``) of the cases below.  A SCHED_IDLE spinner (the
+  filler) runs on the work's CPU, so that it never idles: on the VM measured
+  a CPU that idles, even in pieces of 0.1 ms, runs the work up to 1-2%
+  faster afterwards, which hid a tool's stops from the wall time (shown by
+  the control ``stops``, which stops ``a`` as py-spy does and reads nothing;
+  without the filler its CPU time for the same work fell by as much as it
+  held ``a`` stopped).  The filler takes a sliver of the CPU from both
+  workers alike (as waits, taken out of ``_own_wall``).
 
   - ``_own_wall_slowdown``: the wall time less the waits for a CPU -- the
     slowdown a user feels on a machine where nothing else wants that CPU
@@ -43,6 +50,8 @@
   - ``_tool_cpu_share``: the tool's own CPU time over the window;
   - ``_samples_per_s``: ``a``'s samples per second of its running
     (fairness: both tools take the rate asked);
+  - ``stops_HZhz``: the control: stops ``a`` as py-spy does (ptrace),
+    holds it ~0.1 ms, reads nothing (``--no-stops``: left out);
   - with ``--bpf-stats``, ``_bpf_share`` and ``_bpf_ns_per_sample``: the
     sampler program's own run time over ``a``'s turns (BPF_ENABLE_STATS,
     which counts every program of the machine while it is on).
@@ -206,6 +215,45 @@ while os.read(take, 1):
     t1, c1, w1 = time.perf_counter(), time.thread_time(), waited()
     print(t0, t1, c1 - c0, w1 - w0, flush=True)
     os.write(give, b"x")
+"""
+#: The control ``stops``: stops process ``a`` as py-spy does (ptrace: seize,
+#: interrupt, wait, detach) at HZ, holds it stopped for :data:`STOP_HOLD`
+#: and reads nothing; it writes its count of stops (as a ``hot (`` line,
+#: counted as the samples).
+STOPPER = """
+import ctypes, os, signal, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+SEIZE, INTERRUPT, DETACH, WALL = 0x4206, 0x4207, 17, 0x40000000
+hz, hold, out, pid = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+stops, done = 0, []
+signal.signal(signal.SIGINT, lambda *_: done.append(1))
+print("Sampling process", pid, flush=True)
+period, at = 1 / hz, time.monotonic()
+while not done:
+    if libc.ptrace(SEIZE, pid, None, None) == 0:
+        libc.ptrace(INTERRUPT, pid, None, None)
+        os.waitpid(pid, WALL)
+        until = time.perf_counter() + hold
+        while time.perf_counter() < until:
+            pass
+        libc.ptrace(DETACH, pid, None, None)
+        stops += 1
+    at += period
+    time.sleep(max(0.0, at - time.monotonic()))
+with open(out, "w") as f:
+    print("stopped;hot (x) ", stops, file=f)
+"""
+#: seconds STOPPER holds each stop: about py-spy's stop here (its stopped
+#: share of the work's run over its samples a second at 99 Hz)
+STOP_HOLD = 100e-6
+#: The filler (``--filler``): a SCHED_IDLE spinner on the work's CPU, which
+#: runs only when neither worker can, so that the CPU never idles.
+FILLER = """
+import os
+os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+while True:
+    pass
 """
 #: iterations of PY_WORKER's loop per turn: ~50 ms on CPython 3.13 here
 PY_TURN = 40
@@ -441,11 +489,12 @@ def _quartiles(values: list[float]) -> tuple[float, float, float]:
     return q[0], statistics.median(values), q[2]
 
 
-def python_tools(tmp: str, rates: tuple[str, ...] = ("99", "999")
+def python_tools(tmp: str, rates: tuple[str, ...] = ("99", "999"), stops: bool = False
                  ) -> dict[str, tuple[list[str], str, str]]:
     """The profilers compared, by name: pyebpf and py-spy (when installed) at
     each rate of ``rates`` (Hz), each as (argv without the pid, its
-    'sampling' line, the file it writes)."""
+    'sampling' line, the file it writes); with ``stops``, the control
+    :data:`STOPPER` too."""
     spy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
     tools: dict[str, tuple[list[str], str, str]] = {}
     for hz in rates:
@@ -456,27 +505,36 @@ def python_tools(tmp: str, rates: tuple[str, ...] = ("99", "999")
             out = os.path.join(tmp, f"pyspy{hz}.txt")
             tools[f"pyspy_{hz}hz"] = ([spy, "record", "-r", hz, "-f", "raw", "-o", out, "-p"],
                                       "Sampling process", out)
+        if stops:
+            out = os.path.join(tmp, f"stops{hz}.txt")
+            tools[f"stops_{hz}hz"] = ([sys.executable, "-c", STOPPER, hz, str(STOP_HOLD), out],
+                                      "Sampling process", out)
     return tools
 
 
 def run_python(rounds: int = 6, quick: bool = False, pin: bool = True,
                bpf_stats: bool = False, log: Any = None,
-               rates: tuple[str, ...] = ("99", "999")) -> dict:
+               rates: tuple[str, ...] = ("99", "999"), stops: bool = True,
+               filler: bool = True) -> dict:
     """The Python work's slowdown under pyebpf and under py-spy (see the
     module docs): two processes of the work take turns on one CPU, and each
     case is a window while a profiler samples one of them, between windows
     where none does; ``rounds`` rounds of every case (and of a control: no
     profiler in its window either), in an order rotated each round.  Per
     case the median and the quartiles of its windows' slowdowns.  ``log``
-    (a file) gets one line per window; ``rates``: the sampling rates (Hz)."""
+    (a file) gets one line per window; ``rates``: the sampling rates (Hz);
+    ``stops``: the control :data:`STOPPER` too; ``filler``: :data:`FILLER`
+    on the work's CPU."""
     py = _newest_python()
     seconds = PY_QUICK_WINDOW if quick else PY_WINDOW
     two = pin and (os.cpu_count() or 1) >= 2
     tmp = tempfile.mkdtemp(prefix="pyebpf_bench_")
-    tools = python_tools(tmp, rates)
+    tools = python_tools(tmp, rates, stops)
     cases: list[str] = [*tools, "alone"]
     runs: dict[str, list[dict[str, float]]] = {c: [] for c in cases}
     load = os.getloadavg()
+    fill = subprocess.Popen([py, "-c", FILLER], preexec_fn=_pinned(WORK_CPU if two else None)
+                            ) if filler else None
     pair = _Pair(py, WORK_CPU if two else None)
     try:
         time.sleep(2 * seconds / 3)                          # (warming up)
@@ -497,8 +555,12 @@ def run_python(rounds: int = 6, quick: bool = False, pin: bool = True,
                           file=log, flush=True)
     finally:
         pair.close()
+        if fill is not None:
+            fill.kill()
+            fill.wait()
         shutil.rmtree(tmp, ignore_errors=True)
     out: dict = {"python": py, "python_rounds": rounds, "python_pinned": two,
+                 "python_filler": filler,
                  "python_window_s": seconds, "python_load_before": load[0],
                  "python_load_after": os.getloadavg()[0],
                  "python_turn_s": statistics.median(
@@ -575,6 +637,12 @@ if __name__ == "__main__":
     parser.add_argument("--log", action="store_true", help="one line per window on stderr")
     parser.add_argument("--rates", default="99,999",
                         help="sampling rates of the Python comparison, Hz (99,999)")
+    parser.add_argument("--no-stops", action="store_true",
+                        help="leave out the control that stops the work as py-spy does and "
+                             "reads nothing")
+    parser.add_argument("--no-filler", action="store_true",
+                        help="no SCHED_IDLE spinner on the work's CPU (it then idles while a "
+                             "tool stops the work)")
     args = parser.parse_args()
     if os.geteuid() != 0:
         results: dict = {"overhead": "skipped: needs root"}
@@ -582,7 +650,8 @@ if __name__ == "__main__":
         results = run_python(args.rounds or (2 if args.quick else 6), args.quick,
                              pin=not args.no_pin, bpf_stats=args.bpf_stats,
                              log=sys.stderr if args.log else None,
-                             rates=tuple(args.rates.split(",")))
+                             rates=tuple(args.rates.split(",")), stops=not args.no_stops,
+                             filler=not args.no_filler)
     else:
         results = run(quick=args.quick)
     for key, value in results.items():

@@ -81,7 +81,8 @@ def _show(obj: object) -> None:
             print(f"  {name:<24} {sec}+{off}, {size} bytes")
     print("needs:")
     for sec, counts in obj.needs().items():
-        parts = [f"{n} {what}" for what, n in counts.items() if n]
+        parts = [f"{n} {what[:-1] if n == 1 and what.endswith('s') else what}"
+                 for what, n in counts.items() if n]
         print(f"  {sec}: {', '.join(parts) if parts else 'nothing'}")
     if obj.externs:
         print("externs: " + ", ".join(f"{n} ({k})" for n, k in obj.externs.items()))

@@ -30,7 +30,7 @@ def test_listing(objects):
     assert "counts                   hash, key 4, value 8, max_entries 128" in out
     assert "pinned by name" in out and "inner array" in out
     assert "scale                    .rodata.cfg+0, 8 bytes" in out
-    assert ("tracepoint/syscalls/sys_enter_getppid: 1 map relocations, 6 global data, "
+    assert ("tracepoint/syscalls/sys_enter_getppid: 1 map relocation, 6 global data, "
             "3 bpf-to-bpf calls, 3 externs") in out
     assert "externs: _stext (ksym), LINUX_KERNEL_VERSION (kconfig), CONFIG_HZ (kconfig)" in out
 
@@ -41,7 +41,7 @@ def test_listing_leaves_out_an_empty_text_section(objects):
     res = pyebpf("object", objects["broken"])
     assert res.returncode == 0, res.stderr
     needs = res.stdout.split("needs:\n", 1)[1].splitlines()
-    assert needs == ["  tracepoint/syscalls/sys_enter_getpid: 1 map relocations"], res.stdout
+    assert needs == ["  tracepoint/syscalls/sys_enter_getpid: 1 map relocation"], res.stdout
 
 
 def test_load_verdicts(objects):

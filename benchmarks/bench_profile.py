@@ -247,8 +247,8 @@ with open(out, "w") as f:
 #: seconds STOPPER holds each stop: about py-spy's stop here (its stopped
 #: share of the work's run over its samples a second at 99 Hz)
 STOP_HOLD = 100e-6
-#: The filler (``--filler``): a SCHED_IDLE spinner on the work's CPU, which
-#: runs only when neither worker can, so that the CPU never idles.
+#: The filler (on unless ``--no-filler``): a SCHED_IDLE spinner on the work's
+#: CPU, which runs only when neither worker can, so that the CPU never idles.
 FILLER = """
 import os
 os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
@@ -376,9 +376,10 @@ class _Pair:
     """Two processes of the same Python work taking turns on one CPU (a
     token passed through pipes): ``a`` (the one a profiler samples) and
     ``b`` (never sampled).  Each turn times itself (wall, CPU, waits for a
-    CPU); a thread collects the lines."""
+    CPU); a thread collects the lines.  With ``filler``, :data:`FILLER` on
+    their CPU too."""
 
-    def __init__(self, py: str, cpu: int | None) -> None:
+    def __init__(self, py: str, cpu: int | None, filler: bool = False) -> None:
         a_to_b, b_to_a = os.pipe(), os.pipe()
         self.turns: dict[str, list[tuple[float, ...]]] = {"a": [], "b": []}
         self.procs = {}
@@ -395,6 +396,8 @@ class _Pair:
         os.write(b_to_a[1], b"x")              # a's turn first; a and b hold the pipes now
         os.close(b_to_a[1])
         self.a = self.procs["a"]
+        self.filler = subprocess.Popen([py, "-c", FILLER], preexec_fn=_pinned(cpu)) \
+            if filler else None
 
     def _read(self, name: str) -> None:
         stdout = self.procs[name].stdout
@@ -409,7 +412,7 @@ class _Pair:
         return [(x, y) for x, y in zip(a, b) if x[0] >= t0 and y[1] <= t1]
 
     def close(self) -> None:
-        for proc in self.procs.values():
+        for proc in [*self.procs.values(), *([self.filler] if self.filler else [])]:
             proc.kill()
             proc.wait()
         for t in self.readers:
@@ -533,9 +536,7 @@ def run_python(rounds: int = 6, quick: bool = False, pin: bool = True,
     cases: list[str] = [*tools, "alone"]
     runs: dict[str, list[dict[str, float]]] = {c: [] for c in cases}
     load = os.getloadavg()
-    fill = subprocess.Popen([py, "-c", FILLER], preexec_fn=_pinned(WORK_CPU if two else None)
-                            ) if filler else None
-    pair = _Pair(py, WORK_CPU if two else None)
+    pair = _Pair(py, WORK_CPU if two else None, filler)
     try:
         time.sleep(2 * seconds / 3)                          # (warming up)
         base = _sampled_window(pair, None, seconds, None, False)
@@ -555,9 +556,6 @@ def run_python(rounds: int = 6, quick: bool = False, pin: bool = True,
                           file=log, flush=True)
     finally:
         pair.close()
-        if fill is not None:
-            fill.kill()
-            fill.wait()
         shutil.rmtree(tmp, ignore_errors=True)
     out: dict = {"python": py, "python_rounds": rounds, "python_pinned": two,
                  "python_filler": filler,
